@@ -1,0 +1,89 @@
+"""Run failures as one small exception tree, and the named exit codes of the CLI.
+
+    BenchError                      exit code carried by the class
+    ├── UsageError                  bad input the user can fix (EXIT.USAGE)
+    │   ├── ProfileError            unknown or malformed profile / launch profile
+    │   └── SettingsError           malformed settings or environment value
+    ├── ServerError                 the server under test is unreachable or unusable
+    ├── RunFailed                   a sweep could not complete
+    ├── VerifyFailed                a bundle failed verification (names the file)
+    ├── HostCheckFailed             preflight of a GPU host failed
+    ├── ToolMissing                 an external tool the step needs is not installed
+    └── Interrupted                 Ctrl-C / SIGTERM; what finished is kept
+
+Request failures are *not* exceptions: they are data on the request record.
+The CLI (`bench.cli`) is the one place that turns these into a message and an exit code.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Named exit codes, documented in the README."""
+
+    OK = 0
+    NOT_REPRODUCED = 1  # a verdict that says "no": reproduce failed, compare found a change
+    USAGE = 2  # bad input: arguments, settings, profile, card
+    SERVER = 3  # the server under test could not be reached or misbehaved
+    RUN_FAILED = 4  # the sweep stopped before finishing (partial results kept)
+    VERIFY_FAILED = 5  # a bundle failed hash, signature or schema checks
+    HOST_CHECK = 6  # the GPU host failed preflight
+    TOOL_MISSING = 7  # a required external tool is not installed
+    DISK = 8  # results could not be written (disk full, permissions)
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM; finished cells are kept
+
+
+class BenchError(Exception):
+    """Base of every failure the CLI reports as one line."""
+
+    exit_code: Exit = Exit.RUN_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(BenchError):
+    exit_code = Exit.USAGE
+
+
+class ProfileError(UsageError):
+    pass
+
+
+class SettingsError(UsageError):
+    pass
+
+
+class ServerError(BenchError):
+    exit_code = Exit.SERVER
+
+
+class RunFailed(BenchError):
+    exit_code = Exit.RUN_FAILED
+
+
+class VerifyFailed(BenchError):
+    exit_code = Exit.VERIFY_FAILED
+
+
+class HostCheckFailed(BenchError):
+    exit_code = Exit.HOST_CHECK
+
+
+class ToolMissing(BenchError):
+    exit_code = Exit.TOOL_MISSING
+
+
+class DiskError(BenchError):
+    exit_code = Exit.DISK
+
+
+class Interrupted(BenchError):
+    exit_code = Exit.INTERRUPTED
