@@ -48,7 +48,7 @@ def training_text(rng: random.Random) -> list[str]:
     """Seeded pseudo-English: enough variety for a 4K-token BPE, no files from outside."""
     syllables = [a + b for a in "bcdfghklmnprstvwz" for b in "aeiou"] + ["th", "ng", "st", "er"]
     words = ["".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(3_000)]
-    words += "the of and to in is that for it as with was on be by this are from at".split()
+    words += ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "on"]
     lines = []
     for _ in range(20_000):
         sentence = " ".join(rng.choices(words, k=rng.randint(4, 16)))
