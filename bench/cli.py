@@ -24,6 +24,8 @@ from bench.settings import Settings, load_settings
 COMMAND_MODULES: tuple[str, ...] = (
     "bench.twin.cli",
     "bench.card.command",
+    "bench.bundle.commands",
+    "bench.environment",
 )
 
 
