@@ -209,3 +209,15 @@ def test_opened_archive_is_verified_where_it_was_opened(
     opened = open_bundle(archive, tmp_path / "opened")
     shutil.rmtree(run_dir)  # nothing is read from the original directory
     assert verify_bundle(opened, keys.allowed).files == 5
+
+
+def test_secret_scan_finds_a_key_straddling_read_chunks(tmp_path: Path) -> None:
+    root = tmp_path / "scan"
+    (root / "samples").mkdir(parents=True)
+    secret = "sk-straddle-0123456789"
+    blob = b"x" * ((1 << 20) - 5) + secret.encode() + b"y" * 100
+    (root / "samples" / "big.jsonl").write_bytes(blob)
+    (root / "clean.txt").write_text("nothing here\n")
+    assert seal.find_secret(root, [secret]) == "samples/big.jsonl"
+    assert seal.find_secret(root, ["sk-absent-0123456789"]) is None
+    assert seal.find_secret(root, ["x"]) is None  # too short to be told from chance
