@@ -79,7 +79,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     )
     print(
         f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}), "
-        f"manifest created {ok.created_at.isoformat()}"
+        f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
     )
     return 0
 

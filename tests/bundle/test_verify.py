@@ -193,7 +193,7 @@ def test_cli_round_trip_and_failure_exit_codes(
     out = capsys.readouterr().out
     assert "OK " in out and "5 files match manifest.json" in out
     assert "signed by alice@example.org (ssh-ed25519 SHA256:" in out
-    assert "manifest created 20" in out
+    assert ") at 20" in out and "when manifest.json was written and signed" in out
     (run_dir / "tables.md").write_text("tampered\n")
     code = cli.main(["verify", str(run_dir), "--allowed-signers", str(keys.allowed)])
     err = capsys.readouterr().err
