@@ -78,7 +78,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
         f"results.json valid (schema v{ok.results_schema_version})"
     )
     print(
-        f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}), "
+        f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}) "
         f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
     )
     return 0
