@@ -24,6 +24,7 @@ from bench.settings import Settings, load_settings
 COMMAND_MODULES: tuple[str, ...] = (
     "bench.twin.cli",
     "bench.card.command",
+    "bench.verdict.command",
 )
 
 

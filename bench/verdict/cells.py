@@ -43,23 +43,23 @@ class MetricSpec:
     kind: Kind
     higher_is_better: bool
     unit: str  # how it is shown: "tok/s" or "ms"
+    decimals: int = 1  # as on the card: tok/s and TBT to 0.1, TTFT to 1 ms
 
     def show(self, value: float | None) -> str:
         if value is None:
             return "—"
         if self.unit == "ms":
-            ms = value * 1000.0
-            return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:,.1f} ms"
-        return f"{value:,.1f}"
+            return f"{value * 1000.0:,.{self.decimals}f} ms"
+        return f"{value:,.{self.decimals}f}"
 
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("total_tok_s", "Total tok/s", "decode", "throughput", True, "tok/s"),
     MetricSpec("per_request_tok_s", "Per request tok/s", "decode", "throughput", True, "tok/s"),
-    MetricSpec("ttft_s", "TTFT", "decode", "latency", False, "ms"),
+    MetricSpec("ttft_s", "TTFT", "decode", "latency", False, "ms", 0),
     MetricSpec("tbt_s", "Time between tokens", "decode", "latency", False, "ms"),
     MetricSpec("prefill_tok_s", "Prefill tok/s", "prefill", "throughput", True, "tok/s"),
-    MetricSpec("prefill_ttft_s", "Prefill TTFT", "prefill", "latency", False, "ms"),
+    MetricSpec("prefill_ttft_s", "Prefill TTFT", "prefill", "latency", False, "ms", 0),
 )
 BY_NAME = {m.name: m for m in METRICS}
 
