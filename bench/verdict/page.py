@@ -115,6 +115,7 @@ def _curves(c: Comparison) -> bytes:
     panels = []
     for metric in _decode_metrics():
         series = []
+        contexts = list(dict.fromkeys([*c.a.contexts, *c.b.contexts]))
         for run, dashed in ((c.a, False), (c.b, True)):
             for ctx in run.contexts:
                 xs, ys, errs = [], [], []
@@ -133,7 +134,9 @@ def _curves(c: Comparison) -> bytes:
                     ys.append(v * scale)
                     errs.append(err * scale)
                 if xs:
-                    series.append(plots.Series(f"{run.name} {ctx}", xs, ys, errs, dashed))
+                    label = f"{'A' if not dashed else 'B'} {ctx}"
+                    color = contexts.index(ctx)
+                    series.append(plots.Series(label, xs, ys, errs, dashed, color))
         panels.append((metric.label, metric.unit, series))
     return plots.curves_png(panels)
 
@@ -181,6 +184,10 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
         parts.append(f"<ul>{items}</ul>")
         maps = [_compare_heat(c, m) for m in _decode_metrics()]
         parts.append(_img(plots.heatmaps_png(maps), "Δ % heatmap"))
+        parts.append(
+            f"<p>A = {html.escape(c.a.name)} (solid), B = {html.escape(c.b.name)} "
+            "(dashed); error bars: 95 % CI over trials.</p>"
+        )
         parts.append(_img(_curves(c), "figures by concurrency"))
         parts += [_table(t) for t in compare_tables(c)]
     return _page("Compare", parts)

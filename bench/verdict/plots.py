@@ -103,6 +103,7 @@ class Series:
     y: Sequence[float]
     err: Sequence[float] | None  # half-width of the 95 % CI, same length as y
     dashed: bool
+    color: int = 0  # index into matplotlib's colour cycle (one colour per context)
 
 
 def curves_png(panels: Sequence[tuple[str, str, Sequence[Series]]]) -> bytes:
