@@ -151,6 +151,7 @@ def _metadata(results: Results, env: Any) -> dict[str, str]:
         "max tokens": str(s.max_tokens),
         "trials": str(s.trials),
         "bench version": results.bench_version,
+        "run state": results.state,
     }
     if isinstance(env, dict):
         gpu = env.get("gpu") or {}

@@ -149,6 +149,9 @@ def reproduce_markdown(r: Reproduction) -> str:
         head.append(
             f"Twin speed factor {n}: our rates divided by {n}, our latencies multiplied by {n}."
         )
+    state = r.ours.metadata.get("run state", "complete")
+    if state != "complete":
+        head.append(f"The run is {state}: cells it did not finish are not measured here.")
     head.append(
         f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
         f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
