@@ -14,6 +14,8 @@ help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
+	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
+	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,3 +50,15 @@ verify: setup
 report-tools:
 	@command -v ssh-keygen >/dev/null || apt-get install -y -q openssh-client
 	@command -v chromium >/dev/null || apt-get install -y -q chromium
+
+# Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
+.PHONY: compare reproduce
+compare: setup
+	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
+		echo "usage: make compare A=run-a.tar.gz B=run-b.tar.gz [MORE='c.tar.gz ...'] [HTML=out.html]" >&2; exit 2; fi
+	$(BIN)/bench compare "$(A)" "$(B)" $(MORE) $(if $(HTML),--html "$(HTML)")
+
+reproduce: setup
+	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \
+		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
+	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(if $(HTML),--html "$(HTML)")
