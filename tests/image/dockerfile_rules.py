@@ -191,7 +191,7 @@ def _layer_order_problems(stage: Stage) -> list[str]:
         )
     except StopIteration:
         return [f"stage {stage.name} does not copy bench/"]
-    slow_after = [a for k, a in keys[copy_bench + 1 :] if k == "RUN" and "--no-deps ." not in a] + [
+    slow_after = [a for k, a in keys[copy_bench + 1 :] if k == "RUN" and "--no-deps --no-build-isolation ." not in a] + [
         a for k, a in keys[copy_bench + 1 :] if k == "COPY" and "--from=" in a
     ]
     if slow_after:
