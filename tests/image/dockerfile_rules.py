@@ -191,9 +191,11 @@ def _layer_order_problems(stage: Stage) -> list[str]:
         )
     except StopIteration:
         return [f"stage {stage.name} does not copy bench/"]
-    slow_after = [a for k, a in keys[copy_bench + 1 :] if k == "RUN" and "--no-deps --no-build-isolation ." not in a] + [
-        a for k, a in keys[copy_bench + 1 :] if k == "COPY" and "--from=" in a
-    ]
+    slow_after = [
+        a
+        for k, a in keys[copy_bench + 1 :]
+        if k == "RUN" and "--no-deps --no-build-isolation ." not in a
+    ] + [a for k, a in keys[copy_bench + 1 :] if k == "COPY" and "--from=" in a]
     if slow_after:
         return [f"stage {stage.name} has slow layers after COPY bench: {slow_after[0][:60]}"]
     return []
