@@ -52,12 +52,9 @@ services:
     command:{server_command}
     environment:
 {server_env}
-    ipc: host
-    ports:
+{server_ipc}    ports:
       - "127.0.0.1:${{BENCH_PORT:-{server_port}}}:{server_port}"
-    volumes:
-      - ${{HF_CACHE_DIR:-~/.cache/huggingface}}:/root/.cache/huggingface
-    deploy:
+{server_volumes}    deploy:
       resources:
         reservations:
           devices:
@@ -136,6 +133,16 @@ def _health(profile: LaunchProfile) -> str:
     return _flow(["CMD", "python", "-c", probe])
 
 
+def _ipc(profile: LaunchProfile) -> str:
+    return "    ipc: host\n" if profile.ipc_host else ""
+
+
+def _volumes(profile: LaunchProfile) -> str:
+    if profile.model_cache is None:
+        return ""
+    return f"    volumes:\n      - ${{HF_CACHE_DIR:-~/.cache/huggingface}}:{profile.model_cache}\n"
+
+
 def render(server: LaunchProfile, twin: LaunchProfile, bench_version: str) -> str:
     """compose.yaml for `server` (a GPU launch) with `twin` as its stand-in."""
     return _TEMPLATE.format(
@@ -147,6 +154,8 @@ def render(server: LaunchProfile, twin: LaunchProfile, bench_version: str) -> st
         server_command=_block(server.argv),
         server_env=_env(server),
         server_port=server.port,
+        server_ipc=_ipc(server),
+        server_volumes=_volumes(server),
         server_health=_health(server),
         server_start_s=int(server.startup_timeout_s),
         twin_command=_block(twin.argv),

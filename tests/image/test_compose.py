@@ -80,6 +80,8 @@ def test_twin_profile_replaces_vllm_without_gpus(docker_env: dict[str, str]) -> 
     twin = services["twin"]
     assert twin["command"] == list(load_launch_profile("twin").argv)
     assert "deploy" not in twin or not twin["deploy"]
+    assert "ipc" not in twin
+    assert "volumes" not in twin
     assert twin["ports"][0]["host_ip"] == "127.0.0.1"  # type: ignore[index]
     bench = services["bench"]
     assert bench["depends_on"]["twin"] == {"condition": "service_healthy", "required": False}  # type: ignore[index]
