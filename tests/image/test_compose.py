@@ -52,11 +52,13 @@ def test_check_reports_a_hand_edit(tmp_path: Path) -> None:
 
 def test_vllm_service_runs_the_profile_token_for_token(docker_env: dict[str, str]) -> None:
     env = {**docker_env, "VLLM_API_KEY": "k-from-env"}
+    env.pop("HF_TOKEN", None)
     vllm = _services(_config(env, "vllm"))["vllm"]
     published = load_launch_profile("published")
     assert vllm["command"] == list(published.argv)
     assert vllm["ipc"] == "host"
-    assert vllm["environment"] == {"VLLM_API_KEY": "k-from-env"}
+    # Passed through from the caller's environment; an unset HF_TOKEN stays unset.
+    assert vllm["environment"] == {"VLLM_API_KEY": "k-from-env", "HF_TOKEN": None}
     assert vllm["ports"] == [
         {
             "mode": "ingress",
@@ -97,7 +99,7 @@ def test_the_api_key_is_never_in_the_file_or_a_command(docker_env: dict[str, str
     services = _services(_config(env, "vllm", "twin"))
     for name, service in services.items():
         assert "s3cr3t-value" not in json.dumps(service.get("command")), name
-        assert service["environment"] == {"VLLM_API_KEY": "s3cr3t-value"}, name
+        assert service["environment"]["VLLM_API_KEY"] == "s3cr3t-value", name  # type: ignore[index]
 
 
 def test_default_vllm_image_tag_names_the_dockerfile_commit() -> None:

@@ -36,7 +36,7 @@ def test_published_argv_is_the_card_token_for_token_without_the_key() -> None:
     assert profile.image == "vllm"
     assert profile.flag("--speculative-config") == '{"method":"mtp","num_speculative_tokens":2}'
     assert profile.flag("--quantization") == "moe_wna16"
-    assert profile.secret_env == ("VLLM_API_KEY",)
+    assert profile.secret_env == ("VLLM_API_KEY", "HF_TOKEN")
     assert profile.ipc_host is True
     assert profile.model_cache == "/root/.cache/huggingface"
     assert not any("api-key" in t or "redacted" in t for t in profile.argv)
