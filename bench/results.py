@@ -1,0 +1,252 @@
+"""The schema of `results.json`: what one `bench run` measured, and how.
+
+Versioned (`schema_version`); later changes are additive (new optional fields only).
+
+Speed convention. A twin can run N times faster than real time (`speed_factor` N, read
+from its `/version` or given with `--speed-factor`; 1 for a real server). `bench run`
+then scales what it controls by 1/N (the window, the 3 s readiness hold, time-outs), so
+that the run covers the same *server* time as a real one. Every duration and rate in
+this file is **as measured on the client's clock** (`time.perf_counter`), never rescaled:
+at speed 10 a 30 s window shows `measured_for_s` ≈ 3.0 and rates ten times the card's.
+To compare with a card measured in real time use `CellFigures.at_server_speed(N)` /
+`PrefillSample.at_server_speed(N)`: durations times N, rates divided by N. Both identities of the
+card (total = tokens / measured for; per request = 1000 / TBT ms) hold before and after.
+`tables.md` is rendered at server speed (identical when N = 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Api = Literal["chat", "completions"]
+# valid: measured, numbers reported. invalid: a request failed (stream cut, HTTP error,
+# error event), no numbers. over_capacity: not run (C x (context + max_tokens) > KV
+# capacity). not_ready: the readiness gate never held, the window was measured anyway and
+# the cell is flagged. interrupted: the run stopped during this cell, no numbers.
+CellStatus = Literal["valid", "invalid", "over_capacity", "not_ready", "interrupted"]
+PrefillStatus = Literal["valid", "invalid", "interrupted"]
+RunState = Literal["running", "complete", "interrupted", "failed"]
+KvSource = Literal["kv_cache_size_tokens", "num_gpu_blocks_x_block_size", "kv_budget", "unknown"]
+# How the number of requests running on the server was obtained for "Average active".
+ActiveSource = Literal["server_metrics", "client_in_flight"]
+# How prompt sizes were made exact.
+PromptSizing = Literal["tokenize", "usage_calibrated"]
+SpeedSource = Literal["flag", "version", "default"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSettings(_Model):
+    """The parameters of the run as requested (the API key is never recorded)."""
+
+    url: str
+    api: Api = "chat"
+    model: str | None = None  # as requested; None = auto-detected (see ServerInfo.model)
+    contexts: tuple[int, ...]  # decode contexts, nominal tokens (8K = 8192)
+    prefill_only_contexts: tuple[int, ...] = ()
+    concurrencies: tuple[int, ...]
+    duration_s: float  # the window in server time (30 s on the card)
+    max_tokens: int
+    trials: int = 1
+    kv_budget_tokens: int | None = None
+    speed_factor: float | None = None  # as given with --speed-factor; None = auto
+    readiness_hold_s: float = 3.0  # server time
+    request_timeout_s: float = 600.0  # client time; a read time-out is a failed request
+    seed: int = 0
+
+
+class ServerInfo(_Model):
+    url: str
+    model: str
+    max_model_len: int
+    version: str | None = None  # `version` from /version
+    version_payload: dict[str, Any] = Field(default_factory=dict)
+    speed_factor: float = 1.0
+    speed_source: SpeedSource = "default"
+    has_metrics: bool = False
+    has_tokenize: bool = False
+
+
+class KvCapacity(_Model):
+    tokens: int | None
+    source: KvSource
+    detail: str  # e.g. "vllm:cache_config_info kv_cache_size_tokens=1234567"
+
+
+class PlannedContext(_Model):
+    label: str  # "8K", "251K" (see bench.prompts.context_label)
+    nominal_tokens: int  # as requested: 262144 for "256K"
+    prompt_tokens: int  # after trimming to max_model_len - max_tokens - 64
+    trimmed: bool
+    decode: bool  # False for a prefill-only context
+    max_tokens: int  # of its decode requests (1 for prefill-only)
+
+
+class PlannedCell(_Model):
+    context_label: str
+    prompt_tokens: int
+    concurrency: int
+    kv_needed_tokens: int  # C x (context + max_tokens)
+    run: bool
+    reason: str | None = None  # "needs N KV tokens, the server has M"
+
+
+class Plan(_Model):
+    contexts: tuple[PlannedContext, ...]
+    cells: tuple[PlannedCell, ...]
+    kv: KvCapacity
+    trials: int = 1
+    estimated_duration_s: float  # client (wall) time, including prefill and warm-up
+    prompt_sizing: PromptSizing = "tokenize"
+
+
+class Distribution(_Model):
+    """Order statistics of a sample, in seconds (or tokens for counts)."""
+
+    n: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    min: float
+    max: float
+
+
+class PrefillSample(_Model):
+    """The cold scout of a context row: one streaming request with max_tokens=1."""
+
+    context_label: str
+    prompt_tokens: int  # from usage.prompt_tokens of the scout itself
+    trial: int = 0
+    status: PrefillStatus
+    reason: str | None = None
+    ttft_s: float | None = None
+    prefill_tok_s: float | None = None  # prompt_tokens / ttft_s
+
+    def at_server_speed(self, speed_factor: float) -> PrefillSample:
+        if self.ttft_s is None or self.prefill_tok_s is None:
+            return self
+        return self.model_copy(
+            update={
+                "ttft_s": self.ttft_s * speed_factor,
+                "prefill_tok_s": self.prefill_tok_s / speed_factor,
+            }
+        )
+
+
+class CellFigures(_Model):
+    """The card's "All measurements" columns, with the card's definitions."""
+
+    total_tok_s: float  # output_tokens / measured_for_s
+    per_request_tok_s: float  # 1 / tbt_s (1000 / median TBT in ms)
+    ttft_s: float  # median over every request of the cell that produced a token
+    tbt_s: float  # median over requests of (t_last - t_first) / (tokens - 1)
+    average_active: float
+    active_source: ActiveSource
+    completed_requests: int  # requests that finished inside the window
+    output_tokens: int  # usage tokens received inside the window
+    measured_for_s: float  # window start to the last usage chunk inside it
+
+    def at_server_speed(self, speed_factor: float) -> CellFigures:
+        n = speed_factor
+        return self.model_copy(
+            update={
+                "total_tok_s": self.total_tok_s / n,
+                "per_request_tok_s": self.per_request_tok_s / n,
+                "ttft_s": self.ttft_s * n,
+                "tbt_s": self.tbt_s * n,
+                "measured_for_s": self.measured_for_s * n,
+            }
+        )
+
+
+class CellExtras(_Model):
+    """What the card does not show and we add."""
+
+    ttft: Distribution | None = None
+    tbt: Distribution | None = None  # per-request token-weighted TBT
+    chunk_gap: Distribution | None = None  # every gap between usage chunks, s
+    tokens_per_chunk: float | None = None  # mean tokens per usage chunk (MTP > 1)
+    spec_decode_acceptance_rate: float | None = None  # accepted / draft tokens
+    spec_decode_acceptance_length: float | None = None  # 1 + accepted / drafts
+    prefix_cache_hit_rate: float | None = None  # hits / queries over the window
+    requests_started: int = 0  # requests the workers started, warm-up included
+    requests_failed: int = 0
+    requests_in_window: int = 0  # requests with a token inside the window
+    ready_after_s: float | None = None  # from the workers' start to the gate holding
+    metrics_samples: int = 0  # /metrics scrapes inside the window
+
+
+class CellResult(_Model):
+    context_label: str
+    prompt_tokens: int
+    concurrency: int
+    trial: int = 0
+    status: CellStatus
+    reason: str | None = None
+    figures: CellFigures | None = None  # None unless status is valid or not_ready
+    extras: CellExtras | None = None
+    started_at_s: float | None = None  # seconds since the run's clock anchor
+
+
+class Estimate(_Model):
+    """Mean and 95 % confidence half-width of one figure over trials."""
+
+    mean: float
+    ci95: float | None  # None with fewer than 2 trials
+    n: int
+
+
+class CellAggregate(_Model):
+    context_label: str
+    concurrency: int
+    trials: int  # valid trials aggregated
+    total_tok_s: Estimate
+    per_request_tok_s: Estimate
+    ttft_s: Estimate
+    tbt_s: Estimate
+
+
+class Measurement(_Model):
+    """How things were measured on this run: no silent guesses."""
+
+    output_tokens_from: Literal["usage"] = "usage"
+    active_source: ActiveSource = "server_metrics"
+    prompt_sizing: PromptSizing = "tokenize"
+    kv_source: KvSource = "unknown"
+    metrics_available: bool = False
+    speed_convention: str = (
+        "durations and rates as measured on the client clock; "
+        "multiply durations by speed_factor and divide rates by it for server time"
+    )
+
+
+class Results(_Model):
+    schema_version: int = SCHEMA_VERSION
+    bench_version: str
+    run_id: str
+    created_at: str  # ISO 8601 UTC: the run's one wall-clock anchor
+    state: RunState = "running"
+    settings: RunSettings
+    server: ServerInfo
+    plan: Plan
+    measurement: Measurement = Field(default_factory=Measurement)
+    prefill: tuple[PrefillSample, ...] = ()
+    cells: tuple[CellResult, ...] = ()
+    aggregates: tuple[CellAggregate, ...] = ()
+
+    @property
+    def speed_factor(self) -> float:
+        return self.server.speed_factor
+
+    def cell(self, context_label: str, concurrency: int, trial: int = 0) -> CellResult | None:
+        for c in self.cells:
+            if (c.context_label, c.concurrency, c.trial) == (context_label, concurrency, trial):
+                return c
+        return None
