@@ -100,3 +100,13 @@ compose: setup        ## regenerate compose.yaml from the launch profiles
 	$(BIN)/python -m provisioning.compose_file > compose.yaml
 
 test: docker-up compose-plugin
+
+# The orchestrator (provisioning/): a GPU host over SSH. HOST=gpu01 or HOST=gpu01,gpu02;
+# PROFILE=<launch profile> (default: the inventory's, else published); TRUST_NEW_HOST=1
+# accepts and records the key of a host seen for the first time.
+PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host)
+
+.PHONY: preflight
+preflight: setup
+	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
+	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
