@@ -108,6 +108,7 @@ class Twin:
                 "outcome": stream.outcome,
                 "prompt_tokens": stream.spec.prompt_tokens,
                 "output_tokens": stream.output_tokens,
+                "received_s": round(stream.received_s, 6),
                 "chunks": [[round(t, 6), n] for t, n in stream.chunk_log],
             }
             gt.write(json.dumps(record) + "\n")
@@ -193,6 +194,7 @@ class Twin:
         }
 
     async def _complete(self, http: HttpRequest, conn: Connection, chat: bool) -> None:
+        received_s = time.time()
         obj = requests.parse_json(http.body)
         p = self.profile
         spec = requests.completion(obj, self.tokenizer, chat, p.model, p.max_model_len)
@@ -219,6 +221,7 @@ class Twin:
             conn,
             fate,
             stall_s=self.config.faults.stall_s,
+            received_s=received_s,
         )
         loop = asyncio.get_running_loop()
         stream.done = loop.create_future()

@@ -66,6 +66,7 @@ class Stream:
     _stall_until: float = 0.0
     _text_parts: list[str] = field(default_factory=list)
     outcome: str = "running"
+    received_s: float = 0.0  # wall clock when the request arrived (ground truth of TTFT)
 
     def __post_init__(self) -> None:
         s = self.spec
