@@ -138,7 +138,13 @@ class _Exchange:
         pos, n = 0, len(buf)
         out: list[bytes] = []
         while pos < n:
-            if self.data_left:
+            if self.data_left < 0:
+                if n - pos < 2:
+                    break
+                self.complete = True  # trailers are not read: such a connection is not reused
+                self.close = self.close or buf[pos : pos + 2] != b"\r\n"
+                pos = n
+            elif self.data_left:
                 take = min(self.data_left, n - pos)
                 out.append(buf[pos : pos + take])
                 pos += take
@@ -160,10 +166,8 @@ class _Exchange:
                     return None
                 pos = nl + 2
                 if size == 0:
-                    self.complete = True  # trailers, if any, are not read: not reused then
-                    self.close = self.close or buf[pos : pos + 2] != b"\r\n"
-                    pos = n
-                    break
+                    self.data_left = -1  # the last chunk: only its CRLF (or trailers) left
+                    continue
                 if pos + size + 2 <= n:  # the usual case: the whole chunk is here
                     out.append(buf[pos : pos + size])
                     pos += size + 2
