@@ -8,6 +8,7 @@ between figures measured side by side in the same pass.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parts", default="capacity,fidelity,sweep", help="comma-separated subset to run"
     )
+    p.add_argument("--regimes", default="", help="only capacity regimes whose name has this")
     args = p.parse_args(argv)
     parts = set(args.parts.split(","))
     passes = 1 if args.quick else args.passes
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     vllm = capacity.VllmBench(tok, client_cpu) if use_vllm and tok is not None else None
     try:
         if "capacity" in parts:
-            regimes = capacity.QUICK if args.quick else capacity.FULL
+            pool = capacity.QUICK if args.quick else capacity.FULL
+            regimes = tuple(r for r in pool if args.regimes in r.name)
             out["capacity"] = _capacity(regimes, passes, server_cpu, client_cpu, vllm)
             print(report.capacity_table(out["capacity"]), flush=True)
         if "fidelity" in parts:
@@ -80,13 +83,9 @@ def _capacity(
             argv += ["--interval-ms", str(r.interval_ms), "--tokens-per-chunk"]
             argv += [str(r.tokens_per_chunk)]
             clients = ["bench", "vllm"] if vllm is not None else ["bench"]
-            if n % 2:
-                clients.reverse()
-            with procs.serving(argv, server_cpu) as (url, server_pid):
-                got = {
-                    c: capacity.run_client(c, r, url, server_pid, client_cpu=client_cpu, vllm=vllm)
-                    for c in clients
-                }
+            with contextlib.ExitStack() as stack:
+                servers = {c: stack.enter_context(procs.serving(argv, server_cpu)) for c in clients}
+                got = capacity.run_side_by_side(r, servers, client_cpu=client_cpu, vllm=vllm)
             for c, fig in got.items():
                 fig["limit"] = capacity.limit(fig, r)
                 runs.setdefault((r.name, c), []).append(fig)

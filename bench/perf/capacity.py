@@ -1,8 +1,9 @@
 """Client capacity: tokens and chunks per client CPU-second, ours beside `vllm bench serve`.
 
-Per regime the streamer serves both clients in turn (the order alternates by pass). While
-a client runs the harness samples, every 0.1 s, the server's counters (tokens and chunks
-sent) and the client's and server's CPU time. The window is the part of the run between
+Per regime both clients run at the same time, each against its own streamer (streamers
+on the server core, clients on the client core), so both see the same machine. While
+they run the harness samples, every 0.1 s, each server's counters (tokens and chunks
+sent) and each client's and server's CPU time. The window is the part of the run between
 5 % and 95 % of the tokens sent, so start-up, ramp and the tail are excluded the same way
 for both clients. Tokens counted ÷ tokens sent compares the client's own total (usage on
 every chunk for ours; `total_output_tokens` for vLLM's) with the server's counter.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +41,13 @@ class Regime:
         return self.streams * self.tokens_per_chunk * 1000.0 / self.interval_ms
 
 
+# Output lengths keep each run to ~64-128 k tokens: enough CPU time for 10 ms ticks.
 FULL = (
-    Regime("128 paced 10 ms", 128, 10.0, 1, 1024),
+    Regime("128 paced 10 ms", 128, 10.0, 1, 512),
     Regime("128 unpaced", 128, 0.0, 1, 1024),
-    Regime("128 unpaced, 4 tokens/chunk", 128, 0.0, 4, 1024),
-    Regime("1024 paced 10 ms", 1024, 10.0, 1, 256),
-    Regime("1024 unpaced", 1024, 0.0, 1, 256),
+    Regime("128 unpaced, 4 tokens/chunk", 128, 0.0, 4, 2048),
+    Regime("1024 paced 10 ms", 1024, 10.0, 1, 128),
+    Regime("1024 unpaced", 1024, 0.0, 1, 128),
 )
 QUICK = (Regime("16 paced 10 ms", 16, 10.0, 1, 200), Regime("16 unpaced", 16, 0.0, 1, 2000))
 
@@ -64,6 +67,8 @@ class VllmBench:
             preexec_fn=procs.pin(cpu),  # noqa: PLW1509 - affinity only
         )
         self._read_until("READY")
+        self._result: dict[str, Any] | None = None
+        self._finished = threading.Event()
 
     def _read_until(self, prefix: str) -> str:
         assert self.proc.stdout is not None
@@ -84,12 +89,26 @@ class VllmBench:
             *("--result-dir", result_dir, "--seed", "0"),
         ]
         assert self.proc.stdin is not None
+        self._finished.clear()
         self.proc.stdin.write(json.dumps(argv) + "\n")
         self.proc.stdin.flush()
+        threading.Thread(target=self._wait_result, daemon=True).start()
+
+    def _wait_result(self) -> None:
+        try:
+            self._result = json.loads(self._read_until("RESULT "))
+        finally:
+            self._finished.set()
+
+    @property
+    def running(self) -> bool:
+        return not self._finished.is_set()
 
     def result(self) -> dict[str, Any]:
-        out: dict[str, Any] = json.loads(self._read_until("RESULT "))
-        return out
+        self._finished.wait()
+        if self._result is None:
+            raise RuntimeError("vllm bench serve driver ended without a result")
+        return self._result
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -128,52 +147,64 @@ def _window(samples: list[tuple[float, int, int, float, float]]) -> dict[str, An
     }
 
 
-def run_client(
-    client: str,
+def run_side_by_side(
     regime: Regime,
-    url: str,
-    server_pid: int,
+    servers: dict[str, tuple[str, int]],
     *,
     client_cpu: int | None,
     vllm: VllmBench | None,
-) -> dict[str, Any]:
-    before = procs.get_json(url + "/perf/stats")["tokens"]
+) -> dict[str, dict[str, Any]]:
+    """Run every client at once, each against its own streamer, all on the client core.
+
+    On a shared machine whatever else runs (and the clock speed) changes from one minute
+    to the next; clients measured at the same time on the same core see the same machine.
+    """
+    url = {c: u for c, (u, _) in servers.items()}
+    before = {c: procs.get_json(u + "/perf/stats")["tokens"] for c, u in url.items()}
     with tempfile.TemporaryDirectory(prefix="perf-") as tmp:
         out = Path(tmp) / "loadgen.json"
         proc: subprocess.Popen[str] | None = None
-        if client == "bench":
-            argv = [procs.python(), "-m", "bench.perf.loadgen", "--url", url, "--model", "perf"]
-            argv += ["--streams", str(regime.streams), "--max-tokens", str(regime.max_tokens)]
-            argv += ["--out", str(out)]
-            proc = subprocess.Popen(argv, text=True, preexec_fn=procs.pin(client_cpu))  # noqa: PLW1509
-            pid = proc.pid
-        else:
-            assert vllm is not None
-            vllm.start(url, regime, tmp)
-            pid = vllm.proc.pid
-        samples = [_sample(url, pid, server_pid)]
-        while (proc.poll() is None) if proc is not None else _active(url, samples):
+        pid: dict[str, int] = {}
+        for c, u in url.items():
+            if c == "bench":
+                argv = [procs.python(), "-m", "bench.perf.loadgen", "--url", u, "--model", "perf"]
+                argv += ["--streams", str(regime.streams), "--max-tokens", str(regime.max_tokens)]
+                argv += ["--out", str(out)]
+                proc = subprocess.Popen(argv, text=True, preexec_fn=procs.pin(client_cpu))  # noqa: PLW1509
+                pid[c] = proc.pid
+            else:
+                assert vllm is not None
+                vllm.start(u, regime, tmp)
+                pid[c] = vllm.proc.pid
+
+        def alive(c: str) -> bool:
+            if c == "bench":
+                return proc is not None and proc.poll() is None
+            return vllm is not None and vllm.running
+
+        samples: dict[str, list[tuple[float, int, int, float, float]]] = {c: [] for c in url}
+        while True:
+            live = [c for c in url if alive(c)]
+            for c, u in url.items():
+                samples[c].append(_sample(u, pid[c], servers[c][1]))
+            if not live:
+                break
             time.sleep(POLL_S)
-            samples.append(_sample(url, pid, server_pid))
-        samples.append(_sample(url, pid, server_pid))
-        if proc is not None:
-            got = json.loads(out.read_text())
-            counted, errors = got["tokens"], got["errors"]
-        else:
-            assert vllm is not None
-            res = vllm.result()
-            counted, errors = res["total_output_tokens"], res["failed"]
-    sent = procs.get_json(url + "/perf/stats")["tokens"] - before
-    fig = _window(samples)
-    fig.update(client=client, tokens_sent=sent, tokens_counted=counted, errors=errors)
-    fig["counted_over_sent"] = counted / sent if sent else None
-    return fig
-
-
-def _active(url: str, samples: list[tuple[float, int, int, float, float]]) -> bool:
-    """vLLM's driver stays up between runs: the run is over when the server goes idle."""
-    st = procs.get_json(url + "/perf/stats")
-    return bool(st["active"] > 0 or len(samples) < 5 or samples[-1][1] == samples[0][1])
+        figs: dict[str, dict[str, Any]] = {}
+        for c in url:
+            if c == "bench":
+                got = json.loads(out.read_text())
+                counted, errors = got["tokens"], got["errors"]
+            else:
+                assert vllm is not None
+                res = vllm.result()
+                counted, errors = res["total_output_tokens"], res["failed"]
+            sent = procs.get_json(url[c] + "/perf/stats")["tokens"] - before[c]
+            fig = _window(samples[c])
+            fig.update(client=c, tokens_sent=sent, tokens_counted=counted, errors=errors)
+            fig["counted_over_sent"] = counted / sent if sent else None
+            figs[c] = fig
+    return figs
 
 
 def limit(fig: dict[str, Any], regime: Regime) -> str:
