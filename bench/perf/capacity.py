@@ -49,7 +49,7 @@ FULL = (
     Regime("1024 paced 10 ms", 1024, 10.0, 1, 128),
     Regime("1024 unpaced", 1024, 0.0, 1, 128),
 )
-QUICK = (Regime("16 paced 10 ms", 16, 10.0, 1, 200), Regime("16 unpaced", 16, 0.0, 1, 2000))
+QUICK = (Regime("8 paced 10 ms", 8, 10.0, 1, 100), Regime("8 unpaced", 8, 0.0, 1, 1000))
 
 
 class VllmBench:

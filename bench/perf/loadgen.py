@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from bench import prompts
+from bench import event_loop, prompts
 from bench.client import Client
 from bench.records import RequestRecord
 
@@ -77,10 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--out", required=True)
     p.add_argument("--cpu", type=int, default=None, help="pin this process to one core")
+    p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     args = p.parse_args(argv)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    result = asyncio.run(run(args.url, args.model, args.streams, args.requests, args.max_tokens))
+    factory = event_loop.factory() if args.loop == "uvloop" else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(run(args.url, args.model, args.streams, args.requests, args.max_tokens))
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f)
     return 0

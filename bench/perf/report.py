@@ -61,8 +61,10 @@ def fidelity_table(rows: list[dict[str, Any]]) -> str:
                 continue
             out.append(
                 f"| {row['streams']} | {'ours' if c == 'bench' else 'vllm bench serve'} "
-                f"| {f['truth_ttft_s'] * 1000:.2f} ms | {_pct(f['ttft_error'])} "
-                f"| {f['truth_tbt_s'] * 1000:.3f} ms | {_pct(f['tbt_error'])} |"
+                f"| {f['truth_ttft_s'] * 1000:.2f} ms "
+                f"| {_pct(f['ttft_error'])} ({f['ttft_error_s'] * 1000:+.2f} ms) "
+                f"| {f['truth_tbt_s'] * 1000:.3f} ms "
+                f"| {_pct(f['tbt_error'])} ({f['tbt_error_s'] * 1e6:+.1f} µs) |"
             )
     return "\n".join(out)
 
