@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__, plan, sweep
+from bench import __version__, event_loop, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
@@ -101,7 +101,8 @@ def _settings(args: argparse.Namespace) -> RunSettings:
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        return asyncio.run(_main(args, settings))
+        with asyncio.Runner(loop_factory=event_loop.factory()) as runner:
+            return runner.run(_main(args, settings))
     except asyncio.CancelledError:
         raise Interrupted("interrupted before the sweep started") from None
 
