@@ -82,9 +82,10 @@ def breakdown(rundir: Path, started_wall: float, wall_s: float) -> dict[str, Any
                 wave[r["worker"]] = r["first_token_s"]
 
     # A timeline in seconds since the anchor: (start, end, kind).
-    spans: list[tuple[float, float, str]] = [(a, b, "cold prefill") for a, b in prefill]
+    spans: list[tuple[float, float, int]] = [(a, b, -1) for a, b in prefill]
     ramp = first_tokens = stop = windows = holds = 0.0
     cells = 0
+    per_cell: list[dict[str, Any]] = []
     for c in results["cells"]:
         if c.get("started_at_s") is None or c["figures"] is None:
             continue
@@ -99,16 +100,25 @@ def breakdown(rundir: Path, started_wall: float, wall_s: float) -> dict[str, Any
         holds += hold_s
         windows += window_s
         stop += max(0.0, end - (t0 + ready + window_s))
-        spans.append((t0, end, "cell"))
+        spans.append((t0, end, len(per_cell)))
+        per_cell.append(
+            {
+                "cell": f"{c['context_label']} x {c['concurrency']}",
+                "first_tokens_s": round(min(last_first, max(0.0, ready - hold_s)), 3),
+                "gate_s": round(max(0.0, ready - hold_s - last_first), 3),
+                "stop_s": round(max(0.0, end - (t0 + ready + window_s)), 3),
+            }
+        )
     spans.sort()
     sizing = between = 0.0
     prev_end = 0.0
-    for a, b, kind in spans:
+    for a, b, i in spans:
         gap = max(0.0, a - prev_end)
-        if kind == "cold prefill":
+        if i < 0:
             sizing += gap  # sizing the row's prompt (and the drain of the previous row)
         else:
             between += gap
+            per_cell[i]["drain_and_writing_before_s"] = round(gap, 3)
         prev_end = max(prev_end, b)
     prefill_s = sum(b - a for a, b in prefill)
     finish = wall_s - anchor - prev_end
@@ -136,4 +146,5 @@ def breakdown(rundir: Path, started_wall: float, wall_s: float) -> dict[str, Any
         "efficiency_with_first_tokens": wall_s / (needed + first_tokens) if needed else None,
         "breakdown_s": parts,
         "unaccounted_s": wall_s - sum(parts.values()),
+        "per_cell": per_cell,
     }
