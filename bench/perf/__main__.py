@@ -52,20 +52,26 @@ def main(argv: list[str] | None = None) -> int:
             regimes = tuple(r for r in pool if args.regimes in r.name)
             out["capacity"] = _capacity(regimes, passes, server_cpu, client_cpu, vllm)
             print(report.capacity_table(out["capacity"]), flush=True)
+            _write(args.out, out, started)  # each part is kept even if a later one fails
         if "fidelity" in parts:
             out["fidelity"] = fidelity.run(args.quick, passes, server_cpu, client_cpu, vllm)
             print(report.fidelity_table(out["fidelity"]), flush=True)
+            _write(args.out, out, started)
     finally:
         if vllm is not None:
             vllm.close()
     if "sweep" in parts:
         out["sweep"] = sweep_cost.run(args.quick)
         print(report.sweep_table(out["sweep"]), flush=True)
-    out["wall_s"] = time.monotonic() - started
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(out, f, indent=1)
+    _write(args.out, out, started)
     print(f"perf: wrote {args.out} ({out['wall_s']:.0f} s)")
     return 0
+
+
+def _write(path: str, out: dict[str, Any], started: float) -> None:
+    out["wall_s"] = time.monotonic() - started
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
 
 
 def _capacity(

@@ -85,7 +85,7 @@ class VllmBench:
             *("--random-input-len", "16", "--random-output-len", str(r.max_tokens)),
             *("--ignore-eos", "--num-prompts", str(r.streams)),
             *("--max-concurrency", str(r.streams), "--num-warmups", "0"),
-            *("--ready-check-timeout-sec", "0", "--disable-tqdm"),
+            *("--ready-check-timeout-sec", "0", "--disable-tqdm", "--save-detailed"),
             *("--result-dir", result_dir, "--seed", "0"),
         ]
         assert self.proc.stdin is not None
