@@ -102,9 +102,18 @@ compose: setup        ## regenerate compose.yaml from the launch profiles
 test: docker-up compose-plugin
 
 # The orchestrator (provisioning/): a GPU host over SSH. HOST=gpu01 or HOST=gpu01,gpu02;
-# PROFILE=<launch profile> (default: the inventory's, else published); TRUST_NEW_HOST=1
-# accepts and records the key of a host seen for the first time.
-PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host)
+# PROFILE=<launch profile> (default: the inventory's, else published); IMAGE=<ref> (default:
+# the profile's target as docker/build.sh tags it); TRUST_NEW_HOST=1 accepts and records the
+# key of a host seen for the first time; KEEP=1 leaves the server up; CARD=<card file> adds
+# the reproduce verdict; ARGS="..." go to `bench run` inside the container.
+PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
+	$(if $(TRUST_NEW_HOST),--trust-new-host)
+
+.PHONY: provision
+provision: setup ## the whole flow on HOST: preflight, image, server, sweep, signed bundle back
+	@test -n "$(HOST)" || { echo "make provision needs HOST=<ssh alias or hostname>" >&2; exit 2; }
+	$(BIN)/python -m provisioning bench $(HOST) $(PROVISION_FLAGS) $(if $(KEEP),--keep) \
+		$(if $(CARD),--card "$(CARD)") $(if $(ARGS),-- $(ARGS))
 
 .PHONY: preflight
 preflight: setup
