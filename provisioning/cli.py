@@ -2,6 +2,7 @@
 
     provision preflight HOST [--profile NAME]     check the host, print the table
     provision bench HOST[,HOST...] [--keep]       the whole flow, one bundle per host
+    provision clean HOST [--run-id ID]            remove containers a crashed run left
 
 `bench` never imports this package, so it has its own entry point; it maps failures to
 one line and the named exit codes of bench.errors, like bench's own CLI.
@@ -73,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(default ~/.config/vllm-bench/allowed_signers)",
     )
     p.set_defaults(func=orchestrate.cmd_bench)
+    p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
+    _add_common(p)
+    p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")
+    p.set_defaults(func=orchestrate.cmd_clean)
     return parser
 
 

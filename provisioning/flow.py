@@ -38,6 +38,7 @@ from provisioning.containers import (
     ImageMissing,
     Mount,
     local_image_chunks,
+    local_image_id,
 )
 from provisioning.hosts import Host
 from provisioning.remote import Remote
@@ -221,17 +222,18 @@ class HostRun:
         assert self.engine is not None
         ref = self.opts.image_ref
         with self.step("image"):
-            local_id, chunks = _local_image(ref)
+            local_id = local_image_id(ref)
             host_id = self.engine.image_id(ref)
             if host_id is not None and (local_id is None or host_id == local_id):
                 print(f"[{self.host.name}] image {ref} present ({host_id[:19]})", file=self.out)
                 return
-            if local_id is None or chunks is None:
+            if local_id is None:
                 raise ImageMissing(
                     f"image {ref} is neither on {self.host.name} nor on this machine",
                     hint="build it (make image / make bench-image) or pull it by digest",
                 )
             print(f"[{self.host.name}] streaming {ref} ({local_id[:19]}) ...", file=self.out)
+            chunks = local_image_chunks(ref)
             loaded = self.engine.load(_counting(chunks, self.out, self.host.name))
             if local_id not in loaded and self.engine.image_id(ref) != local_id:
                 raise RunFailed(f"loading {ref} on {self.host.name} gave {loaded}, not {local_id}")
@@ -457,15 +459,6 @@ class HostRun:
 
 def scope_of(run_id: str, host_name: str) -> str:
     return f"{run_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', host_name)}"
-
-
-def _local_image(ref: str) -> tuple[str | None, Iterator[bytes] | None]:
-    try:
-        return local_image_chunks(ref)
-    except ImageMissing:
-        return None, None
-    except BenchError:
-        return None, None
 
 
 def _counting(chunks: Iterator[bytes], out: TextIO, host: str) -> Iterator[bytes]:

@@ -28,7 +28,8 @@ from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import load_run
 from bench.verdict.tables import reproduce_markdown
 from provisioning import hosts, preflight, signing
-from provisioning.flow import HostRun, Options, Outcome, Secrets
+from provisioning.containers import Engine
+from provisioning.flow import HostRun, Options, Outcome, Secrets, scope_of
 from provisioning.remote import Remote
 from provisioning.requirements import Requirements, load_requirements
 
@@ -105,6 +106,24 @@ def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
             failed.append(name)
     if failed:
         raise HostCheckFailed(f"preflight failed on {', '.join(failed)}")
+    return int(Exit.OK)
+
+
+def cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
+    """Remove the containers of one run (--run-id) or of every run on the hosts.
+
+    For after a crash or `kill -9` of the orchestrator, which cannot clean up itself.
+    """
+    inventory = hosts.load_inventory(args.inventory)
+    for name in hosts.parse_host_list(args.host):
+        host = hosts.resolve(name, inventory=inventory)
+        with Remote(host, trust_new_host=args.trust_new_host):  # checks the host key first
+            pass
+        with Engine(host) as engine:
+            scopes = [scope_of(args.run_id, host.name)] if args.run_id else sorted(engine.run_ids())
+            removed = [n for scope in scopes for n in engine.remove_run(scope)]
+        print(f"{host.name}: removed {len(removed)} container(s){': ' if removed else ''}"
+              f"{', '.join(removed)}")  # fmt: skip
     return int(Exit.OK)
 
 

@@ -15,6 +15,7 @@ from provisioning.containers import (
     ContainerSpec,
     Engine,
     local_image_chunks,
+    local_image_id,
 )
 from provisioning.remote import Remote
 from tests.orch.conftest import SshTestHost
@@ -107,7 +108,8 @@ def test_a_local_image_streams_to_the_host_over_ssh(
 ) -> None:
     # docker save here → chunked upload through the SDK's SSH channel → docker load there
     # (the test host shares this machine's engine, so the image id must come back equal).
-    local_id, chunks = local_image_chunks(bench_image)
+    local_id = local_image_id(bench_image)
+    chunks = local_image_chunks(bench_image)
     sent = 0
 
     def counted() -> Iterator[bytes]:

@@ -151,3 +151,23 @@ def test_two_hosts_in_parallel_one_bundle_each_and_a_verdict_against_the_card(
         assert _containers(run_id, host) == []
     summary = [line for line in out.splitlines() if line.startswith(("bench-test-host ", second))]
     assert len(summary) == 2 and all(" complete " in line for line in summary)
+
+
+def test_clean_removes_what_a_killed_orchestrator_left(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *SMALL_SWEEP)
+    assert proc.stderr is not None
+    while "sweep ..." not in (line := proc.stderr.readline()):
+        assert line, "the flow ended before the sweep"
+    proc.kill()  # no chance to clean up
+    proc.communicate(timeout=60)
+    assert len(_containers(run_id)) == 1
+    clean = subprocess.run(
+        [sys.executable, "-m", "provisioning", "clean", ssh_host.alias, "--run-id", run_id],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert clean.returncode == 0, clean.stderr
+    assert "removed 1 container(s): vllm-bench-" in clean.stdout
+    assert _containers(run_id) == []
