@@ -21,6 +21,7 @@ from typing import IO, Any
 from bench.twin import metrics, requests
 from bench.twin.engine import Engine, Request, StepResult
 from bench.twin.faults import FaultDice, Faults
+from bench.twin.frontend import Frontend
 from bench.twin.http import Connection, HttpRequest
 from bench.twin.profile import Profile
 from bench.twin.requests import BadRequest
@@ -28,6 +29,7 @@ from bench.twin.streams import Stream, StreamSpec
 from bench.twin.tokenizer import Tokenizer
 
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
+SPIN_S = 0.0015
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class Twin:
         self.config = config
         self.profile = config.profile
         self.engine = Engine(config.profile, config.seed)
+        self.frontend = Frontend(config.profile)
         self.tokenizer = Tokenizer()
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
@@ -80,11 +83,21 @@ class Twin:
             result = self.engine.step()
             step_s = result.duration_s / speed
             due += step_s
-            delay = due - loop.time()
-            await asyncio.sleep(delay if delay > 0 else 0)
+            await self._sleep_until(loop, due)
             now = loop.time()
             self.lag.record(max(0.0, now - due), step_s)
             self._deliver(result)
+
+    @staticmethod
+    async def _sleep_until(loop: asyncio.AbstractEventLoop, due: float) -> None:
+        """Sleep until `due` to within ~0.1 ms: the selector's timeout is rounded to whole
+        milliseconds, so the last stretch is spent yielding to the loop (I/O keeps flowing)."""
+        delay = due - loop.time()
+        if delay > SPIN_S:
+            await asyncio.sleep(delay - SPIN_S)
+        await asyncio.sleep(0)  # even a free step lets I/O in
+        while loop.time() < due:
+            await asyncio.sleep(0)
 
     def _deliver(self, result: StepResult) -> None:
         now = time.time()
@@ -105,6 +118,7 @@ class Twin:
         if gt is not None:
             record = {
                 "request_id": stream.spec.rid,
+                "arrival": round(stream.arrival, 6),
                 "outcome": stream.outcome,
                 "prompt_tokens": stream.spec.prompt_tokens,
                 "output_tokens": stream.output_tokens,
@@ -193,6 +207,11 @@ class Twin:
         }
 
     async def _complete(self, http: HttpRequest, conn: Connection, chat: bool) -> None:
+        # The frontend delay counts from arrival, so our own parsing and tokenizing (real
+        # CPU time, not divided by the speed factor) is absorbed instead of added.
+        loop = asyncio.get_running_loop()
+        arrival_s = loop.time() * self.config.speed
+        arrival_wall = time.time()
         obj = requests.parse_json(http.body)
         p = self.profile
         spec = requests.completion(obj, self.tokenizer, chat, p.model, p.max_model_len)
@@ -220,7 +239,7 @@ class Twin:
             fate,
             stall_s=self.config.faults.stall_s,
         )
-        loop = asyncio.get_running_loop()
+        stream.arrival = arrival_wall
         stream.done = loop.create_future()
         self.streams[req] = stream
 
@@ -231,7 +250,9 @@ class Twin:
 
         conn.on_lost.append(lost)
         stream.begin()
-        loop.call_later(p.request_overhead_s / self.config.speed, self._enqueue, req)
+        speed = self.config.speed
+        ready_s = self.frontend.ready_at(arrival_s, len(spec.prompt_ids))
+        loop.call_at(ready_s / speed, self._enqueue, req)
         await stream.done
 
 

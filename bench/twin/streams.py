@@ -59,6 +59,7 @@ class Stream:
     conn: Connection
     faults: StreamFaults
     stall_s: float = 0.0
+    arrival: float = 0.0
     done: asyncio.Future[None] | None = None
     output_tokens: int = 0
     chunk_log: list[tuple[float, int]] = field(default_factory=list)
