@@ -21,7 +21,11 @@ from bench.errors import BenchError, Exit, Interrupted
 from bench.settings import Settings, load_settings
 
 # Modules that define subcommands (imported lazily so `bench --help` stays fast).
-COMMAND_MODULES: tuple[str, ...] = ("bench.run_cmd",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "bench.twin.cli",
+    "bench.card.command",
+    "bench.run_cmd",
+)
 
 
 class _Registers(Protocol):

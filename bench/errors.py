@@ -3,7 +3,8 @@
     BenchError                      exit code carried by the class
     ├── UsageError                  bad input the user can fix (EXIT.USAGE)
     │   ├── ProfileError            unknown or malformed profile / launch profile
-    │   └── SettingsError           malformed settings or environment value
+    │   ├── SettingsError           malformed settings or environment value
+    │   └── CardError               a published card that does not read (names the line)
     ├── ServerError                 the server under test is unreachable or unusable
     ├── RunFailed                   a sweep could not complete
     ├── VerifyFailed                a bundle failed verification (names the file)
@@ -58,6 +59,10 @@ class ProfileError(UsageError):
 
 
 class SettingsError(UsageError):
+    pass
+
+
+class CardError(UsageError):
     pass
 
 

@@ -1,0 +1,1 @@
+"""Published speed-test cards: parse the page text into a structured reference."""

@@ -1,0 +1,61 @@
+"""`bench card import FILE` and `bench card launch FILE`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import structlog
+
+from bench.card.launch import seed_from_command
+from bench.card.parse import read_card
+from bench.errors import DiskError, Exit, ProfileError
+from bench.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    card = sub.add_parser("card", help="published speed-test cards")
+    actions = card.add_subparsers(dest="card_command", metavar="ACTION", required=True)
+    imp = actions.add_parser("import", help="read a card's page text into a JSON reference")
+    imp.add_argument("file", type=Path, help="the card as text copied from the page")
+    imp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
+    imp.set_defaults(func=import_card)
+    launch = actions.add_parser("launch", help="seed a launch profile from a card's command")
+    launch.add_argument("file", type=Path, help="the card as text copied from the page")
+    launch.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
+    launch.set_defaults(func=launch_seed)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text + "\n")
+        return
+    try:
+        output.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise DiskError(f"cannot write {output}: {exc.strerror}") from None
+
+
+def import_card(args: argparse.Namespace, settings: Settings) -> int:
+    card = read_card(args.file)
+    _emit(card.model_dump_json(indent=2), args.output)
+    decode = [m for m in card.measurements if m.phase == "decode"]
+    structlog.get_logger("bench.card").info(
+        "card_imported",
+        source=card.source,
+        measurements=len(card.measurements),
+        decode_rows=len(decode),
+        matrix_cells=len(card.matrix),
+        over_capacity=sum(c.status == "over_capacity" for c in card.matrix),
+        prefill_rows=len(card.prefill),
+    )
+    return int(Exit.OK)
+
+
+def launch_seed(args: argparse.Namespace, settings: Settings) -> int:
+    card = read_card(args.file)
+    if card.launch_command is None:
+        raise ProfileError(f"{card.source} has no launch command", hint="write the profile by hand")
+    _emit(seed_from_command(card.launch_command).model_dump_json(indent=2), args.output)
+    return int(Exit.OK)

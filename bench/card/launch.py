@@ -1,0 +1,115 @@
+"""Seed a launch profile from a card's launch command.
+
+Keeps what defines the server under test (model, served name, every engine flag, GPU
+count) and drops what the appliance decides itself: the binary's path, --host and
+--port. The card's `--api-key <redacted>` becomes "from environment": the key is read
+from BENCH_API_KEY / VLLM_API_KEY when the server starts and never written down.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bench.errors import ProfileError
+
+FROM_ENVIRONMENT = "from environment"
+_DROPPED = {"--host", "--port", "--api-key"}
+# Flags whose product is the number of GPUs one server spans.
+_PARALLEL = {
+    "vllm": {
+        "--tensor-parallel-size",
+        "-tp",
+        "--pipeline-parallel-size",
+        "-pp",
+        "--data-parallel-size",
+        "-dp",
+    },
+    "sglang": {"--tp-size", "--tp", "--pp-size", "--dp-size", "--dp"},
+}
+
+
+class LaunchSeed(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Literal["vllm", "sglang"]
+    model: str
+    served_model_name: str | None
+    gpu_count: int
+    max_model_len: int | None
+    args: tuple[str, ...]
+    api_key: Literal["from environment"] | None
+
+
+def _engine(argv: list[str]) -> tuple[Literal["vllm", "sglang"], list[str]]:
+    if "serve" in argv and argv[0].rsplit("/", 1)[-1] in ("vllm", "vllm.exe"):
+        return "vllm", argv[argv.index("serve") + 1 :]
+    if "sglang.launch_server" in argv:
+        return "sglang", argv[argv.index("sglang.launch_server") + 1 :]
+    if argv[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]:
+        return "vllm", argv[3:]
+    raise ProfileError(
+        f"launch command is neither 'vllm serve' nor sglang's launch_server: {argv[0]!r}",
+        hint="write the launch profile by hand for this engine",
+    )
+
+
+def _pairs(rest: list[str]) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(rest):
+        flag = rest[i]
+        if not flag.startswith("-"):
+            raise ProfileError(f"launch command: expected a flag, got {flag!r}")
+        if "=" in flag and flag.startswith("--"):
+            name, value = flag.split("=", 1)
+            out.append((name, value))
+            i += 1
+        elif i + 1 < len(rest) and not rest[i + 1].startswith("--"):
+            out.append((flag, rest[i + 1]))
+            i += 2
+        else:
+            out.append((flag, None))
+            i += 1
+    return out
+
+
+def seed_from_command(command: str) -> LaunchSeed:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ProfileError(f"launch command does not split into arguments: {exc}") from None
+    if not argv:
+        raise ProfileError("launch command is empty")
+    engine, rest = _engine(argv)
+    model: str | None = None
+    if engine == "vllm" and rest and not rest[0].startswith("-"):
+        model, rest = rest[0], rest[1:]
+    pairs = _pairs(rest)
+    values = dict(pairs)
+    model = model or values.get("--model") or values.get("--model-path")
+    if not model:
+        raise ProfileError("launch command names no model", hint="add the model to the command")
+    gpus = 1
+    for flag, value in pairs:
+        if flag in _PARALLEL[engine]:
+            if value is None or not value.isdigit() or int(value) < 1:
+                raise ProfileError(f"launch command: {flag} needs a positive count, got {value!r}")
+            gpus *= int(value)
+    args: list[str] = []
+    for flag, value in pairs:
+        if flag in _DROPPED or flag in ("--model", "--model-path"):
+            continue
+        args += [flag] if value is None else [flag, value]
+    max_len = values.get("--max-model-len") or values.get("--context-length")
+    return LaunchSeed(
+        engine=engine,
+        model=model,
+        served_model_name=values.get("--served-model-name"),
+        gpu_count=gpus,
+        max_model_len=int(max_len) if max_len and max_len.isdigit() else None,
+        args=tuple(args),
+        api_key=FROM_ENVIRONMENT if "--api-key" in values else None,
+    )

@@ -1,0 +1,1 @@
+"""The twin: a simulated vLLM server (engine model, HTTP surface, profiles, calibration)."""

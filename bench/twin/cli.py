@@ -1,0 +1,159 @@
+"""`bench twin serve`: run the simulated vLLM server until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import sys
+from typing import IO
+
+import structlog
+
+from bench.errors import DiskError, UsageError
+from bench.settings import Settings
+from bench.twin import http, profile
+from bench.twin.faults import Faults
+from bench.twin.server import Twin, TwinConfig
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    twin = sub.add_parser("twin", help="the simulated vLLM server")
+    twin_sub = twin.add_subparsers(dest="twin_command", metavar="COMMAND", required=True)
+    p = twin_sub.add_parser("serve", help="serve a profile over HTTP (prints the bound port)")
+    p.add_argument("--profile", default="published", help="profile name or path to a .json file")
+    p.add_argument("--speed", type=_positive, default=1.0, help="divide every latency by N")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port and prints it")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="require this key on /v1/* (prefer VLLM_API_KEY in the environment)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--ground-truth-log",
+        metavar="FILE",
+        default=None,
+        help="append one JSON line per request with the time of every chunk sent",
+    )
+    f = p.add_argument_group("fault injection")
+    f.add_argument(
+        "--fault-crash-after",
+        type=_positive,
+        metavar="S",
+        default=None,
+        help="exit abruptly S seconds after start",
+    )
+    f.add_argument(
+        "--fault-cut-fraction",
+        type=_fraction,
+        metavar="F",
+        default=0.0,
+        help="drop this fraction of streams mid-way",
+    )
+    f.add_argument(
+        "--fault-error-fraction",
+        type=_fraction,
+        metavar="F",
+        default=0.0,
+        help="answer this fraction of completions with --fault-error-status",
+    )
+    f.add_argument("--fault-error-status", type=int, choices=(429, 500, 503), default=500)
+    f.add_argument(
+        "--fault-stall",
+        type=_positive,
+        metavar="S",
+        default=0.0,
+        help="hold a stream's chunks for S seconds after its first token",
+    )
+    f.add_argument("--fault-stall-fraction", type=_fraction, metavar="F", default=1.0)
+    f.add_argument(
+        "--fault-malformed-fraction",
+        type=_fraction,
+        metavar="F",
+        default=0.0,
+        help="this fraction of streams emit one malformed chunk",
+    )
+    f.add_argument("--fault-no-metrics", action="store_true", help="/metrics answers 404")
+    p.set_defaults(func=serve)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within [0, 1]: {text!r}")
+    return value
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    prof = profile.load(args.profile)
+    key = args.api_key
+    if key is None and settings.api_key is not None:
+        key = settings.api_key.get_secret_value()
+    faults = Faults(
+        crash_after_s=args.fault_crash_after,
+        cut_fraction=args.fault_cut_fraction,
+        error_fraction=args.fault_error_fraction,
+        error_status=args.fault_error_status,
+        stall_s=args.fault_stall,
+        stall_fraction=args.fault_stall_fraction,
+        malformed_fraction=args.fault_malformed_fraction,
+        no_metrics=args.fault_no_metrics,
+    )
+    with contextlib.ExitStack() as stack:
+        gt: IO[str] | None = None
+        if args.ground_truth_log:
+            try:
+                gt = stack.enter_context(open(args.ground_truth_log, "a", encoding="utf-8"))
+            except OSError as exc:
+                raise DiskError(
+                    f"cannot open --ground-truth-log {args.ground_truth_log}: {exc.strerror}"
+                ) from None
+        config = TwinConfig(prof, args.speed, args.seed, key, faults, gt)
+        asyncio.run(_main(config, args.host, args.port))
+    return 0
+
+
+async def _main(config: TwinConfig, host: str, port: int) -> None:
+    twin = Twin(config)
+    try:
+        server = await http.serve(twin.handle, host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"port {port} on {host} is already in use",
+                hint="choose another --port, or --port 0 for a free one",
+            ) from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    twin.start()
+    bound = server.sockets[0].getsockname()
+    print(
+        f"twin: listening on http://{bound[0]}:{bound[1]} "
+        f"(profile {config.profile.name}, speed {config.speed:g})",
+        flush=True,
+    )
+    structlog.get_logger("bench.twin").info(
+        "twin_started",
+        port=bound[1],
+        profile=config.profile.name,
+        speed=config.speed,
+        faults={k: v for k, v in vars(config.faults).items() if v},
+    )
+    sys.stdout.flush()
+    async with server:
+        await server.serve_forever()

@@ -1,0 +1,241 @@
+"""The twin's engine core: a continuous-batching scheduler as a pure discrete-event model.
+
+`Engine.step()` plans one forward pass the way vLLM's V1 scheduler does (running decodes
+first, each costing 1 + num_speculative_tokens of the token budget; then unfinished
+prefills; then waiting requests FCFS while blocks and budget last, prefill chunked to the
+budget), prices it with the profile and returns its duration and the tokens it emitted.
+It never reads a clock or sleeps: the caller owns time, so the same engine runs in real
+time behind the HTTP server and in virtual time for calibration.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from bench.twin.kvcache import BlockPool, block_hashes
+from bench.twin.profile import Profile
+
+
+@dataclass(eq=False)
+class Request:
+    rid: str
+    prompt_tokens: int
+    max_tokens: int
+    hashes: list[int]
+    num_computed: int = 0
+    prefill_target: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    held_hashes: list[int] = field(default_factory=list)
+    plain_blocks: int = 0
+    running: bool = False
+    finished: bool = False
+    preemptions: int = 0
+
+    @property
+    def prefilling(self) -> bool:
+        return self.num_computed < self.prefill_target
+
+
+class Emission(NamedTuple):
+    request: Request
+    tokens: int
+    finished: bool
+
+
+@dataclass
+class StepResult:
+    duration_s: float
+    emissions: list[Emission]
+    decode_requests: int
+    prefill_tokens: int
+
+
+@dataclass
+class Counters:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    preemptions: int = 0
+    finished_requests: int = 0
+
+
+class Engine:
+    def __init__(self, profile: Profile, seed: int = 0) -> None:
+        self.profile = profile
+        self.pool = BlockPool(profile.num_blocks)
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.counters = Counters()
+        self._rng = random.Random(seed)
+        self._accept_cdf = list(itertools.accumulate(profile.accept_probs))
+        self._ids = itertools.count()
+
+    # -- requests -------------------------------------------------------------------------
+    def make_request(self, prompt_ids: list[int], max_tokens: int, rid: str = "") -> Request:
+        return Request(
+            rid=rid or f"req-{next(self._ids)}",
+            prompt_tokens=len(prompt_ids),
+            max_tokens=max_tokens,
+            hashes=block_hashes(prompt_ids, self.profile.block_size),
+        )
+
+    def add(self, req: Request) -> None:
+        self.waiting.append(req)
+
+    def abort(self, req: Request) -> None:
+        if req.finished:
+            return
+        req.finished = True
+        if req.running:
+            self.running.remove(req)
+            self._free(req)
+        else:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(req)
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    def kv_usage(self) -> float:
+        return self.pool.used / self.pool.num_blocks
+
+    def reset_prefix_cache(self) -> int:
+        return self.pool.reset()
+
+    # -- one step -------------------------------------------------------------------------
+    def step(self) -> StepResult:
+        p = self.profile
+        spec = p.num_speculative_tokens
+        budget = p.max_num_batched_tokens
+        decodes = self._reserve_decodes(1 + spec)
+        budget -= len(decodes) * (1 + spec)
+        chunks: list[tuple[Request, int]] = []
+        for req in self.running:
+            if budget <= 0:
+                break
+            if req.prefilling:
+                n = min(req.prefill_target - req.num_computed, budget)
+                chunks.append((req, n))
+                budget -= n
+        while self.waiting and budget > 0 and len(self.running) < p.max_num_seqs:
+            req = self.waiting[0]
+            if not self._admit(req):
+                break
+            self.waiting.popleft()
+            n = min(req.prefill_target - req.num_computed, budget)
+            chunks.append((req, n))
+            budget -= n
+
+        duration = 0.0
+        if decodes:
+            ctx = sum(r.prompt_tokens + r.output_tokens for r in decodes) / len(decodes)
+            duration = p.decode_step_seconds(len(decodes), ctx)
+        emissions: list[Emission] = []
+        c = self.counters
+        cdf, rnd = self._accept_cdf, self._rng.random
+        for req in decodes:
+            k = bisect.bisect_right(cdf, rnd()) if spec else 0
+            k = min(k, spec)
+            if spec:
+                c.drafts += 1
+                c.draft_tokens += spec
+                c.accepted_tokens += k
+            emissions.append(self._emit(req, min(1 + k, req.max_tokens - req.output_tokens)))
+        prefill_tokens = 0
+        for req, n in chunks:
+            duration += n * p.prefill_seconds_per_token(req.prompt_tokens)
+            req.num_computed += n
+            prefill_tokens += n
+            if not req.prefilling:
+                self._register_prompt_blocks(req)
+                emissions.append(self._emit(req, 1))
+        c.prompt_tokens += prefill_tokens
+        return StepResult(duration, emissions, len(decodes), prefill_tokens)
+
+    def _emit(self, req: Request, tokens: int) -> Emission:
+        req.output_tokens += tokens
+        self.counters.generation_tokens += tokens
+        done = req.output_tokens >= req.max_tokens
+        if done:
+            req.finished = True
+            self.running.remove(req)
+            self._free(req)
+            self.counters.finished_requests += 1
+        return Emission(req, tokens, done)
+
+    def _reserve_decodes(self, lookahead: int) -> list[Request]:
+        """Running decodes whose next tokens have blocks; preempt the newest when out."""
+        bs = self.profile.block_size
+        decodes: list[Request] = []
+        for req in list(self.running):
+            if req.prefilling or not req.running:
+                continue
+            need = -(-(req.prompt_tokens + req.output_tokens + lookahead) // bs)
+            have = len(req.held_hashes) + req.plain_blocks
+            while need > have and not self.pool.allocate(need - have):
+                victim = self.running[-1]
+                self._preempt(victim)
+                if victim is req:
+                    break
+            if req.running:
+                req.plain_blocks += max(0, need - have)
+                decodes.append(req)
+        return decodes
+
+    def _preempt(self, req: Request) -> None:
+        self.running.remove(req)
+        self._free(req)
+        req.num_computed = 0
+        req.preemptions += 1
+        self.counters.preemptions += 1
+        self.waiting.appendleft(req)
+
+    def _admit(self, req: Request) -> bool:
+        p, bs = self.profile, self.profile.block_size
+        target = req.prompt_tokens + req.output_tokens
+        hit_blocks = self.pool.cached_prefix(req.hashes)
+        cached = min(hit_blocks * bs, target - 1)
+        recompute = p.warm_recompute(req.prompt_tokens)
+        if cached > 0 and recompute > 0:
+            cached = max(0, min(cached, target - recompute))
+        cached = cached // bs * bs
+        hit_blocks = cached // bs
+        need = -(-target // bs) - hit_blocks
+        if need > self.pool.available():
+            return False
+        self.pool.acquire(req.hashes[:hit_blocks])
+        self.pool.allocate(need)
+        req.held_hashes = list(req.hashes[:hit_blocks])
+        req.plain_blocks = need
+        req.prefill_target = target
+        req.num_computed = cached
+        req.cached_tokens = cached
+        req.running = True
+        self.running.append(req)
+        self.counters.prefix_queries += req.prompt_tokens
+        self.counters.prefix_hits += min(cached, req.prompt_tokens)
+        return True
+
+    def _register_prompt_blocks(self, req: Request) -> None:
+        new = req.hashes[len(req.held_hashes) :]
+        owned = self.pool.register(new)
+        req.held_hashes += owned
+        req.plain_blocks -= len(owned)
+
+    def _free(self, req: Request) -> None:
+        self.pool.release(req.held_hashes, req.plain_blocks)
+        req.held_hashes = []
+        req.plain_blocks = 0
+        req.running = False

@@ -1,0 +1,111 @@
+"""/metrics in Prometheus text format, with the `vllm:` families a vLLM server exposes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.twin.engine import Engine
+
+
+@dataclass
+class StepLag:
+    """How late the real-time loop finishes steps against the profile's schedule."""
+
+    steps: int = 0
+    lag_s_sum: float = 0.0
+    step_s_sum: float = 0.0
+    lag_s_max: float = 0.0
+
+    def record(self, lag_s: float, step_s: float) -> None:
+        self.steps += 1
+        self.lag_s_sum += lag_s
+        self.step_s_sum += step_s
+        self.lag_s_max = max(self.lag_s_max, lag_s)
+
+    @property
+    def fraction(self) -> float:
+        return self.lag_s_sum / self.step_s_sum if self.step_s_sum > 0 else 0.0
+
+
+def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> str:
+    p, c = engine.profile, engine.counters
+    lab = f'engine="0",model_name="{p.model}"'
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, value: float, labels: str = lab, help_: str = "") -> None:
+        lines.append(f"# HELP {name} {help_ or name}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines.append(f"{name}{{{labels}}} {float(value)!r}")
+
+    metric(
+        "vllm:num_requests_running",
+        "gauge",
+        len(engine.running),
+        help_="Number of requests in model execution batches.",
+    )
+    metric(
+        "vllm:num_requests_waiting",
+        "gauge",
+        len(engine.waiting),
+        help_="Number of requests waiting to be processed.",
+    )
+    metric(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        engine.kv_usage(),
+        help_="KV-cache usage. 1 means 100 percent usage.",
+    )
+    metric("vllm:prompt_tokens_total", "counter", c.prompt_tokens)
+    metric("vllm:generation_tokens_total", "counter", c.generation_tokens)
+    metric("vllm:prefix_cache_queries_total", "counter", c.prefix_queries)
+    metric("vllm:prefix_cache_hits_total", "counter", c.prefix_hits)
+    metric("vllm:num_preemptions_total", "counter", c.preemptions)
+    metric(
+        "vllm:request_success_total",
+        "counter",
+        c.finished_requests,
+        labels=lab + ',finished_reason="length"',
+    )
+    if p.num_speculative_tokens:
+        metric("vllm:spec_decode_num_drafts_total", "counter", c.drafts)
+        metric("vllm:spec_decode_num_draft_tokens_total", "counter", c.draft_tokens)
+        metric("vllm:spec_decode_num_accepted_tokens_total", "counter", c.accepted_tokens)
+    info = (
+        f'block_size="{p.block_size}",cache_dtype="auto",enable_prefix_caching="True",'
+        f'kv_cache_size_tokens="{p.kv_capacity_tokens}",'
+        f'num_gpu_blocks="{p.reported_num_gpu_blocks}",engine="0"'
+    )
+    metric(
+        "vllm:cache_config_info",
+        "gauge",
+        1.0,
+        labels=info,
+        help_="Information of the LLMEngine CacheConfig",
+    )
+    tw = f'profile="{p.name}"'
+    metric("twin:speed_factor", "gauge", speed, labels=tw)
+    metric("twin:requests_total", "counter", requests_total, labels=tw)
+    metric("twin:steps_total", "counter", lag.steps, labels=tw)
+    metric(
+        "twin:step_lag_seconds_sum",
+        "counter",
+        lag.lag_s_sum,
+        labels=tw,
+        help_="Lateness of step completions against the profile schedule (real seconds).",
+    )
+    metric(
+        "twin:step_seconds_sum",
+        "counter",
+        lag.step_s_sum,
+        labels=tw,
+        help_="Scheduled step time (real seconds, after the speed factor).",
+    )
+    metric("twin:step_lag_max_seconds", "gauge", lag.lag_s_max, labels=tw)
+    metric(
+        "twin:step_lag_fraction",
+        "gauge",
+        lag.fraction,
+        labels=tw,
+        help_="step_lag_seconds_sum / step_seconds_sum; the twin keeps up while this is small.",
+    )
+    return "\n".join(lines) + "\n"

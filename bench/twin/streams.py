@@ -1,0 +1,210 @@
+"""Rendering one response: OpenAI-style SSE chunks (pre-rendered around the numbers) or JSON.
+
+A `Stream` is the sink the engine loop feeds with emitted token counts; it writes chunks
+straight to the connection, applies this request's faults, and records ground truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.twin.faults import StreamFaults
+from bench.twin.http import Connection
+
+# Each generated "token" is one piece of the twin's tokenizer.
+WORDS = [
+    " lorem",
+    " ipsum",
+    " dolor",
+    " sit",
+    " amet",
+    " consectetur",
+    " adipiscing",
+    " elit",
+    " sed",
+    " do",
+    " eiusmod",
+    " tempor",
+    " incididunt",
+    " ut",
+    " labore",
+    " et",
+]
+
+
+def _text(start: int, n: int) -> str:
+    return "".join(WORDS[(start + i) % len(WORDS)] for i in range(n))
+
+
+@dataclass
+class StreamSpec:
+    rid: str
+    created: int
+    model: str
+    chat: bool
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass
+class Stream:
+    spec: StreamSpec
+    conn: Connection
+    faults: StreamFaults
+    stall_s: float = 0.0
+    done: asyncio.Future[None] | None = None
+    output_tokens: int = 0
+    chunk_log: list[tuple[float, int]] = field(default_factory=list)
+    _held: list[bytes] = field(default_factory=list)
+    _stall_until: float = 0.0
+    _text_parts: list[str] = field(default_factory=list)
+    outcome: str = "running"
+
+    def __post_init__(self) -> None:
+        s = self.spec
+        obj = "chat.completion.chunk" if s.chat else "text_completion"
+        self._head = (
+            f'data: {{"id":"{s.rid}","object":"{obj}","created":{s.created},'
+            f'"model":"{s.model}","choices":[{{"index":0,'
+        ).encode()
+        self._usage_tail = s.include_usage and s.continuous_usage
+
+    # -- streaming -------------------------------------------------------------------------
+    def begin(self) -> None:
+        if not self.spec.stream:
+            return
+        self.conn.start_chunked()
+        if self.spec.chat:
+            self._send(
+                self._choice('"delta":{"role":"assistant","content":""},"logprobs":null', "null")
+            )
+
+    def emit(self, tokens: int, finished: bool, now: float) -> None:
+        start = self.output_tokens
+        self.output_tokens += tokens
+        self.chunk_log.append((now, tokens))
+        text = _text(start, tokens)
+        if not self.spec.stream:
+            self._text_parts.append(text)
+            if finished:
+                self._finish_json()
+            return
+        quoted = json.dumps(text)
+        if self.spec.chat:
+            body = f'"delta":{{"content":{quoted}}},"logprobs":null'
+        else:
+            body = f'"text":{quoted},"logprobs":null,"stop_reason":null'
+        self._send(self._choice(body, "null"))
+        if self.faults.malformed and start == 0:
+            self._send(self._head + b'"delta":{"content":"\n\n')
+        if self.faults.stall and start == 0:
+            self._stall_until = time.monotonic() + self.stall_s
+            asyncio.get_running_loop().call_later(self.stall_s, self._release)
+        cut = self.faults.cut_at_tokens
+        if cut is not None and self.output_tokens >= cut and not finished:
+            self._flush_held()
+            self.outcome = "cut"
+            self.conn.cut()
+            self._resolve()
+            return
+        if finished:
+            self._send(self._choice(self._finish_delta(), '"length"'))
+            if self.spec.include_usage:
+                self._send(self._usage_only())
+            self._send(b"data: [DONE]\n\n")
+            self.outcome = "finished"
+            if not self._held:
+                self.conn.end_chunked()
+                self._resolve()
+
+    def _finish_delta(self) -> str:
+        if self.spec.chat:
+            return '"delta":{},"logprobs":null'
+        return '"text":"","logprobs":null,"stop_reason":null'
+
+    def _choice(self, body: str, finish: str) -> bytes:
+        tail = f',"finish_reason":{finish}}}]'
+        if self._usage_tail:
+            tail += "," + self._usage_json()
+        return self._head + f"{body}{tail}}}\n\n".encode()
+
+    def _usage_json(self) -> str:
+        p, n = self.spec.prompt_tokens, self.output_tokens
+        return f'"usage":{{"prompt_tokens":{p},"total_tokens":{p + n},"completion_tokens":{n}}}'
+
+    def _usage_only(self) -> bytes:
+        s = self.spec
+        obj = "chat.completion.chunk" if s.chat else "text_completion"
+        return (
+            f'data: {{"id":"{s.rid}","object":"{obj}","created":{s.created},'
+            f'"model":"{s.model}","choices":[],{self._usage_json()}}}\n\n'
+        ).encode()
+
+    def _send(self, data: bytes) -> None:
+        if self._stall_until and time.monotonic() < self._stall_until:
+            self._held.append(data)
+            return
+        self.conn.chunk(data)
+
+    def _flush_held(self) -> None:
+        held, self._held = self._held, []
+        for data in held:
+            self.conn.chunk(data)
+
+    def _release(self) -> None:
+        self._stall_until = 0.0
+        self._flush_held()
+        if self.outcome == "finished":
+            self.conn.end_chunked()
+            self._resolve()
+
+    def _resolve(self) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+    def lost(self) -> None:
+        if self.outcome == "running":
+            self.outcome = "cancelled"
+        self._resolve()
+
+    # -- non-streaming ---------------------------------------------------------------------
+    def _finish_json(self) -> None:
+        s = self.spec
+        text = "".join(self._text_parts)
+        if s.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": "length",
+            }
+        else:
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+            }
+        body = {
+            "id": s.rid,
+            "object": "chat.completion" if s.chat else "text_completion",
+            "created": s.created,
+            "model": s.model,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": s.prompt_tokens,
+                "total_tokens": s.prompt_tokens + self.output_tokens,
+                "completion_tokens": self.output_tokens,
+            },
+        }
+        self.outcome = "finished"
+        self.conn.respond_json(200, body)
+        self._resolve()

@@ -1,0 +1,435 @@
+"""Commands and file transfers on a GPU host over one verified SSH connection.
+
+The one module that imports fabric and paramiko; their exceptions become ours here:
+
+    HostCheckFailed (bench.errors)
+    ├── UnknownHostKey       the host's key is in no known_hosts file (fingerprint + command)
+    ├── HostKeyChanged       the key differs from the known one: always stops
+    ├── SshAuthFailed        no accepted key
+    └── SshUnreachable       could not connect after the retries
+    RunFailed (bench.errors)
+    ├── RemoteCommandFailed  a command that had to succeed did not
+    └── TransferFailed       a copy did not complete (or its checksum differs)
+
+Host keys are checked against the known_hosts files `ssh -G` names for the host (hashed
+entries and [host]:port names included). An unknown key is refused with its fingerprint
+and the exact line that would trust it, unless the caller passed trust_new_host, which
+records it in the first user known_hosts file; a changed key is never accepted.
+
+A connection that drops (sshd restarted, a NAT timeout, a killed session) is reopened
+with backoff; file copies resume from the bytes already written and are checked with
+sha256 on both ends at the end.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fabric
+import paramiko
+import structlog
+from invoke.exceptions import CommandTimedOut
+
+from bench.errors import HostCheckFailed, RunFailed
+from provisioning.hosts import Host
+
+log = structlog.get_logger("provisioning.remote")
+
+Progress = Callable[[int, int], None]
+_CHUNK = 1 << 20
+
+
+class UnknownHostKey(HostCheckFailed):
+    pass
+
+
+class HostKeyChanged(HostCheckFailed):
+    pass
+
+
+class SshAuthFailed(HostCheckFailed):
+    pass
+
+
+class SshUnreachable(HostCheckFailed):
+    pass
+
+
+class RemoteCommandFailed(RunFailed):
+    pass
+
+
+class TransferFailed(RunFailed):
+    pass
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5
+    first_backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def backoff_s(self, attempt: int) -> float:
+        return float(min(self.max_backoff_s, self.first_backoff_s * (2**attempt)))
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's SHA256 fingerprint (as `ssh-keygen -lf` prints it)."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def _known_hosts_line(name: str, key: paramiko.PKey) -> str:
+    return f"{name} {key.get_name()} {key.get_base64()}"
+
+
+class _HostKeyDecision(paramiko.MissingHostKeyPolicy):
+    """Refuse an unknown key with what the user needs to decide, or record it when told to."""
+
+    def __init__(self, host: Host, trust_new_host: bool) -> None:
+        self._host = host
+        self._trust = trust_new_host
+        self.trusted: str | None = None
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        line = _known_hosts_line(hostname, key)
+        target = _learn_file(self._host)
+        if not self._trust:
+            raise UnknownHostKey(
+                f"host key of {self._host.name} ({hostname}) is not known: "
+                f"{key.get_name()} {fingerprint(key)}",
+                hint=(
+                    "confirm that fingerprint with the host's owner, then trust it with: "
+                    f"echo {shlex.quote(line)} >> {shlex.quote(str(target))} "
+                    "(or rerun with --trust-new-host)"
+                ),
+            )
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with target.open("a") as fh:
+            fh.write(line + "\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.trusted = fingerprint(key)
+        log.warning(
+            "host_key_trusted", host=self._host.name, fingerprint=self.trusted, file=str(target)
+        )
+
+
+def _learn_file(host: Host) -> Path:
+    user_files = [p for p in host.known_hosts_files if not str(p).startswith("/etc/")]
+    return user_files[0] if user_files else Path.home() / ".ssh" / "known_hosts"
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, paramiko.BadHostKeyException | paramiko.AuthenticationException):
+        return False
+    return isinstance(exc, OSError | EOFError | paramiko.SSHException)
+
+
+class Remote:
+    """One GPU host over SSH. Use as a context manager; connects lazily."""
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        trust_new_host: bool = False,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.host = host
+        self._trust = trust_new_host
+        self._retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._conn: fabric.Connection | None = None
+        self.host_key_fingerprint: str | None = None
+        self.reconnects = 0
+
+    def __enter__(self) -> Remote:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _new_connection(self) -> fabric.Connection:
+        h = self.host
+        connect_kwargs: dict[str, Any] = {
+            "allow_agent": True,
+            "look_for_keys": not h.identity_files,
+            "banner_timeout": h.connect_timeout_s,
+            "auth_timeout": h.connect_timeout_s,
+        }
+        if h.identity_files:
+            connect_kwargs["key_filename"] = [str(p) for p in h.identity_files]
+        if h.proxy_command:
+            connect_kwargs["sock"] = paramiko.ProxyCommand(h.proxy_command)
+        # An empty SSHConfig: the host is already resolved by `ssh -G`; fabric must not
+        # reinterpret ~/.ssh/config on top of it.
+        config = fabric.Config(ssh_config=paramiko.SSHConfig())
+        conn = fabric.Connection(
+            h.hostname,
+            user=h.user,
+            port=h.port,
+            config=config,
+            connect_timeout=max(1, round(h.connect_timeout_s)),
+            connect_kwargs=connect_kwargs,
+        )
+        client: paramiko.SSHClient = conn.client
+        for path in h.known_hosts_files:
+            if path.is_file():
+                client.load_system_host_keys(str(path))
+        policy = _HostKeyDecision(h, self._trust)
+        client.set_missing_host_key_policy(policy)
+        return conn
+
+    def _open_once(self) -> fabric.Connection:
+        conn = self._new_connection()
+        try:
+            conn.open()
+        except paramiko.BadHostKeyException as exc:
+            conn.close()
+            raise HostKeyChanged(
+                f"host key of {self.host.name} ({self.host.known_hosts_name}) has CHANGED: "
+                f"known {exc.expected_key.get_name()} {fingerprint(exc.expected_key)}, "
+                f"offered {exc.key.get_name()} {fingerprint(exc.key)}",
+                hint=(
+                    "this can be an attack; if the host was reinstalled, confirm the new key with "
+                    f"its owner, then remove the old one: ssh-keygen -R "
+                    f"{shlex.quote(self.host.known_hosts_name)}"
+                ),
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            conn.close()
+            keys = ", ".join(str(p) for p in self.host.identity_files) or "default keys and agent"
+            raise SshAuthFailed(
+                f"ssh to {self.host.address} refused our keys ({keys}): {exc}",
+                hint=f"check that `ssh {self.host.name} true` works",
+            ) from None
+        except UnknownHostKey:
+            conn.close()
+            raise
+        transport = conn.client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(15)
+            self.host_key_fingerprint = fingerprint(transport.get_remote_server_key())
+        return conn
+
+    def connect(self) -> None:
+        """Open the connection, retrying transient failures with backoff."""
+        if self._conn is not None and self._conn.is_connected:
+            return
+        last: BaseException | None = None
+        for attempt in range(self._retry.attempts):
+            try:
+                self._conn = self._open_once()
+                log.debug("ssh_connected", host=self.host.name, attempt=attempt + 1)
+                return
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                if not _is_transient(exc):
+                    raise
+                last = exc
+                log.info("ssh_connect_retry", host=self.host.name, error=str(exc) or repr(exc))
+                self._sleep(self._retry.backoff_s(attempt))
+        raise SshUnreachable(
+            f"cannot reach {self.host.address} over ssh: {last}",
+            hint=f"check that `ssh {self.host.name} true` works from this machine",
+        )
+
+    def reconnect(self) -> None:
+        self.close()
+        self.reconnects += 1
+        self.connect()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def _c(self) -> fabric.Connection:
+        self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        command: str,
+        *,
+        check: bool = False,
+        timeout_s: float | None = 120.0,
+        idempotent: bool = True,
+    ) -> CommandResult:
+        """Run COMMAND on the host (a POSIX shell line); never pass secrets in it.
+
+        An idempotent command is rerun on a fresh connection when the connection drops.
+        """
+        attempts = self._retry.attempts if idempotent else 1
+        for attempt in range(attempts):
+            try:
+                res = self._c.run(
+                    command,
+                    hide=True,
+                    warn=True,
+                    in_stream=False,
+                    timeout=timeout_s,
+                )
+                break
+            except CommandTimedOut:
+                raise RemoteCommandFailed(
+                    f"{self.host.name}: `{command}` did not finish within {timeout_s:.0f} s"
+                ) from None
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                if not _is_transient(exc) or attempt + 1 == attempts:
+                    raise SshUnreachable(
+                        f"ssh to {self.host.name} dropped during `{command}`: {exc}"
+                    ) from None
+                self._sleep(self._retry.backoff_s(attempt))
+                self.reconnect()
+        result = CommandResult(command, int(res.exited), str(res.stdout), str(res.stderr))
+        if check and not result.ok:
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
+            raise RemoteCommandFailed(
+                f"{self.host.name}: `{command}` exited with {result.exit_code}: {detail[0]}"
+            )
+        return result
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _sftp(self) -> paramiko.SFTPClient:
+        sftp: paramiko.SFTPClient = self._c.sftp()
+        return sftp
+
+    def remote_sha256(self, path: str) -> str:
+        out = self.run(f"sha256sum -- {shlex.quote(path)}", check=True).stdout
+        return out.split()[0]
+
+    def get(self, remote_path: str, local_path: Path, progress: Progress | None = None) -> int:
+        """Copy a file from the host, resuming after dropped connections; returns its size."""
+        part = local_path.with_name(local_path.name + ".part")
+        local_path.parent.mkdir(parents=True, exist_ok=True)
+        part.unlink(missing_ok=True)
+        size = -1
+        for attempt in range(self._retry.attempts):
+            try:
+                sftp = self._sftp()
+                size = int(sftp.stat(remote_path).st_size or 0)
+                done = part.stat().st_size if part.exists() else 0
+                if done > size:
+                    part.unlink()
+                    done = 0
+                with sftp.open(remote_path, "rb") as src, part.open("ab") as dst:
+                    src.seek(done)
+                    src.prefetch(size)
+                    while done < size:
+                        chunk = src.read(min(_CHUNK, size - done))
+                        if not chunk:
+                            raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
+                        dst.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress(done, size)
+                break
+            except FileNotFoundError:
+                raise TransferFailed(f"{self.host.name}:{remote_path} does not exist") from None
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                if not _is_transient(exc) or attempt + 1 == self._retry.attempts:
+                    raise TransferFailed(
+                        f"copying {self.host.name}:{remote_path} failed after "
+                        f"{attempt + 1} attempts: {exc or type(exc).__name__}"
+                    ) from None
+                log.warning(
+                    "transfer_resumed",
+                    host=self.host.name,
+                    path=remote_path,
+                    bytes_done=part.stat().st_size if part.exists() else 0,
+                    error=str(exc) or type(exc).__name__,
+                )
+                self._sleep(self._retry.backoff_s(attempt))
+                self.reconnect()
+        self._check_same(part, remote_path)
+        part.replace(local_path)
+        return size
+
+    def put(self, local_path: Path, remote_path: str, progress: Progress | None = None) -> int:
+        """Copy a file to the host, resuming after dropped connections; returns its size."""
+        size = local_path.stat().st_size
+        for attempt in range(self._retry.attempts):
+            try:
+                sftp = self._sftp()
+                try:
+                    done = int(sftp.stat(remote_path).st_size or 0)
+                except FileNotFoundError:
+                    done = 0
+                if done > size or attempt == 0:
+                    done = 0
+                with (
+                    local_path.open("rb") as src,
+                    sftp.open(remote_path, "ab" if done else "wb") as dst,
+                ):
+                    src.seek(done)
+                    dst.set_pipelined(True)
+                    while chunk := src.read(_CHUNK):
+                        dst.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress(done, size)
+                break
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                if isinstance(exc, PermissionError) or attempt + 1 == self._retry.attempts:
+                    raise TransferFailed(
+                        f"copying {local_path} to {self.host.name}:{remote_path} failed: {exc}"
+                    ) from None
+                self._sleep(self._retry.backoff_s(attempt))
+                self.reconnect()
+        self._check_same(local_path, remote_path)
+        return size
+
+    def _check_same(self, local_path: Path, remote_path: str) -> None:
+        digest = hashlib.sha256()
+        with local_path.open("rb") as fh:
+            while block := fh.read(_CHUNK):
+                digest.update(block)
+        remote = self.remote_sha256(remote_path)
+        if digest.hexdigest() != remote:
+            local_path.unlink(missing_ok=True)
+            raise TransferFailed(
+                f"{self.host.name}:{remote_path} differs after copying (sha256 mismatch)",
+                hint="run again; the copy starts over",
+            )
+
+    # -- small helpers over SFTP ------------------------------------------------------------
+
+    def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None:
+        with self._sftp().open(remote_path, "w") as fh:
+            fh.write(text)
+        self._sftp().chmod(remote_path, mode)
+
+    def read_text(self, remote_path: str) -> str:
+        with self._sftp().open(remote_path, "r") as fh:
+            data: bytes = fh.read()
+        return data.decode()

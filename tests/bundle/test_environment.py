@@ -1,0 +1,163 @@
+"""Environment capture: launch argv from /proc or as given, with every secret redacted."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bench import environment as envmod
+from bench.gpu import GpuInventory
+from bench.settings import load_settings
+
+R = envmod.REDACTED
+PUBLISHED = (
+    '"$HOME/env/bin/vllm" serve Qwen/Qwen3.5-397B-A17B-GPTQ-Int4 --served-model-name qwen '
+    "--tensor-parallel-size 4 --max-model-len 262144 --max-num-batched-tokens 8192 "
+    "--tokenizer Qwen/Qwen3.5 --api-key sk-published-secret --attention-backend FLASH_ATTN "
+    '--speculative-config \'{"method":"mtp","num_speculative_tokens":2}\''
+)
+
+
+def test_published_launch_keeps_every_flag_but_the_key() -> None:
+    argv = shlex.split(PUBLISHED)
+    out = envmod.redact_argv(argv)
+    assert "sk-published-secret" not in " ".join(out)
+    assert out[out.index("--api-key") + 1] == R
+    # Same length, every other word untouched (numbers, tokenizer, JSON config).
+    assert len(out) == len(argv)
+    assert [w for w in out if w != R] == [w for w in argv if w != "sk-published-secret"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--api-key=abc123"], [f"--api-key={R}"]),
+        (["--hf-token", "hf_abcdef", "--port", "8000"], ["--hf-token", R, "--port", "8000"]),
+        (["--api-key", "k1", "k2", "--port", "1"], ["--api-key", R, R, "--port", "1"]),
+        (["--db_password", "pw"], ["--db_password", R]),
+        (
+            ["VLLM_API_KEY=sk-1", "HF_TOKEN=hf_2", "VLLM_PORT=1"],
+            [f"VLLM_API_KEY={R}", f"HF_TOKEN={R}", "VLLM_PORT=1"],
+        ),
+        (["--url", "https://user:hunter2@host/x"], ["--url", f"https://user:{R}@host/x"]),
+        (["--max-num-batched-tokens", "8192"], ["--max-num-batched-tokens", "8192"]),
+        (["--ssl-keyfile", "/k.pem"], ["--ssl-keyfile", "/k.pem"]),
+    ],
+)
+def test_argv_redaction(argv: list[str], expected: list[str]) -> None:
+    assert envmod.redact_argv(argv) == expected
+
+
+def test_env_keeps_serving_families_and_redacts_secret_names() -> None:
+    env = {
+        "VLLM_API_KEY": "sk-1",
+        "HF_TOKEN": "hf_2",
+        "VLLM_CPU_KVCACHE_SPACE": "2",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "DATABASE_URL": "postgres://u:pw@db/x",
+        "HOME": "/root",
+    }
+    assert envmod.redact_env(env) == {
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "HF_TOKEN": R,
+        "VLLM_API_KEY": R,
+        "VLLM_CPU_KVCACHE_SPACE": "2",
+    }
+
+
+_SERVER = """
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+print(s.getsockname()[1], flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.integration
+def test_launch_read_from_proc_of_the_process_listening_on_the_port() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, "serve", "tiny", "--api-key", "sk-on-argv-123"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"VLLM_API_KEY": "sk-in-env-456", "VLLM_LOGGING_LEVEL": "INFO", "PATH": "/usr/bin"},
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        pid = envmod.listening_pid(port)
+        assert pid == proc.pid
+        launch = envmod.launch_from_proc(pid)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    assert launch.source == "proc"
+    assert launch.argv[-4:] == ("serve", "tiny", "--api-key", R)
+    assert launch.env == {"VLLM_API_KEY": R, "VLLM_LOGGING_LEVEL": "INFO"}
+    assert "sk-" not in launch.model_dump_json()
+
+
+def test_no_listener_means_launch_as_given(tmp_path: Path) -> None:
+    assert envmod.listening_pid(1, proc=tmp_path) is None  # no /proc/net tables at all
+    launch = envmod.launch_given(["vllm", "serve", "m", "--api-key", "x" * 10])
+    assert launch.source == "given" and launch.argv == ("vllm", "serve", "m", "--api-key", R)
+    assert envmod.launch_given(None).source == "unknown"
+
+
+def _fake_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "proc" / "1").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "proc" / "meminfo").write_text("MemTotal:       263856128 kB\nMemFree: 1 kB\n")
+    (root / "proc" / "cpuinfo").write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC 9354 32-Core Processor\n"
+    )
+    (root / "proc" / "1" / "cgroup").write_text("0::/system.slice/docker-0123abcd.scope\n")
+    (root / "etc" / "os-release").write_text('PRETTY_NAME="Ubuntu 24.04.1 LTS"\nID=ubuntu\n')
+    return root
+
+
+def test_capture_records_host_image_and_redacted_settings(tmp_path: Path) -> None:
+    root = _fake_root(tmp_path)
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"org.opencontainers.image.revision": "73a5831127a9"}))
+    settings = load_settings({"BENCH_API_KEY": "sk-settings-789"})
+    env = envmod.capture(
+        settings,
+        now=datetime(2026, 12, 2, 11, 30, tzinfo=UTC),
+        given_argv=["vllm", "serve", "qwen", "--api-key", "sk-settings-789"],
+        vllm_version="0.30.1rc1.dev452+g73a583112",
+        image_digest="sha256:" + "ab" * 32,
+        image_labels_file=labels,
+        gpu_inventory=GpuInventory(available=False, reason="nvidia-smi not found on PATH"),
+        root=root,
+    )
+    dumped = env.model_dump_json()
+    assert "sk-settings-789" not in dumped
+    assert env.bench.settings["api_key"] == R
+    assert env.host.memory_total_bytes == 263856128 * 1024
+    assert env.host.cpu_model == "AMD EPYC 9354 32-Core Processor"
+    assert env.host.os == "Ubuntu 24.04.1 LTS"
+    assert env.image.in_container and env.image.digest == "sha256:" + "ab" * 32
+    assert env.image.labels == {"org.opencontainers.image.revision": "73a5831127a9"}
+    assert env.gpu.reason == "nvidia-smi not found on PATH"
+    written = envmod.write(tmp_path, env)
+    assert json.loads(written.read_text())["launch"]["argv"][-1] == R
+
+
+def test_not_in_a_container_without_markers(tmp_path: Path) -> None:
+    root = _fake_root(tmp_path)
+    (root / "proc" / "1" / "cgroup").write_text("0::/init.scope\n")
+    assert not envmod.image_info(root, None, None).in_container

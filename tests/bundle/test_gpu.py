@@ -1,0 +1,189 @@
+"""nvidia-smi parsing on its real output formats, the sampler against a stand-in nvidia-smi."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from bench import gpu
+
+DATA = Path(__file__).parent / "data"
+
+
+def _canned(outputs: dict[str, tuple[int, str, str]]) -> gpu.Runner:
+    def run(argv: Sequence[str]) -> tuple[int, str, str]:
+        for needle, answer in outputs.items():
+            if any(needle in a for a in argv):
+                return answer
+        return 2, "", f"unexpected {list(argv)}"
+
+    return run
+
+
+def test_inventory_of_four_rtx_pro_6000() -> None:
+    run = _canned(
+        {
+            "--query-gpu=index": (
+                0,
+                (DATA / "nvidia_smi_inventory_4x_rtxpro6000.csv").read_text(),
+                "",
+            ),
+            "-q": (0, (DATA / "nvidia_smi_q_header.txt").read_text(), ""),
+        }
+    )
+    inv = gpu.inventory(run, executable="/usr/bin/nvidia-smi")
+    assert inv.available
+    assert inv.driver_version == "580.95.05"
+    assert inv.cuda_version == "13.0"
+    assert [g.index for g in inv.gpus] == [0, 1, 2, 3]
+    first = inv.gpus[0]
+    assert first.name == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    assert first.memory_total_mib == 97887
+    assert first.power_limit_w == 600.0
+    assert first.pci_bus_id == "00000000:17:00.0"
+
+
+def test_inventory_with_header_units_and_not_available_values() -> None:
+    driver, gpus = gpu.parse_inventory(
+        (DATA / "nvidia_smi_inventory_with_header_and_units.csv").read_text()
+    )
+    assert driver == "550.54.15"
+    assert [g.name for g in gpus] == ["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090 Laptop GPU"]
+    assert gpus[0].memory_total_mib == 81559 and gpus[0].power_limit_w == 700.0
+    assert gpus[0].max_sm_clock_mhz == 1980
+    assert gpus[1].power_limit_w is None  # "[N/A]" is unknown, not zero
+
+
+def test_cuda_version_from_q_or_banner() -> None:
+    assert gpu.parse_cuda_version((DATA / "nvidia_smi_q_header.txt").read_text()) == "13.0"
+    assert gpu.parse_cuda_version((DATA / "nvidia_smi_banner.txt").read_text()) == "12.4"
+    assert gpu.parse_cuda_version("no such line") is None
+
+
+def test_throttle_bitmask_names_nvml_reasons() -> None:
+    assert gpu.throttle_reasons("0x0000000000000000") == ()
+    assert gpu.throttle_reasons("0x0000000000000064") == (
+        "sw_power_cap",
+        "sw_thermal_slowdown",
+        "hw_thermal_slowdown",
+    )
+    assert gpu.throttle_reasons("0x0000000000001001") == ("gpu_idle", "other_0x1000")
+    assert gpu.throttle_reasons("[Not Supported]") == ()
+
+
+def test_telemetry_parse_drops_torn_lines_and_keeps_missing_as_none() -> None:
+    samples = gpu.parse_telemetry(
+        (DATA / "nvidia_smi_telemetry.csv").read_text(), with_throttle=True
+    )
+    assert len(samples) == 6
+    assert [s.at_s for s in samples if s.index == 0] == [0.0, 0.5, 1.0]
+    missing = next(s for s in samples if s.index == 1 and s.at_s == 0.5)
+    assert missing.power_w is None and missing.sm_clock_mhz == 2400
+
+
+def test_window_energy_is_the_trapezoid_of_power_over_time() -> None:
+    samples = gpu.parse_telemetry(
+        (DATA / "nvidia_smi_telemetry.csv").read_text(), with_throttle=True
+    )
+    window = gpu.summarize(samples, output_tokens=100)
+    g0, g1 = window.gpus
+    # GPU 0: 0.5 s x (400+600)/2 + 0.5 s x (600+500)/2 = 250 + 275 J
+    assert g0.energy_j == pytest.approx(525.0)
+    # GPU 1: the [N/A] sample is skipped, 1.0 s x (380+420)/2
+    assert g1.energy_j == pytest.approx(400.0)
+    assert window.energy_j == pytest.approx(925.0)
+    assert window.energy_per_output_token_j == pytest.approx(9.25)
+    assert g0.max_temperature_c == 88 and g0.min_sm_clock_mhz == 2100
+    assert g0.throttle_reasons == {
+        "hw_thermal_slowdown": pytest.approx(1 / 3, abs=1e-4),
+        "sw_power_cap": pytest.approx(2 / 3, abs=1e-4),
+        "sw_thermal_slowdown": pytest.approx(1 / 3, abs=1e-4),
+    }
+    assert g1.throttle_reasons == {"sw_power_cap": pytest.approx(1 / 3, abs=1e-4)}
+
+
+def test_no_energy_claimed_from_a_single_sample() -> None:
+    one = gpu.parse_telemetry(
+        "2026/12/02 11:30:00.000, 0, 400.00, 2520, 61, 98, 45\n", with_throttle=False
+    )
+    window = gpu.summarize(one, output_tokens=10)
+    assert window.gpus[0].energy_j is None
+    assert window.energy_j is None and window.energy_per_output_token_j is None
+
+
+def _stand_in(bin_dir: Path, body: str) -> Path:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text("#!/bin/bash\n" + body)
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe
+
+
+def test_no_nvidia_smi_means_no_gpu_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    inv = gpu.inventory()
+    assert not inv.available and inv.reason == "nvidia-smi not found on PATH"
+    sampler = gpu.GpuSampler()
+    assert not sampler.available
+    sampler.start()
+    assert sampler.stop() == []
+
+
+def test_nvidia_smi_without_driver_means_no_gpu_with_its_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stand_in(
+        tmp_path / "bin",
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\n'
+        "exit 9\n",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    inv = gpu.inventory()
+    assert not inv.available
+    assert inv.reason is not None and "couldn't communicate with the NVIDIA driver" in inv.reason
+
+
+def test_sampler_runs_nvidia_smi_for_the_window_and_falls_back_to_old_throttle_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "printed"
+    argv_log = tmp_path / "argv"
+    csv = (DATA / "nvidia_smi_telemetry.csv").read_text()
+    # An older driver: the new field name is refused, the old one works.
+    _stand_in(
+        tmp_path / "bin",
+        f"""echo "$@" >> {argv_log}
+case "$*" in
+  *clocks_event_reasons.active*)
+    echo 'Field "clocks_event_reasons.active" is not a valid field to query.'; exit 2;;
+  *-lms*) cat <<'CSV'
+{csv}CSV
+    touch {marker}; exec sleep 60;;
+  *) echo 0x0000000000000000;;
+esac
+""",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    sampler = gpu.GpuSampler(interval_s=0.25)
+    assert sampler.available
+    sampler.start()
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    samples = sampler.stop()
+    assert len(samples) == 6
+    assert samples[4].throttle_reasons == (
+        "sw_power_cap",
+        "sw_thermal_slowdown",
+        "hw_thermal_slowdown",
+    )
+    lms_call = next(line for line in argv_log.read_text().splitlines() if "-lms" in line)
+    assert "clocks_throttle_reasons.active" in lms_call and lms_call.endswith("-lms 250")
+    assert sampler.stop() == []  # stopping twice is harmless

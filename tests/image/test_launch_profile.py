@@ -1,0 +1,155 @@
+"""The launch profiles: the published launch equals the card's, bad profiles fail in one line."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bench.errors import Exit, ProfileError
+from bench.launch_profile import available, card_argv, load_launch_profile
+
+# The card's launch command as printed on the card (published/…73a5831127a9.txt).
+CARD = (
+    '"$HOME/env_rtxpro6k-qwen-vllm-73a5831127a9/bin/vllm" serve '
+    "Qwen/Qwen3.5-397B-A17B-GPTQ-Int4 --served-model-name qwen --trust-remote-code "
+    "--tensor-parallel-size 4 --reasoning-parser qwen3 --enable-auto-tool-choice "
+    "--tool-call-parser qwen3_coder --max-model-len 262144 --gpu-memory-utilization 0.91 "
+    "--host 0.0.0.0 --port 8000 --api-key <redacted> --attention-backend FLASH_ATTN "
+    "--linear-backend marlin --moe-backend triton "
+    '--speculative-config \'{"method":"mtp","num_speculative_tokens":2}\' '
+    "--quantization moe_wna16"
+)
+
+
+def test_shipped_profiles_are_listed() -> None:
+    assert available() == ["published", "twin"]
+
+
+def test_published_argv_is_the_card_token_for_token_without_the_key() -> None:
+    profile = load_launch_profile("published")
+    expected = [t for t in shlex.split(CARD)[1:] if t not in ("--api-key", "<redacted>")]
+    assert list(profile.argv) == ["vllm", *expected]
+    assert profile.card_launch_command == CARD
+    assert profile.gpus == 4
+    assert profile.image == "vllm"
+    assert profile.flag("--speculative-config") == '{"method":"mtp","num_speculative_tokens":2}'
+    assert profile.flag("--quantization") == "moe_wna16"
+    assert profile.secret_env == ("VLLM_API_KEY",)
+    assert not any("api-key" in t or "redacted" in t for t in profile.argv)
+
+
+def test_twin_runs_on_the_bench_image_without_gpus() -> None:
+    profile = load_launch_profile("twin")
+    assert profile.image == "bench"
+    assert profile.gpus == 0
+    assert profile.argv[:3] == ("bench", "twin", "serve")
+    assert profile.flag("--port") == str(profile.port) == "8000"
+    assert profile.flag("--host") == "0.0.0.0"
+
+
+def test_card_argv_drops_executable_and_key() -> None:
+    assert card_argv("/x/vllm serve m --api-key s3cret --port 1") == ("serve", "m", "--port", "1")
+    assert card_argv("/x/vllm serve m --api-key=s3cret") == ("serve", "m")
+
+
+def test_flag_reads_both_spellings() -> None:
+    profile = load_launch_profile("published").model_copy(
+        update={"argv": ("vllm", "serve", "m", "--port=8000")}
+    )
+    assert profile.flag("--port") == "8000"
+    assert profile.flag("--host") is None
+
+
+def test_unknown_profile_names_the_choices() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_launch_profile("publshed")
+    assert err.value.exit_code == Exit.USAGE
+    line = err.value.one_line()
+    assert "unknown launch profile 'publshed'" in line
+    assert "published, twin" in line
+    assert "\n" not in line
+
+
+def _write(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+GOOD = """
+schema_version = 1
+name = "{name}"
+description = "d"
+image = "vllm"
+gpus = {gpus}
+port = 8000
+served_model_name = "qwen"
+secret_env = ["VLLM_API_KEY"]
+startup_timeout_s = 60.0
+argv = [{argv}]
+"""
+GOOD_ARGV = '"vllm", "serve", "m", "--tensor-parallel-size", "2", "--port", "8000"'
+
+
+def test_a_good_profile_loads_by_path(tmp_path: Path) -> None:
+    path = _write(tmp_path, "mine", GOOD.format(name="mine", gpus=2, argv=GOOD_ARGV))
+    assert load_launch_profile(path).gpus == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "argv", "message"),
+    [
+        ("k", 2, GOOD_ARGV + ', "--api-key", "x"', "secrets never go on a command line"),
+        ("k", 2, GOOD_ARGV + ', "--api-key=x"', "secrets never go on a command line"),
+        ("p", 2, '"vllm", "serve", "m", "--tensor-parallel-size", "2", "--port", "9"', "--port 9"),
+        ("g", 4, GOOD_ARGV, "needs 2 GPUs but gpus is 4"),
+        ("n", -1, GOOD_ARGV, "gpus: Input should be greater than or equal to 0"),
+        ("e", 2, "", "argv: Tuple should have at least 1 item"),
+    ],
+)
+def test_malformed_profiles_fail_in_one_line(
+    tmp_path: Path, name: str, gpus: int, argv: str, message: str
+) -> None:
+    path = _write(tmp_path, name, GOOD.format(name=name, gpus=gpus, argv=argv))
+    with pytest.raises(ProfileError) as err:
+        load_launch_profile(path)
+    line = err.value.one_line()
+    assert message in line
+    assert str(path) in line
+    assert "\n" not in line
+
+
+def test_unknown_field_is_refused(tmp_path: Path) -> None:
+    body = GOOD.format(name="u", gpus=2, argv=GOOD_ARGV) + 'gpu = "typo"\n'
+    with pytest.raises(ProfileError, match="gpu: Extra inputs are not permitted"):
+        load_launch_profile(_write(tmp_path, "u", body))
+
+
+def test_bench_image_with_gpus_is_refused(tmp_path: Path) -> None:
+    body = GOOD.format(name="b", gpus=1, argv='"bench", "twin", "serve"').replace(
+        'image = "vllm"', 'image = "bench"'
+    )
+    with pytest.raises(ProfileError, match="gpus must be 0"):
+        load_launch_profile(_write(tmp_path, "b", body))
+
+
+def test_argv_must_match_the_card_it_claims(tmp_path: Path) -> None:
+    published = (Path(__file__).parents[2] / "bench/launch_profiles/published.toml").read_text()
+    tampered = published.replace('"--max-model-len", "262144"', '"--max-model-len", "131072"')
+    with pytest.raises(ProfileError, match="token 14: '131072' vs card '262144'"):
+        load_launch_profile(_write(tmp_path, "published", tampered))
+
+
+def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="is not valid TOML"):
+        load_launch_profile(_write(tmp_path, "bad", "name = [unclosed\n"))
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_launch_profile(tmp_path / "nope.toml")
+
+
+def test_name_must_match_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "other", GOOD.format(name="mine", gpus=2, argv=GOOD_ARGV))
+    with pytest.raises(ProfileError, match="differs from the file name"):
+        load_launch_profile(path)
