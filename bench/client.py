@@ -4,6 +4,7 @@
     httpx.HTTPError (connect, protocol) -> record.error "transport error: ..."
     HTTP status != 200                 -> record.error "HTTP 429: <body start>"
     error event inside a 200 stream    -> record.error "error event: <message>"
+    a chunk that is not one JSON object -> record.error "malformed chunk: ..."
     a stream with usage but no text     -> record.error "usage-only stream ..."
 
 Request failures are data on the record; only the small JSON helpers used before the
@@ -147,6 +148,10 @@ class Client:
 
 def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
     """Account one data payload; True when the stream must stop (an error event)."""
+    if not payload.endswith(b"}"):
+        # A cheap well-formedness check: every chunk is one JSON object on one line.
+        record.error = "malformed chunk: " + payload[:80].decode("utf-8", "replace")
+        return True
     if record.first_token_s is None:
         if _ERROR.search(payload):
             record.error = "error event: " + _error_message(payload)

@@ -208,6 +208,9 @@ class Sweep:
             last=run.last,
             ready_after_s=run.ready_after_s,
         )
+        extras = extras.model_copy(
+            update={"window_start_s": run.w0_s - run.t0_s, "window_end_s": run.w1_s - run.t0_s}
+        )
         if figs is None:
             return CellResult(**base, status="invalid", reason=why, extras=extras)
         if run.not_ready is not None:
