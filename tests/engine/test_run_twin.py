@@ -246,3 +246,87 @@ def test_without_metrics_active_requests_are_counted_client_side_and_recorded(
     assert cell is not None and cell.figures is not None
     assert cell.figures.active_source == "client_in_flight"
     assert cell.figures.average_active == pytest.approx(2.0, abs=0.3)
+
+
+def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
+    """Our first-token and per-chunk times against the times the twin logged sending them."""
+    log = tmp_path / "truth.jsonl"
+    with start_twin("tiny", speed=2.0, extra_args=["--ground-truth-log", str(log)]) as t:
+        rc, _, stderr = finish(
+            bench(
+                "--url",
+                t.url,
+                "--contexts",
+                "256",
+                "--prefill-only-contexts",
+                "--concurrencies",
+                "2",
+                "--max-tokens",
+                "256",
+                "--duration",
+                "4",
+                "--out",
+                str(tmp_path / "r"),
+            )
+        )
+    assert rc == 0, stderr[-2000:]
+    truth = [json.loads(x) for x in log.read_text().splitlines()]
+    rows = [json.loads(x) for x in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
+    checked = 0
+    for row in rows:
+        if not row["finished"]:
+            continue
+        origin = row["origin_unix_s"]
+        steps = list(row["chunk_tokens"])
+        # The twin logs (wall time, tokens) as it writes each chunk; we read it a little later.
+        match = [
+            g
+            for g in truth
+            if [sum(n for _, n in g["chunks"][: i + 1]) for i in range(len(g["chunks"]))] == steps
+            and 0 <= origin + row["first_token_s"] - g["chunks"][0][0] < 0.05
+        ]
+        assert match, f"no request of the twin sent what we received at {origin + row['start_s']}"
+        g = match[0]
+        assert row["prompt_tokens"] == g["prompt_tokens"]
+        assert row["tokens"] == g["output_tokens"]
+        lags = [
+            origin + ours - theirs
+            for ours, (theirs, _) in zip(row["chunk_s"], g["chunks"], strict=True)
+        ]
+        assert min(lags) >= -0.002  # never before it was sent (clock resolution aside)
+        assert sorted(lags)[len(lags) // 2] < 0.02
+        checked += 1
+    assert checked >= 3
+
+
+def test_trials_are_aggregated_with_a_confidence_interval(
+    twin: TwinProcess, tmp_path: Path
+) -> None:
+    rc, _, stderr = finish(
+        bench(
+            "--url",
+            twin.url,
+            "--contexts",
+            "256",
+            "--prefill-only-contexts",
+            "--concurrencies",
+            "1",
+            "--max-tokens",
+            "256",
+            "--duration",
+            "2",
+            "--trials",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+        )
+    )
+    assert rc == 0, stderr[-2000:]
+    results = Results.model_validate_json((tmp_path / "r" / "results.json").read_text())
+    assert [(c.trial, c.status) for c in results.cells] == [(0, "valid"), (1, "valid")]
+    assert len(results.prefill) == 2  # each trial has its own cold scout (its own prefix)
+    (agg,) = results.aggregates
+    assert agg.trials == 2 and agg.total_tok_s.n == 2 and agg.total_tok_s.ci95 is not None
+    figs = [c.figures for c in results.cells if c.figures is not None]
+    assert agg.total_tok_s.mean == pytest.approx(sum(f.total_tok_s for f in figs) / 2)
+    assert "## Repeated trials" in (tmp_path / "r" / "tables.md").read_text()
