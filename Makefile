@@ -10,6 +10,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help setup lint test unit vllm-cpu
 
+.PHONY: help setup lint test unit reproduce-twin
+
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
 	@echo "make test                 every test (sets up what it needs)"
@@ -110,3 +112,11 @@ PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),-
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
 	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
+
+# The published sweep against the twin's `published` profile, compared with the card
+# cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
+REPRO_SPEED ?= 10
+REPRO_CARD ?= tests/card/fixtures/published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
+REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
+reproduce-twin: setup
+	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)

@@ -144,7 +144,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
         print(plan.render(the_plan, info, run_settings), flush=True)
-        anchor_s = clock()
+        anchor_s, anchor_unix_s = clock(), time.time()
         if previous is None:
             rundir.create()
             results = Results(
@@ -176,7 +176,13 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         )
         progress = Progress(clock, total_cells=todo, estimated_s=the_plan.estimated_duration_s)
         server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
-        runner = sweep.Sweep(server=server, rundir=rundir, progress=progress, anchor_s=anchor_s)
+        runner = sweep.Sweep(
+            server=server,
+            rundir=rundir,
+            progress=progress,
+            anchor_s=anchor_s,
+            anchor_unix_s=anchor_unix_s,
+        )
         try:
             results = await runner.run(results)
         except asyncio.CancelledError:

@@ -38,6 +38,7 @@ class Sweep:
     rundir: RunDir
     progress: Progress
     anchor_s: float  # clock reading at the run's wall-clock anchor
+    anchor_unix_s: float = 0.0  # the anchor as Unix time (time.time())
 
     @property
     def clock(self) -> Clock:
@@ -208,6 +209,9 @@ class Sweep:
             last=run.last,
             ready_after_s=run.ready_after_s,
         )
+        extras = extras.model_copy(
+            update={"window_start_s": run.w0_s - run.t0_s, "window_end_s": run.w1_s - run.t0_s}
+        )
         if figs is None:
             return CellResult(**base, status="invalid", reason=why, extras=extras)
         if run.not_ready is not None:
@@ -226,12 +230,15 @@ class Sweep:
         *,
         t0: float | None = None,
     ) -> dict[str, object]:
+        origin = self.anchor_s if t0 is None else t0
         return {
             "phase": phase,
             "context": label,
             "concurrency": c,
             "trial": trial,
-            **r.to_json(self.anchor_s if t0 is None else t0),
+            # Unix time of this row's time origin, to line raw times up with other logs.
+            "origin_unix_s": round(self.anchor_unix_s + (origin - self.anchor_s), 6),
+            **r.to_json(origin),
         }
 
     def _metrics_rows(self, run: CellRun, label: str, trial: int) -> list[dict[str, object]]:
