@@ -24,6 +24,10 @@ from bench.settings import Settings, load_settings
 COMMAND_MODULES: tuple[str, ...] = (
     "bench.twin.cli",
     "bench.card.command",
+    "bench.run_cmd",
+    "bench.bundle.commands",
+    "bench.environment",
+    "bench.verdict.command",
 )
 
 

@@ -28,7 +28,7 @@ Api = Literal["chat", "completions"]
 # capacity). not_ready: the readiness gate never held, the window was measured anyway and
 # the cell is flagged. interrupted: the run stopped during this cell, no numbers.
 CellStatus = Literal["valid", "invalid", "over_capacity", "not_ready", "interrupted"]
-PrefillStatus = Literal["valid", "invalid", "interrupted"]
+PrefillStatus = Literal["valid", "invalid", "interrupted", "over_capacity"]
 RunState = Literal["running", "complete", "interrupted", "failed"]
 KvSource = Literal["kv_cache_size_tokens", "num_gpu_blocks_x_block_size", "kv_budget", "unknown"]
 # How the number of requests running on the server was obtained for "Average active".
@@ -86,6 +86,8 @@ class PlannedContext(_Model):
     trimmed: bool
     decode: bool  # False for a prefill-only context
     max_tokens: int  # of its decode requests (1 for prefill-only)
+    # Set when even the max_tokens=1 scout does not fit the KV cache: the row is not run.
+    scout_reason: str | None = None
 
 
 class PlannedCell(_Model):

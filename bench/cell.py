@@ -1,0 +1,198 @@
+"""One decode cell: drain barrier, C looping workers, readiness gate, fixed window.
+
+All durations here are client seconds: the sweep has already divided server-time
+settings (window, 3 s hold) by the speed factor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import metrics
+from bench.client import Client, Clock
+from bench.metrics import Snapshot
+from bench.records import RequestRecord
+
+Sleep = Callable[[float], Awaitable[None]]
+Progress = Callable[["CellRun"], None]
+
+
+@dataclass(slots=True)
+class CellTiming:
+    window_s: float
+    hold_s: float
+    ready_timeout_s: float
+    drain_timeout_s: float
+    sample_every_s: float
+
+
+@dataclass
+class CellRun:
+    """What one cell produced; `figures.cell_figures` turns it into numbers."""
+
+    concurrency: int
+    t0_s: float
+    records: list[RequestRecord] = field(default_factory=list)
+    samples: list[Snapshot] = field(default_factory=list)
+    client_active: list[tuple[float, int]] = field(default_factory=list)
+    first: Snapshot | None = None
+    last: Snapshot | None = None
+    ready_after_s: float | None = None
+    not_ready: str | None = None  # why the readiness gate never held
+    w0_s: float | None = None
+    w1_s: float | None = None
+    drain_note: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        for r in self.records:
+            if r.error is not None:
+                return r.error
+        return None
+
+    def tokens_since(self, t_s: float) -> int:
+        return sum(r.tokens_between(t_s, float("inf"))[0] for r in self.records)
+
+
+class Server:
+    """The sweep's view of the server: the client, the clock, whether /metrics works."""
+
+    def __init__(self, client: Client, clock: Clock, sleep: Sleep, *, has_metrics: bool) -> None:
+        self.client = client
+        self.clock = clock
+        self.sleep = sleep
+        self.has_metrics = has_metrics
+
+    async def scrape(self) -> Snapshot | None:
+        if not self.has_metrics:
+            return None
+        status, text = await self.client.get("/metrics")
+        return metrics.parse(text, self.clock()) if status == 200 else None
+
+    async def drain(self, timeout_s: float, poll_s: float) -> str | None:
+        """Wait until nothing runs or waits; the reason if that never happens."""
+        if not self.has_metrics:
+            return None
+        deadline = self.clock() + timeout_s
+        snap: Snapshot | None = None
+        while self.clock() < deadline:
+            snap = await self.scrape()
+            if snap is None or (
+                (snap.get(metrics.RUNNING) or 0) == 0 and (snap.get(metrics.WAITING) or 0) == 0
+            ):
+                return None
+            await self.sleep(poll_s)
+        running = snap.get(metrics.RUNNING) if snap else None
+        return f"server not drained after {timeout_s:.0f} s ({running} running)"
+
+
+async def run_cell(
+    server: Server,
+    path: str,
+    body: dict[str, Any],
+    concurrency: int,
+    timing: CellTiming,
+    *,
+    progress: Progress | None = None,
+) -> CellRun:
+    clock, sleep = server.clock, server.sleep
+    poll_s = max(0.01, min(0.25, timing.hold_s / 6))
+    drain_note = await server.drain(timing.drain_timeout_s, poll_s)
+    run = CellRun(concurrency=concurrency, t0_s=clock(), drain_note=drain_note)
+    current: list[RequestRecord | None] = [None] * concurrency
+    had_token = [False] * concurrency
+    failed = asyncio.Event()
+    in_flight = 0
+
+    async def worker(i: int) -> None:
+        nonlocal in_flight
+        while True:
+            record = RequestRecord(worker=i, start_s=clock())
+            run.records.append(record)
+            current[i] = record
+            in_flight += 1
+            try:
+                await server.client.stream(path, body, record)
+            finally:
+                in_flight -= 1
+            if record.first_token_s is not None:
+                had_token[i] = True
+            if record.error is not None:
+                failed.set()
+                return
+
+    def every_worker_has_a_token() -> bool:
+        return all(
+            had_token[i] or (r is not None and r.first_token_s is not None)
+            for i, r in enumerate(current)
+        )
+
+    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    try:
+        # Readiness gate: >= C running and none waiting on the server (our own in-flight
+        # count without /metrics), every worker has a token, all held for hold_s.
+        deadline = run.t0_s + timing.ready_timeout_s
+        held_since: float | None = None
+        missing = "no check yet"
+        while not failed.is_set():
+            snap = await server.scrape()
+            now = clock()
+            if snap is not None:
+                running = snap.get(metrics.RUNNING) or 0
+                waiting = snap.get(metrics.WAITING) or 0
+                server_ok = running >= concurrency and waiting == 0
+                missing = f"server had {running:g} running, {waiting:g} waiting"
+            else:
+                server_ok = in_flight >= concurrency
+                missing = f"{in_flight} of {concurrency} requests in flight"
+            tokens_ok = every_worker_has_a_token()
+            if not tokens_ok:
+                missing += f"; {concurrency - sum(had_token)} workers without a token"
+            if server_ok and tokens_ok:
+                held_since = now if held_since is None else held_since
+                if now - held_since >= timing.hold_s:
+                    run.ready_after_s = now - run.t0_s
+                    break
+            else:
+                held_since = None
+            if now >= deadline:
+                run.not_ready = (
+                    f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"
+                )
+                break
+            await sleep(poll_s)
+        if failed.is_set():
+            return run
+
+        # The fixed window, sampling /metrics (or our in-flight count) all along.
+        run.w0_s = clock()
+        run.first = await server.scrape()
+        end_s = run.w0_s + timing.window_s
+        next_sample_s = run.w0_s
+        while not failed.is_set():
+            now = clock()
+            if now >= end_s:
+                break
+            if now >= next_sample_s:
+                run.client_active.append((now, in_flight))
+                snap = await server.scrape()
+                if snap is not None:
+                    run.samples.append(snap)
+                next_sample_s += timing.sample_every_s
+                if progress is not None:
+                    progress(run)
+            await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
+        run.w1_s = min(clock(), end_s)
+        run.client_active.append((run.w1_s, in_flight))
+        run.last = await server.scrape()
+        return run
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t

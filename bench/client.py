@@ -1,0 +1,193 @@
+"""The HTTP client of the server under test: the one module that imports httpx.
+
+    httpx.TimeoutException (read)      -> record.error "read time-out after N s"
+    httpx.HTTPError (connect, protocol) -> record.error "transport error: ..."
+    HTTP status != 200                 -> record.error "HTTP 429: <body start>"
+    error event inside a 200 stream    -> record.error "error event: <message>"
+    a stream with usage but no text     -> record.error "usage-only stream ..."
+
+Request failures are data on the record; only the small JSON helpers used before the
+sweep (model, version, metrics, tokenize) raise `ServerError`.
+
+The per-chunk path is kept cheap: bytes are split on newlines by hand, the clock is
+read once per network read (every event in that read shares the timestamp), and each
+`data:` line is scanned with precompiled byte regexes instead of a JSON parse. The
+scans are safe against look-alikes inside generated text because JSON escapes every
+quote inside a string, so `"completion_tokens":` can only match a key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from bench.errors import ServerError
+from bench.records import RequestRecord
+
+Clock = Callable[[], float]
+
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
+# A non-empty string value of a text field: chat content, reasoning (vLLM's reasoning
+# parsers use `reasoning_content` or `reasoning`), or completions `text`.
+_TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
+_ERROR = re.compile(rb'"error":|"object":\s*"error"')
+
+
+class Client:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: SecretStr | None = None,
+        *,
+        clock: Clock,
+        read_timeout_s: float = 600.0,
+        max_connections: int = 2048,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {}
+        if api_key is not None:
+            headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
+        self.base_url = base_url.rstrip("/")
+        self.read_timeout_s = read_timeout_s
+        self._clock = clock
+        # One connection per stream: C streams must never queue behind each other.
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(read_timeout_s, connect=30.0),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=None),
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- small JSON calls (before the sweep) -------------------------------------------
+
+    async def get(self, path: str) -> tuple[int, str]:
+        """GET path -> (status, body text). Unreachable server -> ServerError."""
+        try:
+            r = await self._http.get(path, timeout=30.0)
+        except httpx.HTTPError as exc:
+            raise ServerError(
+                f"cannot reach {self.base_url}{path}: {_describe(exc)}",
+                hint="check --url and that the server is up",
+            ) from None
+        return r.status_code, r.text
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        try:
+            r = await self._http.post(path, json=body, timeout=120.0)
+        except httpx.HTTPError as exc:
+            raise ServerError(f"cannot reach {self.base_url}{path}: {_describe(exc)}") from None
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, None
+
+    # -- the measured stream ------------------------------------------------------------
+
+    async def stream(self, path: str, body: dict[str, Any], record: RequestRecord) -> None:
+        """Run one streaming request, filling `record`. Never raises for request failures.
+
+        Cancellation (end of a window) marks the record cancelled and propagates.
+        """
+        clock = self._clock
+        try:
+            async with self._http.stream("POST", path, json=body) as response:
+                record.http_status = response.status_code
+                if response.status_code != 200:
+                    text = (await response.aread())[:300].decode("utf-8", "replace")
+                    record.error = f"HTTP {response.status_code}: {text.strip()}"
+                    return
+                await self._read_events(response, record, clock)
+        except asyncio.CancelledError:
+            record.cancelled = True
+            raise
+        except httpx.TimeoutException:
+            record.error = f"read time-out after {self.read_timeout_s:g} s"
+        except httpx.HTTPError as exc:
+            record.error = f"transport error: {_describe(exc)}"
+        finally:
+            record.end_s = clock()
+        if record.error is None and not record.cancelled:
+            _check_complete(record)
+
+    async def _read_events(
+        self, response: httpx.Response, record: RequestRecord, clock: Clock
+    ) -> None:
+        buf = b""
+        async for data in response.aiter_bytes():
+            now = clock()
+            buf += data
+            start = 0
+            while True:
+                nl = buf.find(b"\n", start)
+                if nl < 0:
+                    break
+                line = buf[start:nl]
+                start = nl + 1
+                if not line.startswith(b"data:"):
+                    continue  # blank separators, comments, event: lines
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    record.finished = True
+                    return
+                if _feed(payload, record, now):
+                    return
+            buf = buf[start:]
+
+
+def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
+    """Account one data payload; True when the stream must stop (an error event)."""
+    if record.first_token_s is None:
+        if _ERROR.search(payload):
+            record.error = "error event: " + _error_message(payload)
+            return True
+        if _TEXT.search(payload):
+            record.first_token_s = now
+        if record.prompt_tokens is None:
+            p = _PROMPT_TOKENS.search(payload)
+            if p:
+                record.prompt_tokens = int(p.group(1))
+    elif b'"error"' in payload and _ERROR.search(payload):
+        record.error = "error event: " + _error_message(payload)
+        return True
+    m = _COMPLETION_TOKENS.search(payload)
+    if m:
+        record.add_usage(now, int(m.group(1)))
+    return False
+
+
+def _check_complete(record: RequestRecord) -> None:
+    if not record.finished:
+        record.error = "stream ended without [DONE]"
+    elif record.first_token_s is None and record.tokens > 0:
+        record.error = "usage-only stream: tokens counted but no text received"
+    elif record.first_token_s is not None and record.tokens == 0:
+        record.error = "no usage in stream: the server must send continuous usage stats"
+    elif record.tokens == 0:
+        record.error = "empty stream: no token received"
+
+
+def _error_message(payload: bytes) -> str:
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return payload[:200].decode("utf-8", "replace")
+    err = obj.get("error", obj) if isinstance(obj, dict) else obj
+    if isinstance(err, dict):
+        return str(err.get("message", err))[:200]
+    return str(err)[:200]
+
+
+def _describe(exc: httpx.HTTPError) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,127 @@
+"""The figures of one cell from its request records and /metrics samples.
+
+Definitions are the card's (see DESIGN.md section 3):
+- output tokens: usage tokens whose chunk arrived inside [w0, w1];
+- measured for: w0 to the last usage chunk inside the window;
+- total tok/s = output tokens / measured for;
+- TBT of a request = (t_last - t_first) / (tokens - 1); the cell shows the median;
+- per request tok/s = 1 / median TBT (1000 / ms);
+- TTFT = median over every request of the cell that produced a token;
+- completed = requests that finished inside the window;
+- average active = mean of vllm:num_requests_running sampled inside the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench import metrics
+from bench.metrics import Snapshot
+from bench.records import RequestRecord
+from bench.results import ActiveSource, CellExtras, CellFigures
+from bench.stats import distribution, median
+
+
+def cell_figures(
+    records: Sequence[RequestRecord],
+    w0_s: float,
+    w1_s: float,
+    samples: Sequence[Snapshot],
+    client_active: Sequence[tuple[float, int]],
+    *,
+    first: Snapshot | None,
+    last: Snapshot | None,
+    ready_after_s: float | None,
+) -> tuple[CellFigures | None, CellExtras, str | None]:
+    """(figures, extras, reason): figures None with a reason when nothing was measured."""
+    output_tokens = 0
+    last_chunk_s: float | None = None
+    completed = 0
+    in_window = 0
+    ttfts: list[float] = []
+    tbts: list[float] = []
+    gaps: list[float] = []
+    chunks = 0
+    chunk_tokens = 0
+    for r in records:
+        got, t_last = r.tokens_between(w0_s, w1_s)
+        if got:
+            output_tokens += got
+            in_window += 1
+            if last_chunk_s is None or (t_last is not None and t_last > last_chunk_s):
+                last_chunk_s = t_last
+        if r.finished and r.end_s is not None and w0_s <= r.end_s <= w1_s:
+            completed += 1
+        ttft = r.ttft_s
+        if ttft is not None:
+            ttfts.append(ttft)
+        tbt = r.tbt_s
+        if tbt is not None:
+            tbts.append(tbt)
+        gaps += r.gaps_s()
+        chunks += len(r.chunk_s)
+        chunk_tokens += r.tokens
+
+    running = [
+        v for s in samples if w0_s <= s.t_s <= w1_s and (v := s.get(metrics.RUNNING)) is not None
+    ]
+    active_source: ActiveSource = "server_metrics"
+    if running:
+        average_active = sum(running) / len(running)
+    else:
+        active_source = "client_in_flight"
+        inside = [n for t, n in client_active if w0_s <= t <= w1_s]
+        average_active = sum(inside) / len(inside) if inside else 0.0
+
+    extras = CellExtras(
+        ttft=distribution(ttfts),
+        tbt=distribution(tbts),
+        chunk_gap=distribution(gaps),
+        tokens_per_chunk=chunk_tokens / chunks if chunks else None,
+        spec_decode_acceptance_rate=_ratio(
+            metrics.delta(first, last, metrics.SPEC_ACCEPTED),
+            metrics.delta(first, last, metrics.SPEC_DRAFT_TOKENS),
+        ),
+        spec_decode_acceptance_length=_length(first, last),
+        prefix_cache_hit_rate=_ratio(
+            metrics.delta(first, last, metrics.PREFIX_HITS),
+            metrics.delta(first, last, metrics.PREFIX_QUERIES),
+        ),
+        requests_started=len(records),
+        requests_failed=sum(r.error is not None for r in records),
+        requests_in_window=in_window,
+        ready_after_s=ready_after_s,
+        metrics_samples=len(running),
+    )
+    if output_tokens == 0 or last_chunk_s is None or last_chunk_s <= w0_s:
+        return None, extras, "no token received inside the window"
+    if not tbts or not ttfts:
+        return None, extras, "no request produced two tokens"
+    measured_for_s = last_chunk_s - w0_s
+    tbt_s = median(tbts)
+    figures = CellFigures(
+        total_tok_s=output_tokens / measured_for_s,
+        per_request_tok_s=1.0 / tbt_s,
+        ttft_s=median(ttfts),
+        tbt_s=tbt_s,
+        average_active=average_active,
+        active_source=active_source,
+        completed_requests=completed,
+        output_tokens=output_tokens,
+        measured_for_s=measured_for_s,
+    )
+    return figures, extras, None
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def _length(first: Snapshot | None, last: Snapshot | None) -> float | None:
+    accepted = metrics.delta(first, last, metrics.SPEC_ACCEPTED)
+    drafts = metrics.delta(first, last, metrics.SPEC_DRAFTS)
+    if accepted is None or drafts is None or drafts <= 0:
+        return None
+    return 1.0 + accepted / drafts

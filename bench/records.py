@@ -1,0 +1,91 @@
+"""One streaming request as measured: the raw material of every figure.
+
+Times are seconds on the run's injected clock (perf_counter by default). Tokens come
+from `usage.completion_tokens`, which vLLM reports cumulatively on every chunk with
+`continuous_usage_stats`; a chunk can carry several tokens (MTP speculative decoding),
+so chunks are never counted as tokens. Only chunks that raise the count are kept.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    worker: int
+    start_s: float
+    first_token_s: float | None = None  # first chunk with non-empty text (not the role chunk)
+    end_s: float | None = None  # stream finished, failed or was cancelled
+    prompt_tokens: int | None = None
+    chunk_s: array[float] = field(default_factory=lambda: array("d"))
+    chunk_tokens: array[int] = field(default_factory=lambda: array("q"))  # cumulative
+    finished: bool = False  # the server ended the stream normally
+    cancelled: bool = False  # we cancelled it (end of a window, Ctrl-C)
+    error: str | None = None
+    http_status: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.chunk_tokens[-1] if self.chunk_tokens else 0
+
+    @property
+    def last_token_s(self) -> float | None:
+        return self.chunk_s[-1] if self.chunk_s else None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_s is None else self.first_token_s - self.start_s
+
+    @property
+    def tbt_s(self) -> float | None:
+        """(t_last - t_first) / (tokens - 1): every token after the first weighs the same."""
+        last = self.last_token_s
+        n = self.tokens
+        if self.first_token_s is None or last is None or n < 2:
+            return None
+        return (last - self.first_token_s) / (n - 1)
+
+    def add_usage(self, now_s: float, completion_tokens: int) -> None:
+        if completion_tokens > (self.chunk_tokens[-1] if self.chunk_tokens else 0):
+            self.chunk_s.append(now_s)
+            self.chunk_tokens.append(completion_tokens)
+
+    def tokens_between(self, t0_s: float, t1_s: float) -> tuple[int, float | None]:
+        """Tokens whose chunk arrived in [t0, t1], and the time of the last such chunk."""
+        prev = 0
+        got = 0
+        last: float | None = None
+        for t, cum in zip(self.chunk_s, self.chunk_tokens, strict=True):
+            if t > t1_s:
+                break
+            if t >= t0_s:
+                got += cum - prev
+                last = t
+            prev = cum
+        return got, last
+
+    def gaps_s(self) -> list[float]:
+        c = self.chunk_s
+        return [c[i] - c[i - 1] for i in range(1, len(c))]
+
+    def to_json(self, t0_s: float) -> dict[str, Any]:
+        """The raw sample as written to samples.jsonl, times relative to t0 (the cell start)."""
+        return {
+            "worker": self.worker,
+            "start_s": round(self.start_s - t0_s, 6),
+            "first_token_s": None
+            if self.first_token_s is None
+            else round(self.first_token_s - t0_s, 6),
+            "end_s": None if self.end_s is None else round(self.end_s - t0_s, 6),
+            "prompt_tokens": self.prompt_tokens,
+            "tokens": self.tokens,
+            "chunk_s": [round(t - t0_s, 6) for t in self.chunk_s],
+            "chunk_tokens": list(self.chunk_tokens),
+            "finished": self.finished,
+            "cancelled": self.cancelled,
+            "error": self.error,
+            "http_status": self.http_status,
+        }

@@ -1,0 +1,196 @@
+"""`bench run`: measure a server the way the published card was measured.
+
+Defaults are the card's parameters: decode contexts 8K..256K (256K is trimmed to fit
+and shown as 251K), prefill-only 256K, C = 1..128, 30 s windows, 4,096 output tokens.
+The API key comes from the environment only (BENCH_API_KEY or VLLM_API_KEY).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import signal
+import time
+import uuid
+from pathlib import Path
+
+from bench import __version__, plan, sweep
+from bench.capacity import kv_capacity
+from bench.cell import Server
+from bench.client import Client
+from bench.errors import Interrupted, UsageError
+from bench.progress import Progress
+from bench.results import Measurement, Results, RunSettings
+from bench.rundir import RunDir
+from bench.server_info import detect
+from bench.settings import Settings
+
+PUBLISHED_CONTEXTS = ("8K", "16K", "32K", "64K", "128K", "256K")
+PUBLISHED_PREFILL_ONLY = ("256K",)
+PUBLISHED_CONCURRENCIES = ("1", "2", "4", "8", "16", "32", "64", "128")
+
+
+def parse_tokens(text: str) -> int:
+    """ "8K" -> 8192 (K = 1024), "1000" -> 1000."""
+    t = text.strip().upper()
+    try:
+        value = int(t[:-1]) * 1024 if t.endswith("K") else int(t)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a context size", hint="write e.g. 8K or 8192") from None
+    if value <= 0:
+        raise UsageError(f"context {text!r} must be positive")
+    return value
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v for item in values for v in item.split(",") if v.strip()]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run the benchmark sweep against a server")
+    p.add_argument("--url", default=None, help="server base URL (default http://127.0.0.1:8000)")
+    p.add_argument("--model", default=None, help="served model (default: the first listed)")
+    p.add_argument("--api", choices=("chat", "completions"), default="chat")
+    p.add_argument("--contexts", nargs="+", default=list(PUBLISHED_CONTEXTS), metavar="N")
+    p.add_argument(
+        "--prefill-only-contexts", nargs="*", default=list(PUBLISHED_PREFILL_ONLY), metavar="N"
+    )
+    p.add_argument("--concurrencies", nargs="+", default=list(PUBLISHED_CONCURRENCIES), metavar="C")
+    p.add_argument("--duration", type=float, default=30.0, help="window, server seconds")
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--trials", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="output directory")
+    p.add_argument("--kv-budget", type=int, default=None, help="KV tokens if /metrics lacks it")
+    p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
+    p.add_argument(
+        "--speed-factor",
+        type=float,
+        default=None,
+        help="the server runs N x real time (default: /version 'speed', else 1)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--request-timeout", type=float, default=600.0, help="read time-out, s")
+    p.set_defaults(func=handle)
+
+
+def _settings(args: argparse.Namespace) -> RunSettings:
+    if args.duration <= 0 or args.max_tokens <= 0 or args.trials <= 0:
+        raise UsageError("--duration, --max-tokens and --trials must be positive")
+    concurrencies = []
+    for c in _split(args.concurrencies):
+        if not c.strip().isdigit() or int(c) <= 0:
+            raise UsageError(f"concurrency {c!r} is not a positive integer")
+        concurrencies.append(int(c))
+    return RunSettings(
+        url=(args.url or "http://127.0.0.1:8000").rstrip("/"),
+        api=args.api,
+        model=args.model,
+        contexts=tuple(parse_tokens(c) for c in _split(args.contexts)),
+        prefill_only_contexts=tuple(parse_tokens(c) for c in _split(args.prefill_only_contexts)),
+        concurrencies=tuple(concurrencies),
+        duration_s=args.duration,
+        max_tokens=args.max_tokens,
+        trials=args.trials,
+        kv_budget_tokens=args.kv_budget,
+        speed_factor=args.speed_factor,
+        request_timeout_s=args.request_timeout,
+        seed=args.seed,
+    )
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        return asyncio.run(_main(args, settings))
+    except asyncio.CancelledError:
+        raise Interrupted("interrupted before the sweep started") from None
+
+
+async def _main(args: argparse.Namespace, settings: Settings) -> int:
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    clock = time.perf_counter
+    previous: Results | None = None
+    if args.resume is not None:
+        rundir = RunDir(args.resume)
+        previous = rundir.load()
+        run_settings = previous.settings
+        if args.url:
+            run_settings = run_settings.model_copy(update={"url": args.url.rstrip("/")})
+    else:
+        run_settings = _settings(args)
+        out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
+        rundir = RunDir(out)
+    client = Client(
+        run_settings.url,
+        settings.api_key,
+        clock=clock,
+        read_timeout_s=run_settings.request_timeout_s,
+    )
+    try:
+        info, snapshot = await detect(
+            client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
+        )
+        if previous is not None and previous.server.speed_factor != info.speed_factor:
+            raise UsageError(
+                f"the server now runs at speed {info.speed_factor:g}, "
+                f"the run was started at {previous.server.speed_factor:g}",
+                hint="resume against the same server",
+            )
+        kv = kv_capacity(snapshot, run_settings.kv_budget_tokens)
+        sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
+        the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
+        print(plan.render(the_plan, info, run_settings), flush=True)
+        anchor_s = clock()
+        if previous is None:
+            rundir.create()
+            results = Results(
+                bench_version=__version__,
+                run_id=uuid.uuid4().hex[:12],
+                created_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                settings=run_settings,
+                server=info,
+                plan=the_plan,
+                measurement=Measurement(
+                    active_source="server_metrics" if info.has_metrics else "client_in_flight",
+                    prompt_sizing=the_plan.prompt_sizing,
+                    kv_source=kv.source,
+                    metrics_available=info.has_metrics,
+                ),
+            )
+        else:
+            results = previous.model_copy(
+                update={"state": "running", "plan": the_plan, "server": info}
+            )
+            finished = {("decode", c.context_label, c.concurrency, c.trial) for c in results.cells}
+            finished |= {("prefill", p.context_label, 1, p.trial) for p in results.prefill}
+            rundir.keep_only(finished)
+        rundir.save(results)
+        todo = sum(
+            p.run and results.cell(p.context_label, p.concurrency, t) is None
+            for p in the_plan.cells
+            for t in range(run_settings.trials)
+        )
+        progress = Progress(clock, total_cells=todo, estimated_s=the_plan.estimated_duration_s)
+        server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
+        runner = sweep.Sweep(server=server, rundir=rundir, progress=progress, anchor_s=anchor_s)
+        try:
+            results = await runner.run(results)
+        except asyncio.CancelledError:
+            partial = rundir.load().model_copy(update={"state": "interrupted"})
+            rundir.save(partial)
+            raise Interrupted(
+                f"interrupted; finished cells are in {rundir.path}",
+                hint=f"continue with: bench run --resume {rundir.path}",
+            ) from None
+        rundir.save(results)
+        print(f"results: {rundir.path}", flush=True)
+        print((rundir.path / "tables.md").read_text(), flush=True)
+        return 0
+    finally:
+        await client.aclose()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

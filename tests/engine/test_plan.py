@@ -1,0 +1,112 @@
+"""Sizes, labels, the over-capacity rule, and KV capacity sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import capacity, metrics, plan, prompts
+from bench.errors import UsageError
+from bench.results import Plan, RunSettings, ServerInfo
+from bench.run_cmd import (
+    PUBLISHED_CONCURRENCIES,
+    PUBLISHED_CONTEXTS,
+    PUBLISHED_PREFILL_ONLY,
+    parse_tokens,
+)
+from tests.engine.card import all_measurement_rows
+
+CARD_SERVER = ServerInfo(url="http://x", model="qwen", max_model_len=262_144)
+
+
+def _published(kv_tokens: int | None) -> Plan:
+    settings = RunSettings(
+        url="http://x",
+        contexts=tuple(parse_tokens(c) for c in PUBLISHED_CONTEXTS),
+        prefill_only_contexts=tuple(parse_tokens(c) for c in PUBLISHED_PREFILL_ONLY),
+        concurrencies=tuple(int(c) for c in PUBLISHED_CONCURRENCIES),
+        duration_s=30,
+        max_tokens=4096,
+        kv_budget_tokens=kv_tokens,
+    )
+    kv = capacity.kv_capacity(None, kv_tokens)
+    return plan.make_plan(settings, CARD_SERVER, kv, prompt_sizing="tokenize")
+
+
+def test_published_parameters_give_the_cards_contexts_and_labels() -> None:
+    p = _published(1_800_000)
+    assert [(c.label, c.prompt_tokens, c.decode) for c in p.contexts] == [
+        ("8K", 8192, True),
+        ("16K", 16384, True),
+        ("32K", 32768, True),
+        ("64K", 65536, True),
+        ("128K", 131072, True),
+        ("251K", 257_984, True),
+        ("256K", 262_079, False),
+    ]
+
+
+@pytest.mark.parametrize("kv_tokens", [1_572_864, 1_800_000, 2_096_639])
+def test_over_capacity_set_is_exactly_the_cards_15_cells(kv_tokens: int) -> None:
+    card = {(r[1], int(r[2])) for r in all_measurement_rows() if r[3] == "Over capacity"}
+    ours = {(c.context_label, c.concurrency) for c in _published(kv_tokens).cells if not c.run}
+    assert len(card) == 15
+    assert ours == card
+
+
+def test_over_capacity_reason_names_both_numbers() -> None:
+    cell = next(
+        c for c in _published(1_800_000).cells if (c.context_label, c.concurrency) == ("16K", 128)
+    )
+    assert cell.reason == "needs 2,621,440 KV tokens, the server has 1,800,000"
+    assert cell.kv_needed_tokens == 128 * (16384 + 4096)
+
+
+def test_render_lists_capacity_source_and_every_over_capacity_cell() -> None:
+    settings = RunSettings(
+        url="http://x", contexts=(8192,), concurrencies=(1, 128), duration_s=30, max_tokens=4096
+    )
+    kv = capacity.kv_capacity(None, 1_000_000)
+    p = plan.make_plan(settings, CARD_SERVER, kv, prompt_sizing="tokenize")
+    text = plan.render(p, CARD_SERVER, settings)
+    assert "KV capacity: 1,000,000 tokens (kv_budget" in text
+    assert "8K x 128: over capacity (needs 1,572,864 KV tokens, the server has 1,000,000)" in text
+    assert "1 decode cells to run, 1 over capacity" in text
+
+
+def test_capacity_prefers_the_size_label_then_blocks_then_budget() -> None:
+    both = metrics.parse(
+        'vllm:cache_config_info{block_size="16",kv_cache_size_tokens="1000",'
+        'num_gpu_blocks="100"} 1\n',
+        0,
+    )
+    assert capacity.kv_capacity(both, 5).tokens == 1000
+    blocks = metrics.parse('vllm:cache_config_info{block_size="16",num_gpu_blocks="100"} 1\n', 0)
+    got = capacity.kv_capacity(blocks, 5)
+    assert (got.tokens, got.source) == (1600, "num_gpu_blocks_x_block_size")
+    none = capacity.kv_capacity(metrics.parse("", 0), 5)
+    assert (none.tokens, none.source) == (5, "kv_budget")
+    unknown = capacity.kv_capacity(None, None)
+    assert unknown.tokens is None and capacity.over_capacity_reason(10**9, unknown) is None
+
+
+def test_labels_follow_the_card() -> None:
+    assert prompts.context_label(8192, 8192) == "8K"
+    assert prompts.context_label(262_144, 257_984) == "251K"
+    assert prompts.context_label(262_144, 262_079) == "256K"
+    assert prompts.context_label(1000, 1000) == "1000"
+    assert prompts.fit(262_144, 262_144, 4096) == 257_984
+
+
+def test_a_context_with_no_room_is_a_usage_error() -> None:
+    settings = RunSettings(
+        url="http://x", contexts=(8192,), concurrencies=(1,), duration_s=30, max_tokens=5000
+    )
+    small = ServerInfo(url="http://x", model="m", max_model_len=4096)
+    with pytest.raises(UsageError):
+        plan.make_plan(settings, small, capacity.kv_capacity(None, None), prompt_sizing="tokenize")
+
+
+def test_bad_context_text_is_a_usage_error() -> None:
+    assert parse_tokens("8k") == 8192
+    with pytest.raises(UsageError):
+        parse_tokens("eight")
