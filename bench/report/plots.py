@@ -7,6 +7,7 @@ report renders on a headless host and the server image can leave it out.
 from __future__ import annotations
 
 import io
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +19,8 @@ _DPI = 110
 
 
 def _pyplot() -> Any:
+    # Font-cache chatter ("generated new fontManager") is not a bench event.
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     try:
         import matplotlib
 
