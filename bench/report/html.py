@@ -15,13 +15,15 @@ from bench.results import Results
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto;
-       max-width: 1200px; padding: 0 1rem; color: #1d1d1f; }
+       max-width: 1320px; padding: 0 1rem; color: #1d1d1f; }
 h1 { margin-bottom: 0.2rem; } .sub { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: 0.6rem 0 1.2rem; font-size: 0.86rem; }
 th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: right; }
 td { white-space: nowrap; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 td.over { color: #888; background: #f7f7f7; }
+td.long { white-space: normal; min-width: 12em; text-align: left; }
+div.wide { overflow-x: auto; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: 0.15rem 1rem; }
 dl.facts dt { color: #555; } dl.facts dd { margin: 0; }
 pre { background: #f6f6f6; padding: 0.6rem; white-space: pre-wrap; word-break: break-all; }
@@ -34,6 +36,9 @@ def _cell(text: str, header: bool) -> str:
     parts = [html.escape(p.strip()) for p in re.split(r"<br\s*/?>", text)]
     tag = "th" if header else "td"
     klass = ' class="over"' if text.strip() == tables.OVER else ""
+    if not header and len(text.strip()) > 32:  # a status with its reason: let it wrap
+        klass = ' class="long"'
+
     return f"<{tag}{klass}>{'<br>'.join(parts)}</{tag}>"
 
 
@@ -46,11 +51,15 @@ def markdown_to_html(markdown: str) -> str:
         if not rows:
             return
         head, body = rows[0], rows[1:]
-        out.append("<table><thead><tr>" + "".join(_cell(c, True) for c in head) + "</tr></thead>")
+        out.append(
+            '<div class="wide"><table><thead><tr>'
+            + "".join(_cell(c, True) for c in head)
+            + "</tr></thead>"
+        )
         out.append(
             "<tbody>"
             + "".join("<tr>" + "".join(_cell(c, False) for c in r) + "</tr>" for r in body)
-            + "</tbody></table>"
+            + "</tbody></table></div>"
         )
         rows.clear()
 
@@ -80,10 +89,6 @@ def _facts(items: Mapping[str, object]) -> str:
     return f'<dl class="facts">{body}</dl>'
 
 
-def _k(tokens: int) -> str:
-    return f"{tokens // 1024}K" if tokens % 1024 == 0 else f"{tokens:,}"
-
-
 def _environment_section(env: Mapping[str, Any]) -> str:
     gpu = env.get("gpu") or {}
     gpus = gpu.get("gpus") or []
@@ -101,7 +106,11 @@ def _environment_section(env: Mapping[str, Any]) -> str:
         "OS / kernel": f"{host.get('os')} / {host.get('kernel')}",
         "CPU": f"{host.get('cpu_model')} ({host.get('cpu_count')} threads)",
         "Memory": f"{memory / 2**30:,.0f} GiB" if isinstance(memory, int) else None,
-        "Image digest": image.get("digest") if image.get("in_container") else "not in a container",
+        "Image digest": (
+            (image.get("digest") or "not given to bench")
+            if image.get("in_container")
+            else "not in a container"
+        ),
         "vLLM version": env.get("vllm_version"),
     }
     argv = " ".join(launch.get("argv") or []) or "(not recorded)"
@@ -170,8 +179,8 @@ def render(
         "Started": results.created_at,
         "State": results.state,
         "Server": results.server.url,
-        "Decode contexts": " ".join(_k(c) for c in s.contexts),
-        "Prefill-only contexts": " ".join(_k(c) for c in s.prefill_only_contexts),
+        "Decode contexts": " ".join(c.label for c in results.plan.contexts if c.decode),
+        "Prefill-only contexts": " ".join(c.label for c in results.plan.contexts if not c.decode),
         "Concurrency": " ".join(map(str, s.concurrencies)),
         "Time per measurement": f"{s.duration_s:g} s (server time)",
         "Max output": f"{s.max_tokens:,} tokens",
