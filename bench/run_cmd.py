@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__, plan, sweep
+from bench import __version__, gpu, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
@@ -182,6 +182,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             progress=progress,
             anchor_s=anchor_s,
             anchor_unix_s=anchor_unix_s,
+            gpu_sampler=sampler if (sampler := gpu.GpuSampler()).available else None,
         )
         try:
             results = await runner.run(results)

@@ -1,7 +1,9 @@
 """End to end on a real twin: run, record, report, sign, pack, verify; the API key nowhere.
 
 The twin gets its API key on the command line on purpose (the worst case a launch can
-have), so `bench environment` reading the server's argv from /proc must redact it.
+have), so `bench environment` reading the server's argv from /proc must redact it. A
+stand-in nvidia-smi on PATH (one H200 drawing a steady 300 W) lets the run record GPU
+telemetry for every window as it would on a GPU host.
 """
 
 from __future__ import annotations
@@ -21,6 +23,21 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
+_NVIDIA_SMI = r"""#!/bin/bash
+case "$*" in
+  *--query-gpu=index,*)
+    echo "0, NVIDIA H200, GPU-0a1b2c3d, 00000000:18:00.0, 143771, 700.00, 1980, 570.86.15";;
+  -q) echo "CUDA Version                              : 12.8";;
+  *-lms*)
+    while :; do
+      now=$(date +'%Y/%m/%d %H:%M:%S.%3N')
+      printf '%s, 0, 300.00, 1980, 55, 90, 40, 0x0000000000000004\n' "$now"
+      sleep 0.05
+    done;;
+  *) echo 0x0000000000000000;;
+esac
+"""
+
 
 def _bench(*argv: str, env: dict[str, str], timeout_s: float = 300) -> str:
     done = subprocess.run(
@@ -36,8 +53,12 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
     """(packed bundle, allowed-signers file, the API key) from one real twin run."""
     tmp = tmp_path_factory.mktemp("twin-bundle")
     key = "sk-twin-" + secrets.token_hex(16)
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(_NVIDIA_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
     env = {
-        "PATH": os.environ["PATH"],
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "HOME": str(tmp / "home"),
         "BENCH_API_KEY": key,
         "BENCH_LOG_FORMAT": "json",
@@ -59,7 +80,7 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
         _bench(
             "run", "--url", f"http://127.0.0.1:{port}", "--contexts", "512", "1K",
             "--prefill-only-contexts", "--concurrencies", "1", "2", "4",
-            "--duration", "2", "--max-tokens", "128", "--out", str(run),
+            "--duration", "5", "--max-tokens", "128", "--out", str(run),
             env=env,
         )  # fmt: skip
         _bench("environment", "--out", str(run), "--server-port", port, env=env)
@@ -112,7 +133,43 @@ def test_the_launch_was_read_from_proc_and_redacted(twin_bundle: tuple[Path, Pat
     assert "twin" in argv and "serve" in argv
     assert launch["env"]["BENCH_API_KEY"] == "********"
     assert env["bench"]["settings"]["api_key"] == "********"
-    assert env["gpu"]["available"] is False
+    assert env["gpu"]["available"] is True
+    assert env["gpu"]["gpus"][0]["name"] == "NVIDIA H200"
+    assert (env["gpu"]["driver_version"], env["gpu"]["cuda_version"]) == ("570.86.15", "12.8")
+
+
+def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
+    twin_bundle: tuple[Path, Path, str],
+) -> None:
+    import json
+
+    archive, _, _ = twin_bundle
+    with tarfile.open(archive) as tar:
+
+        def read(suffix: str) -> bytes:
+            member = next(m for m in tar.getmembers() if m.name.endswith(suffix))
+            handle = tar.extractfile(member)
+            assert handle is not None
+            return handle.read()
+
+        results = json.loads(read("/results.json"))
+        windows = [json.loads(line) for line in read("/gpu_telemetry.jsonl").splitlines()]
+        report = read("/report.html").decode()
+    measured = {
+        (c["context_label"], c["concurrency"]) for c in results["cells"] if c["figures"] is not None
+    }
+    assert measured, "the run measured no cell"
+    by_cell = {(w["context_label"], w["concurrency"]): w for w in windows}
+    assert set(by_cell) == measured
+    for key in measured:
+        w = by_cell[key]
+        assert len(w["samples"]) >= 2, key
+        assert w["telemetry"]["gpus"][0]["throttle_reasons"] == {"sw_power_cap": 1.0}
+        # 300 W over the sampled span, divided by the window's output tokens.
+        span_s = w["samples"][-1]["at_s"] - w["samples"][0]["at_s"]
+        expected = 300.0 * span_s / w["output_tokens"]
+        assert w["telemetry"]["energy_per_output_token_j"] == pytest.approx(expected, rel=1e-6)
+    assert "<h2>GPU telemetry</h2>" in report
 
 
 def test_bench_verify_accepts_it_and_names_the_signer(twin_bundle: tuple[Path, Path, str]) -> None:
