@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -275,6 +276,17 @@ def capture(
         gpu=gpu_inventory if gpu_inventory is not None else gpu.inventory(),
         bench=BenchInfo(version=__version__, settings=redact_settings(settings.redacted())),
     )
+
+
+def local_port(url: str) -> int | None:
+    """The port of a server on this machine (its launch can be read from /proc), else None."""
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
 
 
 def write(run_dir: Path, env: Environment) -> Path:

@@ -181,3 +181,17 @@ def test_cli_takes_the_vllm_version_from_the_runs_results(tmp_path: Path) -> Non
         "source": "given", "pid": None, "argv": ["vllm", "serve", "m", "--api-key", R],
         "env": {}, "note": None,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("url", "port"),
+    [
+        ("http://127.0.0.1:8000", 8000),
+        ("http://localhost", 80),
+        ("https://localhost/v1", 443),
+        ("http://gpu01:8000", None),
+        ("http://10.0.0.5:8000", None),
+    ],
+)
+def test_only_a_local_server_has_a_port_to_look_up(url: str, port: int | None) -> None:
+    assert envmod.local_port(url) == port

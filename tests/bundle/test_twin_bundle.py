@@ -83,7 +83,6 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
             "--duration", "5", "--max-tokens", "128", "--out", str(run),
             env=env,
         )  # fmt: skip
-        _bench("environment", "--out", str(run), "--server-port", port, env=env)
     finally:
         twin.terminate()
         twin.wait(timeout=30)
