@@ -62,8 +62,10 @@ verify: setup
 	$(BIN)/bench verify "$(BUNDLE)" --allowed-signers "$(ALLOWED)"
 
 report-tools:
-	@command -v ssh-keygen >/dev/null || apt-get install -y -q openssh-client
-	@command -v chromium >/dev/null || apt-get install -y -q chromium
+	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q openssh-client chromium >/dev/null; }
+
+test: report-tools
 
 # Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
 .PHONY: compare reproduce
