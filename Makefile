@@ -128,6 +128,15 @@ PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(
 	$(if $(TRUST_NEW_HOST),--trust-new-host)
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)")
 
+# Two images on one host, one sweep after the other, then `bench compare` B against A.
+.PHONY: compare-images
+compare-images: setup
+	@test -n "$(HOST)" -a -n "$(IMAGE_A)" -a -n "$(IMAGE_B)" || \
+		{ echo "make compare-images needs HOST=... IMAGE_A=<ref> IMAGE_B=<ref>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare $(HOST) --image-a $(IMAGE_A) --image-b $(IMAGE_B) \
+		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(if $(RUN_ARGS),-- $(RUN_ARGS))
+
 .PHONY: preflight
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }

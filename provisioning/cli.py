@@ -2,6 +2,7 @@
 
     provision preflight HOST [--profile NAME]     check the host, print the table
     provision bench HOST[,HOST...] [--keep]       the whole flow, one bundle per host
+    provision compare HOST --image-a A --image-b B  both sweeps, then `bench compare`
     provision clean HOST [--run-id ID]            remove containers a crashed run left
 
 `bench` never imports this package, so it has its own entry point; it maps failures to
@@ -74,6 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(default ~/.config/vllm-bench/allowed_signers)",
     )
     p.set_defaults(func=orchestrate.cmd_bench)
+    p = sub.add_parser(
+        "compare",
+        help="two images on one host, one sweep after the other, then bench compare",
+        epilog="arguments after -- go to `bench run` inside the container",
+    )
+    _add_common(p)
+    p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
+    p.add_argument("--image-b", required=True, help="image of run B")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    p.set_defaults(func=orchestrate.cmd_compare)
     p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
     _add_common(p)
     p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")

@@ -20,13 +20,14 @@ from pydantic import SecretStr
 from tabulate import tabulate
 
 from bench import __version__
-from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted
+from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.settings import Settings
 from bench.verdict.command import load_reference
+from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import load_run
-from bench.verdict.tables import reproduce_markdown
+from bench.verdict.tables import compare_markdown, reproduce_markdown
 from provisioning import hosts, preflight, signing
 from provisioning.containers import Engine
 from provisioning.flow import HostRun, Options, Outcome, Secrets, scope_of
@@ -173,6 +174,13 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
         )
         workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
+    _run_all(workers)
+    card = args.card or _default_card(targets[0].profile)
+    return _summarise(workers, allowed, card)
+
+
+def _run_all(workers: list[_Worker]) -> bool:
+    """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted."""
     for w in workers:
         w.start()
     try:
@@ -185,8 +193,44 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         for w in workers:
             while not w.done.wait(timeout=0.2):
                 pass
-    card = args.card or _default_card(targets[0].profile)
-    return _summarise(workers, allowed, card)
+        return True
+    return False
+
+
+def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    """Two images on one host, one sweep after the other, then `bench compare` A vs B."""
+    environ = dict(os.environ)
+    names = hosts.parse_host_list(args.host)
+    if len(names) != 1:
+        raise UsageError("compare runs on one host", hint="HOST=gpu01")
+    args.image = args.image_a
+    target = resolve_target(args, names[0])
+    preflight_host(target, trust_new_host=args.trust_new_host, environ=environ)
+    base = args.run_id or new_run_id()
+    allowed = args.allowed_signers or signing.default_allowed_signers()
+    workers: list[_Worker] = []
+    for label, image in (("a", args.image_a), ("b", args.image_b)):
+        opts = Options(
+            profile=target.profile,
+            requirements=target.requirements,
+            image_ref=image,
+            run_id=f"{base}-{label}",
+            results_dir=args.results,
+            allowed_signers=allowed,
+            bench_args=tuple(args.bench_args),
+            secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
+        )
+        worker = _Worker(HostRun(target.host, opts, remote=Remote(target.host)))
+        if _run_all([worker]) or worker.error is not None:
+            return _summarise([*workers, worker], allowed, None)
+        workers.append(worker)
+    _summarise(workers, allowed, None)
+    a, b = (w.outcome.local_dir for w in workers)
+    assert a is not None and b is not None
+    result = compare(load_run(a), load_run(b), Policy())
+    print(f"\n## {args.image_a} (A) vs {args.image_b} (B) on {target.host.name}\n")
+    print(compare_markdown(result))
+    return int(Exit.NOT_REPRODUCED if result.flagged else Exit.OK)
 
 
 def _default_card(profile: LaunchProfile) -> Path | None:

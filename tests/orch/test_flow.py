@@ -171,3 +171,25 @@ def test_clean_removes_what_a_killed_orchestrator_left(
     assert clean.returncode == 0, clean.stderr
     assert "removed 1 container(s): vllm-bench-" in clean.stdout
     assert _containers(run_id) == []
+
+
+def test_compare_runs_two_images_one_after_the_other_then_judges_b_against_a(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "BENCH_LOG_FORMAT": "json"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "provisioning", "compare", ssh_host.alias, "--profile", "twin",
+         "--image-a", bench_image, "--image-b", bench_image, "--run-id", run_id,
+         "--results", str(tmp_path / "results"),
+         "--allowed-signers", str(tmp_path / "allowed_signers"), *SMALL_SWEEP],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    for label in ("a", "b"):
+        archive = tmp_path / "results" / ssh_host.alias / f"{run_id}-{label}.tar.gz"
+        verify_bundle(archive, tmp_path / "allowed_signers")
+        assert _containers(f"{run_id}-{label}") == []
+    assert f"## Compare: {run_id}-b against {run_id}-a" in proc.stdout, proc.stderr[-3000:]
+    # exit 0 exactly when no cell changed (same image twice: normally none)
+    assert (proc.returncode == 0) == ("NO CELL CHANGED" in proc.stdout), proc.stdout[-2000:]
+    assert proc.returncode in (0, 1)
