@@ -30,9 +30,10 @@ from bench.verdict.run_source import load_run
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 from provisioning import hosts, preflight, signing
 from provisioning.containers import Engine
-from provisioning.flow import HostRun, Options, Outcome, Secrets, scope_of
+from provisioning.flow import HostRun, scope_of
 from provisioning.remote import Remote
 from provisioning.requirements import Requirements, load_requirements
+from provisioning.run_options import Options, Outcome, Secrets
 
 DEFAULT_PROFILE = "published"
 VLLM_IMAGE = "bench-vllm:73a5831127a9"
@@ -180,21 +181,22 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_all(workers: list[_Worker]) -> bool:
-    """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted."""
+    """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted.
+
+    A second Ctrl-C kills the sweeps outright; clean-up still runs in every worker.
+    """
     for w in workers:
         w.start()
-    try:
-        for w in workers:
-            while not w.done.wait(timeout=0.2):
-                pass
-    except KeyboardInterrupt:
-        for w in workers:
-            w.host_run.interrupt()
-        for w in workers:
-            while not w.done.wait(timeout=0.2):
-                pass
-        return True
-    return False
+    interrupted = False
+    for w in workers:
+        while not w.done.is_set():
+            try:
+                w.done.wait(timeout=0.2)
+            except KeyboardInterrupt:
+                for each in workers:
+                    each.host_run.interrupt(hard=interrupted)
+                interrupted = True
+    return interrupted
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:

@@ -102,7 +102,7 @@ def test_ctrl_c_during_the_sweep_removes_containers_and_brings_back_a_partial_bu
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
     long_sweep = (
         "--", "--contexts", "8K", "16K", "--prefill-only-contexts", "--concurrencies", "1", "2",
-        "4", "--duration", "4", "--max-tokens", "64",
+        "4", "--duration", "4", "--max-tokens", "512",
     )  # fmt: skip
     proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *long_sweep)
     assert proc.stderr is not None
