@@ -88,10 +88,29 @@ def preflight_host(
         )
     finally:
         remote.close()
+    report.checks.insert(2, sdk_check(host))
     print(f"preflight of {host.name} for launch profile {req.profile}:")
     print(report.table())
     report.raise_if_failed()
     return report
+
+
+def sdk_check(host: hosts.Host) -> preflight.Check:
+    """The containers are driven through the Docker SDK's own SSH connection: try it."""
+    name = "docker over ssh"
+    try:
+        with Engine(host) as engine:
+            return preflight.Check(
+                name, preflight.Status.OK, f"Docker SDK: {engine.server_version}"
+            )
+    except BenchError as exc:
+        return preflight.Check(
+            name,
+            preflight.Status.FAIL,
+            exc.message,
+            "the Docker SDK reads only ~/.ssh/config (IdentityFile) and ~/.ssh/known_hosts: "
+            "put the host's key and host key there",
+        )
 
 
 def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
