@@ -8,12 +8,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit
+.PHONY: help setup lint test unit twin-calibration twin-fit
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
+	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,3 +34,11 @@ unit: setup
 
 test: setup lint
 	$(BIN)/pytest -q tests
+
+# The twin's `published` profile against the card: real process, real HTTP, cell by cell.
+twin-calibration: setup
+	$(BIN)/python -m tests.twin.calibration
+
+# Re-derive profiles/published.json from the card in virtual time (minutes).
+twin-fit: setup
+	$(BIN)/python -m bench.twin.calibrate --fit
