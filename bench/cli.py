@@ -25,6 +25,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench.twin.cli",
     "bench.card.command",
     "bench.run_cmd",
+    "bench.bundle.commands",
+    "bench.environment",
+    "bench.verdict.command",
 )
 
 

@@ -20,6 +20,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import IO
 
 from pydantic import BaseModel, ConfigDict
@@ -381,3 +382,50 @@ class GpuSampler:
         if proc.stdout is not None:
             proc.stdout.close()
         return parse_telemetry("".join(self._lines), with_throttle=self._throttle is not None)
+
+
+GPU_TELEMETRY_NAME = "gpu_telemetry.jsonl"
+
+
+class WindowRecord(_Model):
+    """One line of gpu_telemetry.jsonl: a measurement window's samples and their summary."""
+
+    context_label: str
+    concurrency: int
+    trial: int = 0
+    output_tokens: int | None
+    telemetry: WindowTelemetry
+    samples: tuple[GpuSample, ...]
+
+
+def append_window(
+    path: Path,
+    *,
+    context_label: str,
+    concurrency: int,
+    trial: int,
+    samples: Sequence[GpuSample],
+    output_tokens: int | None,
+) -> WindowRecord:
+    """Summarise a window's samples and append them to the run's gpu_telemetry.jsonl."""
+    record = WindowRecord(
+        context_label=context_label,
+        concurrency=concurrency,
+        trial=trial,
+        output_tokens=output_tokens,
+        telemetry=summarize(samples, output_tokens),
+        samples=tuple(samples),
+    )
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(record.model_dump_json() + "\n")
+    return record
+
+
+def read_windows(path: Path) -> list[WindowRecord]:
+    if not path.is_file():
+        return []
+    return [
+        WindowRecord.model_validate_json(line)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]

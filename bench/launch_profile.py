@@ -15,6 +15,10 @@ bundle records its argv. The model:
     secret_env           names of environment variables passed through to the container
                          (values are never stored: VLLM_API_KEY is read by vLLM itself)
     startup_timeout_s    how long to wait for /health before the launch counts as failed
+    ipc_host             share the host's IPC namespace (vLLM's tensor-parallel workers
+                         exchange tensors through shared memory); default false
+    model_cache          where the container expects the Hugging Face cache, mounted from
+                         the host's so weights are downloaded once (optional)
     card                 file name of the published card this launch reproduces (optional)
     card_launch_command  the card's launch command verbatim (optional); when given, argv
                          must equal it token for token, less the executable's path and
@@ -58,6 +62,8 @@ class LaunchProfile(BaseModel):
     served_model_name: str = Field(min_length=1)
     secret_env: tuple[str, ...] = ()
     startup_timeout_s: float = Field(gt=0)
+    ipc_host: bool = False
+    model_cache: str | None = Field(default=None, pattern=r"^/")
     card: str | None = None
     card_launch_command: str | None = None
     argv: tuple[str, ...] = Field(min_length=1)

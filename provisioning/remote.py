@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import shlex
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from provisioning.hosts import Host
 log = structlog.get_logger("provisioning.remote")
 
 Progress = Callable[[int, int], None]
+_QUIET_LOGGER = "provisioning.remote.paramiko"
 _CHUNK = 1 << 20
 
 
@@ -233,6 +235,10 @@ class Remote:
             raise
         transport = conn.client.get_transport()
         if transport is not None:
+            # paramiko logs every refused forward at ERROR; the readiness loop expects
+            # refusals until the server listens, and failures reach the user as our errors.
+            transport.set_log_channel(_QUIET_LOGGER)
+            logging.getLogger(_QUIET_LOGGER).setLevel(logging.CRITICAL)
             transport.set_keepalive(15)
             self.host_key_fingerprint = fingerprint(transport.get_remote_server_key())
         return conn
@@ -422,6 +428,36 @@ class Remote:
                 hint="run again; the copy starts over",
             )
 
+    # -- HTTP to a port on the host's loopback (the server under test) --------------------
+
+    def http_get(
+        self, port: int, path: str, *, headers: dict[str, str] | None = None, timeout_s: float = 10
+    ) -> tuple[int, bytes] | None:
+        """GET http://127.0.0.1:PORT/PATH on the host through the SSH connection.
+
+        Returns (status, body), or None when nothing answers (refused, reset, closed): the
+        readiness loop's "not yet". Headers (an API key) travel inside the SSH channel.
+        """
+        transport = self._c.client.get_transport()
+        if transport is None:
+            raise SshUnreachable(f"ssh to {self.host.name} is not connected")
+        try:
+            channel = transport.open_channel(
+                "direct-tcpip", ("127.0.0.1", port), ("127.0.0.1", 0), timeout=timeout_s
+            )
+        except paramiko.ChannelException:
+            return None  # connection refused on the host
+        except (OSError, EOFError, paramiko.SSHException):
+            self.reconnect()
+            return None
+        try:
+            channel.settimeout(timeout_s)
+            return _http_over(channel, path, headers or {})
+        except (OSError, EOFError):
+            return None
+        finally:
+            channel.close()
+
     # -- small helpers over SFTP ------------------------------------------------------------
 
     def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None:
@@ -433,3 +469,17 @@ class Remote:
         with self._sftp().open(remote_path, "r") as fh:
             data: bytes = fh.read()
         return data.decode()
+
+
+def _http_over(channel: paramiko.Channel, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    lines = [f"GET {path} HTTP/1.0", "Host: 127.0.0.1", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    channel.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    data = b""
+    while chunk := channel.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    if len(status_line) < 2 or not status_line[1].isdigit():
+        raise EOFError("no HTTP response")
+    return int(status_line[1]), body

@@ -16,6 +16,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, cast
 
 from bench.bundle.manifest import MANIFEST_NAME, NOT_LISTED, bundle_files
 from bench.errors import DiskError, UsageError, VerifyFailed
@@ -103,10 +104,37 @@ def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> 
             remaining -= len(chunk)
 
 
+class _BoundedReader:
+    """The decompressed stream, cut off past a limit: tar headers (PAX ones can be huge)
+    are read before any member can be checked, so the bound must sit under tarfile."""
+
+    def __init__(self, raw: gzip.GzipFile, limit_bytes: int, archive: Path) -> None:
+        self._raw = raw
+        self._left = limit_bytes
+        self._limit = limit_bytes
+        self._archive = archive
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._raw.read(size if size >= 0 else self._left + 1)
+        self._left -= len(chunk)
+        if self._left < 0:
+            raise VerifyFailed(
+                f"{self._archive.name}: refused, it unpacks to over {self._limit} bytes"
+            )
+        return chunk
+
+
 def _extract(archive: Path, target: Path, limits: OpenLimits) -> None:
     seen: set[str] = set()
     total_bytes = 0
-    with tarfile.open(archive, mode="r:gz") as tar:
+    # Room for the members' own headers on top of their contents.
+    stream_limit = limits.max_total_bytes + (limits.max_members + 2) * 8 * 1024
+    with (
+        gzip.open(archive, "rb") as raw,
+        tarfile.open(
+            None, "r|", fileobj=cast(IO[bytes], _BoundedReader(raw, stream_limit, archive))
+        ) as tar,
+    ):
         for count, member in enumerate(tar, start=1):
             name = member.name.rstrip("/")
             if count > limits.max_members:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import structlog
 
-from bench.card.launch import seed_from_command
+from bench.card.launch import profile_toml, seed_profile
 from bench.card.parse import read_card
-from bench.errors import DiskError, Exit, ProfileError
+from bench.errors import DiskError, Exit
 from bench.settings import Settings
 
 
@@ -21,9 +21,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("file", type=Path, help="the card as text copied from the page")
     imp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
     imp.set_defaults(func=import_card)
-    launch = actions.add_parser("launch", help="seed a launch profile from a card's command")
+    launch = actions.add_parser("launch", help="seed a launch profile (TOML) from a card")
     launch.add_argument("file", type=Path, help="the card as text copied from the page")
-    launch.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
+    launch.add_argument("--name", default=None, help="profile name (default: the output's stem)")
+    launch.add_argument("-o", "--output", type=Path, help="write the TOML here (default stdout)")
     launch.set_defaults(func=launch_seed)
 
 
@@ -55,7 +56,6 @@ def import_card(args: argparse.Namespace, settings: Settings) -> int:
 
 def launch_seed(args: argparse.Namespace, settings: Settings) -> int:
     card = read_card(args.file)
-    if card.launch_command is None:
-        raise ProfileError(f"{card.source} has no launch command", hint="write the profile by hand")
-    _emit(seed_from_command(card.launch_command).model_dump_json(indent=2), args.output)
+    name = args.name or (args.output.stem if args.output else "seeded")
+    _emit(profile_toml(seed_profile(card, name)).rstrip("\n"), args.output)
     return int(Exit.OK)

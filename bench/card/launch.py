@@ -1,19 +1,23 @@
 """Seed a launch profile from a card's launch command.
 
-Keeps what defines the server under test (model, served name, every engine flag, GPU
-count) and drops what the appliance decides itself: the binary's path, --host and
---port. The card's `--api-key <redacted>` becomes "from environment": the key is read
-from BENCH_API_KEY / VLLM_API_KEY when the server starts and never written down.
+`seed_from_command` reads what defines the server under test (engine, model, served
+name, flags, GPU count = tensor x pipeline x data parallel sizes); `seed_profile` turns a
+vLLM card into a `bench.launch_profile.LaunchProfile` (TOML): argv is the card's command
+token for token less the executable's path and `--api-key <redacted>`, whose key comes
+"from environment" (VLLM_API_KEY, listed in secret_env) and is never written down.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bench.card.model import Card
 from bench.errors import ProfileError
+from bench.launch_profile import LaunchProfile, card_argv
 
 FROM_ENVIRONMENT = "from environment"
 _DROPPED = {"--host", "--port", "--api-key"}
@@ -113,3 +117,63 @@ def seed_from_command(command: str) -> LaunchSeed:
         args=tuple(args),
         api_key=FROM_ENVIRONMENT if "--api-key" in values else None,
     )
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON escapes are valid TOML
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[\n" + "".join(f"    {_toml_value(v)},\n" for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def profile_toml(profile: LaunchProfile) -> str:
+    head = (
+        f"# Seeded by `bench card launch` from {profile.card}: argv is the card's command less\n"
+        "# the executable's path and --api-key (the key comes from VLLM_API_KEY).\n"
+    )
+    body = [
+        f"{name} = {_toml_value(value)}"
+        for name, value in profile.model_dump().items()
+        if value is not None
+    ]
+    return head + "\n".join(body) + "\n"
+
+
+def seed_profile(card: Card, name: str, startup_timeout_s: float = 3600.0) -> LaunchProfile:
+    if card.launch_command is None:
+        raise ProfileError(f"{card.source} has no launch command", hint="write the profile by hand")
+    seed = seed_from_command(card.launch_command)
+    if seed.engine != "vllm":
+        raise ProfileError(
+            f"{card.source}: a {seed.engine} launch cannot seed a profile (the image runs vLLM)",
+            hint="write the profile by hand",
+        )
+    argv = ("vllm", *card_argv(card.launch_command))
+    port = next((argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--port"), "8000")
+    data = {
+        "schema_version": 1,
+        "name": name,
+        "description": f"{card.model} on {card.hardware}, "
+        f"{card.plan.engine} {card.plan.engine_version} (seeded from the card)",
+        "image": "vllm",
+        "gpus": seed.gpu_count,
+        "port": int(port),
+        "served_model_name": seed.served_model_name or seed.model,
+        "secret_env": ["VLLM_API_KEY"] if seed.api_key else [],
+        "startup_timeout_s": startup_timeout_s,
+        "card": card.source,
+        "card_launch_command": card.launch_command,
+        "argv": list(argv),
+    }
+    try:
+        return LaunchProfile.model_validate(data)
+    except ValidationError as exc:
+        what = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ProfileError(
+            f"{card.source}: the launch command makes no valid profile: {what}"
+        ) from None

@@ -81,7 +81,14 @@ def _parse(text: str, source: str) -> Card:
         first = lines[0][0] if lines else 1
         raise Unreadable(first, f"the title {TITLE!r} on the first line")
     model, hardware = _model_line(lines[1])
-    starts = {t: i for i, (_, t) in enumerate(lines) if t in _SECTIONS}
+    starts: dict[str, int] = {}
+    for i, (n, t) in enumerate(lines):
+        if t in _SECTIONS:
+            if t in starts:
+                raise Unreadable(
+                    n, f"the section {t!r} once (it began on line {lines[starts[t]][0]})"
+                )
+            starts[t] = i
     order = sorted(starts.values())
     first_section = order[0] if order else len(lines)
 
@@ -100,14 +107,14 @@ def _parse(text: str, source: str) -> Card:
     cells: list[MatrixCell] = []
     notes: list[str] = []
     if DECODE in starts:
-        section = body(DECODE)
-        table = tables.markdown_table(section or [lines[starts[DECODE]]])
+        section = body(DECODE) or [lines[starts[DECODE]]]
+        table = tables.markdown_table(section)
         m_contexts, m_levels, cells = tables.matrix(table, section[0][0])
         notes += [t for _, t in table.notes]
     rows: list[Measurement] = []
     if ALL in starts:
-        section = body(ALL)
-        table = tables.markdown_table(section or [lines[starts[ALL]]])
+        section = body(ALL) or [lines[starts[ALL]]]
+        table = tables.markdown_table(section)
         rows = tables.measurements(table, section[0][0])
         notes += [t for _, t in table.notes if t not in notes]
     if not cells and not rows:

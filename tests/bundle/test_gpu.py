@@ -187,3 +187,20 @@ esac
     lms_call = next(line for line in argv_log.read_text().splitlines() if "-lms" in line)
     assert "clocks_throttle_reasons.active" in lms_call and lms_call.endswith("-lms 250")
     assert sampler.stop() == []  # stopping twice is harmless
+
+
+def test_windows_append_to_the_run_and_read_back(tmp_path: Path) -> None:
+    samples = gpu.parse_telemetry(
+        (DATA / "nvidia_smi_telemetry.csv").read_text(), with_throttle=True
+    )
+    path = tmp_path / gpu.GPU_TELEMETRY_NAME
+    gpu.append_window(
+        path, context_label="8K", concurrency=4, trial=0, samples=samples, output_tokens=100
+    )
+    gpu.append_window(path, context_label="8K", concurrency=8, trial=0, samples=[], output_tokens=0)
+    first, second = gpu.read_windows(path)
+    assert (first.concurrency, second.concurrency) == (4, 8)
+    assert first.telemetry.energy_per_output_token_j == pytest.approx(9.25)
+    assert len(first.samples) == 6
+    assert second.telemetry.gpus == () and second.telemetry.energy_j is None
+    assert gpu.read_windows(tmp_path / "absent.jsonl") == []

@@ -205,3 +205,18 @@ def test_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not empty"):
         open_bundle(archive, target)
     assert (target / "keep.txt").read_text() == "mine"
+
+
+def test_a_huge_pax_header_is_cut_off_before_tarfile_reads_it_all(tmp_path: Path) -> None:
+    # 8 MB of header metadata compresses to a few KB: a bomb that sits in front of any member.
+    archive = tmp_path / "bomb.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("run/manifest.json")
+        info.pax_headers = {"comment": "x" * 8_000_000}
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"{}\n"))
+    assert archive.stat().st_size < 100_000
+    limits = OpenLimits(max_members=10, max_member_bytes=1 << 20, max_total_bytes=1 << 20)
+    with pytest.raises(VerifyFailed, match=r"bomb\.tar\.gz: refused, it unpacks to over"):
+        open_bundle(archive, tmp_path / "target", limits)
+    assert list((tmp_path / "target").iterdir()) == []

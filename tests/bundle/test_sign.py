@@ -149,3 +149,21 @@ def test_an_existing_user_ssh_key_works(tmp_path: Path) -> None:
 def test_ssh_keygen_is_on_path() -> None:
     # The product's promise is "stock OpenSSH": the tests must run the real one.
     assert shutil.which("ssh-keygen") is not None
+
+
+def test_cli_keygen_prints_a_line_that_verifies_what_it_signs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import cli
+
+    key = tmp_path / "k" / "bench_ed25519"
+    assert cli.main(["keygen", "--out", str(key), "--principal", "carol@lab"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith(f'carol@lab namespaces="{sign.NAMESPACE}" ssh-ed25519 ')
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    allowed = tmp_path / "allowed"
+    allowed.write_text(line + "\n")
+    payload = _payload(tmp_path)
+    assert sign.verify(payload, sign.sign(payload, key), allowed).principal == "carol@lab"
+    assert cli.main(["keygen", "--out", str(key)]) == 2  # never overwrites a key
+    assert "already exists" in capsys.readouterr().err

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import pathlib
+import tomllib
 
 import pytest
 
-from bench.card.launch import FROM_ENVIRONMENT, seed_from_command
+from bench.card.launch import FROM_ENVIRONMENT, profile_toml, seed_from_command, seed_profile
 from bench.card.model import Card
 from bench.card.parse import read_card
 from bench.cli import main
 from bench.errors import ProfileError
+from bench.launch_profile import LaunchProfile, load_launch_profile
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -82,6 +84,42 @@ def test_cli_bad_card_is_exit_2_with_the_line(
     assert "malformed_metadata_no_value.txt line 43: expected a value line" in err
     assert "Traceback" not in err
     assert main(["card", "import", str(tmp_path / "absent.txt")]) == 2
+
+
+def test_seeded_profile_equals_the_shipped_published_profile(
+    shipped_card_path: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "mine.toml"
+    assert main(["card", "launch", str(shipped_card_path), "-o", str(out)]) == 0
+    mine = load_launch_profile(out)
+    shipped = load_launch_profile("published")
+    assert mine.name == "mine"
+    assert (mine.argv, mine.gpus, mine.port, mine.served_model_name) == (
+        shipped.argv,
+        shipped.gpus,
+        shipped.port,
+        shipped.served_model_name,
+    )
+    assert mine.secret_env == ("VLLM_API_KEY",)
+    assert mine.card_launch_command == shipped.card_launch_command
+    assert "<redacted>" not in mine.argv and "--api-key" not in mine.argv
+
+
+def test_profile_toml_round_trips() -> None:
+    card = read_card(FIXTURES / "deepseek-v3.1-fp8_8x-h200_vllm.txt")
+    with pytest.raises(ProfileError, match="makes no valid profile"):
+        # -tp 8 gives 8 GPUs, but LaunchProfile counts only --tensor-parallel-size.
+        seed_profile(card, "deepseek")
+    fixed = card.model_copy(
+        update={
+            "launch_command": (card.launch_command or "").replace(
+                "-tp 8", "--tensor-parallel-size 8"
+            )
+        }
+    )
+    profile = seed_profile(fixed, "deepseek")
+    assert LaunchProfile.model_validate(tomllib.loads(profile_toml(profile))) == profile
+    assert profile.gpus == 8 and profile.served_model_name == "deepseek"
 
 
 def test_cli_launch_without_command_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

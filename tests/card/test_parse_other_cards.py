@@ -165,6 +165,18 @@ def test_ambiguous_prefill_without_a_row_is_an_error() -> None:
     )
 
 
+def test_repeated_or_empty_sections_name_the_line(shipped_card_path: pathlib.Path) -> None:
+    text = shipped_card_path.read_text(encoding="utf-8")
+    with pytest.raises(
+        CardError,
+        match=r"x line 124: expected the section 'All measurements' once \(it began on line 65\)",
+    ):
+        parse_card(text.rstrip("\n") + "\nAll measurements\n", source="x")
+    cut = "\n".join(text.split("\n")[:54])  # ends with the "Sustained decode" heading
+    with pytest.raises(CardError, match=r"x line 54: expected a table header starting with '\|'"):
+        parse_card(cut, source="x")
+
+
 def test_not_utf8_is_a_card_error(tmp_path: pathlib.Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"Speed test matrix\n\xff\xfe\n")

@@ -36,7 +36,9 @@ def test_published_argv_is_the_card_token_for_token_without_the_key() -> None:
     assert profile.image == "vllm"
     assert profile.flag("--speculative-config") == '{"method":"mtp","num_speculative_tokens":2}'
     assert profile.flag("--quantization") == "moe_wna16"
-    assert profile.secret_env == ("VLLM_API_KEY",)
+    assert profile.secret_env == ("VLLM_API_KEY", "HF_TOKEN")
+    assert profile.ipc_host is True
+    assert profile.model_cache == "/root/.cache/huggingface"
     assert not any("api-key" in t or "redacted" in t for t in profile.argv)
 
 
@@ -47,6 +49,7 @@ def test_twin_runs_on_the_bench_image_without_gpus() -> None:
     assert profile.argv[:3] == ("bench", "twin", "serve")
     assert profile.flag("--port") == str(profile.port) == "8000"
     assert profile.flag("--host") == "0.0.0.0"
+    assert (profile.ipc_host, profile.model_cache) == (False, None)
 
 
 def test_card_argv_drops_executable_and_key() -> None:
@@ -125,6 +128,12 @@ def test_unknown_field_is_refused(tmp_path: Path) -> None:
     body = GOOD.format(name="u", gpus=2, argv=GOOD_ARGV) + 'gpu = "typo"\n'
     with pytest.raises(ProfileError, match="gpu: Extra inputs are not permitted"):
         load_launch_profile(_write(tmp_path, "u", body))
+
+
+def test_model_cache_must_be_absolute(tmp_path: Path) -> None:
+    body = GOOD.format(name="c", gpus=2, argv=GOOD_ARGV) + 'model_cache = "cache"\n'
+    with pytest.raises(ProfileError, match="model_cache: String should match pattern"):
+        load_launch_profile(_write(tmp_path, "c", body))
 
 
 def test_bench_image_with_gpus_is_refused(tmp_path: Path) -> None:

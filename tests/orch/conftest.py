@@ -143,3 +143,19 @@ def ssh_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshTes
         yield host
     finally:
         stop_sshd(host)
+
+
+BENCH_IMAGE = "vllm-bench-orch-test:latest"
+
+
+@pytest.fixture(scope="session")
+def bench_image() -> str:
+    """The Dockerfile's `bench` target built from this tree (cached layers make reruns fast)."""
+    for argv in (
+        [str(ROOT / "tests" / "setup" / "docker.sh")],
+        [str(ROOT / "docker" / "build.sh"), "bench", BENCH_IMAGE],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
+        if proc.returncode != 0:
+            pytest.fail(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return BENCH_IMAGE

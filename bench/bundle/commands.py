@@ -1,0 +1,89 @@
+"""`bench keygen | sign | pack | verify | schema`: the bundle subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.bundle import schema, seal, sign
+from bench.bundle.pack import pack
+from bench.bundle.verify import verify_bundle
+from bench.errors import UsageError
+from bench.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("keygen", help="make an ed25519 key for signing bundles")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path.home() / ".ssh" / "bench_ed25519",
+        help="private key path (PATH.pub is written beside it); default ~/.ssh/bench_ed25519",
+    )
+    p.add_argument("--principal", default=None, help="name in allowed-signers; default user@host")
+    p.set_defaults(func=_keygen)
+
+    p = sub.add_parser("sign", help="write manifest.json for a run directory and sign it")
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument("--key", type=Path, required=True, help="private ed25519 key (a path)")
+    p.set_defaults(func=_sign)
+
+    p = sub.add_parser("pack", help="pack a signed run directory as one .tar.gz")
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument("--out", type=Path, default=None, help="default: DIR.tar.gz beside DIR")
+    p.set_defaults(func=_pack)
+
+    p = sub.add_parser("verify", help="check a bundle's signature, hashes and schema")
+    p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a .tar.gz or a directory")
+    p.add_argument("--allowed-signers", type=Path, required=True, metavar="FILE")
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of results.json")
+    p.set_defaults(func=_schema)
+
+
+def _keygen(args: argparse.Namespace, settings: Settings) -> int:
+    principal = args.principal or f"{getpass.getuser()}@{socket.gethostname()}"
+    public = sign.keygen(args.out, comment=principal)
+    print(f"wrote {args.out} (private, 0600) and {public}")
+    print("allowed-signers line (give it to whoever verifies your bundles):")
+    print(sign.allowed_signers_line(public, principal))
+    return 0
+
+
+def _sign(args: argparse.Namespace, settings: Settings) -> int:
+    secrets = [settings.api_key.get_secret_value()] if settings.api_key else []
+    made = seal.seal(args.dir, args.key, now=datetime.now(UTC), secrets=secrets)
+    print(f"signed {args.dir}: run {made.run_id}, {len(made.files)} files in manifest.json")
+    return 0
+
+
+def _pack(args: argparse.Namespace, settings: Settings) -> int:
+    root: Path = args.dir
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    out = args.out or root.resolve().parent / f"{root.resolve().name}.tar.gz"
+    print(pack(root, out))
+    return 0
+
+
+def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    ok = verify_bundle(args.bundle, args.allowed_signers)
+    print(
+        f"OK {args.bundle}: run {ok.run_id}, {ok.files} files match manifest.json, "
+        f"results.json valid (schema v{ok.results_schema_version})"
+    )
+    print(
+        f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}) "
+        f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
+    )
+    return 0
+
+
+def _schema(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(schema.json_schema(), indent=2, sort_keys=True))
+    return 0

@@ -1,0 +1,58 @@
+"""results.json against its schema: the pydantic models of `bench.results` are the schema.
+
+A JSON Schema generated from those models goes into every bundle (results.schema.json) so
+that people without bench can validate results.json with any JSON Schema tool.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bench.errors import VerifyFailed
+from bench.results import SCHEMA_VERSION, Results
+
+RESULTS_NAME = "results.json"
+SCHEMA_NAME = "results.schema.json"
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Results.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"urn:vllm-bench:results:v{SCHEMA_VERSION}"
+    return schema
+
+
+def write_json_schema(root: Path) -> Path:
+    path = root / SCHEMA_NAME
+    path.write_text(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def validate_results(root: Path) -> Results:
+    """Parse root/results.json with the models; a problem names the file and the field."""
+    path = root / RESULTS_NAME
+    if not path.is_file():
+        raise VerifyFailed(f"{RESULTS_NAME}: missing", hint="a bundle is made from `bench run`")
+    try:
+        raw = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        raise VerifyFailed(f"{RESULTS_NAME}: not valid JSON") from None
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if version != SCHEMA_VERSION:
+        raise VerifyFailed(
+            f"{RESULTS_NAME}: schema version {version!r}, this bench reads {SCHEMA_VERSION}",
+            hint="verify it with the bench version that made it",
+        )
+    try:
+        return Results.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise VerifyFailed(
+            f"{RESULTS_NAME}: does not match the schema at {where}: {first['msg']}"
+            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+        ) from None

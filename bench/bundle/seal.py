@@ -1,0 +1,54 @@
+"""Turning a finished run directory into a signed bundle, refusing one that leaks a secret."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+
+from bench.bundle import manifest as manifest_mod
+from bench.bundle import schema, sign
+from bench.errors import UsageError
+
+_CHUNK_BYTES = 1 << 20
+# Shorter "secrets" would match by chance (and are no secret worth the name).
+MIN_SECRET_CHARS = 6
+
+
+def find_secret(root: Path, secrets: Iterable[str]) -> str | None:
+    """The first bundle file (relative path) containing any of the secrets verbatim."""
+    needles = [s.encode() for s in secrets if len(s) >= MIN_SECRET_CHARS]
+    if not needles:
+        return None
+    overlap = max(len(n) for n in needles) - 1
+    for rel in manifest_mod.bundle_files(root):
+        tail = b""
+        with (root / PurePosixPath(rel)).open("rb") as fh:
+            while chunk := fh.read(_CHUNK_BYTES):
+                window = tail + chunk
+                if any(n in window for n in needles):
+                    return rel
+                tail = window[-overlap:] if overlap else b""
+    return None
+
+
+def seal(
+    root: Path, key: Path, *, now: datetime, secrets: Iterable[str] = ()
+) -> manifest_mod.Manifest:
+    """Write results.schema.json and manifest.json into root, then manifest.json.sig."""
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
+    sign.check_private_key(key)
+    leaked = find_secret(root, secrets)
+    if leaked is not None:
+        raise UsageError(
+            f"{leaked}: contains the API key; refusing to sign a bundle that leaks it",
+            hint="remove the key from that file, then sign again",
+        )
+    if (root / schema.RESULTS_NAME).is_file():
+        schema.write_json_schema(root)
+    (root / manifest_mod.SIGNATURE_NAME).unlink(missing_ok=True)
+    manifest = manifest_mod.build(root, run_id=manifest_mod.run_id_of(root), created_at=now)
+    path = manifest_mod.write(root, manifest)
+    sign.sign(path, key)
+    return manifest

@@ -1,0 +1,128 @@
+"""What a verdict compares: per cell, the card's figures at server speed, one value per trial.
+
+A cell is (phase, context, concurrency); prefill rows are ("prefill", context, 1). Both
+a published card and a run's results become a `RunFigures`, so reproduce and compare
+never look at either format directly.
+
+Noise floor of a single run ("rse", relative standard error of a figure, from the run's
+own spread, used when there are no repeated trials):
+  - TTFT, TBT: the cell shows a median over n requests; its standard error is taken as
+    1.2533 x s / sqrt(n) (the median's efficiency for a normal sample), with the spread s
+    estimated robustly from the order statistics as (p90 - p50) / 1.2816. rse = that / p50.
+  - per-request tok/s = 1 / TBT: to first order the same relative error as TBT.
+  - total tok/s: a sum over the requests in the window; its relative error is the relative
+    spread of the requests' TBT over sqrt(requests). With fewer than two requests (C = 1
+    at long contexts), the gaps between chunks of the one request stand in (sd / mean /
+    sqrt(gaps)), with sd again (p90 - p50) / 1.2816.
+  - prefill figures come from one request: no spread, rse unknown (None).
+These underestimate run-to-run variation (clocks, thermals, placement), which is why a
+verdict also applies a minimum effect size; see `compare.Policy`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+Phase = Literal["prefill", "decode"]
+Status = Literal["valid", "over_capacity", "not_run", "failed"]
+Kind = Literal["throughput", "latency"]
+Key = tuple[str, str, int]  # phase, context label, concurrency
+
+_MEDIAN_EFFICIENCY = 1.2533  # sqrt(pi / 2)
+_Z90 = 1.2816  # standard normal quantile at 0.90
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    label: str
+    phase: Phase
+    kind: Kind
+    higher_is_better: bool
+    unit: str  # how it is shown: "tok/s" or "ms"
+    decimals: int = 1  # as on the card: tok/s and TBT to 0.1, TTFT to 1 ms
+
+    def show(self, value: float | None) -> str:
+        if value is None:
+            return "—"
+        if self.unit == "ms":
+            return f"{value * 1000.0:,.{self.decimals}f} ms"
+        return f"{value:,.{self.decimals}f}"
+
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("total_tok_s", "Total tok/s", "decode", "throughput", True, "tok/s"),
+    MetricSpec("per_request_tok_s", "Per request tok/s", "decode", "throughput", True, "tok/s"),
+    MetricSpec("ttft_s", "TTFT", "decode", "latency", False, "ms", 0),
+    MetricSpec("tbt_s", "Time between tokens", "decode", "latency", False, "ms"),
+    MetricSpec("prefill_tok_s", "Prefill tok/s", "prefill", "throughput", True, "tok/s"),
+    MetricSpec("prefill_ttft_s", "Prefill TTFT", "prefill", "latency", False, "ms", 0),
+)
+BY_NAME = {m.name: m for m in METRICS}
+
+
+def metrics_of(phase: str) -> tuple[MetricSpec, ...]:
+    return tuple(m for m in METRICS if m.phase == phase)
+
+
+@dataclass(frozen=True)
+class Cell:
+    phase: Phase
+    context: str
+    concurrency: int
+    status: Status
+    detail: str | None = None
+    # One value per valid trial, at server speed, by metric name.
+    trials: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    rse: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> Key:
+        return (self.phase, self.context, self.concurrency)
+
+    def value(self, metric: str) -> float | None:
+        values = self.trials.get(metric, ())
+        return math.fsum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    name: str
+    kind: Literal["card", "run"]
+    speed_factor: float
+    metadata: dict[str, str]
+    cells: dict[Key, Cell]
+    contexts: tuple[str, ...]  # row order for tables
+    concurrencies: tuple[int, ...]
+
+    def cell(self, key: Key) -> Cell | None:
+        return self.cells.get(key)
+
+
+def context_order(labels: Iterable[str]) -> tuple[str, ...]:
+    def size(label: str) -> float:
+        scale = {"K": 1024.0, "M": 1024.0 * 1024.0}.get(label[-1:], 1.0)
+        try:
+            return float(label[:-1]) * scale
+        except ValueError:
+            return math.inf
+
+    return tuple(sorted(set(labels), key=size))
+
+
+def median_rse(n: int, p50: float, p90: float) -> float | None:
+    """Relative standard error of a median from order statistics (see module docstring)."""
+    if n < 2 or p50 <= 0:
+        return None
+    spread = max(p90 - p50, 0.0) / _Z90
+    return _MEDIAN_EFFICIENCY * spread / math.sqrt(n) / p50
+
+
+def mean_rse(n: int, mean: float, p50: float, p90: float) -> float | None:
+    """Relative standard error of a sum/mean of n values, spread from order statistics."""
+    if n < 2 or mean <= 0:
+        return None
+    return max(p90 - p50, 0.0) / _Z90 / mean / math.sqrt(n)

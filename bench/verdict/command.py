@@ -1,0 +1,130 @@
+"""`bench reproduce BUNDLE --card FILE` and `bench compare A B [C ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import structlog
+from pydantic import ValidationError
+
+from bench.card.model import Card
+from bench.card.parse import read_card
+from bench.errors import CardError, Exit, UsageError
+from bench.settings import Settings
+from bench.verdict import page
+from bench.verdict.card_source import from_card
+from bench.verdict.cells import RunFigures
+from bench.verdict.compare import Policy, compare
+from bench.verdict.reproduce import Tolerances, reproduce
+from bench.verdict.run_source import load_run
+from bench.verdict.tables import compare_markdown, reproduce_markdown
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 <= value < 1000:
+        raise argparse.ArgumentTypeError(f"a percentage between 0 and 1000, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rep = sub.add_parser("reproduce", help="judge a run against a published card")
+    rep.add_argument("bundle", type=Path, help="bundle .tar.gz, run directory or results.json")
+    rep.add_argument("--card", type=Path, required=True, help="card text, or its imported JSON")
+    rep.add_argument(
+        "--tolerance-throughput",
+        type=_percent,
+        default=5.0,
+        metavar="PCT",
+        help="allowed |Δ %%| of tok/s figures (default 5)",
+    )
+    rep.add_argument(
+        "--tolerance-latency",
+        type=_percent,
+        default=10.0,
+        metavar="PCT",
+        help="allowed |Δ %%| of TTFT and time between tokens (default 10)",
+    )
+    rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    rep.set_defaults(func=run_reproduce)
+    cmp_ = sub.add_parser("compare", help="per-cell changes of runs B, C, ... against run A")
+    cmp_.add_argument(
+        "runs",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="bundles .tar.gz, run directories or results.json; the first is A",
+    )
+    cmp_.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    cmp_.add_argument(
+        "--min-effect-throughput",
+        type=_percent,
+        default=3.0,
+        metavar="PCT",
+        help="smallest |Δ %%| of tok/s that counts as a change (default 3)",
+    )
+    cmp_.add_argument(
+        "--min-effect-latency",
+        type=_percent,
+        default=5.0,
+        metavar="PCT",
+        help="smallest |Δ %%| of a latency that counts as a change (default 5)",
+    )
+    cmp_.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    cmp_.set_defaults(func=run_compare)  # fmt: skip
+
+
+def load_reference(path: Path) -> RunFigures:
+    if path.suffix == ".json":
+        try:
+            card = Card.model_validate_json(path.read_bytes())
+        except OSError as exc:
+            raise CardError(f"{path}: cannot read the card: {exc.strerror}") from None
+        except ValidationError as exc:
+            raise CardError(
+                f"{path}: not a card imported by `bench card import` ({exc.error_count()} errors)"
+            ) from None
+        return from_card(card)
+    return from_card(read_card(path))
+
+
+def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
+    card = load_reference(args.card)
+    ours = load_run(args.bundle)
+    tol = Tolerances(args.tolerance_throughput, args.tolerance_latency)
+    result = reproduce(ours, card, tol)
+    sys.stdout.write(reproduce_markdown(result))
+    if args.html:
+        page.write(args.html, page.reproduce_page(result))
+    structlog.get_logger("bench.verdict").info(
+        "reproduce_judged",
+        bundle=str(args.bundle),
+        card=card.name,
+        reproduced=result.reproduced,
+        compared=len(result.judged),
+        failed=[f"{k[0]} {k[1]}x{k[2]}" for k in (c.key for c in result.failed)],
+    )
+    return int(Exit.OK if result.reproduced else Exit.NOT_REPRODUCED)
+
+
+def run_compare(args: argparse.Namespace, settings: Settings) -> int:
+    if len(args.runs) < 2:
+        raise UsageError("compare needs at least two runs", hint="bench compare A B [C ...]")
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
+    policy = Policy(args.alpha, args.min_effect_throughput, args.min_effect_latency)
+    runs = [load_run(p) for p in args.runs]
+    comparisons = [compare(runs[0], other, policy) for other in runs[1:]]
+    sys.stdout.write("\n".join(compare_markdown(c) for c in comparisons))
+    if args.html:
+        page.write(args.html, page.compare_page(comparisons))
+    flagged = sum(len(c.flagged) for c in comparisons)
+    structlog.get_logger("bench.verdict").info(
+        "compare_judged", runs=[str(p) for p in args.runs], flagged_cells=flagged
+    )
+    return int(Exit.NOT_REPRODUCED if flagged else Exit.OK)

@@ -1,0 +1,193 @@
+"""The verdict as one self-contained HTML page: the coloured tables and plots (PNG inline)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.errors import DiskError
+from bench.verdict import plots
+from bench.verdict.cells import MetricSpec, metrics_of
+from bench.verdict.compare import Comparison
+from bench.verdict.reproduce import Reproduction
+from bench.verdict.stats import mean_ci
+from bench.verdict.tables import Table, compare_tables, pct, reproduce_tables
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; white-space: nowrap; }
+th { background: #f2f2f2; }
+td.ok { background: #d8f0d8; } td.bad { background: #f6c9c9; } td.warn { background: #fde2b0; }
+td.oc { background: #e4e4e4; color: #666; } td.na { color: #999; }
+td.better { background: #cdeccd; } td.worse { background: #f4c4c4; }
+.verdict { font-size: 18px; font-weight: bold; margin: 1em 0; }
+.pass { color: #1a7f1a; } .fail { color: #b30000; }
+img { max-width: 100%; }
+"""
+
+
+def _table(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
+    rows = []
+    for row in t.rows:
+        cells = "".join(
+            f'<td class="{c.css}">{html.escape(c.text)}</td>' if c.css
+            else f"<td>{html.escape(c.text)}</td>"
+            for c in row
+        )  # fmt: skip
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<h3>{html.escape(t.title)}</h3><table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _page(title: str, parts: Sequence[str]) -> str:
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
+        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+        + "".join(parts)
+        + "</body></html>\n"
+    )
+
+
+def write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DiskError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _decode_metrics() -> tuple[MetricSpec, ...]:
+    return metrics_of("decode")
+
+
+def reproduce_page(r: Reproduction) -> str:
+    contexts = [
+        c for c in r.card.contexts if any(k[0] == "decode" and k[1] == c for k in r.card.cells)
+    ]
+    levels = list(r.card.concurrencies)
+    checks = {c.key: c for c in r.cells}
+
+    def heat(metric: MetricSpec) -> plots.Heatmap:
+        def cell(ctx: str, conc: int) -> plots.HeatCell:
+            check = checks.get(("decode", ctx, conc))
+            if check is None:
+                return plots.HeatCell(None, "")
+            if check.verdict == "both over capacity":
+                return plots.HeatCell(None, "OC")
+            if "over capacity" in check.verdict:
+                return plots.HeatCell(None, "OC≠", flagged=True)
+            f = next((f for f in check.figures if f.metric is metric), None)
+            if f is None or f.delta_pct is None:
+                return plots.HeatCell(None, "n/m" if check.verdict == "not measured here" else "—")
+            return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=f.ok is False)
+
+        tol = r.tolerances.of(metric)
+        return plots.Heatmap(
+            f"{metric.label}: Δ % (ours vs card, ±{tol:g} % passes)",
+            contexts,
+            levels,
+            cell,
+            2.0 * tol,
+            None,
+        )
+
+    word = "pass" if r.reproduced else "fail"
+    parts = [
+        f"<p>Bundle <code>{html.escape(r.ours.name)}</code> against card "
+        f"<code>{html.escape(r.card.name)}</code>; speed factor {r.ours.speed_factor:g} "
+        f"(rates ÷, latencies × by it); tolerances ±{r.tolerances.throughput_pct:g} % "
+        f"throughput, ±{r.tolerances.latency_pct:g} % latency.</p>",
+        f'<p class="verdict {word}">{html.escape(r.summary())}</p>',
+        _img(plots.heatmaps_png([heat(m) for m in _decode_metrics()]), "heatmap of Δ %"),
+        *(_table(t) for t in reproduce_tables(r)),
+    ]
+    return _page("Reproduce", parts)
+
+
+def _curves(c: Comparison) -> bytes:
+    panels = []
+    for metric in _decode_metrics():
+        series = []
+        contexts = list(dict.fromkeys([*c.a.contexts, *c.b.contexts]))
+        for run, dashed in ((c.a, False), (c.b, True)):
+            for ctx in run.contexts:
+                xs, ys, errs = [], [], []
+                for conc in run.concurrencies:
+                    cell = run.cell(("decode", ctx, conc))
+                    v = cell.value(metric.name) if cell else None
+                    if cell is None or v is None:
+                        continue
+                    values = cell.trials[metric.name]
+                    err = 0.0
+                    if len(values) >= 2:
+                        ci = mean_ci(values)
+                        err = (ci.high - ci.low) / 2
+                    scale = 1000.0 if metric.unit == "ms" else 1.0
+                    xs.append(conc)
+                    ys.append(v * scale)
+                    errs.append(err * scale)
+                if xs:
+                    label = f"{'A' if not dashed else 'B'} {ctx}"
+                    color = contexts.index(ctx)
+                    series.append(plots.Series(label, xs, ys, errs, dashed, color))
+        panels.append((metric.label, metric.unit, series))
+    return plots.curves_png(panels)
+
+
+def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
+    contexts = list(dict.fromkeys([*c.a.contexts, *c.b.contexts]))
+    levels = sorted(set(c.a.concurrencies) | set(c.b.concurrencies))
+    deltas = {d.key: d for d in c.cells}
+
+    def cell(ctx: str, conc: int) -> plots.HeatCell:
+        d = deltas.get(("decode", ctx, conc))
+        if d is None:
+            return plots.HeatCell(None, "")
+        if not d.figures:
+            changed = d.mark == "status changed"
+            return plots.HeatCell(None, "≠" if changed else "OC", flagged=changed)
+        f = next((f for f in d.figures if f.metric is metric), None)
+        if f is None or f.delta_pct is None:
+            return plots.HeatCell(None, "—")
+        flagged = f.mark in ("improved", "regressed")
+        return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=flagged)
+
+    limit = 2.0 * c.policy.min_effect(metric)
+    title = f"{metric.label}: Δ % (B vs A)"
+    return plots.Heatmap(title, contexts, levels, cell, limit, metric.higher_is_better)
+
+
+def compare_page(comparisons: Sequence[Comparison]) -> str:
+    parts: list[str] = []
+    for c in comparisons:
+        diff = "".join(
+            f"<tr><th>{html.escape(n)}</th><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>"
+            for n, a, b in c.metadata_diff
+        )
+        parts.append(f"<h2>{html.escape(c.b.name)} against {html.escape(c.a.name)}</h2>")
+        if diff:
+            parts.append(
+                f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
+            )
+        flagged = len(c.flagged)
+        word = "fail" if flagged else "pass"
+        text = f"{flagged} of {len(c.cells)} cells changed" if flagged else "no cell changed"
+        parts.append(f'<p class="verdict {word}">{html.escape(text)}</p>')
+        items = "".join(f"<li>{html.escape(s)}</li>" for s in c.summaries())
+        parts.append(f"<ul>{items}</ul>")
+        maps = [_compare_heat(c, m) for m in _decode_metrics()]
+        parts.append(_img(plots.heatmaps_png(maps), "Δ % heatmap"))
+        parts.append(
+            f"<p>A = {html.escape(c.a.name)} (solid), B = {html.escape(c.b.name)} "
+            "(dashed); error bars: 95 % CI over trials.</p>"
+        )
+        parts.append(_img(_curves(c), "figures by concurrency"))
+        parts += [_table(t) for t in compare_tables(c)]
+    return _page("Compare", parts)

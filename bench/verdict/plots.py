@@ -1,0 +1,140 @@
+"""Heatmaps of Δ % and per-concurrency curves, as PNG bytes (the module that owns matplotlib
+for verdict pages; the Agg backend, so no display is needed)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.errors import ToolMissing
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ToolMissing(
+            "matplotlib is not installed; the HTML page needs it for its plots",
+            hint="pip install 'bench[report]'",
+        ) from None
+    return plt
+
+
+@dataclass(frozen=True)
+class HeatCell:
+    delta_pct: float | None  # None: no figure to show
+    text: str  # what to write in the square
+    flagged: bool = False  # drawn with a heavy edge
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    title: str
+    rows: Sequence[str]  # contexts
+    columns: Sequence[int]  # concurrency levels
+    cell: Callable[[str, int], HeatCell]
+    limit_pct: float  # colour scale is ±limit
+    better_when_positive: bool | None  # None: any deviation is bad (reproduce)
+
+
+def heatmaps_png(maps: Sequence[Heatmap]) -> bytes:
+    pyplot = _pyplot()
+    cols = min(2, len(maps))
+    rows = math.ceil(len(maps) / cols)
+    width = max(4.5, 0.75 * max(len(m.columns) for m in maps) + 2.0)
+    height = max(2.8, 0.5 * max(len(m.rows) for m in maps) + 1.6)
+    fig, axes = pyplot.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax, hm in zip(axes.flat, maps, strict=False):
+        cmap = "coolwarm" if hm.better_when_positive is None else "RdYlGn"
+        if hm.better_when_positive is False:
+            cmap = "RdYlGn_r"
+        grid = []
+        for r in hm.rows:
+            line = []
+            for c in hm.columns:
+                d = hm.cell(r, c).delta_pct
+                line.append(math.nan if d is None else max(-hm.limit_pct, min(hm.limit_pct, d)))
+            grid.append(line)
+        image = ax.imshow(grid, cmap=cmap, vmin=-hm.limit_pct, vmax=hm.limit_pct, aspect="auto")
+        ax.set_facecolor("#d9d9d9")
+        ax.set_xticks(range(len(hm.columns)), [str(c) for c in hm.columns])
+        ax.set_yticks(range(len(hm.rows)), list(hm.rows))
+        ax.set_xlabel("simultaneous requests")
+        ax.set_ylabel("context")
+        ax.set_title(hm.title, fontsize=10)
+        for i, r in enumerate(hm.rows):
+            for j, c in enumerate(hm.columns):
+                cell = hm.cell(r, c)
+                ax.text(
+                    j,
+                    i,
+                    cell.text,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    fontweight="bold" if cell.flagged else "normal",
+                )
+                if cell.flagged:
+                    ax.add_patch(
+                        pyplot.Rectangle(
+                            (j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2
+                        )
+                    )
+        fig.colorbar(image, ax=ax, label="Δ %", shrink=0.8)
+    for ax in list(axes.flat)[len(maps) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110)
+    pyplot.close(fig)
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    x: Sequence[int]
+    y: Sequence[float]
+    err: Sequence[float] | None  # half-width of the 95 % CI, same length as y
+    dashed: bool
+    color: int = 0  # index into matplotlib's colour cycle (one colour per context)
+
+
+def curves_png(panels: Sequence[tuple[str, str, Sequence[Series]]]) -> bytes:
+    """One panel per (title, y label, series); x is concurrency on a log-2 axis."""
+    pyplot = _pyplot()
+
+    cols = min(2, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = pyplot.subplots(rows, cols, figsize=(6.0 * cols, 3.6 * rows), squeeze=False)
+    for ax, (title, ylabel, series) in zip(axes.flat, panels, strict=False):
+        for s in series:
+            ax.errorbar(
+                list(s.x),
+                list(s.y),
+                yerr=None if s.err is None else list(s.err),
+                label=s.label,
+                linestyle="--" if s.dashed else "-",
+                marker="o",
+                markersize=3,
+                capsize=2,
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("simultaneous requests")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110)
+    pyplot.close(fig)
+    return out.getvalue()

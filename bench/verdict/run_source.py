@@ -1,0 +1,200 @@
+"""A run's results (a bundle .tar.gz, a bundle or run directory, or results.json) as
+`RunFigures`, at server speed.
+
+A twin runs N times faster than real time and records N (`server.speed_factor`);
+`results.json` holds client-clock figures, so rates are divided by N and durations
+multiplied by N (`CellFigures.at_server_speed`) before any comparison.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bench.bundle.pack import open_bundle
+from bench.errors import UsageError
+from bench.results import CellResult, PrefillSample, Results
+from bench.verdict.cells import (
+    Cell,
+    Key,
+    RunFigures,
+    Status,
+    context_order,
+    mean_rse,
+    median_rse,
+)
+
+RESULTS_NAME = "results.json"
+ENVIRONMENT_NAME = "environment.json"
+
+
+@contextlib.contextmanager
+def opened(path: Path) -> Iterator[Path]:
+    """The directory holding results.json: a bundle archive is opened safely into a
+    temporary directory that is removed afterwards."""
+    if path.is_dir():
+        yield path
+    elif path.name.endswith((".tar.gz", ".tgz")):
+        with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmp:
+            yield open_bundle(path, Path(tmp) / "bundle")
+    elif path.is_file() and path.name.endswith(".json"):
+        yield path.parent
+    else:
+        raise UsageError(
+            f"{path}: not a bundle (.tar.gz), a run directory or a results.json",
+            hint="give the bundle `bench run` wrote",
+        )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing", hint="is this a bundle of `bench run`?") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({exc})") from None
+
+
+def load_results(directory: Path) -> Results:
+    raw = _read_json(directory / RESULTS_NAME)
+    try:
+        return Results.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(
+            f"{directory / RESULTS_NAME}: does not match the results schema at {where}: "
+            f"{first['msg']}",
+            hint="was it written by this version of bench?",
+        ) from None
+
+
+def load_run(path: Path) -> RunFigures:
+    with opened(path) as directory:
+        results = load_results(directory)
+        env_path = directory / ENVIRONMENT_NAME
+        env = _read_json(env_path) if env_path.is_file() else None
+    return from_results(results, env, name=path.name)
+
+
+def _cell_rse(cell: CellResult) -> dict[str, float]:
+    ex = cell.extras
+    out: dict[str, float] = {}
+    if ex is None:
+        return out
+    if ex.tbt is not None:
+        tbt = median_rse(ex.tbt.n, ex.tbt.p50, ex.tbt.p90)
+        if tbt is not None:
+            out["tbt_s"] = out["per_request_tok_s"] = tbt
+        total = mean_rse(ex.tbt.n, ex.tbt.mean, ex.tbt.p50, ex.tbt.p90)
+        if total is None and ex.chunk_gap is not None:
+            gap = ex.chunk_gap
+            total = mean_rse(gap.n, gap.mean, gap.p50, gap.p90)
+        if total is not None:
+            out["total_tok_s"] = total
+    if ex.ttft is not None:
+        ttft = median_rse(ex.ttft.n, ex.ttft.p50, ex.ttft.p90)
+        if ttft is not None:
+            out["ttft_s"] = ttft
+    return out
+
+
+def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: float) -> Cell:
+    statuses = {r.status for r in results}
+    if "over_capacity" in statuses:
+        reason = next((r.reason for r in results if r.reason), None)
+        return Cell("decode", label, concurrency, "over_capacity", reason)
+    figures = [r.figures.at_server_speed(n) for r in results if r.figures is not None]
+    if not figures:
+        reasons = "; ".join(sorted({f"{r.status}: {r.reason or 'no reason'}" for r in results}))
+        return Cell("decode", label, concurrency, "failed", reasons)
+    trials = {
+        "total_tok_s": tuple(f.total_tok_s for f in figures),
+        "per_request_tok_s": tuple(f.per_request_tok_s for f in figures),
+        "ttft_s": tuple(f.ttft_s for f in figures),
+        "tbt_s": tuple(f.tbt_s for f in figures),
+    }
+    flagged = sorted({r.status for r in results} - {"valid"})
+    detail = f"trials also {', '.join(flagged)}" if flagged else None
+    # The run's own spread is only needed for a single trial (see cells.py).
+    rse = _cell_rse(results[0]) if len(figures) == 1 else {}
+    return Cell("decode", label, concurrency, "valid", detail, trials, rse)
+
+
+def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
+    good = [s.at_server_speed(n) for s in samples if s.status == "valid"]
+    if not good:
+        reasons = "; ".join(sorted({f"{s.status}: {s.reason or 'no reason'}" for s in samples}))
+        return Cell("prefill", label, 1, "failed", reasons)
+    trials = {
+        "prefill_tok_s": tuple(s.prefill_tok_s for s in good if s.prefill_tok_s is not None),
+        "prefill_ttft_s": tuple(s.ttft_s for s in good if s.ttft_s is not None),
+    }
+    return Cell("prefill", label, 1, "valid", None, trials)
+
+
+def _metadata(results: Results, env: Any) -> dict[str, str]:
+    s = results.settings
+    out = {
+        "server model": results.server.model,
+        "server version": results.server.version or "—",
+        "max_model_len": str(results.server.max_model_len),
+        "speed factor": f"{results.server.speed_factor:g}",
+        "KV capacity tokens": str(results.plan.kv.tokens),
+        "window s (server time)": f"{s.duration_s:g}",
+        "max tokens": str(s.max_tokens),
+        "trials": str(s.trials),
+        "bench version": results.bench_version,
+        "run state": results.state,
+    }
+    if isinstance(env, dict):
+        gpu = env.get("gpu") or {}
+        gpus = [g.get("name", "?") for g in gpu.get("gpus", [])]
+        extra = {
+            "image digest": (env.get("image") or {}).get("digest"),
+            "vLLM version": env.get("vllm_version"),
+            "launch flags": " ".join((env.get("launch") or {}).get("argv", [])) or None,
+            "GPUs": f"{len(gpus)} x {', '.join(sorted(set(gpus)))}" if gpus else "none",
+            "driver": gpu.get("driver_version"),
+            "CUDA": gpu.get("cuda_version"),
+            "host": (env.get("host") or {}).get("hostname"),
+        }
+        out.update({k: str(v) for k, v in extra.items() if v is not None})
+    return out
+
+
+def from_results(results: Results, env: Any = None, *, name: str = "run") -> RunFigures:
+    n = results.server.speed_factor
+    by_cell: dict[tuple[str, int], list[CellResult]] = {}
+    for r in results.cells:
+        by_cell.setdefault((r.context_label, r.concurrency), []).append(r)
+    cells: dict[Key, Cell] = {}
+    for (label, conc), rs in by_cell.items():
+        cells[("decode", label, conc)] = _decode_cell(label, conc, rs, n)
+    for planned in results.plan.cells:
+        key: Key = ("decode", planned.context_label, planned.concurrency)
+        if not planned.run and key not in cells:
+            status: Status = "over_capacity"
+            cells[key] = Cell(
+                "decode", planned.context_label, planned.concurrency, status, planned.reason
+            )
+    by_context: dict[str, list[PrefillSample]] = {}
+    for p in results.prefill:
+        by_context.setdefault(p.context_label, []).append(p)
+    for label, samples in by_context.items():
+        cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
+    return RunFigures(
+        name=name,
+        kind="run",
+        speed_factor=n,
+        metadata=_metadata(results, env),
+        cells=cells,
+        contexts=context_order(k[1] for k in cells),
+        concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+    )

@@ -1,0 +1,180 @@
+"""The verdict tables as data (text + a class per cell), rendered to Markdown here and to
+HTML in `page`: one source for the terminal and the page, so they cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.verdict.cells import MetricSpec, metrics_of
+from bench.verdict.compare import CellDelta, Comparison, FigureDelta
+from bench.verdict.reproduce import PASSING, CellCheck, FigureCheck, Reproduction
+
+# css classes: ok, bad, oc (over capacity on both), warn (one-sided), na (nothing to judge),
+# better, worse (compare), "" (plain)
+
+
+@dataclass(frozen=True)
+class TCell:
+    text: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[TCell]]
+
+
+def pct(d: float | None) -> str:
+    if d is None:
+        return "—"
+    if round(d, 1) == 0:
+        return "0.0 %"
+    return f"{d:+.1f} %".replace("-", "−")
+
+
+def _repro_figure(f: FigureCheck | None, metric: MetricSpec) -> list[TCell]:
+    if f is None:
+        return [TCell("—", "na"), TCell("—", "na")]
+    values = f"{metric.show(f.ours)} / {metric.show(f.card)}"
+    if f.ok is None:
+        return [TCell(values, "na"), TCell(pct(f.delta_pct), "na")]
+    mark = "" if f.ok else " ✗"
+    return [TCell(values), TCell(pct(f.delta_pct) + mark, "ok" if f.ok else "bad")]
+
+
+def _verdict_css(check: CellCheck) -> str:
+    if check.verdict == "pass":
+        return "ok"
+    if check.verdict == "both over capacity":
+        return "oc"
+    if check.verdict in ("not measured here", "not run on card"):
+        return "na"
+    if "over capacity" in check.verdict:
+        return "warn"
+    return "bad"
+
+
+def reproduce_tables(r: Reproduction) -> list[Table]:
+    out = []
+    for phase, title in (("prefill", "Prefill"), ("decode", "Sustained decode")):
+        metrics = metrics_of(phase)
+        header = ["Context"] + (["Requests"] if phase == "decode" else [])
+        for m in metrics:
+            header += [f"{m.label} (ours / card)", "Δ"]
+        header.append("Verdict")
+        rows = []
+        for check in (c for c in r.cells if c.key[0] == phase):
+            row = [TCell(check.key[1])]
+            if phase == "decode":
+                row.append(TCell(str(check.key[2])))
+            by_metric = {f.metric.name: f for f in check.figures}
+            for m in metrics:
+                if check.verdict in PASSING and check.verdict != "pass":
+                    row += [TCell("Over capacity", "oc"), TCell("", "oc")]
+                else:
+                    row += _repro_figure(by_metric.get(m.name), m)
+            note = f" ({check.note})" if check.note else ""
+            row.append(TCell(check.verdict + note, _verdict_css(check)))
+            rows.append(row)
+        if rows:
+            out.append(Table(title, header, rows))
+    return out
+
+
+def _cmp_figure(f: FigureDelta | None) -> TCell:
+    if f is None or f.delta_pct is None:
+        return TCell("—", "na")
+    text = pct(f.delta_pct)
+    if f.ci_pct is not None:
+        text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
+    elif f.floor_pct is not None:
+        text += f" (floor {f.floor_pct:.1f})"
+    css = {"improved": "better", "regressed": "worse"}.get(f.mark, "")
+    if f.mark in ("improved", "regressed"):
+        text += " ▲" if f.mark == "improved" else " ▼"
+    return TCell(text, css)
+
+
+def _status_text(cell: CellDelta) -> str:
+    a = cell.a.status if cell.a else "absent"
+    b = cell.b.status if cell.b else "absent"
+    return a.replace("_", " ") if a == b else f"{a} → {b}".replace("_", " ")
+
+
+def compare_tables(c: Comparison) -> list[Table]:
+    out = []
+    for phase, title in (("prefill", "Prefill"), ("decode", "Sustained decode")):
+        metrics = metrics_of(phase)
+        header = ["Context"] + (["Requests"] if phase == "decode" else [])
+        header += [f"{m.label} Δ" for m in metrics] + ["Cell"]
+        rows = []
+        for cell in (x for x in c.cells if x.key[0] == phase):
+            row = [TCell(cell.key[1])]
+            if phase == "decode":
+                row.append(TCell(str(cell.key[2])))
+            by_metric = {f.metric.name: f for f in cell.figures}
+            if not cell.figures:
+                status = _status_text(cell)
+                css = "warn" if cell.mark == "status changed" else "oc"
+                row += [TCell(status, css) for _ in metrics]
+            else:
+                row += [_cmp_figure(by_metric.get(m.name)) for m in metrics]
+            css = {"improved": "better", "regressed": "worse", "mixed": "warn",
+                   "status changed": "warn"}.get(cell.mark, "")  # fmt: skip
+            row.append(TCell(cell.mark, css))
+            rows.append(row)
+        if rows:
+            out.append(Table(title, header, rows))
+    return out
+
+
+def markdown(table: Table) -> str:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [f"### {table.title}", ""]
+    lines.append("| " + " | ".join(esc(h) for h in table.header) + " |")
+    lines.append("|" + "---|" * len(table.header))
+    for row in table.rows:
+        lines.append("| " + " | ".join(esc(c.text) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def reproduce_markdown(r: Reproduction) -> str:
+    head = [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
+    if r.ours.speed_factor != 1.0:
+        n = f"{r.ours.speed_factor:g}"
+        head.append(
+            f"Twin speed factor {n}: our rates divided by {n}, our latencies multiplied by {n}."
+        )
+    state = r.ours.metadata.get("run state", "complete")
+    if state != "complete":
+        head.append(f"The run is {state}: cells it did not finish are not measured here.")
+    head.append(
+        f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
+        f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
+    )
+    body = [markdown(t) for t in reproduce_tables(r)]
+    return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n\n" + r.summary() + "\n"
+
+
+def compare_markdown(c: Comparison) -> str:
+    lines = [f"## Compare: {c.b.name} against {c.a.name}", ""]
+    if c.metadata_diff:
+        lines += ["What differs:", ""]
+        lines += [f"- {name}: {a} → {b}" for name, a, b in c.metadata_diff]
+        lines.append("")
+    p = c.policy
+    lines.append(
+        f"Changed = significant (Welch p < {p.alpha:g} with trials, else beyond the noise floor)"
+        f" and |Δ| ≥ {p.min_effect_throughput_pct:g} % (throughput) / "
+        f"{p.min_effect_latency_pct:g} % (latency). Δ = (B − A) / A; [95 % CI]."
+    )
+    lines.append("")
+    lines += c.summaries()
+    body = [markdown(t) for t in compare_tables(c)]
+    flagged = len(c.flagged)
+    verdict = f"{flagged} of {len(c.cells)} cells changed" if flagged else "no cell changed"
+    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{verdict.upper()}\n"

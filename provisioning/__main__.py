@@ -1,0 +1,5 @@
+import sys
+
+from provisioning.cli import main
+
+sys.exit(main())

@@ -1,0 +1,336 @@
+"""Containers on a GPU host through the Docker SDK over SSH.
+
+The one module that imports the docker SDK; its exceptions become ours here.
+
+The SDK speaks to the host's engine with `docker system dial-stdio` over its own paramiko
+connection (`ssh://user@name:port`, use_ssh_client=False). That connection reads
+~/.ssh/config for the name (HostName, IdentityFile, ProxyCommand) and checks the host key
+against ~/.ssh/known_hosts with paramiko's RejectPolicy: an unknown or changed key fails.
+provisioning.remote has checked (or, with --trust-new-host, recorded) the key before any
+container call, so both connections trust the same key. (The SDK's other mode shells out
+to the system `ssh`, which reads the password database's home rather than HOME and cannot
+be given a config file; it is not used.)
+
+Every container carries labels (app, run id, role) so that clean-up finds exactly the
+containers of one run, also after a crash of this process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import docker
+import docker.errors
+import paramiko
+import requests.exceptions
+import structlog
+
+from bench.errors import BenchError, HostCheckFailed, RunFailed, ServerError
+from provisioning.hosts import Host
+
+log = structlog.get_logger("provisioning.containers")
+
+LABEL_APP = "org.vllm-bench.app"
+LABEL_RUN = "org.vllm-bench.run-id"
+LABEL_ROLE = "org.vllm-bench.role"
+APP = "vllm-bench"
+
+
+class EngineUnreachable(HostCheckFailed):
+    pass
+
+
+class ContainerFailed(ServerError):
+    """A container exited when it should be running; carries its log tail."""
+
+    def __init__(self, message: str, *, log_tail: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.log_tail = log_tail
+
+
+class ImageMissing(RunFailed):
+    pass
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str  # absolute path on the host
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container of a run, as the launch profile and the flow describe it."""
+
+    image: str
+    command: tuple[str, ...]
+    run_id: str
+    role: str  # "server", "weights", "sign", ...
+    gpus: int = 0
+    environment: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    publish: Mapping[int, int | None] = field(default_factory=dict)  # container → host port
+    user: str | None = None  # "uid:gid"
+    shm_size: str | None = None
+    ipc_host: bool = False
+    working_dir: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"vllm-bench-{self.run_id}-{self.role}"
+
+
+def _wrap(action: str, exc: BaseException) -> BenchError:
+    if isinstance(exc, docker.errors.ImageNotFound):
+        return ImageMissing(f"{action}: image not found on the host: {exc.explanation}")
+    if isinstance(exc, docker.errors.APIError):
+        return RunFailed(f"{action}: the Docker engine said: {exc.explanation or exc}")
+    return EngineUnreachable(
+        f"{action}: lost the Docker engine over ssh: {exc or type(exc).__name__}",
+        hint="check `ssh HOST docker version`",
+    )
+
+
+_TRANSPORT_ERRORS = (
+    docker.errors.DockerException,
+    paramiko.SSHException,
+    requests.exceptions.RequestException,
+    OSError,
+    EOFError,
+)
+
+
+class Engine:
+    """The Docker engine of one host."""
+
+    def __init__(self, host: Host, *, timeout_s: float = 120.0) -> None:
+        self.host = host
+        url = f"ssh://{host.user}@{host.name}:{host.port}"
+        try:
+            self._client = docker.DockerClient(
+                base_url=url, use_ssh_client=False, timeout=int(timeout_s)
+            )
+            self.server_version = str(self._client.version().get("Version", "?"))
+        except paramiko.SSHException as exc:
+            raise EngineUnreachable(
+                f"the Docker SDK could not open ssh to {host.address}: {exc}",
+                hint="it uses ~/.ssh/config and checks ~/.ssh/known_hosts; "
+                "`ssh HOST docker version` must work",
+            ) from None
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap(f"connecting to Docker on {host.name}", exc) from None
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- images -----------------------------------------------------------------------------
+
+    def image_id(self, ref: str) -> str | None:
+        """The image's content-addressed id (sha256:...) when the host has it, else None."""
+        try:
+            return str(self._client.images.get(ref).id)
+        except docker.errors.ImageNotFound:
+            return None
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap(f"looking up image {ref}", exc) from None
+
+    def load(self, chunks: Iterable[bytes]) -> list[str]:
+        """`docker load` from a stream of tar chunks; returns the loaded image ids."""
+        try:
+            # A generator body: requests sends it chunked (the stubs only know bytes/files).
+            images = self._client.images.load(cast(bytes, _stream(chunks)))
+            return [str(i.id) for i in images]
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("loading the image on the host", exc) from None
+
+    # -- containers -------------------------------------------------------------------------
+
+    def start(self, spec: ContainerSpec) -> str:
+        """Create and start a container; returns its id."""
+        kwargs: dict[str, Any] = {
+            "name": spec.name,
+            "command": list(spec.command),
+            "detach": True,
+            "labels": {LABEL_APP: APP, LABEL_RUN: spec.run_id, LABEL_ROLE: spec.role},
+            "environment": dict(spec.environment),
+            "volumes": {
+                m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+                for m in spec.mounts
+            },
+            "ports": {f"{c}/tcp": ("127.0.0.1", h) for c, h in spec.publish.items()},
+        }
+        if spec.user:
+            kwargs["user"] = spec.user
+        if spec.working_dir:
+            kwargs["working_dir"] = spec.working_dir
+        if spec.shm_size:
+            kwargs["shm_size"] = spec.shm_size
+        if spec.ipc_host:
+            kwargs["ipc_mode"] = "host"
+        if spec.gpus:
+            kwargs["device_requests"] = [
+                docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])
+            ]
+        try:
+            container = self._client.containers.run(spec.image, **kwargs)
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap(f"starting {spec.name}", exc) from None
+        log.info("container_started", name=spec.name, id=container.short_id, image=spec.image)
+        return str(container.id)
+
+    def state(self, cid: str) -> tuple[str, int | None]:
+        """(status, exit code when exited)."""
+        try:
+            c = self._client.containers.get(cid)
+        except docker.errors.NotFound:
+            return "removed", None
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("reading container state", exc) from None
+        st = c.attrs.get("State", {})
+        code = st.get("ExitCode") if c.status in ("exited", "dead") else None
+        return str(c.status), code
+
+    def host_port(self, cid: str, container_port: int) -> int:
+        try:
+            c = self._client.containers.get(cid)
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("reading published ports", exc) from None
+        bindings = (c.attrs["NetworkSettings"]["Ports"] or {}).get(f"{container_port}/tcp") or []
+        if not bindings:
+            raise RunFailed(f"container {c.name} publishes no port {container_port}")
+        return int(bindings[0]["HostPort"])
+
+    def log_tail(self, cid: str, lines: int = 30) -> str:
+        try:
+            raw: bytes = self._client.containers.get(cid).logs(tail=lines)
+        except docker.errors.NotFound:
+            return ""
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("reading the container log", exc) from None
+        return raw.decode(errors="replace")
+
+    def follow_logs(self, cid: str, on_line: Callable[[str], None]) -> threading.Thread:
+        """Call on_line for every log line until the container stops (a daemon thread)."""
+
+        def pump() -> None:
+            try:
+                stream = self._client.containers.get(cid).logs(stream=True, follow=True)
+                buf = b""
+                for chunk in stream:
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        on_line(line.decode(errors="replace"))
+                if buf:
+                    on_line(buf.decode(errors="replace"))
+            except _TRANSPORT_ERRORS as exc:  # the container went away: the follower ends
+                log.debug("log_follow_ended", error=str(exc))
+
+        thread = threading.Thread(target=pump, name=f"logs-{cid[:12]}", daemon=True)
+        thread.start()
+        return thread
+
+    def exec_stream(
+        self,
+        cid: str,
+        command: Iterable[str],
+        *,
+        environment: Mapping[str, str] | None = None,
+        user: str | None = None,
+        workdir: str | None = None,
+    ) -> tuple[str, Iterator[bytes]]:
+        """Start a command inside a running container; returns (exec id, output stream).
+
+        Secrets go in `environment` (the API request body), never in the command.
+        """
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                cid,
+                list(command),
+                environment=dict(environment or {}),
+                user=user or "",
+                workdir=workdir,
+            )["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=False)
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("starting a command in the container", exc) from None
+        return str(exec_id), stream
+
+    def exec_result(self, exec_id: str) -> tuple[bool, int | None, int]:
+        """(still running, exit code, host pid) of an exec."""
+        try:
+            info = self._client.api.exec_inspect(exec_id)
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("reading a command's state", exc) from None
+        return bool(info["Running"]), info.get("ExitCode"), int(info.get("Pid") or 0)
+
+    def wait(self, cid: str, timeout_s: float) -> int:
+        try:
+            res = self._client.containers.get(cid).wait(timeout=timeout_s)
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("waiting for a container", exc) from None
+        return int(res.get("StatusCode", -1))
+
+    def run_ids(self) -> set[str]:
+        """Run ids of every vllm-bench container on the host (running or not)."""
+        return {c.labels.get(LABEL_RUN, "") for c in self._list({LABEL_APP: APP})}
+
+    def _list(self, labels: Mapping[str, str]) -> list[Any]:
+        filters: dict[str, str | list[str] | bool] = {
+            "label": [f"{k}={v}" for k, v in labels.items()]
+        }
+        try:
+            return list(self._client.containers.list(all=True, filters=filters))
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("listing containers", exc) from None
+
+    def containers_of(self, run_id: str) -> list[str]:
+        return [str(c.name) for c in self._list({LABEL_APP: APP, LABEL_RUN: run_id})]
+
+    def remove_run(self, run_id: str, *, keep_roles: Iterable[str] = ()) -> list[str]:
+        """Stop and remove every container of the run (but those of keep_roles)."""
+        keep = set(keep_roles)
+        removed = []
+        for c in self._list({LABEL_APP: APP, LABEL_RUN: run_id}):
+            if c.labels.get(LABEL_ROLE) in keep:
+                continue
+            try:
+                c.remove(force=True)
+                removed.append(str(c.name))
+            except docker.errors.NotFound:
+                continue
+            except _TRANSPORT_ERRORS as exc:
+                raise _wrap(f"removing {c.name}", exc) from None
+        if removed:
+            log.info("containers_removed", run_id=run_id, names=removed)
+        return removed
+
+
+def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """A generator body: requests sends it chunked, never holding the image in memory."""
+    yield from chunks
+
+
+def local_image_chunks(ref: str) -> tuple[str, Iterator[bytes]]:
+    """`docker save` of a local image: (its id, tar chunks), for streaming to a host."""
+    try:
+        client = docker.from_env()
+        image = client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        raise ImageMissing(
+            f"image {ref} is not on this machine either", hint="build it first (make image)"
+        ) from None
+    except _TRANSPORT_ERRORS as exc:
+        raise _wrap("opening the local Docker engine", exc) from None
+    return str(image.id), iter(image.save(named=True))

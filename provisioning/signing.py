@@ -1,0 +1,79 @@
+"""The host's bundle-signing key: made on the host at first provisioning, never leaving it.
+
+The private half stays in ~/.config/vllm-bench/ on the GPU host (0600, owned by the SSH
+user); bundles are signed there with the host's own `ssh-keygen -Y sign`. The public half
+is added to the local allowed-signers file, principal `vllm-bench@<host name>`, limited to
+the bundle namespace, so `bench verify` accepts bundles from that host and no other use
+of the key.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import structlog
+
+from bench.bundle.sign import NAMESPACE
+from bench.errors import ToolMissing
+from provisioning.remote import Remote
+
+log = structlog.get_logger("provisioning.signing")
+
+KEY_DIR = ".config/vllm-bench"
+KEY_NAME = "signing_ed25519"
+
+
+def default_allowed_signers() -> Path:
+    return Path.home() / ".config" / "vllm-bench" / "allowed_signers"
+
+
+def principal(host_name: str) -> str:
+    return f"vllm-bench@{host_name}"
+
+
+def ensure_host_key(remote: Remote, home: str) -> tuple[str, str]:
+    """(private key path on the host, public key line); makes the key when absent."""
+    key = f"{home}/{KEY_DIR}/{KEY_NAME}"
+    q = shlex.quote(key)
+    if not remote.run("command -v ssh-keygen").ok:
+        raise ToolMissing(
+            f"{remote.host.name} has no ssh-keygen to sign bundles with",
+            hint="install OpenSSH's client tools on the host (apt-get install openssh-client)",
+        )
+    made = remote.run(
+        f"test -f {q} || {{ mkdir -p -m 700 {shlex.quote(f'{home}/{KEY_DIR}')} && "
+        f"ssh-keygen -q -t ed25519 -N '' -C {shlex.quote(principal(remote.host.name))} -f {q} "
+        "&& echo made; }",
+        check=True,
+    )
+    if "made" in made.stdout:
+        log.info("host_signing_key_created", host=remote.host.name, path=key)
+    public = remote.run(f"cat {q}.pub", check=True).stdout.strip()
+    return key, public
+
+
+def trust_locally(public_line: str, host_name: str, allowed_signers: Path) -> bool:
+    """Add the host's key to allowed-signers (bundle namespace only); True when added."""
+    fields = public_line.split()
+    line = f'{principal(host_name)} namespaces="{NAMESPACE}" {fields[0]} {fields[1]}'
+    existing = allowed_signers.read_text().splitlines() if allowed_signers.exists() else []
+    if line in existing:
+        return False
+    if any(e.split()[:1] == [principal(host_name)] for e in existing):
+        log.warning("host_signing_key_changed", host=host_name, file=str(allowed_signers))
+    allowed_signers.parent.mkdir(parents=True, exist_ok=True)
+    with allowed_signers.open("a") as fh:
+        fh.write(line + "\n")
+    log.info("host_signing_key_trusted", host=host_name, file=str(allowed_signers))
+    return True
+
+
+def sign_on_host(remote: Remote, key: str, manifest: str) -> None:
+    """`ssh-keygen -Y sign` on the host: writes MANIFEST.sig beside it."""
+    remote.run(f"rm -f {shlex.quote(manifest + '.sig')}", check=True)
+    remote.run(
+        f"ssh-keygen -Y sign -q -f {shlex.quote(key)} -n {shlex.quote(NAMESPACE)} "
+        f"{shlex.quote(manifest)}",
+        check=True,
+    )

@@ -1,0 +1,201 @@
+"""A small Dockerfile reader and the rules our Dockerfile must keep (checked statically).
+
+The CUDA/vLLM stages cannot be built on a machine without the registry, so what matters
+about them is checked here, by reading the file: pinned bases, the commit and version
+assertions, CUDA 13.2, stage names, labels, layer order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$")
+VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+STAGES = ("vllm-build", "bench", "vllm")
+VLLM_COMMIT = "73a5831127a9"
+VLLM_VERSION = "0.30.1rc1.dev452+g73a583112"
+VLLM_LABELS = {
+    "bench.vllm.commit": "VLLM_COMMIT",
+    "bench.vllm.version": "VLLM_VERSION",
+    "bench.cuda.version": "CUDA_VERSION",
+    "bench.version": "BENCH_VERSION",
+    "bench.base.build": "CUDA_DEVEL_IMAGE",
+    "bench.base.runtime": "CUDA_RUNTIME_IMAGE",
+}
+
+
+@dataclass
+class Instruction:
+    line: int
+    keyword: str
+    args: str
+
+
+@dataclass
+class Stage:
+    name: str
+    base: str
+    instructions: list[Instruction] = field(default_factory=list)
+
+    def args_declared(self) -> set[str]:
+        return {i.args.split("=", 1)[0].strip() for i in self.instructions if i.keyword == "ARG"}
+
+    def joined(self, keyword: str) -> list[str]:
+        return [i.args for i in self.instructions if i.keyword == keyword]
+
+
+@dataclass
+class Dockerfile:
+    first_line: str
+    global_args: dict[str, str]
+    stages: list[Stage]
+
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.stages if s.name == name)
+
+    def resolve(self, text: str) -> str:
+        return VAR.sub(lambda m: self.global_args.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def parse(text: str) -> Dockerfile:
+    """Instructions with their continuation lines joined; comments dropped."""
+    instructions: list[Instruction] = []
+    pending: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if pending and stripped.startswith("#"):
+            continue
+        if not pending:
+            start = number
+        if stripped.endswith("\\"):
+            pending.append(stripped[:-1].strip())
+            continue
+        pending.append(stripped)
+        joined = " ".join(p for p in pending if p)
+        keyword, _, args = joined.partition(" ")
+        instructions.append(Instruction(start, keyword.upper(), args.strip()))
+        pending = []
+    global_args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            parts = ins.args.split()
+            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else ""
+            stages.append(Stage(name=name, base=parts[0]))
+        elif not stages and ins.keyword == "ARG":
+            key, _, default = ins.args.partition("=")
+            global_args[key.strip()] = default.strip()
+        elif stages:
+            stages[-1].instructions.append(ins)
+    first = text.splitlines()[0] if text else ""
+    return Dockerfile(first, global_args, stages)
+
+
+def problems(text: str) -> list[str]:
+    """Every rule the Dockerfile breaks, one line each (empty when it keeps them all)."""
+    df = parse(text)
+    out: list[str] = []
+    if df.first_line != "# syntax=docker/dockerfile:1":
+        out.append("line 1 is not `# syntax=docker/dockerfile:1`")
+    names = tuple(s.name for s in df.stages)
+    if names != STAGES:
+        out.append(f"stages are {names}, expected {STAGES} (vllm last: the default target)")
+        return out
+    for stage in df.stages:
+        ref = df.resolve(stage.base)
+        if not DIGEST_REF.match(ref):
+            out.append(f"stage {stage.name}: base {stage.base} -> {ref} is not pinned by digest")
+    devel = df.resolve(df.stage("vllm-build").base)
+    runtime = df.resolve(df.stage("vllm").base)
+    if not re.match(r"^nvidia/cuda:13\.2\.\d+-devel-", devel):
+        out.append(f"build base {devel} is not a CUDA 13.2.x devel image")
+    if not re.match(r"^nvidia/cuda:13\.2\.\d+-(runtime|base)-", runtime):
+        out.append(f"final base {runtime} is not a CUDA 13.2.x runtime/base image")
+    if devel.split(":")[1].split("-")[0] != runtime.split(":")[1].split("-")[0]:
+        out.append(f"build and final CUDA versions differ: {devel} vs {runtime}")
+    if df.stage("bench").base != "${PYTHON_BASE}":
+        out.append("the bench stage's base is not the PYTHON_BASE build argument")
+    if df.global_args.get("CUDA_VERSION") != "13.2":
+        out.append("ARG CUDA_VERSION is not 13.2")
+    if df.global_args.get("VLLM_COMMIT") != VLLM_COMMIT:
+        out.append(f"ARG VLLM_COMMIT is not {VLLM_COMMIT}")
+    if df.global_args.get("VLLM_VERSION") != VLLM_VERSION:
+        out.append(f"ARG VLLM_VERSION is not {VLLM_VERSION}")
+    out.extend(_build_stage_problems(df.stage("vllm-build")))
+    out.extend(_label_problems(df.stage("vllm")))
+    for name in ("bench", "vllm"):
+        out.extend(_layer_order_problems(df.stage(name)))
+    return out
+
+
+def _build_stage_problems(stage: Stage) -> list[str]:
+    out: list[str] = []
+    runs = " ".join(stage.joined("RUN"))
+    envs = " ".join(stage.joined("ENV"))
+    declared = stage.args_declared()
+    if not re.search(r"git clone [^&]*\$\{VLLM_REPO\}", runs) or "--no-tags" in runs:
+        out.append("vllm-build does not clone vLLM with its tags")
+    if not re.search(r'git -C vllm checkout --quiet "\$\{VLLM_COMMIT\}"', runs):
+        out.append("vllm-build does not check out ${VLLM_COMMIT}")
+    if not re.search(
+        r'rev-parse HEAD\).*case "\$\{head\}" in "\$\{VLLM_COMMIT\}"\*\) ;; \*\).*exit 1', runs
+    ):
+        out.append("vllm-build does not fail unless `git rev-parse HEAD` starts with the commit")
+    if not re.search(
+        r"vllm\.__version__\)'\).*\"\$\{got\}\" != \"\$\{VLLM_VERSION\}\".*exit 1", runs
+    ):
+        out.append("vllm-build does not fail unless vllm.__version__ is ${VLLM_VERSION}")
+    if "VLLM_MAIN_CUDA_VERSION=${CUDA_VERSION}" not in envs:
+        out.append("VLLM_MAIN_CUDA_VERSION is not set to ${CUDA_VERSION} (a +cu132 suffix follows)")
+    for arg, default in (("CUDA_ARCHS", "12.0"), ("MAX_JOBS", None), ("NVCC_THREADS", None)):
+        match = [
+            i.args for i in stage.instructions if i.keyword == "ARG" and i.args.startswith(arg)
+        ]
+        if not match:
+            out.append(f"vllm-build has no build argument {arg}")
+        elif default is not None and match[0] != f"{arg}={default}":
+            out.append(f"build argument {arg} does not default to {default}")
+    if "TORCH_CUDA_ARCH_LIST=${CUDA_ARCHS}" not in envs:
+        out.append("TORCH_CUDA_ARCH_LIST does not come from CUDA_ARCHS")
+    if "--mount=type=cache,target=/root/.cache/ccache" not in runs:
+        out.append("the vLLM compile has no ccache cache mount")
+    for arg in ("VLLM_REPO", "VLLM_COMMIT", "VLLM_VERSION", "CUDA_VERSION"):
+        if arg not in declared:
+            out.append(f"vllm-build uses {arg} without declaring ARG {arg} in the stage")
+    return out
+
+
+def _label_problems(stage: Stage) -> list[str]:
+    labels = " ".join(stage.joined("LABEL"))
+    declared = stage.args_declared()
+    out: list[str] = []
+    for key, arg in VLLM_LABELS.items():
+        if f'{key}="${{{arg}}}"' not in labels:
+            out.append(f"the vllm image has no label {key}=${{{arg}}}")
+        elif arg not in declared:
+            out.append(f"label {key} uses {arg}, which the vllm stage does not declare (empty)")
+    return out
+
+
+def _layer_order_problems(stage: Stage) -> list[str]:
+    """bench/ is copied after every slow layer, so editing it rebuilds in seconds."""
+    keys = [(i.keyword, i.args) for i in stage.instructions]
+    try:
+        copy_bench = next(
+            n for n, (k, a) in enumerate(keys) if k == "COPY" and a.startswith("bench ")
+        )
+    except StopIteration:
+        return [f"stage {stage.name} does not copy bench/"]
+    slow_after = [
+        a
+        for k, a in keys[copy_bench + 1 :]
+        if k == "RUN" and "--no-deps --no-build-isolation ." not in a
+    ] + [a for k, a in keys[copy_bench + 1 :] if k == "COPY" and "--from=" in a]
+    if slow_after:
+        return [f"stage {stage.name} has slow layers after COPY bench: {slow_after[0][:60]}"]
+    return []

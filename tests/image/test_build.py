@@ -1,0 +1,69 @@
+"""Real builds: the bench target on the real engine; the GPU image stops early here."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from tests.image.conftest import ROOT, run
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration]
+
+BENCH_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_bench_image_runs_the_installed_cli(bench_image: str, docker_env: dict[str, str]) -> None:
+    result = run(["docker", "run", "--rm", bench_image, "bench", "--version"], env=docker_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"bench {BENCH_VERSION}"
+
+
+def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict[str, str]) -> None:
+    inspected = run(["docker", "image", "inspect", bench_image], env=docker_env)
+    config = json.loads(inspected.stdout)[0]["Config"]
+    labels = config["Labels"]
+    assert labels["bench.version"] == BENCH_VERSION
+    assert labels["org.opencontainers.image.version"] == BENCH_VERSION
+    # Built here on the offline debootstrap base (a locally imported image).
+    assert labels["org.opencontainers.image.base.name"].startswith("bench-base:bookworm-py311-")
+    assert config["User"] == "1000:1000"
+    assert "8000/tcp" in config["ExposedPorts"]
+    probe = run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            bench_image,
+            "python",
+            "-c",
+            "import importlib.util as u, bench.launch_profile as l; "
+            "print(u.find_spec('provisioning') is None, l.available())",
+        ],
+        env=docker_env,
+    )
+    assert probe.returncode == 0, probe.stderr
+    # The CPU image carries the measurement side and its data, not the orchestrator.
+    assert probe.stdout.strip() == "True ['published', 'twin']"
+
+
+def test_make_image_stops_early_without_the_registry(docker_env: dict[str, str]) -> None:
+    before = run(["docker", "image", "ls", "-q", "bench-vllm"], env=docker_env).stdout
+    result = run(["make", "--no-print-directory", "image"], env=docker_env, timeout=120)
+    assert result.returncode != 0
+    assert "cannot build the vLLM image here" in result.stderr
+    assert "registry" in result.stderr and "unreachable" in result.stderr
+    assert "Traceback" not in result.stderr
+    # Stopped before any build step: no stage ran, no image appeared.
+    assert "[vllm-build" not in result.stderr
+    assert run(["docker", "image", "ls", "-q", "bench-vllm"], env=docker_env).stdout == before
+
+
+def test_make_lock_says_the_registry_is_unreachable(docker_env: dict[str, str]) -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    result = run(["make", "--no-print-directory", "lock"], env=docker_env, timeout=60)
+    assert result.returncode != 0
+    assert "cannot re-resolve base image digests" in result.stderr
+    assert "unreachable" in result.stderr
+    assert (ROOT / "Dockerfile").read_text() == dockerfile

@@ -1,0 +1,110 @@
+"""Static checks of the Dockerfile: what cannot be built here is read and checked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.image.dockerfile_rules import VLLM_COMMIT, VLLM_VERSION, parse, problems
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+
+
+def test_the_dockerfile_keeps_every_rule() -> None:
+    assert problems(TEXT) == []
+
+
+def test_stages_and_pinned_bases() -> None:
+    df = parse(TEXT)
+    assert [s.name for s in df.stages] == ["vllm-build", "bench", "vllm"]
+    assert df.resolve(df.stage("vllm-build").base).startswith(
+        "nvidia/cuda:13.2.1-devel-ubuntu24.04@"
+    )
+    assert df.resolve(df.stage("vllm").base).startswith("nvidia/cuda:13.2.1-runtime-ubuntu24.04@")
+    assert df.resolve(df.stage("bench").base).startswith("python:3.11-slim-bookworm@sha256:")
+    assert df.global_args["VLLM_COMMIT"] == VLLM_COMMIT
+    assert df.global_args["VLLM_VERSION"] == VLLM_VERSION
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        ("# syntax=docker/dockerfile:1\n", "", "line 1 is not"),
+        (
+            "ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.2.1-runtime-ubuntu24.04@sha256:4c17",
+            "ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.2.1-runtime-ubuntu24.04#",
+            "stage vllm: base ${CUDA_RUNTIME_IMAGE}",
+        ),
+        ("FROM ${PYTHON_BASE} AS bench", "FROM python:3.11 AS bench", "not pinned by digest"),
+        ("nvidia/cuda:13.2.1-devel", "nvidia/cuda:13.0.1-devel", "not a CUDA 13.2.x devel"),
+        ("ARG VLLM_COMMIT=73a5831127a9", "ARG VLLM_COMMIT=main", "ARG VLLM_COMMIT is not"),
+        ("VLLM_MAIN_CUDA_VERSION=${CUDA_VERSION}", "X=1", "VLLM_MAIN_CUDA_VERSION"),
+        ('"${VLLM_COMMIT}"*) ;;', "*) ;;", "rev-parse HEAD"),
+        ('"${got}" != "${VLLM_VERSION}"', '"${got}" = "${got}"', "vllm.__version__"),
+        ("ARG CUDA_ARCHS=12.0", "ARG CUDA_ARCHS=9.0", "CUDA_ARCHS does not default to 12.0"),
+        ("--mount=type=cache,target=/root/.cache/ccache", "", "ccache"),
+        ('bench.vllm.commit="${VLLM_COMMIT}"', "", "no label bench.vllm.commit"),
+        ("AS vllm\n", "AS final\n", "stages are"),
+        ("--filter=blob:none", "--no-tags", "with its tags"),
+    ],
+)
+def test_each_rule_catches_its_violation(old: str, new: str, problem: str) -> None:
+    assert old in TEXT
+    broken = TEXT.replace(old, new, 1)
+    found = problems(broken)
+    assert any(problem in p for p in found), found
+
+
+def test_a_label_without_its_arg_in_the_stage_is_caught() -> None:
+    # ARGs are scoped to a stage: a label of an undeclared one is silently empty.
+    marker = "FROM ${CUDA_RUNTIME_IMAGE} AS vllm\n"
+    head, tail = TEXT.split(marker)
+    tail = tail.replace("ARG VLLM_COMMIT\n", "", 1)
+    found = problems(head + marker + tail)
+    assert (
+        "label bench.vllm.commit uses VLLM_COMMIT, which the vllm stage does not declare (empty)"
+        in found
+    )
+
+
+def test_copying_bench_before_the_dependencies_is_caught() -> None:
+    stage = TEXT.split("AS bench\n")[1]
+    moved = stage.replace("COPY bench ./bench\n", "", 1).replace(
+        "COPY pyproject.toml ./\n", "COPY pyproject.toml ./\nCOPY bench ./bench\n", 1
+    )
+    found = problems(TEXT.split("AS bench\n")[0] + "AS bench\n" + moved)
+    assert any("stage bench has slow layers after COPY bench" in p for p in found), found
+
+
+def test_hadolint_is_clean() -> None:
+    hadolint = Path(sys.executable).with_name("hadolint")
+    result = subprocess.run(
+        [str(hadolint), "--config", str(ROOT / ".hadolint.yaml"), str(ROOT / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hadolint_would_fail_on_a_lint_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text(TEXT.replace("WORKDIR /src/vllm\n", "RUN cd /src/vllm\n", 1), encoding="utf-8")
+    hadolint = Path(sys.executable).with_name("hadolint")
+    result = subprocess.run(
+        [str(hadolint), "--config", str(ROOT / ".hadolint.yaml"), str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "DL3003" in result.stdout
+
+
+def test_dockerignore_sends_only_what_the_images_install() -> None:
+    lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
+    assert lines[lines.index("*") :][:3] == ["*", "!pyproject.toml", "!bench/"]

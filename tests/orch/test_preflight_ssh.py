@@ -1,0 +1,62 @@
+"""Preflight against the real sshd standing for the GPU host (no GPU on this machine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.errors import HostCheckFailed
+from provisioning import hosts, preflight
+from provisioning.preflight import Status
+from provisioning.remote import Remote
+from provisioning.requirements import load_requirements
+from tests.orch.conftest import SshTestHost
+
+pytestmark = [pytest.mark.integration, pytest.mark.ssh]
+
+A100_SMI = """\
+cat <<'OUT'
+0, NVIDIA A100-SXM4-80GB, 81920, 535.104.05
+1, NVIDIA A100-SXM4-80GB, 81920, 535.104.05
+OUT
+"""
+
+
+def _run(ssh_host: SshTestHost) -> preflight.Report:
+    host = hosts.resolve(ssh_host.alias)
+    with Remote(host) as remote:
+        return preflight.run_preflight(
+            remote,
+            load_requirements("published", 4),
+            host=host.name,
+            ssh_found=host.address,
+            model_cache=host.model_cache,
+            hf_token_present=False,
+        )
+
+
+def test_host_without_gpu_fails_the_gpu_check(ssh_host: SshTestHost) -> None:
+    report = _run(ssh_host)
+    by = {c.name: c for c in report.checks}
+    assert by["ssh"].status is Status.OK
+    assert by["GPUs"].status is Status.FAIL
+    assert by["GPUs"].found == "nvidia-smi not found; launch published needs 4 GPUs"
+    assert by["clock"].status is not Status.FAIL  # same machine: no offset
+    with pytest.raises(HostCheckFailed, match="preflight of bench-test-host failed: GPUs"):
+        report.raise_if_failed()
+
+
+def test_stand_in_nvidia_smi_with_other_gpus_names_the_mismatch(ssh_host: SshTestHost) -> None:
+    ssh_host.stand_in("nvidia-smi", A100_SMI)
+    by = {c.name: c for c in _run(ssh_host).checks}
+    assert by["GPUs"].status is Status.FAIL
+    assert by["GPUs"].found == "2x NVIDIA A100-SXM4-80GB; launch published needs 4x RTX PRO 6000"
+    assert by["driver"].status is Status.FAIL
+    assert by["driver"].found == "535.104.05 is older than 580, needed by CUDA 13.2"
+    assert by["GPU memory"].status is Status.FAIL
+
+
+def test_docker_and_disk_are_read_from_the_host(ssh_host: SshTestHost) -> None:
+    by = {c.name: c for c in _run(ssh_host).checks}
+    assert by["docker"].status is Status.OK, by["docker"].found
+    assert by["docker"].found.startswith("Docker ")
+    assert "GiB free" in by["disk"].found

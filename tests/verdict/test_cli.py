@@ -1,0 +1,139 @@
+"""`bench reproduce` and `bench compare` end to end on bundle directories and archives."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import pytest
+
+from bench.bundle import manifest
+from bench.bundle.pack import pack
+from bench.card.model import Card
+from bench.cli import main
+from bench.results import Results
+from tests.verdict.synth import make_results
+
+
+def _bundle(
+    tmp: pathlib.Path,
+    name: str,
+    results: Results,
+    *,
+    archive: bool = False,
+    env: Mapping[str, object] | None = None,
+) -> pathlib.Path:
+    root = tmp / name
+    root.mkdir()
+    (root / "results.json").write_text(results.model_dump_json(indent=2))
+    if env is not None:
+        (root / "environment.json").write_text(json.dumps(env))
+    if not archive:
+        return root
+    manifest.write(root, manifest.build(root, run_id=name, created_at=datetime.now(UTC)))
+    return pack(root, tmp / f"{name}.tar.gz")
+
+
+def test_reproduce_archive_passes_and_writes_html(
+    card: Card,
+    card_path: pathlib.Path,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bundle = _bundle(tmp_path, "twin", make_results(card, speed=10.0), archive=True)
+    html = tmp_path / "r.html"
+    assert main(["reproduce", str(bundle), "--card", str(card_path), "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "| 8K | 128 | 1,259.4 / 1,259.4 | 0.0 % |" in out
+    assert "REPRODUCED: 55 of 55 compared cells" in out
+    page = html.read_text()
+    assert page.count('<td class="ok">') >= 40 * 4 and 'class="bad"' not in page
+    assert page.count("data:image/png;base64,") == 1
+
+
+def test_reproduce_flags_the_cut_cell_exit_1(
+    card: Card,
+    card_path: pathlib.Path,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cut = make_results(card, speed=10.0, scale=lambda ctx, c: 0.9 if (ctx, c) == ("64K", 2) else 1)
+    bundle = _bundle(tmp_path, "cut", cut)
+    imported = tmp_path / "card.json"
+    assert main(["card", "import", str(card_path), "-o", str(imported)]) == 0
+    html = tmp_path / "r.html"
+    code = main(["reproduce", str(bundle), "--card", str(imported), "--html", str(html)])
+    assert code == 1
+    out = capsys.readouterr().out
+    failing = [line for line in out.splitlines() if line.endswith("| fail |")]
+    assert len(failing) == 1 and failing[0].startswith("| 64K | 2 | 60.4 / 67.1 | −10.0 % ✗ |")
+    assert 'class="bad">−10.0 % ✗<' in html.read_text()
+    assert (
+        main(
+            [
+                "reproduce",
+                str(bundle),
+                "--card",
+                str(imported),
+                "--tolerance-throughput",
+                "11",
+                "--tolerance-latency",
+                "12",
+            ]
+        )
+        == 0
+    )
+
+
+def test_reproduce_bad_inputs_exit_2(
+    card: Card,
+    card_path: pathlib.Path,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bundle = _bundle(tmp_path, "ok", make_results(card))
+    assert main(["reproduce", str(tmp_path / "nope"), "--card", str(card_path)]) == 2
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "results.json").write_text('{"schema_version": 1}')
+    assert main(["reproduce", str(broken), "--card", str(card_path)]) == 2
+    bad_card = tmp_path / "card.txt"
+    bad_card.write_text("Speed test matrix\n")
+    assert main(["reproduce", str(bundle), "--card", str(bad_card)]) == 2
+    err = capsys.readouterr().err
+    assert "does not match the results schema" in err
+    assert "card.txt line 1: expected" in err
+    assert "Traceback" not in err
+
+
+def test_compare_lists_metadata_flags_cells_and_writes_html(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env_a = {
+        "image": {"digest": "sha256:aaa"},
+        "vllm_version": "0.30.1",
+        "gpu": {"driver_version": "580.1", "gpus": [{"name": "RTX PRO 6000"}] * 4},
+    }
+    env_b = {**env_a, "image": {"digest": "sha256:bbb"}}
+    a = _bundle(tmp_path, "a", make_results(card, trials=3, noise=0.01, seed=1), env=env_a)
+    b = _bundle(
+        tmp_path, "b", make_results(card, trials=3, noise=0.01, seed=2), env=env_b, archive=True
+    )
+    slow = make_results(
+        card, trials=3, noise=0.01, seed=3, scale=lambda ctx, c: 1 / 1.08 if c >= 64 else 1.0
+    )
+    c = _bundle(tmp_path, "c", slow, env=env_a)
+    html = tmp_path / "c.html"
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "- image digest: sha256:aaa → sha256:bbb" in out
+    assert "NO CELL CHANGED" in out
+    assert main(["compare", str(a), str(c), "--html", str(html)]) == 1
+    out = capsys.readouterr().out
+    assert "3 OF 55 CELLS CHANGED" in out
+    page = html.read_text()
+    assert page.count("data:image/png;base64,") == 2
+    assert 'class="worse"' in page
+    assert main(["compare", str(a)]) == 2

