@@ -19,7 +19,7 @@ from bench import __version__, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
-from bench.errors import Interrupted, UsageError
+from bench.errors import BenchError, Interrupted, UsageError
 from bench.progress import Progress
 from bench.results import Measurement, Results, RunSettings
 from bench.rundir import RunDir
@@ -185,6 +185,9 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         )
         try:
             results = await runner.run(results)
+        except BenchError:
+            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
+            raise
         except asyncio.CancelledError:
             partial = rundir.load().model_copy(update={"state": "interrupted"})
             rundir.save(partial)
