@@ -99,6 +99,7 @@ async def run_cell(
     timing: CellTiming,
     *,
     progress: Progress | None = None,
+    on_window: Callable[[bool], None] | None = None,
 ) -> CellRun:
     clock, sleep = server.clock, server.sleep
     if not isinstance(body, bytes):
@@ -176,6 +177,8 @@ async def run_cell(
 
         # The fixed window, sampling /metrics (or our in-flight count) all along.
         run.w0_s = clock()
+        if on_window is not None:  # GPU telemetry covers exactly the window
+            on_window(True)
         run.first = await server.scrape()
         end_s = run.w0_s + timing.window_s
         next_sample_s = run.w0_s
@@ -193,6 +196,8 @@ async def run_cell(
                     progress(run)
             await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
         run.w1_s = min(clock(), end_s)
+        if on_window is not None:
+            on_window(False)
         run.client_active.append((run.w1_s, in_flight))
         run.last = await server.scrape()
         return run

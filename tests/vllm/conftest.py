@@ -1,4 +1,5 @@
-"""One real vLLM server for the whole session: starting one costs ~4.4 GB of RAM and 25-85 s."""
+"""One real vLLM server for this package's tests (~4.4 GB of RAM, 25-85 s to start), stopped
+when they are done so the rest of the suite does not share the machine with it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from tests.vllm.server import VllmServer, model_dir, start_vllm, venv_python
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def vllm_server(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[VllmServer]:
