@@ -67,6 +67,9 @@ def test_resume_of_a_directory_without_a_run_is_a_usage_error(tmp_path: Path) ->
     got = _run("--resume", str(tmp_path))
     assert got.returncode == Exit.USAGE
     assert "has no results.json to resume" in got.stderr
+    got = _run("--resume", str(tmp_path), "--duration", "5", "--contexts", "8K")
+    assert got.returncode == Exit.USAGE
+    assert "--contexts, --duration cannot change them" in got.stderr
 
 
 def test_progress_on_a_terminal_shows_warm_up_then_live_tokens_per_second() -> None:
