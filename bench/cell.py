@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,13 +94,16 @@ class Server:
 async def run_cell(
     server: Server,
     path: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     concurrency: int,
     timing: CellTiming,
     *,
     progress: Progress | None = None,
+    on_window: Callable[[bool], None] | None = None,
 ) -> CellRun:
     clock, sleep = server.clock, server.sleep
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()  # once per cell, not once per request
     poll_s = max(0.01, min(0.25, timing.hold_s / 6))
     drain_note = await server.drain(timing.drain_timeout_s, poll_s)
     run = CellRun(concurrency=concurrency, t0_s=clock(), drain_note=drain_note)
@@ -170,6 +174,8 @@ async def run_cell(
 
         # The fixed window, sampling /metrics (or our in-flight count) all along.
         run.w0_s = clock()
+        if on_window is not None:  # GPU telemetry covers exactly the window
+            on_window(True)
         run.first = await server.scrape()
         end_s = run.w0_s + timing.window_s
         next_sample_s = run.w0_s
@@ -187,6 +193,8 @@ async def run_cell(
                     progress(run)
             await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
         run.w1_s = min(clock(), end_s)
+        if on_window is not None:
+            on_window(False)
         run.client_active.append((run.w1_s, in_flight))
         run.last = await server.scrape()
         return run

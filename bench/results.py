@@ -183,6 +183,9 @@ class CellExtras(_Model):
     requests_in_window: int = 0  # requests with a token inside the window
     ready_after_s: float | None = None  # from the workers' start to the gate holding
     metrics_samples: int = 0  # /metrics scrapes inside the window
+    # The window in the times of samples.jsonl (seconds from the cell's start).
+    window_start_s: float | None = None
+    window_end_s: float | None = None
 
 
 class CellResult(_Model):

@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__, plan, sweep
+from bench import __version__, environment, gpu, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
@@ -144,7 +144,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
         print(plan.render(the_plan, info, run_settings), flush=True)
-        anchor_s = clock()
+        anchor_s, anchor_unix_s = clock(), time.time()
         if previous is None:
             rundir.create()
             results = Results(
@@ -169,6 +169,15 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             finished |= {("prefill", p.context_label, 1, p.trial) for p in results.prefill}
             rundir.keep_only(finished)
         rundir.save(results)
+        if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
+            # Where this ran: the server's launch from /proc when it is local, GPUs, host.
+            found = environment.capture(
+                settings,
+                now=dt.datetime.now(dt.UTC),
+                server_port=environment.local_port(run_settings.url),
+                vllm_version=info.version,
+            )
+            environment.write(rundir.path, found)
         todo = sum(
             p.run and results.cell(p.context_label, p.concurrency, t) is None
             for p in the_plan.cells
@@ -176,7 +185,14 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         )
         progress = Progress(clock, total_cells=todo, estimated_s=the_plan.estimated_duration_s)
         server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
-        runner = sweep.Sweep(server=server, rundir=rundir, progress=progress, anchor_s=anchor_s)
+        runner = sweep.Sweep(
+            server=server,
+            rundir=rundir,
+            progress=progress,
+            anchor_s=anchor_s,
+            anchor_unix_s=anchor_unix_s,
+            gpu_sampler=sampler if (sampler := gpu.GpuSampler()).available else None,
+        )
         try:
             results = await runner.run(results)
         except asyncio.CancelledError:

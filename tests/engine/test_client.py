@@ -167,3 +167,14 @@ def test_cancellation_marks_the_record_and_propagates() -> None:
 
     record = asyncio.run(go())
     assert record.cancelled and record.error is None and record.tokens == 1
+
+
+def test_malformed_chunk_is_a_failure() -> None:
+    record, _ = _run(
+        [
+            chat_chunk("a", completion_tokens=1),
+            b'data: {"id":"x","choices":[{"delta":{"content":"\n\n',
+            DONE,
+        ]
+    )
+    assert record.error is not None and record.error.startswith("malformed chunk")
