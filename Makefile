@@ -119,15 +119,30 @@ compose: setup        ## regenerate compose.yaml from the launch profiles
 
 test: docker-up compose-plugin
 
-# The orchestrator (provisioning/): a GPU host over SSH. HOST=gpu01 or HOST=gpu01,gpu02;
-# PROFILE=<launch profile> (default: the inventory's, else published); TRUST_NEW_HOST=1
-# accepts and records the key of a host seen for the first time.
-PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host)
+# The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and
+# `make preflight HOST=...`. PROFILE=<launch profile> (default: the inventory's, else
+# published); IMAGE=<ref> (default: the profile's target as docker/build.sh tags it);
+# TRUST_NEW_HOST=1 accepts and records the key of a host seen for the first time; KEEP=1
+# leaves the server up; CARD=<card file> to judge against (default: the published card;
+# CARD= for none); RUN_ARGS='...' go to `bench run` inside the container.
+CARD ?= $(REPRO_CARD)
+PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
+	$(if $(TRUST_NEW_HOST),--trust-new-host)
+PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)")
+
+# Two images on one host, one sweep after the other, then `bench compare` B against A.
+.PHONY: compare-images
+compare-images: setup
+	@test -n "$(HOST)" -a -n "$(IMAGE_A)" -a -n "$(IMAGE_B)" || \
+		{ echo "make compare-images needs HOST=... IMAGE_A=<ref> IMAGE_B=<ref>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare $(HOST) --image-a $(IMAGE_A) --image-b $(IMAGE_B) \
+		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 .PHONY: preflight
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
+	$(BIN)/python -m provisioning preflight $(HOST) $(PREFLIGHT_FLAGS)
 
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
