@@ -28,7 +28,7 @@ CONTEXTS = ("1K", "8K")
 CONCURRENCIES = (1, 2, 4)
 # Windows long enough that the few tokens the server may still generate for each stream cancelled
 # at a window's end stay well under 1 % of the run's tokens, even with the 2 cores contended.
-DURATION_S = 6.0
+DURATION_S = 8.0
 MAX_TOKENS = 128
 RUN_TIMEOUT_S = 900.0
 GENERATED = "vllm:generation_tokens_total"
