@@ -31,6 +31,7 @@ class HeatCell:
     delta_pct: float | None  # None: no figure to show
     text: str  # what to write in the square
     flagged: bool = False  # drawn with a heavy edge
+    muted: bool = False  # within noise: colour washed out so only real changes stand out
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,17 @@ def heatmaps_png(maps: Sequence[Heatmap]) -> bytes:
                     fontsize=7,
                     fontweight="bold" if cell.flagged else "normal",
                 )
+                if cell.muted:
+                    ax.add_patch(
+                        pyplot.Rectangle(
+                            (j - 0.5, i - 0.5),
+                            1,
+                            1,
+                            facecolor="white",
+                            alpha=0.65,
+                            edgecolor="none",
+                        )
+                    )
                 if cell.flagged:
                     ax.add_patch(
                         pyplot.Rectangle(
