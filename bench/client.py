@@ -4,6 +4,7 @@
     httpx.HTTPError (connect, protocol) -> record.error "transport error: ..."
     HTTP status != 200                 -> record.error "HTTP 429: <body start>"
     error event inside a 200 stream    -> record.error "error event: <message>"
+    a chunk that is not one JSON object -> record.error "malformed chunk: ..."
     a stream with usage but no text     -> record.error "usage-only stream ..."
 
 Request failures are data on the record; only the small JSON helpers used before the
@@ -38,6 +39,9 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 # parsers use `reasoning_content` or `reasoning`), or completions `text`.
 _TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
 _ERROR = re.compile(rb'"error":|"object":\s*"error"')
+
+
+_JSON_HEADERS = {"content-type": "application/json"}
 
 
 class Client:
@@ -94,14 +98,19 @@ class Client:
 
     # -- the measured stream ------------------------------------------------------------
 
-    async def stream(self, path: str, body: dict[str, Any], record: RequestRecord) -> None:
+    async def stream(self, path: str, body: dict[str, Any] | bytes, record: RequestRecord) -> None:
         """Run one streaming request, filling `record`. Never raises for request failures.
 
+        `body` may come JSON-encoded already: a cell sends the same (up to 1.5 MB) prompt
+        over and over, and encoding it once keeps that cost off the request path.
         Cancellation (end of a window) marks the record cancelled and propagates.
         """
         clock = self._clock
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
-            async with self._http.stream("POST", path, json=body) as response:
+            async with self._http.stream(
+                "POST", path, content=content, headers=_JSON_HEADERS
+            ) as response:
                 record.http_status = response.status_code
                 if response.status_code != 200:
                     text = (await response.aread())[:300].decode("utf-8", "replace")
@@ -124,7 +133,10 @@ class Client:
         self, response: httpx.Response, record: RequestRecord, clock: Clock
     ) -> None:
         buf = b""
-        async for data in response.aiter_bytes():
+        # Raw bytes skip httpx's decoder chain when the body is not encoded (vLLM's is not).
+        encoded = response.headers.get("content-encoding", "identity") != "identity"
+        reads = response.aiter_bytes() if encoded else response.aiter_raw()
+        async for data in reads:
             now = clock()
             buf += data
             start = 0
@@ -147,6 +159,10 @@ class Client:
 
 def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
     """Account one data payload; True when the stream must stop (an error event)."""
+    if not payload.endswith(b"}"):
+        # A cheap well-formedness check: every chunk is one JSON object on one line.
+        record.error = "malformed chunk: " + payload[:80].decode("utf-8", "replace")
+        return True
     if record.first_token_s is None:
         if _ERROR.search(payload):
             record.error = "error event: " + _error_message(payload)

@@ -90,6 +90,7 @@ def cell_figures(
         requests_started=len(records),
         requests_failed=sum(r.error is not None for r in records),
         requests_in_window=in_window,
+        tokens_received=chunk_tokens,
         ready_after_s=ready_after_s,
         metrics_samples=len(running),
     )

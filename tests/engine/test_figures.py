@@ -54,6 +54,7 @@ def test_window_tokens_measured_for_and_the_two_identities() -> None:
     assert figs.average_active == pytest.approx((2 + 2 + 1) / 3)
     assert figs.active_source == "server_metrics"
     assert extras.requests_in_window == 3 and extras.ready_after_s == 3.0
+    assert extras.tokens_received == 40 + 9 + 8
 
 
 def test_without_metrics_average_active_is_the_client_count_and_says_so() -> None:
