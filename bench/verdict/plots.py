@@ -1,5 +1,8 @@
-"""Heatmaps of Δ % and per-concurrency curves, as PNG bytes (the module that owns matplotlib
-for verdict pages; the Agg backend, so no display is needed)."""
+"""Heatmaps of Δ % and per-concurrency curves for the verdict pages, as PNG bytes.
+
+matplotlib itself is owned by `bench.report.plots` (Agg backend, optional `report` extra,
+a one-line ToolMissing when absent); these drawings get pyplot from there.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +10,8 @@ import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from bench.errors import ToolMissing
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ToolMissing(
-            "matplotlib is not installed; the HTML page needs it for its plots",
-            hint="pip install 'bench[report]'",
-        ) from None
-    return plt
+from bench.report.plots import _pyplot
 
 
 @dataclass(frozen=True)
