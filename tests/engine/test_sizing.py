@@ -23,7 +23,7 @@ from bench.results import (
 )
 from bench.rundir import RunDir
 from bench.sweep import Sweep
-from tests.engine.scripted import DONE, ScriptedClock, chat_chunk
+from tests.engine.scripted import DONE, Body, ScriptedClock, chat_chunk
 
 OVERHEAD = 9  # what a chat template adds
 
@@ -38,9 +38,8 @@ def _server_without_tokenize() -> httpx.MockTransport:
             return httpx.Response(404)
         body = json.loads(request.content)
         n = _tokens(body["messages"][0]["content"])
-        return httpx.Response(
-            200, content=chat_chunk("x", completion_tokens=1, prompt_tokens=n) + DONE
-        )
+        chunks = [chat_chunk("x", completion_tokens=1, prompt_tokens=n), DONE]
+        return httpx.Response(200, stream=Body(chunks))
 
     return httpx.MockTransport(handler)
 
