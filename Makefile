@@ -8,9 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit vllm-cpu bench
+.PHONY: help setup lint test unit vllm-cpu bench reproduce-twin
 
-.PHONY: help setup lint test unit reproduce-twin
+.PHONY: help setup lint test unit twin-calibration twin-fit
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
@@ -18,6 +18,8 @@ help:
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
+
+	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -145,7 +147,15 @@ preflight: setup
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
 REPRO_SPEED ?= 10
-REPRO_CARD ?= tests/card/fixtures/published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
+REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
 	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+
+# The twin's `published` profile against the card: real process, real HTTP, cell by cell.
+twin-calibration: setup
+	$(BIN)/python -m tests.twin.calibration
+
+# Re-derive profiles/published.json from the card in virtual time (minutes).
+twin-fit: setup
+	$(BIN)/python -m bench.twin.calibrate --fit
