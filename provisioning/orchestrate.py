@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import SecretStr
 from tabulate import tabulate
 
+import bench.cards
 from bench import __version__
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
@@ -36,6 +37,7 @@ from provisioning.requirements import Requirements, load_requirements
 from provisioning.run_options import Options, Outcome, Secrets
 
 DEFAULT_PROFILE = "published"
+CARDS_DIR = Path(bench.cards.__file__).parent
 VLLM_IMAGE = "bench-vllm:73a5831127a9"
 
 
@@ -195,7 +197,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         )
         workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     _run_all(workers)
-    card = args.card or _default_card(targets[0].profile)
+    card = None if args.no_verdict else args.card or _default_card(targets[0].profile)
     return _summarise(workers, allowed, card)
 
 
@@ -255,7 +257,8 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _default_card(profile: LaunchProfile) -> Path | None:
-    path = Path("published") / profile.card if profile.card else None
+    """The profile's published card as shipped in bench/cards/, if it names one."""
+    path = CARDS_DIR / profile.card if profile.card else None
     return path if path is not None and path.is_file() else None
 
 
