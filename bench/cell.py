@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,13 +94,16 @@ class Server:
 async def run_cell(
     server: Server,
     path: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     concurrency: int,
     timing: CellTiming,
     *,
     progress: Progress | None = None,
+    on_window: Callable[[bool], None] | None = None,
 ) -> CellRun:
     clock, sleep = server.clock, server.sleep
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()  # once per cell, not once per request
     poll_s = max(0.01, min(0.25, timing.hold_s / 6))
     drain_note = await server.drain(timing.drain_timeout_s, poll_s)
     run = CellRun(concurrency=concurrency, t0_s=clock(), drain_note=drain_note)
@@ -125,9 +129,9 @@ async def run_cell(
                 failed.set()
                 return
 
-    def every_worker_has_a_token() -> bool:
-        return all(
-            had_token[i] or (r is not None and r.first_token_s is not None)
+    def workers_without_a_token() -> int:
+        return sum(
+            not (had_token[i] or (r is not None and r.first_token_s is not None))
             for i, r in enumerate(current)
         )
 
@@ -149,9 +153,10 @@ async def run_cell(
             else:
                 server_ok = in_flight >= concurrency
                 missing = f"{in_flight} of {concurrency} requests in flight"
-            tokens_ok = every_worker_has_a_token()
+            without = workers_without_a_token()
+            tokens_ok = without == 0
             if not tokens_ok:
-                missing += f"; {concurrency - sum(had_token)} workers without a token"
+                missing += f"; {without} of {concurrency} workers without a token"
             if server_ok and tokens_ok:
                 held_since = now if held_since is None else held_since
                 if now - held_since >= timing.hold_s:
@@ -159,6 +164,8 @@ async def run_cell(
                     break
             else:
                 held_since = None
+            if progress is not None:
+                progress(run)
             if now >= deadline:
                 run.not_ready = (
                     f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"
@@ -170,6 +177,8 @@ async def run_cell(
 
         # The fixed window, sampling /metrics (or our in-flight count) all along.
         run.w0_s = clock()
+        if on_window is not None:  # GPU telemetry covers exactly the window
+            on_window(True)
         run.first = await server.scrape()
         end_s = run.w0_s + timing.window_s
         next_sample_s = run.w0_s
@@ -187,6 +196,8 @@ async def run_cell(
                     progress(run)
             await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
         run.w1_s = min(clock(), end_s)
+        if on_window is not None:
+            on_window(False)
         run.client_active.append((run.w1_s, in_flight))
         run.last = await server.scrape()
         return run

@@ -28,6 +28,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench.bundle.commands",
     "bench.environment",
     "bench.verdict.command",
+    "bench.local_cmd",
+    "bench.report.command",
 )
 
 

@@ -4,6 +4,7 @@
     httpx.HTTPError (connect, protocol) -> record.error "transport error: ..."
     HTTP status != 200                 -> record.error "HTTP 429: <body start>"
     error event inside a 200 stream    -> record.error "error event: <message>"
+    a chunk that is not one JSON object -> record.error "malformed chunk: ..."
     a stream with usage but no text     -> record.error "usage-only stream ..."
 
 Request failures are data on the record; only the small JSON helpers used before the
@@ -40,6 +41,9 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 _TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
 _ERROR = re.compile(rb'"error":|"object":\s*"error"')
 _DONE = re.compile(rb"data:[ \t]*\[DONE\][ \t]*\r?\n")
+
+
+_JSON_HEADERS = {"content-type": "application/json"}
 
 
 class Client:
@@ -107,17 +111,22 @@ class Client:
 
     # -- the measured stream ------------------------------------------------------------
 
-    async def stream(self, path: str, body: dict[str, Any], record: RequestRecord) -> None:
+    async def stream(self, path: str, body: dict[str, Any] | bytes, record: RequestRecord) -> None:
         """Run one streaming request, filling `record`. Never raises for request failures.
 
+        `body` may come JSON-encoded already: a cell sends the same (up to 1.5 MB) prompt
+        over and over, and encoding it once keeps that cost off the request path.
         Cancellation (end of a window) marks the record cancelled and propagates.
         """
         clock = self._clock
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
         if self._raw is not None:
-            await self._stream_raw(path, body, record)
+            await self._stream_raw(path, content, record)
             return
         try:
-            async with self._http.stream("POST", path, json=body) as response:
+            async with self._http.stream(
+                "POST", path, content=content, headers=_JSON_HEADERS
+            ) as response:
                 record.http_status = response.status_code
                 if response.status_code != 200:
                     text = (await response.aread())[:300].decode("utf-8", "replace")
@@ -136,11 +145,10 @@ class Client:
         if record.error is None and not record.cancelled:
             _check_complete(record)
 
-    async def _stream_raw(self, path: str, body: dict[str, Any], record: RequestRecord) -> None:
+    async def _stream_raw(self, path: str, content: bytes, record: RequestRecord) -> None:
         assert self._raw is not None
-        payload = json.dumps(body, separators=(",", ":")).encode()
         try:
-            await self._raw.stream(self._raw_prefix + path, payload, record, _Events(record))
+            await self._raw.stream(self._raw_prefix + path, content, record, _Events(record))
         except asyncio.CancelledError:
             record.cancelled = True
             raise
@@ -153,7 +161,10 @@ class Client:
         self, response: httpx.Response, record: RequestRecord, clock: Clock
     ) -> None:
         events = _Events(record)
-        async for data in response.aiter_bytes():
+        # Raw bytes skip httpx's decoder chain when the body is not encoded (vLLM's is not).
+        encoded = response.headers.get("content-encoding", "identity") != "identity"
+        reads = response.aiter_bytes() if encoded else response.aiter_raw()
+        async for data in reads:
             if events.feed(data, clock()):
                 return
 
@@ -175,16 +186,20 @@ class _Events:
         if record.first_token_s is not None and buf.find(b'"error"', 0, end) < 0:
             # After the first token only usage counts matter, and every event of this read
             # shares `now`: one scan of the complete lines instead of one per event. Raw
-            # newlines cannot occur inside JSON strings, so a line-anchored [DONE] is real.
+            # newlines cannot occur inside JSON strings, so a line-anchored [DONE] is real,
+            # and every data line must end with "}" (else the exact path below says why).
             done = _done_line(buf, end)
-            add = record.add_usage
-            for m in _COMPLETION_TOKENS.finditer(buf, 0, end if done < 0 else done):
-                add(now, int(m.group(1)))
-            if done >= 0:
-                record.finished = True
-                return True
-            self.buf = buf[end:]
-            return False
+            stop = end if done < 0 else done
+            lines = buf.count(b"\ndata:", 0, stop) + buf.startswith(b"data:")
+            if lines == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
+                add = record.add_usage
+                for m in _COMPLETION_TOKENS.finditer(buf, 0, stop):
+                    add(now, int(m.group(1)))
+                if done >= 0:
+                    record.finished = True
+                    return True
+                self.buf = buf[end:]
+                return False
         start = 0
         while True:
             nl = buf.find(b"\n", start)
@@ -206,6 +221,10 @@ class _Events:
 
 def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
     """Account one data payload; True when the stream must stop (an error event)."""
+    if not payload.endswith(b"}"):
+        # A cheap well-formedness check: every chunk is one JSON object on one line.
+        record.error = "malformed chunk: " + payload[:80].decode("utf-8", "replace")
+        return True
     if record.first_token_s is None:
         if _ERROR.search(payload):
             record.error = "error event: " + _error_message(payload)

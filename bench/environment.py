@@ -22,10 +22,11 @@ import re
 import shlex
 import socket
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -277,6 +278,17 @@ def capture(
     )
 
 
+def local_port(url: str) -> int | None:
+    """The port of a server on this machine (its launch can be read from /proc), else None."""
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
 def write(run_dir: Path, env: Environment) -> Path:
     path = run_dir / ENVIRONMENT_NAME
     path.write_text(env.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -312,7 +324,7 @@ def _environment(args: argparse.Namespace, settings: Settings) -> int:
         server_port=args.server_port,
         server_pid=args.server_pid,
         given_argv=given,
-        vllm_version=args.vllm_version,
+        vllm_version=args.vllm_version or server_version_of(out),
         image_digest=args.image_digest,
         image_labels_file=args.image_labels,
     )
@@ -320,7 +332,12 @@ def _environment(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def secrets_of(settings: Settings) -> Iterable[str]:
-    """The secret values bench knows, to check that none reached a file."""
-    if settings.api_key is not None:
-        yield settings.api_key.get_secret_value()
+def server_version_of(run_dir: Path) -> str | None:
+    """The server's /version as `bench run` recorded it in results.json, if it did."""
+    try:
+        doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    server = doc.get("server") if isinstance(doc, dict) else None
+    version = server.get("version") if isinstance(server, dict) else None
+    return version if isinstance(version, str) else None

@@ -9,6 +9,7 @@ so chunks are never counted as tokens. Only chunks that raise the count are kept
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,18 +55,16 @@ class RequestRecord:
             self.chunk_tokens.append(completion_tokens)
 
     def tokens_between(self, t0_s: float, t1_s: float) -> tuple[int, float | None]:
-        """Tokens whose chunk arrived in [t0, t1], and the time of the last such chunk."""
-        prev = 0
-        got = 0
-        last: float | None = None
-        for t, cum in zip(self.chunk_s, self.chunk_tokens, strict=True):
-            if t > t1_s:
-                break
-            if t >= t0_s:
-                got += cum - prev
-                last = t
-            prev = cum
-        return got, last
+        """Tokens whose chunk arrived in [t0, t1], and the time of the last such chunk.
+
+        Chunk times are non-decreasing, so two bisections do it.
+        """
+        lo = bisect_left(self.chunk_s, t0_s)
+        hi = bisect_right(self.chunk_s, t1_s) - 1
+        if hi < lo:
+            return 0, None
+        before = self.chunk_tokens[lo - 1] if lo > 0 else 0
+        return self.chunk_tokens[hi] - before, self.chunk_s[hi]
 
     def gaps_s(self) -> list[float]:
         c = self.chunk_s

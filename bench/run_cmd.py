@@ -15,11 +15,11 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__, event_loop, plan, sweep
+from bench import __version__, environment, event_loop, gpu, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
-from bench.errors import Interrupted, UsageError
+from bench.errors import BenchError, Interrupted, UsageError
 from bench.progress import Progress
 from bench.results import Measurement, Results, RunSettings
 from bench.rundir import RunDir
@@ -99,6 +99,32 @@ def _settings(args: argparse.Namespace) -> RunSettings:
     )
 
 
+def _only_url_with_resume(args: argparse.Namespace) -> None:
+    """A resumed run keeps its own settings; a flag that would change them is refused."""
+    defaults = {
+        "model": None,
+        "api": "chat",
+        "contexts": list(PUBLISHED_CONTEXTS),
+        "prefill_only_contexts": list(PUBLISHED_PREFILL_ONLY),
+        "concurrencies": list(PUBLISHED_CONCURRENCIES),
+        "duration": 30.0,
+        "max_tokens": 4096,
+        "trials": 1,
+        "out": None,
+        "kv_budget": None,
+        "speed_factor": None,
+        "seed": 0,
+        "request_timeout": 600.0,
+    }
+    given = [k for k, v in defaults.items() if getattr(args, k) != v]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise UsageError(
+            f"--resume continues a run with its own settings; {flags} cannot change them",
+            hint="drop those flags (--url may point at the server's new address)",
+        )
+
+
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     try:
         with asyncio.Runner(loop_factory=event_loop.factory()) as runner:
@@ -116,6 +142,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     clock = time.perf_counter
     previous: Results | None = None
     if args.resume is not None:
+        _only_url_with_resume(args)
         rundir = RunDir(args.resume)
         previous = rundir.load()
         run_settings = previous.settings
@@ -145,7 +172,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
         print(plan.render(the_plan, info, run_settings), flush=True)
-        anchor_s = clock()
+        anchor_s, anchor_unix_s = clock(), time.time()
         if previous is None:
             rundir.create()
             results = Results(
@@ -170,6 +197,15 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             finished |= {("prefill", p.context_label, 1, p.trial) for p in results.prefill}
             rundir.keep_only(finished)
         rundir.save(results)
+        if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
+            # Where this ran: the server's launch from /proc when it is local, GPUs, host.
+            found = environment.capture(
+                settings,
+                now=dt.datetime.now(dt.UTC),
+                server_port=environment.local_port(run_settings.url),
+                vllm_version=info.version,
+            )
+            environment.write(rundir.path, found)
         todo = sum(
             p.run and results.cell(p.context_label, p.concurrency, t) is None
             for p in the_plan.cells
@@ -177,9 +213,19 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         )
         progress = Progress(clock, total_cells=todo, estimated_s=the_plan.estimated_duration_s)
         server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
-        runner = sweep.Sweep(server=server, rundir=rundir, progress=progress, anchor_s=anchor_s)
+        runner = sweep.Sweep(
+            server=server,
+            rundir=rundir,
+            progress=progress,
+            anchor_s=anchor_s,
+            anchor_unix_s=anchor_unix_s,
+            gpu_sampler=sampler if (sampler := gpu.GpuSampler()).available else None,
+        )
         try:
             results = await runner.run(results)
+        except BenchError:
+            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
+            raise
         except asyncio.CancelledError:
             partial = rundir.load().model_copy(update={"state": "interrupted"})
             rundir.save(partial)

@@ -7,9 +7,10 @@ factor here, once; everything below works in client seconds.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import figures, prompts
+from bench import figures, gpu, prompts
 from bench.cell import CellRun, CellTiming, Server, run_cell
 from bench.client import Clock
 from bench.errors import ServerError
@@ -38,6 +39,9 @@ class Sweep:
     rundir: RunDir
     progress: Progress
     anchor_s: float  # clock reading at the run's wall-clock anchor
+    anchor_unix_s: float = 0.0  # the anchor as Unix time (time.time())
+    # nvidia-smi telemetry over every window (None without a GPU): gpu_telemetry.jsonl.
+    gpu_sampler: gpu.GpuSampler | None = None
 
     @property
     def clock(self) -> Clock:
@@ -105,8 +109,22 @@ class Sweep:
                 sample_every_s=1.0 / speed,
             )
             self.progress.cell_started(name)
-            run = await run_cell(self.server, path, body, c, timing, progress=self.progress.update)
+            window_gpu: list[gpu.GpuSample] = []
+            try:
+                run = await run_cell(
+                    self.server, path, body, c, timing, progress=self.progress.update,
+                    on_window=self._gpu_window(window_gpu),
+                )  # fmt: skip
+            finally:
+                if self.gpu_sampler is not None:
+                    window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
             result = self._result(run, ctx.label, prompt_tokens, trial)
+            if self.gpu_sampler is not None:
+                gpu.append_window(
+                    self.rundir.path / gpu.GPU_TELEMETRY_NAME, context_label=ctx.label,
+                    concurrency=c, trial=trial, samples=window_gpu,
+                    output_tokens=result.figures.output_tokens if result.figures else None,
+                )  # fmt: skip
             self.rundir.append(
                 SAMPLES,
                 [self._raw("decode", ctx.label, c, trial, r, t0=run.t0_s) for r in run.records],
@@ -118,6 +136,19 @@ class Sweep:
             shown = result.figures.at_server_speed(speed) if result.figures else None
             self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
         return results
+
+    def _gpu_window(self, into: list[gpu.GpuSample]) -> Callable[[bool], None] | None:
+        sampler = self.gpu_sampler
+        if sampler is None:
+            return None
+
+        def on_window(opening: bool) -> None:
+            if opening:
+                sampler.start()
+            else:
+                into.extend(sampler.stop())
+
+        return on_window
 
     def _not_run(
         self, results: Results, ctx: PlannedContext, trial: int, todo: list[PlannedCell]
@@ -208,12 +239,16 @@ class Sweep:
             last=run.last,
             ready_after_s=run.ready_after_s,
         )
+        extras = extras.model_copy(
+            update={"window_start_s": run.w0_s - run.t0_s, "window_end_s": run.w1_s - run.t0_s}
+        )
         if figs is None:
             return CellResult(**base, status="invalid", reason=why, extras=extras)
-        if run.not_ready is not None:
-            return CellResult(
-                **base, status="not_ready", reason=run.not_ready, figures=figs, extras=extras
-            )
+        # A cell whose gate never held, or that started on an undrained server, is
+        # measured and flagged: its numbers are shown with the reason beside them.
+        flag = "; ".join(x for x in (run.drain_note, run.not_ready) if x)
+        if flag:
+            return CellResult(**base, status="not_ready", reason=flag, figures=figs, extras=extras)
         return CellResult(**base, status="valid", figures=figs, extras=extras)
 
     def _raw(
@@ -226,12 +261,15 @@ class Sweep:
         *,
         t0: float | None = None,
     ) -> dict[str, object]:
+        origin = self.anchor_s if t0 is None else t0
         return {
             "phase": phase,
             "context": label,
             "concurrency": c,
             "trial": trial,
-            **r.to_json(self.anchor_s if t0 is None else t0),
+            # Unix time of this row's time origin, to line raw times up with other logs.
+            "origin_unix_s": round(self.anchor_unix_s + (origin - self.anchor_s), 6),
+            **r.to_json(origin),
         }
 
     def _metrics_rows(self, run: CellRun, label: str, trial: int) -> list[dict[str, object]]:

@@ -27,9 +27,9 @@ VLLM_COMMIT = "73a5831127a9"
 BENCH_RUN_ARGV: tuple[str, ...] = (
     "bench",
     "run",
-    "--base-url",
+    "--url",
     "http://server:8000",
-    "--output",
+    "--out",
     "/results/run",
 )
 
@@ -42,7 +42,9 @@ _TEMPLATE = """\
 #
 # VLLM_API_KEY goes from your environment to the server and to bench: never into this
 # file, never onto a command line. The server's port is published on 127.0.0.1 only.
-# Results: the `results` volume (docker compose cp bench:/results ./results).
+# Results: the `results` volume (docker compose cp bench:/results ./results). An interrupted
+# sweep continues with `docker compose --profile vllm run bench bench run --resume
+# /results/run`; `docker compose down -v` starts afresh.
 name: bench
 
 services:

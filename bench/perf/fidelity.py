@@ -31,7 +31,7 @@ def truth(log: Path) -> tuple[float, float, int]:
         chunks = rec["chunks"]
         if rec["outcome"] != "finished" or not chunks:
             continue
-        ttft.append(chunks[0][0] - rec["received_s"])
+        ttft.append(chunks[0][0] - rec["arrival"])
         n = sum(c[1] for c in chunks)
         if n >= 2:
             tbt.append((chunks[-1][0] - chunks[0][0]) / (n - 1))

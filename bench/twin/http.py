@@ -86,6 +86,7 @@ class _Protocol(asyncio.Protocol):
         self._buf = bytearray()
         self._busy = False
         self._conn: Connection | None = None
+        self._scanned = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -106,11 +107,14 @@ class _Protocol(asyncio.Protocol):
         conn = self._conn
         if self._busy or conn is None or conn.closed:
             return
-        end = self._buf.find(b"\r\n\r\n")
+        # Resume the search where the last one stopped: a large body arrives in many pieces.
+        end = self._buf.find(b"\r\n\r\n", max(0, self._scanned - 3))
         if end < 0:
+            self._scanned = len(self._buf)
             if len(self._buf) > MAX_HEADER_BYTES:
                 self._fail(431, "request headers too large")
             return
+        self._scanned = end
         try:
             req, length = _parse_head(bytes(self._buf[:end]))
         except ValueError as exc:
@@ -123,6 +127,7 @@ class _Protocol(asyncio.Protocol):
             return
         req.body = bytes(self._buf[end + 4 : end + 4 + length])
         del self._buf[: end + 4 + length]
+        self._scanned = 0
         self._busy = True
         task = asyncio.get_running_loop().create_task(self._handler(req, conn))
         task.add_done_callback(functools.partial(self._done, req=req))

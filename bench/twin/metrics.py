@@ -15,6 +15,7 @@ class StepLag:
     lag_s_sum: float = 0.0
     step_s_sum: float = 0.0
     lag_s_max: float = 0.0
+    deferred: int = 0  # steps whose chunks were merged into the next write
 
     def record(self, lag_s: float, step_s: float) -> None:
         self.steps += 1
@@ -101,6 +102,13 @@ def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> s
         help_="Scheduled step time (real seconds, after the speed factor).",
     )
     metric("twin:step_lag_max_seconds", "gauge", lag.lag_s_max, labels=tw)
+    metric(
+        "twin:deferred_writes_total",
+        "counter",
+        lag.deferred,
+        labels=tw,
+        help_="Steps whose chunks were held and merged into the next write (overload).",
+    )
     metric(
         "twin:step_lag_fraction",
         "gauge",

@@ -39,8 +39,6 @@ class Profile(BaseModel):
     num_speculative_tokens: int = Field(ge=0, le=4)
     # P(k drafts accepted), k = 0..num_speculative_tokens: a step yields 1 + k tokens.
     accept_probs: list[float] = [1.0]
-    # API-server work before a request reaches the scheduler (parallel across requests).
-    request_overhead_s: float = Field(ge=0.0)
     contexts: list[int] = Field(min_length=1)
     batches: list[int] = Field(min_length=1)
     decode_step_s: list[list[float]]
@@ -48,6 +46,16 @@ class Profile(BaseModel):
     # Hybrid (Mamba + attention) models: a prefix-cache hit still recomputes this many
     # trailing prompt tokens (the state is only cached at coarse boundaries).
     warm_recompute_tokens: list[float]
+    # API-server work before a request reaches the scheduler (rendering, tokenizing: it
+    # grows with the prompt), parallel across requests; per context anchor.
+    request_overhead_s: list[float]
+    # ... and the part of that work done by a single FIFO worker (serialized across requests).
+    frontend_s: list[float]
+    # MTP acceptance differs between requests (their texts differ): this share of requests
+    # (every 1/fraction-th, deterministically) loses `slow_request_drop` accepted drafts
+    # per step on average, per context anchor.
+    slow_request_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    slow_request_drop: list[float] | None = None
 
     @model_validator(mode="after")
     def _shapes(self) -> Profile:
@@ -56,9 +64,16 @@ class Profile(BaseModel):
             raise ValueError("contexts and batches must be ascending")
         if len(self.decode_step_s) != n_ctx or any(len(r) != n_b for r in self.decode_step_s):
             raise ValueError(f"decode_step_s must be {n_ctx} rows of {n_b} step times")
-        for name in ("prefill_s_per_token", "warm_recompute_tokens"):
+        for name in (
+            "prefill_s_per_token",
+            "warm_recompute_tokens",
+            "request_overhead_s",
+            "frontend_s",
+        ):
             if len(getattr(self, name)) != n_ctx:
                 raise ValueError(f"{name} needs one value per context ({n_ctx})")
+        if self.slow_request_drop is not None and len(self.slow_request_drop) != n_ctx:
+            raise ValueError(f"slow_request_drop needs one value per context ({n_ctx})")
         if len(self.accept_probs) != self.num_speculative_tokens + 1:
             raise ValueError("accept_probs needs num_speculative_tokens + 1 entries")
         if abs(sum(self.accept_probs) - 1.0) > 1e-6 or min(self.accept_probs) < 0:
@@ -115,6 +130,17 @@ class Profile(BaseModel):
 
     def prefill_seconds_per_token(self, prompt_tokens: int) -> float:
         return self._in_ctx(self.prefill_s_per_token, prompt_tokens)
+
+    def request_overhead_seconds(self, prompt_tokens: int) -> float:
+        return self._in_ctx(self.request_overhead_s, prompt_tokens)
+
+    def frontend_seconds(self, prompt_tokens: int) -> float:
+        return self._in_ctx(self.frontend_s, prompt_tokens)
+
+    def slow_drop(self, prompt_tokens: int) -> float:
+        if self.slow_request_drop is None:
+            return 0.0
+        return self._in_ctx(self.slow_request_drop, prompt_tokens)
 
     def warm_recompute(self, prompt_tokens: int) -> int:
         return round(self._in_ctx(self.warm_recompute_tokens, prompt_tokens))

@@ -21,6 +21,7 @@ from typing import IO, Any
 from bench.twin import metrics, requests
 from bench.twin.engine import Engine, Request, StepResult
 from bench.twin.faults import FaultDice, Faults
+from bench.twin.frontend import Frontend
 from bench.twin.http import Connection, HttpRequest
 from bench.twin.profile import Profile
 from bench.twin.requests import BadRequest
@@ -28,6 +29,9 @@ from bench.twin.streams import Stream, StreamSpec
 from bench.twin.tokenizer import Tokenizer
 
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
+SPIN_S = 0.0015
+MAX_HOLD_STEPS = 3
+MERGE_MIN_STREAMS = 16  # with fewer streams, writing is never what makes the loop late
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Twin:
         self.config = config
         self.profile = config.profile
         self.engine = Engine(config.profile, config.seed)
+        self.frontend = Frontend(config.profile)
         self.tokenizer = Tokenizer()
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
@@ -53,6 +58,8 @@ class Twin:
         self._wake = asyncio.Event()
         self._ids = itertools.count()
         self._loop_task: asyncio.Task[None] | None = None
+        self._dirty: dict[Request, Stream] = {}
+        self._write_cost_s = 20e-6
 
     # -- engine loop -----------------------------------------------------------------------
     def start(self) -> None:
@@ -66,37 +73,96 @@ class Twin:
         os._exit(70)
 
     async def _run(self) -> None:
+        """Step the engine on the profile's timeline and write what each step emitted.
+
+        The next step is planned as soon as one ends (as vLLM schedules), which tells how
+        long writing may take. When writing every stream would make the next step late
+        (an overloaded machine: each loopback send costs the kernel's receive path too),
+        the chunks are held and merged into the next write, up to MAX_HOLD_STEPS, the way
+        vLLM's output collector merges deltas for a slow consumer; the engine's timeline,
+        and so every token's due time, stays put."""
         loop = asyncio.get_running_loop()
         speed = self.config.speed
         due = loop.time()
+        step_s = 0.0
+        held = 0
+        result: StepResult | None = None
         while True:
-            if self.engine.idle:
-                self._wake.clear()
-                await self._wake.wait()
+            if result is None:
+                self._flush()
+                held = 0
+                if self.engine.idle:
+                    self._wake.clear()
+                    await self._wake.wait()
                 due = loop.time()
-            now = loop.time()
-            if now - due > RESYNC_S:
-                due = now
-            result = self.engine.step()
-            step_s = result.duration_s / speed
-            due += step_s
-            delay = due - loop.time()
-            await asyncio.sleep(delay if delay > 0 else 0)
+                result = self.engine.step()
+                step_s = result.duration_s / speed
+                due += step_s
+            await self._sleep_until(loop, due)
             now = loop.time()
             self.lag.record(max(0.0, now - due), step_s)
-            self._deliver(result)
+            self._collect(result)
+            if now - due > RESYNC_S:
+                due = now
+            result = None if self.engine.idle else self.engine.step()
+            if result is None:
+                continue
+            step_s = result.duration_s / speed
+            due += step_s
+            cost_s, spare_s = self._flush_cost_s(), due - loop.time()
+            if (
+                step_s == 0
+                or held >= MAX_HOLD_STEPS
+                or len(self._dirty) < MERGE_MIN_STREAMS
+                or cost_s < max(0.8 * spare_s, 0.1 * step_s)
+            ):
+                self._flush()
+                held = 0
+            else:
+                held += 1
+                self.lag.deferred += 1
 
-    def _deliver(self, result: StepResult) -> None:
-        now = time.time()
+    def _collect(self, result: StepResult) -> None:
+        dirty = self._dirty
         for em in result.emissions:
             stream = self.streams.get(em.request)
             if stream is None:
                 continue
-            stream.emit(em.tokens, em.finished, now)
+            stream.pending += em.tokens
+            stream.pending_done = stream.pending_done or em.finished
+            dirty[em.request] = stream
+
+    def _flush_cost_s(self) -> float:
+        return len(self._dirty) * self._write_cost_s
+
+    def _flush(self) -> None:
+        if not self._dirty:
+            return
+        started = time.perf_counter()
+        now = time.time()
+        dirty, self._dirty = self._dirty, {}
+        for req, stream in dirty.items():
+            if self.streams.get(req) is not stream:
+                continue
+            tokens, stream.pending = stream.pending, 0
+            stream.emit(tokens, stream.pending_done, now)
             if stream.outcome == "cut":
-                self.engine.abort(em.request)
-            if em.finished or stream.outcome != "running":
-                self._close(em.request, stream)
+                self.engine.abort(req)
+            if stream.pending_done or stream.outcome != "running":
+                self._close(req, stream)
+        per_write = (time.perf_counter() - started) / len(dirty)
+        self._write_cost_s += 0.2 * (per_write - self._write_cost_s)
+
+    @staticmethod
+    async def _sleep_until(loop: asyncio.AbstractEventLoop, due: float) -> None:
+        """Sleep until `due` to within ~0.1 ms: the selector's timeout is rounded to whole
+        milliseconds, so the last stretch is spent yielding to the loop (I/O keeps flowing)."""
+        delay = due - loop.time()
+        if delay > SPIN_S:
+            await asyncio.sleep(delay - SPIN_S)
+        await asyncio.sleep(0)  # even a free step lets I/O in
+        while loop.time() < due:
+            await asyncio.sleep(0)
 
     def _close(self, req: Request, stream: Stream) -> None:
         if self.streams.pop(req, None) is None:
@@ -105,10 +171,10 @@ class Twin:
         if gt is not None:
             record = {
                 "request_id": stream.spec.rid,
+                "arrival": round(stream.arrival, 6),
                 "outcome": stream.outcome,
                 "prompt_tokens": stream.spec.prompt_tokens,
                 "output_tokens": stream.output_tokens,
-                "received_s": round(stream.received_s, 6),
                 "chunks": [[round(t, 6), n] for t, n in stream.chunk_log],
             }
             gt.write(json.dumps(record) + "\n")
@@ -194,7 +260,11 @@ class Twin:
         }
 
     async def _complete(self, http: HttpRequest, conn: Connection, chat: bool) -> None:
-        received_s = time.time()
+        # The frontend delay counts from arrival, so our own parsing and tokenizing (real
+        # CPU time, not divided by the speed factor) is absorbed instead of added.
+        loop = asyncio.get_running_loop()
+        arrival_s = loop.time() * self.config.speed
+        arrival_wall = time.time()
         obj = requests.parse_json(http.body)
         p = self.profile
         spec = requests.completion(obj, self.tokenizer, chat, p.model, p.max_model_len)
@@ -221,9 +291,9 @@ class Twin:
             conn,
             fate,
             stall_s=self.config.faults.stall_s,
-            received_s=received_s,
+            log_chunks=self.config.ground_truth is not None,
         )
-        loop = asyncio.get_running_loop()
+        stream.arrival = arrival_wall
         stream.done = loop.create_future()
         self.streams[req] = stream
 
@@ -234,7 +304,9 @@ class Twin:
 
         conn.on_lost.append(lost)
         stream.begin()
-        loop.call_later(p.request_overhead_s / self.config.speed, self._enqueue, req)
+        speed = self.config.speed
+        ready_s = self.frontend.ready_at(arrival_s, len(spec.prompt_ids))
+        loop.call_at(ready_s / speed, self._enqueue, req)
         await stream.done
 
 

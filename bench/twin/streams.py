@@ -40,6 +40,10 @@ def _text(start: int, n: int) -> str:
     return "".join(WORDS[(start + i) % len(WORDS)] for i in range(n))
 
 
+# Pre-rendered (JSON-safe) text of n tokens starting at word i, for the streaming hot path.
+_TEXT = [[_text(i, n).encode() for n in range(9)] for i in range(len(WORDS))]
+
+
 @dataclass
 class StreamSpec:
     rid: str
@@ -59,6 +63,10 @@ class Stream:
     conn: Connection
     faults: StreamFaults
     stall_s: float = 0.0
+    arrival: float = 0.0
+    log_chunks: bool = False
+    pending: int = 0  # tokens emitted by the engine, not yet written
+    pending_done: bool = False
     done: asyncio.Future[None] | None = None
     output_tokens: int = 0
     chunk_log: list[tuple[float, int]] = field(default_factory=list)
@@ -66,7 +74,6 @@ class Stream:
     _stall_until: float = 0.0
     _text_parts: list[str] = field(default_factory=list)
     outcome: str = "running"
-    received_s: float = 0.0  # wall clock when the request arrived (ground truth of TTFT)
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -76,6 +83,21 @@ class Stream:
             f'"model":"{s.model}","choices":[{{"index":0,'
         ).encode()
         self._usage_tail = s.include_usage and s.continuous_usage
+        if s.chat:
+            self._pre = self._head + b'"delta":{"content":"'
+            self._mid = b'"},"logprobs":null,"finish_reason":null}]'
+        else:
+            self._pre = self._head + b'"text":"'
+            self._mid = b'","logprobs":null,"stop_reason":null,"finish_reason":null}]'
+        if self._usage_tail:
+            p = s.prompt_tokens
+            self._tail = (
+                f',"usage":{{"prompt_tokens":{p},"total_tokens":%d,"completion_tokens":%d}}}}\n\n'
+            ).encode()
+        else:
+            self._tail = b"}\n\n"
+        f = self.faults
+        self._plain = s.stream and not (f.malformed or f.stall or f.cut_at_tokens is not None)
 
     # -- streaming -------------------------------------------------------------------------
     def begin(self) -> None:
@@ -88,9 +110,22 @@ class Stream:
             )
 
     def emit(self, tokens: int, finished: bool, now: float) -> None:
+        if self._plain and not finished and tokens < 9:
+            start = self.output_tokens
+            n = start + tokens
+            self.output_tokens = n
+            if self.log_chunks:
+                self.chunk_log.append((now, tokens))
+            tail = self._tail % (self.spec.prompt_tokens + n, n) if self._usage_tail else self._tail
+            self.conn.chunk(self._pre + _TEXT[start % len(WORDS)][tokens] + self._mid + tail)
+            return
+        self._emit_slow(tokens, finished, now)
+
+    def _emit_slow(self, tokens: int, finished: bool, now: float) -> None:
         start = self.output_tokens
         self.output_tokens += tokens
-        self.chunk_log.append((now, tokens))
+        if self.log_chunks:
+            self.chunk_log.append((now, tokens))
         text = _text(start, tokens)
         if not self.spec.stream:
             self._text_parts.append(text)

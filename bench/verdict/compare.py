@@ -93,10 +93,14 @@ class Comparison:
             lines.append(
                 f"{metric.label}: {count['improved']} improved, {count['regressed']} regressed, "
                 f"{count['unchanged']} unchanged of {len(deltas)}; median Δ "
-                f"{statistics.median(deltas):+.1f} % "
-                f"(range {min(deltas):+.1f} to {max(deltas):+.1f})"
+                f"{_signed(statistics.median(deltas))} % "
+                f"(range {_signed(min(deltas))} to {_signed(max(deltas))})"
             )
         return lines
+
+
+def _signed(value: float) -> str:
+    return "0.0" if round(value, 1) == 0 else f"{value:+.1f}".replace("-", "−")
 
 
 def _rse(cell: Cell, metric: str) -> float | None:

@@ -98,8 +98,9 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
 
 
 def _status_text(cell: CellDelta) -> str:
-    a = cell.a.status if cell.a else "absent"
-    b = cell.b.status if cell.b else "absent"
+    if cell.a is None or cell.b is None:
+        return "only in B" if cell.a is None else "only in A"
+    a, b = cell.a.status, cell.b.status
     return a.replace("_", " ") if a == b else f"{a} → {b}".replace("_", " ")
 
 

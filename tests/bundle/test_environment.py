@@ -161,3 +161,37 @@ def test_not_in_a_container_without_markers(tmp_path: Path) -> None:
     root = _fake_root(tmp_path)
     (root / "proc" / "1" / "cgroup").write_text("0::/init.scope\n")
     assert not envmod.image_info(root, None, None).in_container
+
+
+def test_cli_takes_the_vllm_version_from_the_runs_results(tmp_path: Path) -> None:
+    from bench import cli
+
+    (tmp_path / "results.json").write_text(json.dumps({"server": {"version": "0.32.0"}}))
+    argv = [
+        "environment",
+        "--out",
+        str(tmp_path),
+        "--launch-argv",
+        "vllm serve m --api-key sk-1234567",
+    ]
+    assert cli.main(argv) == 0
+    env = json.loads((tmp_path / "environment.json").read_text())
+    assert env["vllm_version"] == "0.32.0"
+    assert env["launch"] == {
+        "source": "given", "pid": None, "argv": ["vllm", "serve", "m", "--api-key", R],
+        "env": {}, "note": None,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("url", "port"),
+    [
+        ("http://127.0.0.1:8000", 8000),
+        ("http://localhost", 80),
+        ("https://localhost/v1", 443),
+        ("http://gpu01:8000", None),
+        ("http://10.0.0.5:8000", None),
+    ],
+)
+def test_only_a_local_server_has_a_port_to_look_up(url: str, port: int | None) -> None:
+    assert envmod.local_port(url) == port

@@ -150,6 +150,7 @@ def test_nvidia_smi_without_driver_means_no_gpu_with_its_message(
     assert inv.reason is not None and "couldn't communicate with the NVIDIA driver" in inv.reason
 
 
+@pytest.mark.integration
 def test_sampler_runs_nvidia_smi_for_the_window_and_falls_back_to_old_throttle_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -221,3 +221,12 @@ def test_secret_scan_finds_a_key_straddling_read_chunks(tmp_path: Path) -> None:
     assert seal.find_secret(root, [secret]) == "samples/big.jsonl"
     assert seal.find_secret(root, ["sk-absent-0123456789"]) is None
     assert seal.find_secret(root, ["x"]) is None  # too short to be told from chance
+
+
+def test_bench_schema_prints_the_results_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["title"] == "Results"
+    assert {"run_id", "settings", "server", "plan"} <= set(schema["required"])
+    assert "CellFigures" in schema["$defs"]

@@ -1,0 +1,106 @@
+"""`bench local`: the whole appliance on this machine, with the twin standing in for vLLM.
+
+What `make bench` does without HOST. The same steps the orchestrator runs inside the
+server's container on a GPU host, in the same order:
+
+    twin up -> bench run -> bench environment -> bench report -> sign -> pack
+            -> verify (as a stranger would: the .tar.gz and an allowed-signers file)
+            -> the card's tables and a verdict against the published card
+
+The API key is made fresh for each run and travels by environment only; signing refuses
+a bundle that contains it. The signing key lives in ~/.config/bench (made on first use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+import structlog
+
+from bench.bundle import pack as pack_mod
+from bench.bundle import seal, sign
+from bench.bundle.verify import verify_bundle
+from bench.errors import Exit, RunFailed
+from bench.settings import Settings
+from bench.twin.process import start_twin
+
+PUBLISHED_CARD = "qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
+CONFIG_DIR = Path.home() / ".config" / "bench"
+
+
+def published_card() -> Path:
+    """The card this appliance reproduces, shipped as package data, exactly as published."""
+    return Path(str(resources.files("bench.cards").joinpath(PUBLISHED_CARD)))
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("local", help="the whole flow on this machine against the twin")
+    p.add_argument("--profile", default="published", help="twin profile (default published)")
+    p.add_argument("--speed", type=float, default=10.0, help="twin speed factor (default 10)")
+    p.add_argument("--out", type=Path, default=None, help="default results/local/<run id>")
+    p.add_argument("--key", type=Path, default=CONFIG_DIR / "signing_ed25519")
+    p.add_argument("--allowed-signers", type=Path, default=CONFIG_DIR / "allowed_signers")
+    p.add_argument("--card", type=Path, default=None, help="default: the published card")
+    p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra `bench run` args")
+    p.set_defaults(func=handle)
+
+
+def ensure_signing_key(key: Path, allowed_signers: Path) -> None:
+    """Make the local signing key once, and trust it in the local allowed-signers file."""
+    if not key.exists():
+        principal = f"{getpass.getuser()}@{socket.gethostname()}"
+        public = sign.keygen(key, comment=principal)
+        line = sign.allowed_signers_line(public, principal)
+        allowed_signers.parent.mkdir(parents=True, exist_ok=True)
+        with allowed_signers.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def _bench(args: list[str], env: dict[str, str]) -> int:
+    return subprocess.call([sys.executable, "-m", "bench", *args], env=env)
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    log = structlog.get_logger("bench.local")
+    started = time.monotonic()
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-twin"
+    out: Path = args.out or Path("results") / "local" / run_id
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ensure_signing_key(args.key, args.allowed_signers)
+    api_key = secrets.token_urlsafe(24)
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "BENCH_API_KEY")}
+    run_args = [a for a in args.run_args if a != "--"]
+    with start_twin(args.profile, speed=args.speed, api_key=api_key, timeout_s=60) as twin:
+        log.info("twin_started", url=twin.url, profile=args.profile, speed=args.speed)
+        rc = _bench(["run", "--url", twin.url, "--out", str(out), *run_args],
+                    {**env, "BENCH_API_KEY": api_key})  # fmt: skip
+        # Recorded while the server still runs: its argv comes from /proc, like in a container.
+        _bench(["environment", "--out", str(out), "--server-pid", str(twin.proc.pid)], env)
+    if (
+        rc not in (Exit.OK, Exit.INTERRUPTED, Exit.RUN_FAILED)
+        or not (out / "results.json").exists()
+    ):
+        raise RunFailed(f"bench run exited with {rc} and left no results in {out}")
+    _bench(["report", str(out)], env)
+    seal.seal(out, args.key, now=datetime.now(UTC), secrets=[api_key])
+    bundle = pack_mod.pack(out, out.with_name(out.name + ".tar.gz"))
+    verified = verify_bundle(bundle, args.allowed_signers)
+    print(f"\nbundle {bundle}: {verified.files} files, signed by {verified.signer.principal}")
+    print((out / "tables.md").read_text(encoding="utf-8"))
+    card = args.card or published_card()
+    verdict = _bench(["reproduce", str(bundle), "--card", str(card), "--html",
+                      str(out.with_name(out.name + "-reproduce.html"))], env)  # fmt: skip
+    log.info("local_run_finished", bundle=str(bundle), wall_s=round(time.monotonic() - started, 1))
+    if rc != Exit.OK:
+        return rc
+    return verdict

@@ -1,0 +1,7 @@
+"""The report people look at: report.html (self-contained) and the plots as PNG files.
+
+data      figures per cell at server speed, from results.json
+plots     matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency
+html      one HTML file: the card's three tables (from bench.tables) and the plots inline
+command   `bench report DIR`
+"""

@@ -1,0 +1,73 @@
+"""`bench report DIR`: write report.html and plots/*.png into a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bench import gpu
+from bench.environment import ENVIRONMENT_NAME
+from bench.errors import UsageError
+from bench.report import data, html, plots
+from bench.results import Results
+from bench.settings import Settings
+
+REPORT_NAME = "report.html"
+PLOTS_DIR = "plots"
+
+
+def write_report(run_dir: Path) -> Path:
+    try:
+        results = Results.model_validate_json((run_dir / "results.json").read_bytes())
+    except FileNotFoundError:
+        raise UsageError(
+            f"{run_dir}: has no results.json", hint="give the run directory of `bench run`"
+        ) from None
+    except ValidationError as exc:
+        raise UsageError(
+            f"{run_dir / 'results.json'}: not valid results ({exc.error_count()} errors)",
+            hint="check it with `bench verify`",
+        ) from None
+    env: dict[str, Any] | None = None
+    env_path = run_dir / ENVIRONMENT_NAME
+    if env_path.is_file():
+        env = json.loads(env_path.read_text(encoding="utf-8"))
+    cells = data.decode_cells(results)
+    label = f"{results.server.model} · {results.run_id}"
+    figures = {
+        "decode_heatmap.png": (
+            "Sustained decode: total tok/s (TTFT below) by context and concurrency",
+            plots.decode_heatmap(cells, f"Sustained decode, total tok/s · {label}"),
+        ),
+        "prefill_vs_context.png": (
+            "Prefill throughput against context (TTFT below each point)",
+            plots.prefill_vs_context(data.prefill_points(results), f"Prefill · {label}"),
+        ),
+        "latency_vs_concurrency.png": (
+            "TTFT and time between tokens against concurrency, per context",
+            plots.latency_vs_concurrency(cells, f"Latency · {label}"),
+        ),
+    }
+    (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
+    for name, (_, png) in figures.items():
+        (run_dir / PLOTS_DIR / name).write_bytes(png)
+    windows = gpu.read_windows(run_dir / gpu.GPU_TELEMETRY_NAME)
+    page = html.render(results, {caption: png for caption, png in figures.values()}, env, windows)
+    out = run_dir / REPORT_NAME
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("report", help="write report.html and plots/*.png for a run directory")
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.set_defaults(func=_report)
+
+
+def _report(args: argparse.Namespace, settings: Settings) -> int:
+    print(write_report(args.dir))
+    return 0

@@ -1,0 +1,148 @@
+"""The report's plots with matplotlib (the optional `report` extra), as PNG bytes.
+
+matplotlib is imported here only, with the non-interactive Agg backend, so that the
+report renders on a headless host and the server image can leave it out.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from bench.errors import ToolMissing
+from bench.report.data import CellPoint, PrefillPoint
+
+_DPI = 110
+
+
+def _pyplot() -> Any:
+    # Font-cache chatter ("generated new fontManager") is not a bench event.
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ToolMissing(
+            "matplotlib is not installed; the report needs it",
+            hint="pip install 'bench[report]'",
+        ) from None
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
+    _pyplot().close(fig)
+    return buf.getvalue()
+
+
+def _ordered(values: Sequence[tuple[int, str]]) -> list[str]:
+    return [label for _, label in sorted(set(values))]
+
+
+def decode_heatmap(cells: Sequence[CellPoint], title: str) -> bytes:
+    """Rows context, columns concurrency, colour and number total tok/s; grey where not run."""
+    plt = _pyplot()
+    rows = _ordered([(c.prompt_tokens, c.context_label) for c in cells])
+    cols = sorted({c.concurrency for c in cells})
+    grid = [[math.nan] * len(cols) for _ in rows]
+    by_pos = {(c.context_label, c.concurrency): c for c in cells}
+    for i, r in enumerate(rows):
+        for j, col in enumerate(cols):
+            cell = by_pos.get((r, col))
+            if cell is not None and cell.total_tok_s is not None:
+                grid[i][j] = cell.total_tok_s
+    fig, ax = plt.subplots(figsize=(1.15 * len(cols) + 2.2, 0.7 * len(rows) + 1.8))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#e4e4e4")
+    image = ax.imshow(grid, cmap=cmap, aspect="auto")
+    finite = [v for row in grid for v in row if not math.isnan(v)]
+    top = max(finite, default=1.0)
+    for i, r in enumerate(rows):
+        for j, col in enumerate(cols):
+            cell = by_pos.get((r, col))
+            value = grid[i][j]
+            if not math.isnan(value):
+                ttft = f"\n{cell.ttft_s * 1000:,.0f} ms" if cell and cell.ttft_s is not None else ""
+                flag = "*" if cell is not None and cell.status == "not_ready" else ""
+                colour = "black" if value > 0.6 * top else "white"
+                ax.text(j, i, f"{value:,.1f}{flag}{ttft}", ha="center", va="center",
+                        fontsize=7.5, color=colour)  # fmt: skip
+            else:
+                text = "Over\ncapacity" if cell and cell.status == "over_capacity" else "—"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="#666666")
+    ax.set_xticks(range(len(cols)), [str(c) for c in cols])
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel("simultaneous requests")
+    ax.set_ylabel("context")
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label="total output tok/s")
+    if any(c.status == "not_ready" for c in cells):
+        ax.annotate(
+            "* readiness gate never held: measured anyway, flagged",
+            (0, -0.16), xycoords="axes fraction", fontsize=7.5, color="#8a4b00",
+        )  # fmt: skip
+    return _png(fig)
+
+
+def prefill_vs_context(points: Sequence[PrefillPoint], title: str) -> bytes:
+    """Prefill tok/s per context, contexts evenly spaced (251K and 256K would overlap on a
+    token axis), the cold TTFT written under each point."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ordered = sorted(points, key=lambda p: p.prompt_tokens)
+    xs = list(range(len(ordered)))
+    ys = [p.prefill_tok_s for p in ordered]
+    ax.plot(xs, ys, marker="o", color="#1f77b4")
+    for x, p in zip(xs, ordered, strict=True):
+        ax.annotate(f"{p.prefill_tok_s:,.0f}\n{p.ttft_s * 1000:,.0f} ms", (x, p.prefill_tok_s),
+                    textcoords="offset points", xytext=(0, 8), ha="center",
+                    fontsize=7)  # fmt: skip
+    ax.set_xticks(xs, [f"{p.context_label}\n{p.prompt_tokens:,}" for p in ordered], fontsize=8)
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set_ylim(0, max(ys, default=1.0) * 1.25)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlabel("context (prompt tokens)")
+    ax.set_ylabel("prefill tok/s (prompt tokens / TTFT)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def latency_vs_concurrency(cells: Sequence[CellPoint], title: str) -> bytes:
+    """TTFT and time between tokens against concurrency, one line per context."""
+    plt = _pyplot()
+    from matplotlib import ticker
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.3))
+    contexts = _ordered([(c.prompt_tokens, c.context_label) for c in cells])
+    concurrencies = sorted({c.concurrency for c in cells})
+    for label in contexts:
+        mine = sorted(
+            (c for c in cells if c.context_label == label and c.ttft_s is not None),
+            key=lambda c: c.concurrency,
+        )
+        if not mine:
+            continue
+        xs = [c.concurrency for c in mine]
+        left.plot(xs, [(c.ttft_s or 0) * 1000 for c in mine], marker="o", label=label)
+        right.plot(xs, [(c.tbt_s or 0) * 1000 for c in mine], marker="o", label=label)
+    # TTFT spans two decades (log axis, ticks at 1-2-5); time between tokens one (linear from 0).
+    left.set_yscale("log")
+    left.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    right.set_ylim(bottom=0)
+    for ax, what in ((left, "TTFT (ms, median)"), (right, "time between tokens (ms, median)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
+        ax.minorticks_off()
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_xlabel("simultaneous requests")
+        ax.set_ylabel(what)
+        ax.grid(alpha=0.3, which="both")
+    right.legend(title="context", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return _png(fig)

@@ -1,0 +1,153 @@
+"""The published methodology run against the engine in virtual time (no sockets, no sleeps).
+
+This is what calibration fits against: per context row, one cold `max_tokens=1` scout
+(prefill tok/s = prompt tokens / TTFT, and it warms the prefix cache), then per
+concurrency C: C identical streams launched at once, a readiness gate (>= C running,
+none waiting, every worker has a token, held `hold_s`), a `window_s` window, cancel.
+Figures follow the card's arithmetic: total tok/s = tokens inside the window / measured
+seconds; per-request time between tokens = (t_last - t_first) / (tokens - 1), median over
+requests; TTFT = median over requests.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import statistics
+from dataclasses import dataclass, field
+
+from bench.twin.engine import Engine, Request
+from bench.twin.frontend import Frontend
+from bench.twin.profile import Profile
+
+
+@dataclass
+class CellFigures:
+    context: int
+    concurrency: int
+    total_tok_s: float
+    tbt_s: float
+    ttft_s: float
+    gate_s: float
+    window_tokens: int
+    measured_s: float
+
+
+@dataclass
+class _Track:
+    submitted_s: float
+    chunks: list[tuple[float, int]] = field(default_factory=list)
+
+
+def prompt_ids(context: int, tag: int) -> list[int]:
+    """A prompt unique to `tag` (a row of a run), `context` tokens long."""
+    return [tag % 100_000 + 1, *range(1, context)]
+
+
+def prefill_ttft_s(engine: Engine, ids: list[int]) -> float:
+    """TTFT of one request on an idle engine (the scout): overhead + prefill steps."""
+    req = engine.make_request(ids, 1)
+    t = Frontend(engine.profile).ready_at(0.0, len(ids))
+    engine.add(req)
+    while not engine.idle:
+        t += engine.step().duration_s
+    return t
+
+
+def decode_cell(
+    engine: Engine,
+    ids: list[int],
+    concurrency: int,
+    *,
+    max_tokens: int = 4096,
+    window_s: float = 30.0,
+    hold_s: float = 3.0,
+    gate_timeout_s: float = 600.0,
+) -> CellFigures:
+    frontend = Frontend(engine.profile)
+    t = 0.0
+    seq = itertools.count()
+    arrivals: list[tuple[float, int, Request]] = []
+    tracks: dict[Request, _Track] = {}
+    worker_of: dict[Request, int] = {}
+    has_token = [False] * concurrency
+
+    def submit(worker: int, now: float) -> None:
+        req = engine.make_request(ids, max_tokens)
+        tracks[req] = _Track(now)
+        worker_of[req] = worker
+        heapq.heappush(arrivals, (frontend.ready_at(now, len(ids)), next(seq), req))
+
+    for w in range(concurrency):
+        submit(w, 0.0)
+    gate_since: float | None = None
+    window_start: float | None = None
+    while True:
+        while arrivals and arrivals[0][0] <= t:
+            engine.add(heapq.heappop(arrivals)[2])
+        if engine.idle:
+            t = arrivals[0][0]
+            continue
+        res = engine.step()
+        t += res.duration_s
+        if window_start is not None and t > window_start + window_s:
+            break
+        for em in res.emissions:
+            tracks[em.request].chunks.append((t, em.tokens))
+            has_token[worker_of[em.request]] = True
+            if em.finished:
+                submit(worker_of[em.request], t)
+        if window_start is None:
+            ready = len(engine.running) >= concurrency and not engine.waiting and all(has_token)
+            if not ready:
+                gate_since = None
+            elif gate_since is None:
+                gate_since = t
+            elif t - gate_since >= hold_s:
+                window_start = t
+            if t > gate_timeout_s:
+                raise RuntimeError(f"gate never opened: context {len(ids)} x {concurrency}")
+    for req in list(tracks):
+        engine.abort(req)
+    for _, _, req in arrivals:
+        engine.abort(req)
+    assert window_start is not None
+    return _figures(len(ids), concurrency, tracks, window_start, window_s)
+
+
+def _figures(
+    context: int, concurrency: int, tracks: dict[Request, _Track], w0: float, window_s: float
+) -> CellFigures:
+    in_window = [
+        (ts, n) for tr in tracks.values() for ts, n in tr.chunks if w0 < ts <= w0 + window_s
+    ]
+    tokens = sum(n for _, n in in_window)
+    measured = max(ts for ts, _ in in_window) - w0
+    tbts, ttfts = [], []
+    for tr in tracks.values():
+        if not tr.chunks:
+            continue
+        ttfts.append(tr.chunks[0][0] - tr.submitted_s)
+        n = sum(k for _, k in tr.chunks)
+        if n > 1:
+            tbts.append((tr.chunks[-1][0] - tr.chunks[0][0]) / (n - 1))
+    return CellFigures(
+        context=context,
+        concurrency=concurrency,
+        total_tok_s=tokens / measured,
+        tbt_s=statistics.median(tbts),
+        ttft_s=statistics.median(ttfts),
+        gate_s=w0,
+        window_tokens=tokens,
+        measured_s=measured,
+    )
+
+
+def run_row(
+    profile: Profile, context: int, concurrencies: list[int], *, seed: int = 0, tag: int = 1
+) -> tuple[float, list[CellFigures]]:
+    """The scout's TTFT and the figures of each decode cell of one context row."""
+    engine = Engine(profile, seed)
+    ids = prompt_ids(context, tag)
+    ttft = prefill_ttft_s(engine, ids)
+    return ttft, [decode_cell(engine, ids, c) for c in concurrencies]

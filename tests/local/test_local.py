@@ -1,0 +1,50 @@
+"""`bench local` (what `make bench` runs without HOST), end to end as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_local_flow_leaves_a_signed_verified_bundle_and_a_verdict(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    out = tmp_path / "results" / "run1"
+    env = {**os.environ, "HOME": str(home), "BENCH_LOG_FORMAT": "json"}
+    env.pop("VLLM_API_KEY", None)
+    env.pop("BENCH_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "local", "--speed", "20", "--out", str(out), "--",
+         "--contexts", "8K", "--concurrencies", "1", "2", "--prefill-only-contexts",
+         "--duration", "10"],
+        check=False, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    # One context of the card only: the verdict is "not reproduced" (49 cells not measured).
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    bundle = out.with_name("run1.tar.gz")
+    assert bundle.is_file()
+    key = home / ".config" / "bench" / "signing_ed25519"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    allowed = home / ".config" / "bench" / "allowed_signers"
+    # A stranger's check: the packed bundle against the allowed-signers file.
+    check = subprocess.run(
+        [sys.executable, "-m", "bench", "verify", str(bundle), "--allowed-signers", str(allowed)],
+        check=False, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    with tarfile.open(bundle) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    for expected in ("manifest.json", "manifest.json.sig", "results.json", "tables.md",
+                     "environment.json", "report.html"):  # fmt: skip
+        assert expected in names
+    # The verdict names the measured cells with their deltas against the card.
+    assert "| 8K | 1 |" in proc.stdout
+    assert "| 8K | 2 |" in proc.stdout
+    assert "NOT REPRODUCED" in proc.stdout
