@@ -153,11 +153,15 @@ async def decode_cell(
         if now - t0 > 900 / speed:
             raise RuntimeError(f"gate never opened for C={c}")
         await asyncio.sleep(poll)
+    s0 = time.perf_counter()
     m0 = await scrape(client)
     w0 = time.perf_counter()
     await asyncio.sleep(30.0 / speed)
     w1 = time.perf_counter()
     m1 = await scrape(client)
+    s1 = time.perf_counter()
+    # the twin's count spans scrape to scrape: scale it to the window's length
+    twin_tokens = (m1.generated - m0.generated) * (w1 - w0) / ((s1 + w1) / 2 - (s0 + w0) / 2)
     lag = (m1.lag_s - m0.lag_s) / max(m1.step_s - m0.step_s, 1e-9)
     for t in tasks:
         t.cancel()
@@ -186,7 +190,7 @@ async def decode_cell(
         "lag": lag,
         # tokens the client saw in the window / tokens the twin generated in it: a client
         # that cannot keep up reads late and this drops below 1
-        "read": tokens / max(m1.generated - m0.generated, 1.0),
+        "read": tokens / max(twin_tokens, 1.0),
     }
 
 
