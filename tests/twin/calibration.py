@@ -292,7 +292,7 @@ async def run_cell(
     bad = max(abs(e) for e in errs) > 0.05
     # Lateness of single steps does not slow the twin (its timeline is anchored); what
     # spoils figures is a twin that slips by whole steps or a client that reads late.
-    kept_up = f["lag"] < 0.5 and f["read"] > 0.97
+    kept_up = f["lag"] < 0.5 and 0.97 < f["read"] < 1.03
     tail = f"{f['lag']:7.1%}{speed:7g}" + ("  <-- outside 5%" if bad else "")
     return f"{name + ' x' + str(concurrency):<14}" + figures(f, tgt) + tail, bad, kept_up
 
