@@ -260,10 +260,11 @@ class Twin:
         }
 
     async def _complete(self, http: HttpRequest, conn: Connection, chat: bool) -> None:
-        # The frontend delay counts from arrival, so our own parsing and tokenizing (real
-        # CPU time, not divided by the speed factor) is absorbed instead of added.
+        # The frontend delay counts from the request's first byte, so receiving, parsing and
+        # tokenizing it (real CPU time, not divided by the speed factor) is absorbed
+        # instead of added to the profile's latencies.
         loop = asyncio.get_running_loop()
-        arrival_s = loop.time() * self.config.speed
+        arrival_s = (http.started_at or loop.time()) * self.config.speed
         arrival_wall = time.time()
         obj = requests.parse_json(http.body)
         p = self.profile
