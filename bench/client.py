@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from bench import http1
 from bench.errors import ServerError
 from bench.records import RequestRecord
 
@@ -39,6 +40,7 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 # parsers use `reasoning_content` or `reasoning`), or completions `text`.
 _TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
 _ERROR = re.compile(rb'"error":|"object":\s*"error"')
+_DONE = re.compile(rb"data:[ \t]*\[DONE\][ \t]*\r?\n")
 
 
 _JSON_HEADERS = {"content-type": "application/json"}
@@ -69,8 +71,19 @@ class Client:
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=None),
             transport=transport,
         )
+        # The measured stream goes over bench.http1 (no httpx per read) for plain http://
+        # servers; an injected transport (tests) or https keeps it on httpx.
+        self._raw: http1.Pool | None = None
+        url = httpx.URL(self.base_url)
+        if transport is None and url.scheme == "http" and url.host:
+            self._raw_prefix = url.raw_path.decode("ascii").rstrip("/")
+            self._raw = http1.Pool(
+                url.host, url.port or 80, headers, clock=clock, read_timeout_s=read_timeout_s
+            )
 
     async def aclose(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
         await self._http.aclose()
 
     # -- small JSON calls (before the sweep) -------------------------------------------
@@ -107,6 +120,9 @@ class Client:
         """
         clock = self._clock
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        if self._raw is not None:
+            await self._stream_raw(path, content, record)
+            return
         try:
             async with self._http.stream(
                 "POST", path, content=content, headers=_JSON_HEADERS
@@ -129,32 +145,78 @@ class Client:
         if record.error is None and not record.cancelled:
             _check_complete(record)
 
+    async def _stream_raw(self, path: str, content: bytes, record: RequestRecord) -> None:
+        assert self._raw is not None
+        try:
+            await self._raw.stream(self._raw_prefix + path, content, record, _Events(record))
+        except asyncio.CancelledError:
+            record.cancelled = True
+            raise
+        finally:
+            record.end_s = self._clock()
+        if record.error is None and not record.cancelled:
+            _check_complete(record)
+
     async def _read_events(
         self, response: httpx.Response, record: RequestRecord, clock: Clock
     ) -> None:
-        buf = b""
+        events = _Events(record)
         # Raw bytes skip httpx's decoder chain when the body is not encoded (vLLM's is not).
         encoded = response.headers.get("content-encoding", "identity") != "identity"
         reads = response.aiter_bytes() if encoded else response.aiter_raw()
         async for data in reads:
-            now = clock()
-            buf += data
-            start = 0
-            while True:
-                nl = buf.find(b"\n", start)
-                if nl < 0:
-                    break
-                line = buf[start:nl]
-                start = nl + 1
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, comments, event: lines
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
+            if events.feed(data, clock()):
+                return
+
+
+class _Events:
+    """SSE lines of one stream -> the record; every event of one read shares `now`."""
+
+    __slots__ = ("buf", "record")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.buf = b""
+        self.record = record
+
+    def feed(self, data: bytes, now: float) -> bool:
+        """True when the stream is over: [DONE] or an error event."""
+        buf = self.buf + data if self.buf else data
+        record = self.record
+        end = buf.rfind(b"\n") + 1
+        if record.first_token_s is not None and buf.find(b'"error"', 0, end) < 0:
+            # After the first token only usage counts matter, and every event of this read
+            # shares `now`: one scan of the complete lines instead of one per event. Raw
+            # newlines cannot occur inside JSON strings, so a line-anchored [DONE] is real,
+            # and every data line must end with "}" (else the exact path below says why).
+            done = _done_line(buf, end)
+            stop = end if done < 0 else done
+            lines = buf.count(b"\ndata:", 0, stop) + buf.startswith(b"data:")
+            if lines == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
+                add = record.add_usage
+                for m in _COMPLETION_TOKENS.finditer(buf, 0, stop):
+                    add(now, int(m.group(1)))
+                if done >= 0:
                     record.finished = True
-                    return
-                if _feed(payload, record, now):
-                    return
-            buf = buf[start:]
+                    return True
+                self.buf = buf[end:]
+                return False
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if not line.startswith(b"data:"):
+                continue  # blank separators, comments, event: lines
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                record.finished = True
+                return True
+            if _feed(payload, record, now):
+                return True
+        self.buf = buf[start:]
+        return False
 
 
 def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
@@ -180,6 +242,17 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
     if m:
         record.add_usage(now, int(m.group(1)))
     return False
+
+
+def _done_line(buf: bytes, end: int) -> int:
+    """Where the `data: [DONE]` line starts in buf[:end], or -1 (a C scan, then a check)."""
+    i = buf.find(b"[DONE]", 0, end)
+    while i >= 0:
+        line = buf.rfind(b"\n", 0, i) + 1
+        if _DONE.match(buf, line, end):
+            return line
+        i = buf.find(b"[DONE]", i + 6, end)
+    return -1
 
 
 def _check_complete(record: RequestRecord) -> None:

@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__, environment, gpu, plan, sweep
+from bench import __version__, environment, event_loop, gpu, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
@@ -127,7 +127,8 @@ def _only_url_with_resume(args: argparse.Namespace) -> None:
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        return asyncio.run(_main(args, settings))
+        with asyncio.Runner(loop_factory=event_loop.factory()) as runner:
+            return runner.run(_main(args, settings))
     except asyncio.CancelledError:
         raise Interrupted("interrupted before the sweep started") from None
 

@@ -1,0 +1,331 @@
+"""The measured stream on a bare asyncio connection: HTTP/1.1, chunked or delimited bodies.
+
+Why not httpx here: profiled at 128 streams (docs/performance.md), the client spent about
+three quarters of its CPU in httpx/httpcore/h11 and anyio for every network read (each
+read is one SSE event or a few), against a tenth in our own SSE scan. This module does
+only what a streaming POST needs, inside `data_received`: parse the status line and
+headers, undo chunked framing, and hand the payload to the caller's event reader, with
+no task switch per read. httpx still serves every other request, and any URL this module
+does not handle (https).
+
+    connect / write / reset             -> record.error "transport error: ..."
+    no byte for read_timeout_s           -> record.error "read time-out after N s"
+    status != 200                        -> record.error "HTTP 429: <body start>"
+    malformed framing                    -> record.error "transport error: malformed ..."
+
+A connection goes back to the pool only after the terminating zero-length chunk (or the
+whole Content-Length) of a 200 response has arrived; anything else closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from bench.records import RequestRecord
+
+_MAX_HEAD = 65_536
+_ERROR_BODY = 300
+
+
+class EventReader(Protocol):
+    def feed(self, data: bytes, now: float) -> bool:
+        """Account body bytes read at `now`; True once the stream is over ([DONE], error)."""
+
+
+class _Exchange:
+    """One request/response on a connection; the parse state lives here."""
+
+    __slots__ = (
+        "cbuf",
+        "chunked",
+        "clock",
+        "close",
+        "complete",
+        "crlf_left",
+        "data_left",
+        "done",
+        "err",
+        "head",
+        "left",
+        "reader",
+        "reads",
+        "record",
+        "status",
+        "stopped",
+    )  # fmt: skip
+
+    def __init__(self, record: RequestRecord, reader: EventReader, clock: Callable[[], float]):
+        self.record = record
+        self.reader = reader
+        self.clock = clock
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.head = b""
+        self.status = 0  # 0 until the head is parsed
+        self.chunked = False
+        self.left: int | None = None  # Content-Length bytes still to come
+        self.cbuf = b""
+        self.data_left = 0
+        self.crlf_left = 0
+        self.complete = False  # the body's end arrived (connection reusable)
+        self.close = False
+        self.err = b""
+        self.reads = 0
+        self.stopped = False  # the reader has seen the end of the stream
+
+    def received(self, data: bytes) -> None:
+        now = self.clock()
+        self.reads += 1
+        if not self.status:
+            self.head += data
+            end = self.head.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.head) > _MAX_HEAD:
+                    self.fail("transport error: response head too large")
+                return
+            data = self.head[end + 4 :]
+            if not self._parse_head(self.head[:end]):
+                return
+            self.head = b""
+            if not data and self.left != 0:
+                return
+        payload = self._unframe(data) if self.chunked else self._delimited(data)
+        if payload is None:
+            return
+        if self.status != 200:
+            self.err += payload
+            if self.complete or len(self.err) >= _ERROR_BODY:
+                self._http_error()
+            return
+        if payload and not self.stopped and self.reader.feed(payload, now):
+            self.stopped = True
+            self._resolve()
+        if self.complete:
+            self._resolve()
+
+    def _parse_head(self, head: bytes) -> bool:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        try:
+            self.status = int(parts[1])
+        except (IndexError, ValueError):
+            self.fail(f"transport error: malformed status line {lines[0][:80]!r}")
+            return False
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == "transfer-encoding" and "chunked" in value:
+                self.chunked = True
+            elif name == "content-length" and value.isdigit():
+                self.left = int(value)
+            elif name == "connection" and value == "close":
+                self.close = True
+        self.record.http_status = self.status
+        if self.chunked:
+            self.left = None
+        return True
+
+    def _delimited(self, data: bytes) -> bytes:
+        if self.left is not None:
+            data = data[: self.left]
+            self.left -= len(data)
+            self.complete = self.left == 0
+        return data
+
+    def _unframe(self, data: bytes) -> bytes | None:
+        buf = self.cbuf + data if self.cbuf else data
+        pos, n = 0, len(buf)
+        out: list[bytes] = []
+        while pos < n:
+            if self.data_left < 0:
+                if n - pos < 2:
+                    break
+                self.complete = True  # trailers are not read: such a connection is not reused
+                self.close = self.close or buf[pos : pos + 2] != b"\r\n"
+                pos = n
+            elif self.data_left:
+                take = min(self.data_left, n - pos)
+                out.append(buf[pos : pos + take])
+                pos += take
+                self.data_left -= take
+                if not self.data_left:
+                    self.crlf_left = 2
+            elif self.crlf_left:
+                take = min(self.crlf_left, n - pos)
+                pos += take
+                self.crlf_left -= take
+            else:
+                nl = buf.find(b"\r\n", pos)
+                if nl < 0:
+                    break
+                try:
+                    size = int(buf[pos:nl].split(b";", 1)[0], 16)
+                except ValueError:
+                    self.fail("transport error: malformed chunked body")
+                    return None
+                pos = nl + 2
+                if size == 0:
+                    self.data_left = -1  # the last chunk: only its CRLF (or trailers) left
+                    continue
+                if pos + size + 2 <= n:  # the usual case: the whole chunk is here
+                    out.append(buf[pos : pos + size])
+                    pos += size + 2
+                else:
+                    self.data_left = size
+        self.cbuf = buf[pos:] if pos < n else b""
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _http_error(self) -> None:
+        text = self.err[:_ERROR_BODY].decode("utf-8", "replace").strip()
+        self.close = True
+        self.fail(f"HTTP {self.status}: {text}")
+
+    def fail(self, error: str) -> None:
+        if self.record.error is None:
+            self.record.error = error
+        self.close = True
+        self._resolve()
+
+    def eof(self, exc: Exception | None) -> None:
+        self.close = True
+        if self.done.done():
+            return
+        if self.status and self.status != 200:
+            self._http_error()
+        elif self.status and not self.chunked and self.left is None:
+            self._resolve()  # body delimited by the end of the connection
+        else:
+            why = str(exc) if exc is not None else "connection closed by the server"
+            self.fail(f"transport error: {why}")
+
+    def _resolve(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.exchange: _Exchange | None = None
+        self.broken = False
+        self.on_idle: Callable[[_Connection], None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not subclasses of asyncio.Transport, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        ex = self.exchange
+        if ex is None:
+            self.abort()  # bytes nobody asked for: the connection cannot be trusted
+            return
+        ex.received(data)
+        if ex.done.done() and ex.complete and not ex.close:
+            self.exchange = None
+            if self.on_idle is not None:
+                self.on_idle(self)
+        elif ex.close and ex.done.done():
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broken = True
+        if self.exchange is not None:
+            self.exchange.eof(exc)
+
+    def abort(self) -> None:
+        self.broken = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Pool:
+    """Connections to one host:port for streaming POSTs; idle ones are reused."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        headers: dict[str, str],
+        *,
+        clock: Callable[[], float],
+        read_timeout_s: float,
+        connect_timeout_s: float = 30.0,
+    ) -> None:
+        self.host, self.port = host, port
+        self.clock = clock
+        self.read_timeout_s = read_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        fixed = {"host": f"{host}:{port}", "content-type": "application/json"}
+        fixed.update(accept="text/event-stream", **{k.lower(): v for k, v in headers.items()})
+        self._head = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
+        self._idle: list[_Connection] = []
+        self._all: set[_Connection] = set()
+
+    async def stream(
+        self, path: str, body: bytes, record: RequestRecord, reader: EventReader
+    ) -> None:
+        """POST body to path, feeding the response to reader. Fills record; cancellable."""
+        conn = await self._acquire(record)
+        if conn is None:
+            return
+        ex = _Exchange(record, reader, self.clock)
+        conn.exchange = ex
+        assert conn.transport is not None
+        conn.transport.write(
+            b"POST %b HTTP/1.1\r\n%bcontent-length: %d\r\n\r\n%b"
+            % (path.encode("latin-1"), self._head, len(body), body)
+        )
+        loop = asyncio.get_running_loop()
+        watchdog = loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, 0)
+        try:
+            await ex.done
+        except asyncio.CancelledError:
+            conn.abort()
+            raise
+        finally:
+            watchdog.cancel()
+            # After [DONE] the end chunk may still be on its way: `data_received` pools the
+            # connection when it comes. Anything else that did not end cleanly is closed.
+            clean = ex.complete and not ex.close
+            if not clean and (ex.close or not ex.stopped or record.error is not None):
+                conn.abort()
+            if conn.broken:
+                self._all.discard(conn)
+
+    def _watch(self, ex: _Exchange, conn: _Connection, reads: int, quiet: int) -> None:
+        if ex.done.done():
+            return
+        quiet = quiet + 1 if ex.reads == reads else 0
+        if quiet >= 4:
+            ex.fail(f"read time-out after {self.read_timeout_s:g} s")
+            conn.abort()
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, quiet)
+
+    async def _acquire(self, record: RequestRecord) -> _Connection | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.broken and conn.transport is not None and not conn.transport.is_closing():
+                return conn
+            self._all.discard(conn)
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(_Connection, self.host, self.port),
+                self.connect_timeout_s,
+            )
+        except (OSError, TimeoutError) as exc:
+            why = str(exc) or type(exc).__name__
+            record.error = f"transport error: cannot connect to {self.host}:{self.port}: {why}"
+            return None
+        conn.on_idle = self._idle.append
+        self._all.add(conn)
+        return conn
+
+    def close(self) -> None:
+        for conn in self._all:
+            conn.abort()
+        self._all.clear()
+        self._idle.clear()

@@ -1,0 +1,103 @@
+"""The client's measured stream over bench.http1 against the twin as a real process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+from pydantic import SecretStr
+
+from bench import prompts
+from bench.client import Client
+from bench.records import RequestRecord
+from tests.twinproc import start_twin
+
+pytestmark = pytest.mark.integration
+KEY = "sk-perf-test"
+PATH = prompts.endpoint("chat")
+
+
+def _body(max_tokens: int) -> dict[str, object]:
+    return prompts.request_body("chat", "tiny", "hello there", max_tokens)
+
+
+async def _streams(url: str, n: int, max_tokens: int, key: str = KEY) -> list[RequestRecord]:
+    client = Client(url, SecretStr(key), clock=time.perf_counter)
+    assert client._raw is not None  # plain http:// goes over bench.http1
+    records = []
+    try:
+        for _ in range(n):
+            rec = RequestRecord(worker=0, start_s=time.perf_counter())
+            await client.stream(PATH, _body(max_tokens), rec)
+            records.append(rec)
+        connections = len(client._raw._all)
+    finally:
+        await client.aclose()
+    if all(r.error is None for r in records):
+        assert connections == 1  # keep-alive: one connection for every request
+    return records
+
+
+def test_streams_count_usage_tokens_and_reuse_the_connection() -> None:
+    with start_twin("tiny", api_key=KEY) as twin:
+        records = asyncio.run(_streams(twin.url, 3, 40))
+    for r in records:
+        assert r.error is None and r.finished and not r.cancelled
+        assert r.tokens == 40  # from usage: the tiny profile sends 1-3 tokens per chunk
+        assert r.http_status == 200 and r.prompt_tokens and r.prompt_tokens > 0
+        assert r.first_token_s is not None and r.end_s is not None
+        assert r.start_s < r.first_token_s <= r.chunk_s[-1] <= r.end_s
+
+
+def test_wrong_key_and_server_errors_are_records() -> None:
+    with start_twin("tiny", api_key=KEY) as twin:
+        client = Client(twin.url, SecretStr("wrong"), clock=time.perf_counter)
+        rec = RequestRecord(worker=0, start_s=0.0)
+
+        async def go() -> None:
+            await client.stream(PATH, _body(5), rec)
+            await client.aclose()
+
+        asyncio.run(go())
+    assert rec.http_status == 401 and rec.error is not None and rec.error.startswith("HTTP 401: ")
+    with start_twin("tiny", extra_args=["--fault-error-fraction", "1"]) as twin:
+        (rec,) = asyncio.run(_streams(twin.url, 1, 5, key="x"))
+    assert rec.error is not None and rec.error.startswith("HTTP 500: ")
+
+
+def test_cut_stream_is_a_failure() -> None:
+    with start_twin("tiny", extra_args=["--fault-cut-fraction", "1"]) as twin:
+        client = Client(twin.url, clock=time.perf_counter)
+        rec = RequestRecord(worker=0, start_s=0.0)
+
+        async def go() -> None:
+            await client.stream(PATH, _body(200), rec)
+            await client.aclose()
+
+        asyncio.run(go())
+    assert rec.error is not None and rec.error.startswith("transport error")
+    assert not rec.finished and 0 < rec.tokens < 200
+
+
+def test_cancellation_marks_the_record_and_propagates() -> None:
+    with start_twin("tiny") as twin:
+        client = Client(twin.url, clock=time.perf_counter)
+        rec = RequestRecord(worker=0, start_s=0.0)
+
+        async def go() -> bool:
+            task = asyncio.create_task(client.stream(PATH, _body(3000), rec))
+            while not rec.chunk_s:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            cancelled = False
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+                return False
+            cancelled = True
+            await client.aclose()
+            return cancelled
+
+        assert asyncio.run(go())
+    assert rec.cancelled and rec.error is None and rec.end_s is not None and rec.tokens > 0

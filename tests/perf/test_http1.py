@@ -1,0 +1,99 @@
+"""bench.http1's response parsing, fed bytes by hand (no sockets): framing split anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from bench.http1 import _Exchange
+from bench.records import RequestRecord
+
+
+class Collect:
+    def __init__(self, stop_at: bytes | None = None) -> None:
+        self.data = b""
+        self.times: list[float] = []
+        self.stop_at = stop_at
+
+    def feed(self, data: bytes, now: float) -> bool:
+        self.data += data
+        self.times.append(now)
+        return self.stop_at is not None and self.stop_at in self.data
+
+
+def _chunked(*events: bytes) -> bytes:
+    return b"".join(b"%x\r\n%b\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _feed(
+    parts: Sequence[bytes], reader: Collect | None = None
+) -> tuple[_Exchange, RequestRecord, Collect]:
+    record = RequestRecord(worker=0, start_s=0.0)
+    reader = reader or Collect()
+    ticks = iter(range(1, 1000))
+
+    async def go() -> _Exchange:
+        ex = _Exchange(record, reader, lambda: float(next(ticks)))
+        for p in parts:
+            ex.received(p)
+        return ex
+
+    return asyncio.run(go()), record, reader
+
+
+def test_chunked_body_split_at_every_byte_gives_the_payload_back() -> None:
+    body = _chunked(b"data: one\n\n", b"data: two\n\n")
+    raw = HEAD + body
+    ex, record, reader = _feed([raw[i : i + 1] for i in range(len(raw))])
+    assert reader.data == b"data: one\n\ndata: two\n\n"
+    assert ex.complete and not ex.close and ex.done.done()
+    assert record.http_status == 200 and record.error is None
+
+
+def test_one_read_with_head_and_body_reads_the_clock_once() -> None:
+    _, _, reader = _feed([HEAD + _chunked(b"data: a\n\n", b"data: b\n\n")])
+    assert reader.data == b"data: a\n\ndata: b\n\n"
+    assert reader.times == [1.0]  # both events share the one timestamp of that read
+
+
+def test_each_read_gets_its_own_timestamp() -> None:
+    body = _chunked(b"data: a\n\n", b"data: b\n\n")
+    cut = len(HEAD) + body.index(b"9\r\ndata: b")
+    _, _, reader = _feed([(HEAD + body)[:cut], (HEAD + body)[cut:]])
+    assert reader.times == [1.0, 2.0]
+
+
+def test_reader_stop_resolves_before_the_end_chunk() -> None:
+    raw = HEAD + b"b\r\ndata: [D]\n\n\r\n"
+    ex, _, _ = _feed([raw], Collect(stop_at=b"[D]"))
+    assert ex.done.done() and ex.stopped and not ex.complete
+
+
+def test_non_200_is_an_http_error_with_the_body_start() -> None:
+    body = b'{"error":{"message":"slow down"}}'
+    raw = b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
+    ex, record, reader = _feed([raw])
+    assert record.http_status == 429
+    assert record.error == 'HTTP 429: {"error":{"message":"slow down"}}'
+    assert reader.data == b"" and ex.close
+
+
+def test_malformed_chunk_size_is_a_transport_error() -> None:
+    ex, record, _ = _feed([HEAD + b"zz\r\nhello\r\n"])
+    assert record.error == "transport error: malformed chunked body"
+    assert ex.done.done() and ex.close
+
+
+def test_content_length_body_completes_at_its_length() -> None:
+    raw = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\ndata: x\n\n\nEXTRA"
+    ex, _, reader = _feed([raw])
+    assert reader.data == b"data: x\n\n\n" and ex.complete
+
+
+def test_end_of_connection_mid_stream_is_a_transport_error() -> None:
+    ex, record, _ = _feed([HEAD + b"9\r\ndata: a\n\n\r\n"])
+    ex.eof(None)
+    assert record.error == "transport error: connection closed by the server"
