@@ -90,6 +90,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list
                            env, logs)  # fmt: skip
             assert rc == 0, logs[-1][1][-2000:]
             twin_log = twin.stderr()
+            # The canaries were live: the server really held the key (in its environment).
+            assert API_KEY.encode() in Path(f"/proc/{twin.proc.pid}/environ").read_bytes()
         logs.append(("twin stderr", twin_log))
         assert _run_step(["report", str(out)], env, logs) == 0, logs[-1][1][-2000:]
         assert _run_step(["keygen", "--out", str(root / "k"), "--principal", "t@x"], env, logs) == 0
