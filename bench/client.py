@@ -136,7 +136,10 @@ class Client:
         self, response: httpx.Response, record: RequestRecord, clock: Clock
     ) -> None:
         buf = b""
-        async for data in response.aiter_bytes():
+        # Raw bytes skip httpx's decoder chain when the body is not encoded (vLLM's is not).
+        encoded = response.headers.get("content-encoding", "identity") != "identity"
+        reads = response.aiter_bytes() if encoded else response.aiter_raw()
+        async for data in reads:
             now = clock()
             buf += data
             start = 0

@@ -4,7 +4,8 @@ Definitions are the card's (see DESIGN.md section 3):
 - output tokens: usage tokens whose chunk arrived inside [w0, w1];
 - measured for: w0 to the last usage chunk inside the window;
 - total tok/s = output tokens / measured for;
-- TBT of a request = (t_last - t_first) / (tokens - 1); the cell shows the median;
+- TBT of a request = (t_last - t_first) / (tokens - 1), up to the window's end; the
+  cell shows the median;
 - per request tok/s = 1 / median TBT (1000 / ms);
 - TTFT = median over every request of the cell that produced a token;
 - completed = requests that finished inside the window;
@@ -52,13 +53,14 @@ def cell_figures(
                 last_chunk_s = t_last
         if r.finished and r.end_s is not None and w0_s <= r.end_s <= w1_s:
             completed += 1
-        ttft = r.ttft_s
-        if ttft is not None:
-            ttfts.append(ttft)
-        tbt = r.tbt_s
-        if tbt is not None:
-            tbts.append(tbt)
-        gaps += r.gaps_s()
+        # A request's life ends at the window's end: what arrives while the streams are
+        # being cancelled does not count, so the figures do not depend on how long that takes.
+        if r.first_token_s is not None and r.first_token_s <= w1_s:
+            ttfts.append(r.first_token_s - r.start_s)
+            n, t_end = r.tokens_between(float("-inf"), w1_s)
+            if n >= 2 and t_end is not None:
+                tbts.append((t_end - r.first_token_s) / (n - 1))
+        gaps += [g for t, g in zip(r.chunk_s[1:], r.gaps_s(), strict=True) if t <= w1_s]
         chunks += len(r.chunk_s)
         chunk_tokens += r.tokens
 
@@ -90,6 +92,7 @@ def cell_figures(
         requests_started=len(records),
         requests_failed=sum(r.error is not None for r in records),
         requests_in_window=in_window,
+        tokens_received=chunk_tokens,
         ready_after_s=ready_after_s,
         metrics_samples=len(running),
     )

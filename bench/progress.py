@@ -46,9 +46,17 @@ class Progress:
             self.log.info("cell_started", cell=name, index=self.done + 1, of=self.total)
 
     def update(self, run: CellRun) -> None:
-        if not self.tty or run.w0_s is None:
+        if not self.tty:
             return
         now = self.clock()
+        if run.w0_s is None:
+            with_token = sum(r.first_token_s is not None for r in run.records)
+            self.stream.write(
+                f"\r\x1b[2K[{self.done + 1}/{self.total}] {self.name}  warming up: "
+                f"{with_token} requests with a token, {now - run.t0_s:.0f} s"
+            )
+            self.stream.flush()
+            return
         tokens = run.tokens_since(run.w0_s)
         live = ""
         if self._last_tokens is not None and now > self._last_tokens[0]:

@@ -181,6 +181,9 @@ class CellExtras(_Model):
     requests_started: int = 0  # requests the workers started, warm-up included
     requests_failed: int = 0
     requests_in_window: int = 0  # requests with a token inside the window
+    # Every usage token the cell's requests received, warm-up and after-window included
+    # (to check against the server's vllm:generation_tokens_total).
+    tokens_received: int = 0
     ready_after_s: float | None = None  # from the workers' start to the gate holding
     metrics_samples: int = 0  # /metrics scrapes inside the window
     # The window in the times of samples.jsonl (seconds from the cell's start).

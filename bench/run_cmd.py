@@ -19,7 +19,7 @@ from bench import __version__, environment, gpu, plan, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
-from bench.errors import Interrupted, UsageError
+from bench.errors import BenchError, Interrupted, UsageError
 from bench.progress import Progress
 from bench.results import Measurement, Results, RunSettings
 from bench.rundir import RunDir
@@ -99,6 +99,32 @@ def _settings(args: argparse.Namespace) -> RunSettings:
     )
 
 
+def _only_url_with_resume(args: argparse.Namespace) -> None:
+    """A resumed run keeps its own settings; a flag that would change them is refused."""
+    defaults = {
+        "model": None,
+        "api": "chat",
+        "contexts": list(PUBLISHED_CONTEXTS),
+        "prefill_only_contexts": list(PUBLISHED_PREFILL_ONLY),
+        "concurrencies": list(PUBLISHED_CONCURRENCIES),
+        "duration": 30.0,
+        "max_tokens": 4096,
+        "trials": 1,
+        "out": None,
+        "kv_budget": None,
+        "speed_factor": None,
+        "seed": 0,
+        "request_timeout": 600.0,
+    }
+    given = [k for k, v in defaults.items() if getattr(args, k) != v]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise UsageError(
+            f"--resume continues a run with its own settings; {flags} cannot change them",
+            hint="drop those flags (--url may point at the server's new address)",
+        )
+
+
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return asyncio.run(_main(args, settings))
@@ -115,6 +141,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     clock = time.perf_counter
     previous: Results | None = None
     if args.resume is not None:
+        _only_url_with_resume(args)
         rundir = RunDir(args.resume)
         previous = rundir.load()
         run_settings = previous.settings
@@ -195,6 +222,9 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         )
         try:
             results = await runner.run(results)
+        except BenchError:
+            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
+            raise
         except asyncio.CancelledError:
             partial = rundir.load().model_copy(update={"state": "interrupted"})
             rundir.save(partial)

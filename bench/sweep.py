@@ -244,10 +244,11 @@ class Sweep:
         )
         if figs is None:
             return CellResult(**base, status="invalid", reason=why, extras=extras)
-        if run.not_ready is not None:
-            return CellResult(
-                **base, status="not_ready", reason=run.not_ready, figures=figs, extras=extras
-            )
+        # A cell whose gate never held, or that started on an undrained server, is
+        # measured and flagged: its numbers are shown with the reason beside them.
+        flag = "; ".join(x for x in (run.drain_note, run.not_ready) if x)
+        if flag:
+            return CellResult(**base, status="not_ready", reason=flag, figures=figs, extras=extras)
         return CellResult(**base, status="valid", figures=figs, extras=extras)
 
     def _raw(

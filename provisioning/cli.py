@@ -2,6 +2,8 @@
 
     provision preflight HOST [--profile NAME]     check the host, print the table
     provision bench HOST[,HOST...] [--keep]       the whole flow, one bundle per host
+    provision compare HOST --image-a A --image-b B  both sweeps, then `bench compare`
+    provision clean HOST [--run-id ID]            remove containers a crashed run left
 
 `bench` never imports this package, so it has its own entry point; it maps failures to
 one line and the named exit codes of bench.errors, like bench's own CLI.
@@ -10,7 +12,6 @@ one line and the named exit codes of bench.errors, like bench's own CLI.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,75 +20,11 @@ from pathlib import Path
 import structlog
 
 from bench import logs
-from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted
-from bench.settings import Settings, load_settings
-from provisioning import hosts, preflight
-from provisioning.launch import launch_gpus
-from provisioning.remote import Remote
-from provisioning.requirements import load_requirements
+from bench.errors import BenchError, Exit, Interrupted
+from bench.settings import load_settings
+from provisioning import orchestrate
 
 DEFAULT_INVENTORY = Path("hosts.toml")
-DEFAULT_PROFILE = "published"
-
-
-def _hf_token_present(environ: dict[str, str]) -> bool:
-    return bool(environ.get("HF_TOKEN") or environ.get("HUGGING_FACE_HUB_TOKEN"))
-
-
-def _resolve(args: argparse.Namespace, name: str) -> tuple[hosts.Host, str]:
-    inventory = hosts.load_inventory(args.inventory)
-    host = hosts.resolve(name, inventory=inventory)
-    profile = args.profile or host.profile or DEFAULT_PROFILE
-    return host, profile
-
-
-def preflight_host(
-    host: hosts.Host, profile: str, *, trust_new_host: bool, environ: dict[str, str]
-) -> preflight.Report:
-    """Connect, run every check, print the table; raises HostCheckFailed when one fails."""
-    req = load_requirements(profile, launch_gpus(profile))
-    remote = Remote(host, trust_new_host=trust_new_host)
-    try:
-        remote.connect()
-    except HostCheckFailed as exc:
-        report = preflight.ssh_failed_report(host.name, exc)
-        print(report.table())
-        raise
-    try:
-        found = f"{host.address}, host key {remote.host_key_fingerprint}"
-        report = preflight.run_preflight(
-            remote,
-            req,
-            host=host.name,
-            ssh_found=found,
-            model_cache=host.model_cache,
-            hf_token_present=_hf_token_present(environ),
-        )
-    finally:
-        remote.close()
-    print(f"preflight of {host.name} for launch profile {profile}:")
-    print(report.table())
-    report.raise_if_failed()
-    return report
-
-
-def _cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
-    failed: list[str] = []
-    names = hosts.parse_host_list(args.host)
-    for name in names:
-        host, profile = _resolve(args, name)
-        try:
-            preflight_host(
-                host, profile, trust_new_host=args.trust_new_host, environ=dict(os.environ)
-            )
-        except HostCheckFailed as exc:
-            if len(names) == 1:
-                raise
-            print(f"provision: {exc.one_line()}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        raise HostCheckFailed(f"preflight failed on {', '.join(failed)}")
-    return int(Exit.OK)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -99,6 +36,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_INVENTORY,
         help="hosts.toml with per-host user, port, key, profile, model_cache",
     )
+    p.add_argument("--image", help="image to run (default: the profile's target as built here)")
     p.add_argument(
         "--trust-new-host",
         action="store_true",
@@ -113,7 +51,46 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("preflight", help="check a GPU host and print the table")
     _add_common(p)
-    p.set_defaults(func=_cmd_preflight)
+    p.set_defaults(func=orchestrate.cmd_preflight)
+    p = sub.add_parser(
+        "bench",
+        help="the whole flow: preflight, server, sweep, signed bundle",
+        epilog="arguments after -- go to `bench run` inside the container",
+    )
+    _add_common(p)
+    p.add_argument("--keep", action="store_true", help="leave the server running afterwards")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="default: UTC time + random suffix")
+    p.add_argument(
+        "--card",
+        type=Path,
+        default=None,
+        help="published card to judge each bundle against (default: published/<profile card>)",
+    )
+    p.add_argument(
+        "--allowed-signers",
+        type=Path,
+        default=None,
+        help="local allowed-signers file the host keys are added to "
+        "(default ~/.config/vllm-bench/allowed_signers)",
+    )
+    p.set_defaults(func=orchestrate.cmd_bench)
+    p = sub.add_parser(
+        "compare",
+        help="two images on one host, one sweep after the other, then bench compare",
+        epilog="arguments after -- go to `bench run` inside the container",
+    )
+    _add_common(p)
+    p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
+    p.add_argument("--image-b", required=True, help="image of run B")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    p.set_defaults(func=orchestrate.cmd_compare)
+    p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
+    _add_common(p)
+    p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")
+    p.set_defaults(func=orchestrate.cmd_clean)
     return parser
 
 
@@ -122,7 +99,11 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` is for `bench run` inside the container, untouched by argparse.
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = build_parser().parse_args(argv[:cut])
+    args.bench_args = tuple(argv[cut + 1 :])
     log = structlog.get_logger("provisioning")
     try:
         settings = load_settings()

@@ -322,15 +322,22 @@ def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
     yield from chunks
 
 
-def local_image_chunks(ref: str) -> tuple[str, Iterator[bytes]]:
-    """`docker save` of a local image: (its id, tar chunks), for streaming to a host."""
+def local_image_id(ref: str) -> str | None:
+    """The id of an image in this machine's engine; None when absent or no engine answers."""
     try:
-        client = docker.from_env()
-        image = client.images.get(ref)
+        return str(docker.from_env().images.get(ref).id)
+    except _TRANSPORT_ERRORS:
+        return None
+
+
+def local_image_chunks(ref: str) -> Iterator[bytes]:
+    """`docker save` of a local image as tar chunks, started only when first read."""
+    try:
+        image = docker.from_env().images.get(ref)
+        yield from image.save(named=True)
     except docker.errors.ImageNotFound:
         raise ImageMissing(
             f"image {ref} is not on this machine either", hint="build it first (make image)"
         ) from None
     except _TRANSPORT_ERRORS as exc:
-        raise _wrap("opening the local Docker engine", exc) from None
-    return str(image.id), iter(image.save(named=True))
+        raise _wrap("saving the local image", exc) from None

@@ -102,7 +102,7 @@ def fit_row_latency(
         return _row_loss(simulate_row(p, ctx, cs)[1], targets)
 
     best, best_loss = prof, loss_of(prof)
-    fields = ("frontend_s", "warm_recompute_tokens", "request_overhead_s")
+    fields = ("frontend_s", "warm_recompute_tokens", "request_overhead_s", "slow_request_drop")
     step = 0.4
     while step > 0.02:
         improved = False
@@ -110,6 +110,8 @@ def fit_row_latency(
             for sign in (1, -1):
                 cur = getattr(best, field)[i]
                 new = cur * math.exp(sign * step) if cur > 0 else 0.01 * (sign > 0)
+                if field == "slow_request_drop":
+                    new = min(new, 0.9)
                 cand = _with(best, **{field: _set(getattr(best, field), i, new)})
                 loss = loss_of(cand)
                 if loss < best_loss:
@@ -119,7 +121,8 @@ def fit_row_latency(
     log(
         f"{name}: frontend {best.frontend_s[i]:.3f} s, "
         f"overhead {best.request_overhead_s[i]:.3f} s, "
-        f"recompute {best.warm_recompute_tokens[i]:.0f} tokens, loss {best_loss:.4f}"
+        f"recompute {best.warm_recompute_tokens[i]:.0f} tokens, "
+        f"slow drop {(best.slow_request_drop or [0.0] * (i + 1))[i]:.3f}, loss {best_loss:.4f}"
     )
     return _with(best, prefill_s_per_token=_prefill_costs(best, t))
 
@@ -158,12 +161,23 @@ def _extend_over_capacity(table: list[list[float]], prof: Profile, t: dict[str, 
 def fit(prof: Profile, rounds: int = 3, log: Callable[[str], None] = print) -> Profile:
     t = load_targets()
     prof = _with(prof, prefill_s_per_token=_prefill_costs(prof, t))
+    if prof.slow_request_drop is None:
+        prof = _with(
+            prof, slow_request_fraction=0.25, slow_request_drop=[0.15] * len(prof.contexts)
+        )
     prof = fit_step_table(prof, t, 2, log)
     for _ in range(rounds):
         for i in range(len(prof.contexts)):
             prof = fit_row_latency(prof, t, i, log)
+            save(prof)
         prof = fit_step_table(prof, t, 3, log)
+        save(prof)
     return prof
+
+
+def save(prof: Profile) -> None:
+    path = profiles.PROFILE_DIR / f"{prof.name}.json"
+    path.write_text(json.dumps(_rounded(prof.model_dump()), indent=1) + "\n")
 
 
 def compare(prof: Profile) -> list[dict[str, Any]]:
@@ -247,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     prof = profiles.load("published")
     if args.fit:
         prof = fit(prof, args.rounds, log=lambda m: print(m, file=sys.stderr, flush=True))
-        path = profiles.PROFILE_DIR / "published.json"
-        path.write_text(json.dumps(_rounded(prof.model_dump()), indent=1) + "\n")
+        save(prof)
     print(render(compare(prof)))
     return 0
 

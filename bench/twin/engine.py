@@ -38,6 +38,8 @@ class Request:
     preemptions: int = 0
     accept_bag: list[int] = field(default_factory=list)
     cap_tokens: int = 0  # tokens the held blocks can store
+    drop_per_step: float = 0.0  # accepted drafts this request loses per step (slow ones)
+    drop_debt: float = 0.0
 
     @property
     def prefilling(self) -> bool:
@@ -99,11 +101,15 @@ class Engine:
 
     # -- requests -------------------------------------------------------------------------
     def make_request(self, prompt_ids: list[int], max_tokens: int, rid: str = "") -> Request:
+        serial = next(self._ids)
+        frac = self.profile.slow_request_fraction
+        slow = int((serial + 1) * frac) > int(serial * frac)
         return Request(
-            rid=rid or f"req-{next(self._ids)}",
+            rid=rid or f"req-{serial}",
             prompt_tokens=len(prompt_ids),
             max_tokens=max_tokens,
             hashes=self._hasher(prompt_ids),
+            drop_per_step=self.profile.slow_drop(len(prompt_ids)) if slow else 0.0,
         )
 
     def add(self, req: Request) -> None:
@@ -187,6 +193,11 @@ class Engine:
                 if not bag:
                     bag = req.accept_bag = bags[pick(len(bags))].copy()
                 k = bag.pop()
+                if req.drop_per_step:
+                    req.drop_debt += req.drop_per_step
+                    if k and req.drop_debt >= 1.0:
+                        k -= 1
+                        req.drop_debt -= 1.0
             n = 1 + k
             left = req.max_tokens - req.output_tokens
             done = n >= left

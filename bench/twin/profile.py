@@ -51,6 +51,11 @@ class Profile(BaseModel):
     request_overhead_s: list[float]
     # ... and the part of that work done by a single FIFO worker (serialized across requests).
     frontend_s: list[float]
+    # MTP acceptance differs between requests (their texts differ): this share of requests
+    # (every 1/fraction-th, deterministically) loses `slow_request_drop` accepted drafts
+    # per step on average, per context anchor.
+    slow_request_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    slow_request_drop: list[float] | None = None
 
     @model_validator(mode="after")
     def _shapes(self) -> Profile:
@@ -67,6 +72,8 @@ class Profile(BaseModel):
         ):
             if len(getattr(self, name)) != n_ctx:
                 raise ValueError(f"{name} needs one value per context ({n_ctx})")
+        if self.slow_request_drop is not None and len(self.slow_request_drop) != n_ctx:
+            raise ValueError(f"slow_request_drop needs one value per context ({n_ctx})")
         if len(self.accept_probs) != self.num_speculative_tokens + 1:
             raise ValueError("accept_probs needs num_speculative_tokens + 1 entries")
         if abs(sum(self.accept_probs) - 1.0) > 1e-6 or min(self.accept_probs) < 0:
@@ -129,6 +136,11 @@ class Profile(BaseModel):
 
     def frontend_seconds(self, prompt_tokens: int) -> float:
         return self._in_ctx(self.frontend_s, prompt_tokens)
+
+    def slow_drop(self, prompt_tokens: int) -> float:
+        if self.slow_request_drop is None:
+            return 0.0
+        return self._in_ctx(self.slow_request_drop, prompt_tokens)
 
     def warm_recompute(self, prompt_tokens: int) -> int:
         return round(self._in_ctx(self.warm_recompute_tokens, prompt_tokens))

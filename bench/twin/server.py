@@ -31,6 +31,7 @@ from bench.twin.tokenizer import Tokenizer
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
 SPIN_S = 0.0015
 MAX_HOLD_STEPS = 3
+MERGE_MIN_STREAMS = 16  # with fewer streams, writing is never what makes the loop late
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,12 @@ class Twin:
             step_s = result.duration_s / speed
             due += step_s
             cost_s, spare_s = self._flush_cost_s(), due - loop.time()
-            if step_s == 0 or held >= MAX_HOLD_STEPS or cost_s < max(0.8 * spare_s, 0.1 * step_s):
+            if (
+                step_s == 0
+                or held >= MAX_HOLD_STEPS
+                or len(self._dirty) < MERGE_MIN_STREAMS
+                or cost_s < max(0.8 * spare_s, 0.1 * step_s)
+            ):
                 self._flush()
                 held = 0
             else:

@@ -157,10 +157,10 @@ def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
         if f is None or f.delta_pct is None:
             return plots.HeatCell(None, "—")
         flagged = f.mark in ("improved", "regressed")
-        return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=flagged)
+        return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=flagged, muted=not flagged)
 
     limit = 2.0 * c.policy.min_effect(metric)
-    title = f"{metric.label}: Δ % (B vs A)"
+    title = f"{metric.label}: Δ % (B vs A; washed out = within noise)"
     return plots.Heatmap(title, contexts, levels, cell, limit, metric.higher_is_better)
 
 

@@ -1,5 +1,8 @@
-"""Heatmaps of Δ % and per-concurrency curves, as PNG bytes (the module that owns matplotlib
-for verdict pages; the Agg backend, so no display is needed)."""
+"""Heatmaps of Δ % and per-concurrency curves for the verdict pages, as PNG bytes.
+
+matplotlib itself is owned by `bench.report.plots` (Agg backend, optional `report` extra,
+a one-line ToolMissing when absent); these drawings get pyplot from there.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +10,8 @@ import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from bench.errors import ToolMissing
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ToolMissing(
-            "matplotlib is not installed; the HTML page needs it for its plots",
-            hint="pip install 'bench[report]'",
-        ) from None
-    return plt
+from bench.report.plots import _pyplot
 
 
 @dataclass(frozen=True)
@@ -31,6 +19,7 @@ class HeatCell:
     delta_pct: float | None  # None: no figure to show
     text: str  # what to write in the square
     flagged: bool = False  # drawn with a heavy edge
+    muted: bool = False  # within noise: colour washed out so only real changes stand out
 
 
 @dataclass(frozen=True)
@@ -80,6 +69,17 @@ def heatmaps_png(maps: Sequence[Heatmap]) -> bytes:
                     fontsize=7,
                     fontweight="bold" if cell.flagged else "normal",
                 )
+                if cell.muted:
+                    ax.add_patch(
+                        pyplot.Rectangle(
+                            (j - 0.5, i - 0.5),
+                            1,
+                            1,
+                            facecolor="white",
+                            alpha=0.65,
+                            edgecolor="none",
+                        )
+                    )
                 if cell.flagged:
                     ax.add_patch(
                         pyplot.Rectangle(

@@ -153,6 +153,9 @@ def _metadata(results: Results, env: Any) -> dict[str, str]:
         "bench version": results.bench_version,
         "run state": results.state,
     }
+    for key, value in sorted(results.server.version_payload.items()):
+        if key != "version":  # e.g. the twin's profile, speed and seed
+            out[f"server /version {key}"] = json.dumps(value, sort_keys=True)
     if isinstance(env, dict):
         gpu = env.get("gpu") or {}
         gpus = [g.get("name", "?") for g in gpu.get("gpus", [])]

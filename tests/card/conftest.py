@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import pathlib
+from importlib import resources
 
 import pytest
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-# A byte-for-byte copy of the card in /work/shared/published/, kept here so the tests run
-# anywhere (the repository has no other copy yet).
-SHIPPED = FIXTURES / "published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
+CARD_NAME = "qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
+# The card as shipped with the package (bench/cards), exactly as published.
+SHIPPED = pathlib.Path(str(resources.files("bench.cards").joinpath(CARD_NAME)))
 
 
 @pytest.fixture

@@ -138,3 +138,9 @@ def test_header_metadata_and_launch(shipped_card_path: pathlib.Path) -> None:
 def test_json_round_trip_is_lossless(shipped_card_path: pathlib.Path) -> None:
     card, _ = _card(shipped_card_path)
     assert Card.model_validate_json(card.model_dump_json()) == card
+
+
+def test_the_fixture_copy_is_the_shipped_card(shipped_card_path: pathlib.Path) -> None:
+    # tests/card/fixtures keeps a copy (other tests and the malformed variants use it).
+    copy = pathlib.Path(__file__).parent / "fixtures" / f"published_{shipped_card_path.name}"
+    assert copy.read_bytes() == shipped_card_path.read_bytes()

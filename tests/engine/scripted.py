@@ -56,7 +56,7 @@ def chat_chunk(
 DONE = b"data: [DONE]\n\n"
 
 
-class _Body(httpx.AsyncByteStream):
+class Body(httpx.AsyncByteStream):
     def __init__(self, parts: Sequence[bytes | Exception]) -> None:
         self.parts = parts
 
@@ -72,7 +72,7 @@ def transport(parts: Sequence[bytes | Exception], status: int = 200) -> httpx.Mo
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(
-            status, stream=_Body(parts), headers={"content-type": "text/event-stream"}
+            status, stream=Body(parts), headers={"content-type": "text/event-stream"}
         )
 
     return httpx.MockTransport(handler)

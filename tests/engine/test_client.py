@@ -178,3 +178,25 @@ def test_malformed_chunk_is_a_failure() -> None:
         ]
     )
     assert record.error is not None and record.error.startswith("malformed chunk")
+
+
+def test_an_encoded_body_is_decoded_before_parsing() -> None:
+    import gzip
+
+    body = gzip.compress(
+        chat_chunk("a", completion_tokens=1) + chat_chunk("b", completion_tokens=2) + DONE
+    )
+    clock = ScriptedClock()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-encoding": "gzip"})
+
+    async def go() -> RequestRecord:
+        client = Client("http://s", clock=clock, transport=httpx.MockTransport(handler))
+        record = RequestRecord(worker=0, start_s=clock())
+        await client.stream("/v1/chat/completions", {}, record)
+        await client.aclose()
+        return record
+
+    record = asyncio.run(go())
+    assert record.error is None and record.tokens == 2

@@ -46,14 +46,16 @@ def test_window_tokens_measured_for_and_the_two_identities() -> None:
     assert figs.output_tokens == 22 + 4 + 4
     assert figs.measured_for_s == 10.0  # last usage chunk inside the window is a's at 20
     assert figs.total_tok_s == figs.output_tokens / figs.measured_for_s
-    # TBT per request, token weighted: a (24-5)/39, b1 (11.5-1)/8, b2 (21-13)/7.
-    assert figs.tbt_s == pytest.approx(median([19 / 39, 10.5 / 8, 8 / 7]))
+    # TBT per request, token weighted, up to the window's end (20): a (20-5)/31,
+    # b1 (11.5-1)/8, b2 (19.5-13)/3 (its chunk at 21 arrived during cancellation).
+    assert figs.tbt_s == pytest.approx(median([15 / 31, 10.5 / 8, 6.5 / 3]))
     assert figs.per_request_tok_s == pytest.approx(1 / figs.tbt_s)
     assert figs.ttft_s == median([1.0, 1.0, 1.0])
     assert figs.completed_requests == 1
     assert figs.average_active == pytest.approx((2 + 2 + 1) / 3)
     assert figs.active_source == "server_metrics"
     assert extras.requests_in_window == 3 and extras.ready_after_s == 3.0
+    assert extras.tokens_received == 40 + 9 + 8
 
 
 def test_without_metrics_average_active_is_the_client_count_and_says_so() -> None:

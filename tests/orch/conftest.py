@@ -9,6 +9,7 @@ come up is a failing test with sshd's own output, never a skip.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import socket
@@ -145,7 +146,8 @@ def ssh_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshTes
         stop_sshd(host)
 
 
-BENCH_IMAGE = "vllm-bench-orch-test:latest"
+# One tag per checkout: the engine is shared, and another tree's build must not replace ours.
+BENCH_IMAGE = "vllm-bench-orch-test:" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
 
 
 @pytest.fixture(scope="session")

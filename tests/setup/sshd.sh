@@ -5,9 +5,10 @@
 #
 # Installs openssh-server when missing (idempotent), creates throwaway host and client keys
 # in DIR (kept when already there), writes DIR/sshd_config, DIR/home/.ssh/{config,known_hosts}
-# (the client side, for a temporary HOME), then execs sshd in the foreground, so the caller's
-# process id is sshd's and stopping it stops the server. DIR/bin comes first on the PATH of
-# every session: tests put stand-in tools there (e.g. an nvidia-smi reporting other GPUs).
+# (the client side, for a temporary HOME) and DIR/remote-home (HOME of every session), then
+# execs sshd in the foreground, so the caller's process id is sshd's and stopping it stops
+# the server. DIR/bin comes first on the PATH of every session: tests put stand-in tools
+# there (e.g. an nvidia-smi reporting other GPUs).
 set -euo pipefail
 
 dir=${1:?usage: sshd.sh DIR PORT}
@@ -32,7 +33,7 @@ fi
 mkdir -p /run/sshd
 chmod 0755 /run/sshd
 
-mkdir -p "$dir/home/.ssh" "$dir/bin"
+mkdir -p "$dir/home/.ssh" "$dir/bin" "$dir/remote-home"
 chmod 0700 "$dir/home/.ssh"
 [[ -f "$dir/host_ed25519" ]] || ssh-keygen -q -t ed25519 -N '' -C bench-test-host -f "$dir/host_ed25519"
 [[ -f "$dir/client_ed25519" ]] || ssh-keygen -q -t ed25519 -N '' -C bench-test-client -f "$dir/client_ed25519"
@@ -51,7 +52,9 @@ UsePAM no
 # The key files live under /tmp (world-writable), which StrictModes would refuse.
 StrictModes no
 Subsystem sftp internal-sftp
-SetEnv PATH=$dir/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Sessions get their own HOME, so what the orchestrator keeps on the "GPU host" (signing key,
+# run folders) lands in DIR, not in the real home of the account sshd logs in to.
+SetEnv PATH=$dir/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=$dir/remote-home
 # The docker SDK opens one session per pooled HTTP connection.
 MaxSessions 64
 MaxStartups 64

@@ -88,8 +88,8 @@ def test_repeated_prompt_hits_prefix_cache_and_ttft_drops(client: httpx.Client) 
     assert hits1 == hits0
     assert hits2 - hits1 >= 1400
     assert cold.ttft_s is not None and warm.ttft_s is not None
-    # tiny: cold prefill of ~1,500 tokens at 50 us/token; warm recomputes 16 tokens
-    assert cold.ttft_s > 0.07
+    # tiny: cold prefill of ~1,500 tokens at 200 us/token; warm recomputes 16 tokens
+    assert cold.ttft_s > 0.3
     assert warm.ttft_s < cold.ttft_s / 3
 
 

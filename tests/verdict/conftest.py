@@ -6,11 +6,7 @@ import pytest
 
 from bench.card.model import Card
 from bench.card.parse import read_card
-
-SHIPPED = (
-    pathlib.Path(__file__).parents[1]
-    / "card/fixtures/published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
-)
+from tests.card.conftest import SHIPPED
 
 
 @pytest.fixture(scope="session")

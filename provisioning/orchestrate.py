@@ -1,0 +1,284 @@
+"""The commands behind `provision preflight` and `provision bench`: hosts in, bundles out.
+
+Every host is checked first; nothing starts anywhere unless every host passes. Then each
+host runs its flow in its own thread (one bundle per host); Ctrl-C interrupts them all,
+each brings back what finished and removes its containers; one summary at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import secrets
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import SecretStr
+from tabulate import tabulate
+
+from bench import __version__
+from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
+from bench.launch_profile import LaunchProfile, load_launch_profile
+from bench.settings import Settings
+from bench.verdict.command import load_reference
+from bench.verdict.compare import Policy, compare
+from bench.verdict.reproduce import Tolerances, reproduce
+from bench.verdict.run_source import load_run
+from bench.verdict.tables import compare_markdown, reproduce_markdown
+from provisioning import hosts, preflight, signing
+from provisioning.containers import Engine
+from provisioning.flow import HostRun, Options, Outcome, Secrets, scope_of
+from provisioning.remote import Remote
+from provisioning.requirements import Requirements, load_requirements
+
+DEFAULT_PROFILE = "published"
+VLLM_IMAGE = "bench-vllm:73a5831127a9"
+
+
+@dataclass(frozen=True)
+class Target:
+    host: hosts.Host
+    profile: LaunchProfile
+    requirements: Requirements
+    image_ref: str
+
+
+def default_image(profile: LaunchProfile) -> str:
+    """The tag docker/build.sh gives the profile's image target."""
+    return f"bench:{__version__}" if profile.image == "bench" else VLLM_IMAGE
+
+
+def resolve_target(args: argparse.Namespace, name: str) -> Target:
+    inventory = hosts.load_inventory(args.inventory)
+    host = hosts.resolve(name, inventory=inventory)
+    profile = load_launch_profile(args.profile or host.profile or DEFAULT_PROFILE)
+    image_ref = args.image or default_image(profile)
+    req = load_requirements(profile.name, profile.gpus, image_ref=image_ref)
+    return Target(host, profile, req, image_ref)
+
+
+def hf_token(environ: dict[str, str]) -> SecretStr | None:
+    value = environ.get("HF_TOKEN") or environ.get("HUGGING_FACE_HUB_TOKEN")
+    return SecretStr(value) if value else None
+
+
+def preflight_host(
+    target: Target, *, trust_new_host: bool, environ: dict[str, str]
+) -> preflight.Report:
+    """Connect, run every check, print the table; raises HostCheckFailed when one fails."""
+    host, req = target.host, target.requirements
+    remote = Remote(host, trust_new_host=trust_new_host)
+    try:
+        remote.connect()
+    except HostCheckFailed as exc:
+        print(preflight.ssh_failed_report(host.name, exc).table())
+        raise
+    try:
+        report = preflight.run_preflight(
+            remote,
+            req,
+            host=host.name,
+            ssh_found=f"{host.address}, host key {remote.host_key_fingerprint}",
+            model_cache=host.model_cache,
+            hf_token_present=hf_token(environ) is not None,
+        )
+    finally:
+        remote.close()
+    print(f"preflight of {host.name} for launch profile {req.profile}:")
+    print(report.table())
+    report.raise_if_failed()
+    return report
+
+
+def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
+    names = hosts.parse_host_list(args.host)
+    failed: list[str] = []
+    for name in names:
+        target = resolve_target(args, name)
+        try:
+            preflight_host(target, trust_new_host=args.trust_new_host, environ=dict(os.environ))
+        except HostCheckFailed as exc:
+            if len(names) == 1:
+                raise
+            print(f"provision: {exc.one_line()}", file=sys.stderr)
+            failed.append(name)
+    if failed:
+        raise HostCheckFailed(f"preflight failed on {', '.join(failed)}")
+    return int(Exit.OK)
+
+
+def cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
+    """Remove the containers of one run (--run-id) or of every run on the hosts.
+
+    For after a crash or `kill -9` of the orchestrator, which cannot clean up itself.
+    """
+    inventory = hosts.load_inventory(args.inventory)
+    for name in hosts.parse_host_list(args.host):
+        host = hosts.resolve(name, inventory=inventory)
+        with Remote(host, trust_new_host=args.trust_new_host):  # checks the host key first
+            pass
+        with Engine(host) as engine:
+            scopes = [scope_of(args.run_id, host.name)] if args.run_id else sorted(engine.run_ids())
+            removed = [n for scope in scopes for n in engine.remove_run(scope)]
+        print(f"{host.name}: removed {len(removed)} container(s){': ' if removed else ''}"
+              f"{', '.join(removed)}")  # fmt: skip
+    return int(Exit.OK)
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+class _Worker(threading.Thread):
+    def __init__(self, run: HostRun) -> None:
+        super().__init__(name=f"host-{run.host.name}", daemon=True)
+        self.host_run = run
+        self.outcome: Outcome = run.outcome
+        self.error: BenchError | None = None
+        # Waiting uses this, not join(): a join() interrupted by Ctrl-C can leave a live
+        # thread reported as stopped (CPython gh-90882).
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.outcome = self.host_run.run()
+        except BenchError as exc:
+            self.error = exc
+        finally:
+            self.host_run.remote.close()
+            self.done.set()
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    environ = dict(os.environ)
+    targets = [resolve_target(args, name) for name in hosts.parse_host_list(args.host)]
+    for target in targets:  # nothing starts unless every host passes
+        preflight_host(target, trust_new_host=args.trust_new_host, environ=environ)
+    run_id = args.run_id or new_run_id()
+    bench_args = tuple(args.bench_args)
+    allowed = args.allowed_signers or signing.default_allowed_signers()
+    workers = []
+    for t in targets:
+        opts = Options(
+            profile=t.profile,
+            requirements=t.requirements,
+            image_ref=t.image_ref,
+            run_id=run_id,
+            results_dir=args.results,
+            allowed_signers=allowed,
+            bench_args=bench_args,
+            keep=args.keep,
+            secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
+        )
+        workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
+    _run_all(workers)
+    card = args.card or _default_card(targets[0].profile)
+    return _summarise(workers, allowed, card)
+
+
+def _run_all(workers: list[_Worker]) -> bool:
+    """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted."""
+    for w in workers:
+        w.start()
+    try:
+        for w in workers:
+            while not w.done.wait(timeout=0.2):
+                pass
+    except KeyboardInterrupt:
+        for w in workers:
+            w.host_run.interrupt()
+        for w in workers:
+            while not w.done.wait(timeout=0.2):
+                pass
+        return True
+    return False
+
+
+def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    """Two images on one host, one sweep after the other, then `bench compare` A vs B."""
+    environ = dict(os.environ)
+    names = hosts.parse_host_list(args.host)
+    if len(names) != 1:
+        raise UsageError("compare runs on one host", hint="HOST=gpu01")
+    args.image = args.image_a
+    target = resolve_target(args, names[0])
+    preflight_host(target, trust_new_host=args.trust_new_host, environ=environ)
+    base = args.run_id or new_run_id()
+    allowed = args.allowed_signers or signing.default_allowed_signers()
+    workers: list[_Worker] = []
+    for label, image in (("a", args.image_a), ("b", args.image_b)):
+        opts = Options(
+            profile=target.profile,
+            requirements=target.requirements,
+            image_ref=image,
+            run_id=f"{base}-{label}",
+            results_dir=args.results,
+            allowed_signers=allowed,
+            bench_args=tuple(args.bench_args),
+            secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
+        )
+        worker = _Worker(HostRun(target.host, opts, remote=Remote(target.host)))
+        if _run_all([worker]) or worker.error is not None:
+            return _summarise([*workers, worker], allowed, None)
+        workers.append(worker)
+    _summarise(workers, allowed, None)
+    a, b = (w.outcome.local_dir for w in workers)
+    assert a is not None and b is not None
+    result = compare(load_run(a), load_run(b), Policy())
+    print(f"\n## {args.image_a} (A) vs {args.image_b} (B) on {target.host.name}\n")
+    print(compare_markdown(result))
+    return int(Exit.NOT_REPRODUCED if result.flagged else Exit.OK)
+
+
+def _default_card(profile: LaunchProfile) -> Path | None:
+    path = Path("published") / profile.card if profile.card else None
+    return path if path is not None and path.is_file() else None
+
+
+def _verdict(bundle: Path, card: Path) -> bool:
+    """Print the reproduce verdict of one bundle against the card; True when reproduced."""
+    result = reproduce(load_run(bundle), load_reference(card), Tolerances())
+    print(reproduce_markdown(result))
+    return bool(result.reproduced)
+
+
+def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
+    rows = []
+    for w in workers:
+        o = w.outcome
+        state = (
+            "interrupted" if isinstance(w.error, Interrupted)
+            else "failed" if w.error is not None
+            else "complete" if o.complete else "partial"
+        )  # fmt: skip
+        where = str(o.local_dir) if o.local_dir else "-"
+        took = sum(o.timings_s.values())
+        steps = ", ".join(f"{k} {v:.1f}" for k, v in o.timings_s.items())
+        rows.append((o.host, o.run_id, state, where, f"{took:.1f}", steps))
+    print()
+    print(tabulate(rows, headers=("host", "run", "state", "bundle", "s", "time per step (s)")))
+    for w in workers:
+        d = w.outcome.local_dir
+        if d is not None and (d / "tables.md").is_file():
+            print(f"\n## {w.outcome.host}: {d}\n")
+            print((d / "tables.md").read_text())
+            print(f"verified with {allowed}")
+    not_reproduced = []
+    for w in workers:
+        d = w.outcome.local_dir
+        if card is not None and d is not None and w.error is None:
+            print(f"\n## {w.outcome.host}: against {card}\n")
+            if not _verdict(d, card):
+                not_reproduced.append(w.outcome.host)
+    for w in workers:
+        if w.error is not None:
+            print(f"provision: {w.outcome.host}: {w.error.one_line()}", file=sys.stderr)
+    errors = [w.error for w in workers if w.error is not None]
+    if any(isinstance(e, Interrupted) for e in errors):
+        return int(Exit.INTERRUPTED)
+    if errors:
+        return int(errors[0].exit_code)
+    return int(Exit.NOT_REPRODUCED) if not_reproduced else int(Exit.OK)

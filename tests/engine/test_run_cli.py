@@ -1,0 +1,99 @@
+"""`bench run` on bad input and unreachable servers: one line, a named exit code."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cell import CellRun
+from bench.errors import Exit
+from bench.progress import Progress
+from bench.records import RequestRecord
+from bench.results import CellResult
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.integration
+def test_a_bad_context_is_a_usage_error_in_one_line() -> None:
+    got = _run("--contexts", "eight")
+    assert got.returncode == Exit.USAGE
+    assert got.stderr.strip() == (
+        "bench: error: 'eight' is not a context size (write e.g. 8K or 8192)"
+    )
+
+
+@pytest.mark.integration
+def test_an_unreachable_server_is_a_server_error_and_the_key_is_never_echoed(
+    tmp_path: Path,
+) -> None:
+    secret = "sk-never-shown-1234"
+    got = _run(
+        "--url",
+        f"http://127.0.0.1:{_free_port()}",
+        "--out",
+        str(tmp_path / "r"),
+        env={"BENCH_API_KEY": secret},
+    )
+    assert got.returncode == Exit.SERVER
+    assert got.stderr.startswith("bench: error: cannot reach http://127.0.0.1:")
+    assert "Traceback" not in got.stderr
+    assert secret not in got.stderr + got.stdout
+
+
+@pytest.mark.integration
+def test_resume_of_a_directory_without_a_run_is_a_usage_error(tmp_path: Path) -> None:
+    got = _run("--resume", str(tmp_path))
+    assert got.returncode == Exit.USAGE
+    assert "has no results.json to resume" in got.stderr
+    got = _run("--resume", str(tmp_path), "--duration", "5", "--contexts", "8K")
+    assert got.returncode == Exit.USAGE
+    assert "--contexts, --duration cannot change them" in got.stderr
+
+
+def test_progress_on_a_terminal_shows_warm_up_then_live_tokens_per_second() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(lambda: now[0], total_cells=2, estimated_s=100, stream=out, tty=True)
+    progress.cell_started("8K x 1")
+    run = CellRun(concurrency=1, t0_s=0.0)
+    record = RequestRecord(worker=0, start_s=0.0, first_token_s=1.0)
+    run.records.append(record)
+    now[0] = 2.0
+    progress.update(run)
+    assert "warming up: 1 requests with a token" in out.getvalue()
+    run.w0_s = 2.0
+    record.add_usage(2.5, 10)
+    now[0] = 3.0
+    progress.update(run)
+    record.add_usage(3.5, 60)
+    now[0] = 4.0
+    progress.update(run)
+    assert out.getvalue().endswith("50 tok/s")
+    progress.cell_finished(
+        "8K x 1",
+        CellResult(context_label="8K", prompt_tokens=8192, concurrency=1, status="valid"),
+        50.0,
+    )
+    assert out.getvalue().endswith("8K x 1: valid 50.0 tok/s\n")
