@@ -63,7 +63,7 @@ def test_server_killed_mid_sweep_exits_server_keeps_cells_and_resumes(tmp_path: 
     assert rc == Exit.SERVER, stderr[-2000:]
     assert_one_line_error(stderr, "bench: error: cannot reach", twin.url)
     kept = load_results(out)
-    assert kept is not None and kept.state == "running" and (out / "INCOMPLETE").exists()
+    assert kept is not None and kept.state == "failed" and (out / "INCOMPLETE").exists()
     first = kept.cell("256", 1)
     assert first is not None and first.status == "valid"
     cut = kept.cell("256", 2)
