@@ -83,3 +83,31 @@ def test_server_container_dying_mid_sweep_brings_back_the_finished_cells(
     assert (bundle / "INCOMPLETE").exists()
     verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
     assert _containers(run_id) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: after SSH drops mid-sweep the orchestrator exits 6 ('lost the Docker "
+    "engine over ssh') without reconnecting; the server container is left running on the "
+    "host and no partial bundle comes back. Remove this mark when the flow reconnects.",
+)
+def test_ssh_dropped_mid_sweep_brings_back_the_cells_and_leaves_nothing(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"ssh-{uuid.uuid4().hex[:8]}"
+    proc = _start(ssh_host, tmp_path, bench_image, run_id)
+    seen = _until_first_cell(proc)
+    assert ssh_host.drop_connections() >= 1
+    try:
+        _, err = proc.communicate(timeout=600)
+        err = seen + err
+        assert "Traceback" not in err
+        assert proc.returncode in {int(c) for c in Exit}, err[-3000:]
+        bundle = tmp_path / "results" / ssh_host.alias / run_id
+        assert (bundle / "results.json").is_file(), err[-3000:]
+        verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
+        assert _containers(run_id) == []
+    finally:
+        left = _containers(run_id)
+        if left:  # what the flow left behind must not outlive the test
+            subprocess.run(["docker", "rm", "-f", *left], capture_output=True, check=False)
