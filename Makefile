@@ -123,19 +123,22 @@ test: docker-up compose-plugin
 # `make preflight HOST=...`. PROFILE=<launch profile> (default: the inventory's, else
 # published); IMAGE=<ref> (default: the profile's target as docker/build.sh tags it);
 # TRUST_NEW_HOST=1 accepts and records the key of a host seen for the first time; KEEP=1
-# leaves the server up; CARD=<card file> to judge against (default: the published card;
-# CARD= for none); RUN_ARGS='...' go to `bench run` inside the container.
-CARD ?= $(REPRO_CARD)
+# leaves the server up; CARD=<card file> to judge against (default: the launch profile's card
+# in bench/cards/), NO_VERDICT=1 for none (a partial sweep); RUN_ARGS='...' go to `bench run`.
 PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
 	$(if $(TRUST_NEW_HOST),--trust-new-host)
-PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)")
+PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)") \
+	$(if $(NO_VERDICT),--no-verdict)
 
-# Two images on one host, one sweep after the other, then `bench compare` B against A.
+# Two images on one host, one sweep after the other, then `bench compare` B against A:
+# make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
+CMP_A = $(or $(IMAGE_A),$(A))
+CMP_B = $(or $(IMAGE_B),$(B))
 .PHONY: compare-images
 compare-images: setup
-	@test -n "$(HOST)" -a -n "$(IMAGE_A)" -a -n "$(IMAGE_B)" || \
-		{ echo "make compare-images needs HOST=... IMAGE_A=<ref> IMAGE_B=<ref>" >&2; exit 2; }
-	$(BIN)/python -m provisioning compare $(HOST) --image-a $(IMAGE_A) --image-b $(IMAGE_B) \
+	@test -n "$(HOST)" -a -n "$(CMP_A)" -a -n "$(CMP_B)" || \
+		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare $(HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
 		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 

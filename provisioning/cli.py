@@ -65,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--card",
         type=Path,
         default=None,
-        help="published card to judge each bundle against (default: published/<profile card>)",
+        help="published card to judge each bundle against (default: the profile's, bench/cards/)",
+    )
+    p.add_argument(
+        "--no-verdict", action="store_true", help="print no verdict (e.g. for a partial sweep)"
     )
     p.add_argument(
         "--allowed-signers",

@@ -17,43 +17,27 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 from typing import TextIO
 
 import structlog
-from pydantic import SecretStr
 
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import BenchError, Interrupted, RunFailed, ServerError
-from bench.launch_profile import LaunchProfile
-from provisioning import signing
-from provisioning.containers import (
-    ContainerFailed,
-    ContainerSpec,
-    Engine,
-    ImageMissing,
-    Mount,
-    local_image_chunks,
-    local_image_id,
-)
+from provisioning import image, signing, transfer
+from provisioning.containers import ContainerFailed, ContainerSpec, Engine, Mount
 from provisioning.hosts import Host
+from provisioning.image import CONTAINER_HOME, HF_IN_CONTAINER
 from provisioning.remote import Remote
-from provisioning.requirements import Requirements
+from provisioning.run_options import Options, Outcome
 
 log = structlog.get_logger("provisioning.flow")
 
 RUN_IN_CONTAINER = "/results/run"
 BUNDLES_IN_CONTAINER = "/bundles"  # the host's folder of runs, for packing
-HF_IN_CONTAINER = "/hf"
-KEY_IN_CONTAINER = "/key"
 INTERRUPT_GRACE_S = 120.0
-# Containers run as the SSH user's uid:gid (so what they write on the host is that user's);
-# that uid has no home in the image, and tools (pip, HF) want a writable one.
-CONTAINER_HOME = "/tmp"  # noqa: S108
 _MANIFEST_SCRIPT = (
     "import datetime, sys\n"
     "from pathlib import Path\n"
@@ -66,36 +50,6 @@ _MANIFEST_SCRIPT = (
     " created_at=datetime.datetime.now(datetime.UTC))\n"
     "manifest.write(root, made)\n"
 )
-
-
-@dataclass(frozen=True)
-class Secrets:
-    api_key: SecretStr | None = None
-    hf_token: SecretStr | None = None
-
-
-@dataclass(frozen=True)
-class Options:
-    profile: LaunchProfile
-    requirements: Requirements
-    image_ref: str
-    run_id: str
-    results_dir: Path
-    allowed_signers: Path
-    bench_args: tuple[str, ...] = ()
-    keep: bool = False
-    secrets: Secrets = field(default_factory=Secrets)
-
-
-@dataclass
-class Outcome:
-    host: str
-    run_id: str
-    local_dir: Path | None = None
-    archive: Path | None = None
-    complete: bool = False
-    timings_s: dict[str, float] = field(default_factory=dict)
-    error: BenchError | None = None
 
 
 class _Steps:
@@ -146,20 +100,29 @@ class HostRun:
         self.stop = threading.Event()
         self._exec_id: str | None = None
 
-    def interrupt(self) -> None:
-        """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up."""
-        if self.stop.is_set():
-            return
+    def interrupt(self, *, hard: bool = False) -> None:
+        """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up.
+
+        `bench run` gets SIGINT (it saves every finished cell and exits); if it is still
+        running INTERRUPT_GRACE_S later, or on a second Ctrl-C (hard), it gets SIGKILL.
+        """
+        first = not self.stop.is_set()
         self.stop.set()
-        print(f"\n[{self.host.name}] interrupted: stopping ...", file=self.out, flush=True)
-        if self._exec_id is not None and self.engine is not None:
-            try:
-                _, _, pid = self.engine.exec_result(self._exec_id)
-                if pid:
-                    # SIGINT makes `bench run` finish the file of every finished cell.
-                    self.remote.run(f"kill -INT {pid}", idempotent=False)
-            except BenchError as exc:
-                log.warning("interrupt_failed", host=self.host.name, error=exc.one_line())
+        if first:
+            print(f"\n[{self.host.name}] interrupted: stopping ...", file=self.out, flush=True)
+        exec_id = self._exec_id
+        if exec_id is None or self.engine is None:
+            return
+        try:
+            running, _, pid = self.engine.exec_result(exec_id)
+            if running and pid:
+                self.remote.run(f"kill -{'KILL' if hard else 'INT'} {pid}", idempotent=False)
+        except BenchError as exc:
+            log.warning("interrupt_failed", host=self.host.name, error=exc.one_line())
+        if first and not hard:
+            timer = threading.Timer(INTERRUPT_GRACE_S, self.interrupt, kwargs={"hard": True})
+            timer.daemon = True
+            timer.start()
 
     def _check_stop(self) -> None:
         if self.stop.is_set():
@@ -220,53 +183,27 @@ class HostRun:
 
     def _ensure_image(self) -> None:
         assert self.engine is not None
-        ref = self.opts.image_ref
         with self.step("image"):
-            local_id = local_image_id(ref)
-            host_id = self.engine.image_id(ref)
-            if host_id is not None and (local_id is None or host_id == local_id):
-                print(f"[{self.host.name}] image {ref} present ({host_id[:19]})", file=self.out)
-                return
-            if local_id is None:
-                raise ImageMissing(
-                    f"image {ref} is neither on {self.host.name} nor on this machine",
-                    hint="build it (make image / make bench-image) or pull it by digest",
-                )
-            print(f"[{self.host.name}] streaming {ref} ({local_id[:19]}) ...", file=self.out)
-            chunks = local_image_chunks(ref)
-            loaded = self.engine.load(_counting(chunks, self.out, self.host.name))
-            if local_id not in loaded and self.engine.image_id(ref) != local_id:
-                raise RunFailed(f"loading {ref} on {self.host.name} gave {loaded}, not {local_id}")
+            image.ensure_image(self.engine, self.opts.image_ref, self.host.name, self.out)
 
     def _fetch_weights(self) -> None:
         req = self.opts.requirements
         if not (req.weights_bytes and req.hf_model):
             return
         assert self.engine is not None
+        self.remote.run(f"mkdir -p {shlex.quote(self._model_cache())}", check=True)
         with self.step("weights"):
-            env = {"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME}
-            if self.opts.secrets.hf_token is not None:
-                env["HF_TOKEN"] = self.opts.secrets.hf_token.get_secret_value()
-            # huggingface_hub resumes partial files in the cache; a rerun continues.
-            cid = self.engine.start(
-                ContainerSpec(
-                    image=self.opts.image_ref,
-                    command=("huggingface-cli", "download", req.hf_model),
-                    run_id=self.scope,
-                    role="weights",
-                    environment=env,
-                    mounts=(Mount(self._model_cache(), HF_IN_CONTAINER),),
-                    user=self.uid_gid,
-                )
+            image.fetch_weights(
+                self.engine,
+                image=self.opts.image_ref,
+                model=req.hf_model,
+                scope=self.scope,
+                cache_dir=self._model_cache(),
+                user=self.uid_gid,
+                hf_token=self.opts.secrets.hf_token,
+                host=self.host.name,
+                out=self.out,
             )
-            self.engine.follow_logs(cid, lambda line: None)
-            code = self.engine.wait(cid, timeout_s=24 * 3600)
-            if code != 0:
-                raise ContainerFailed(
-                    f"fetching {req.hf_model} failed (exit {code})",
-                    log_tail=self.engine.log_tail(cid),
-                    hint="see the log lines above; check HF_TOKEN and the disk",
-                )
 
     def _model_cache(self) -> str:
         cache = self.host.model_cache
@@ -400,7 +337,7 @@ class HostRun:
         local_root = self.opts.results_dir / self.host.name / self.opts.run_id
         with self.step("pull back"):
             local_archive = local_root.with_name(f"{self.opts.run_id}.tar.gz")
-            self.remote.get(archive, local_archive)
+            transfer.get(self.remote, archive, local_archive)
             self.outcome.archive = local_archive
         with self.step("verify"):
             # open_bundle wants an empty folder and puts the bundle's own top folder in it
@@ -459,16 +396,6 @@ class HostRun:
 
 def scope_of(run_id: str, host_name: str) -> str:
     return f"{run_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', host_name)}"
-
-
-def _counting(chunks: Iterator[bytes], out: TextIO, host: str) -> Iterator[bytes]:
-    sent = 0
-    step = 64 << 20
-    for chunk in chunks:
-        sent += len(chunk)
-        if sent // step != (sent - len(chunk)) // step:
-            print(f"[{host}] streamed {sent >> 20} MiB", file=out, flush=True)
-        yield chunk
 
 
 def _indent(text: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import SecretStr
 from tabulate import tabulate
 
+import bench.cards
 from bench import __version__
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
@@ -30,11 +31,13 @@ from bench.verdict.run_source import load_run
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 from provisioning import hosts, preflight, signing
 from provisioning.containers import Engine
-from provisioning.flow import HostRun, Options, Outcome, Secrets, scope_of
+from provisioning.flow import HostRun, scope_of
 from provisioning.remote import Remote
 from provisioning.requirements import Requirements, load_requirements
+from provisioning.run_options import Options, Outcome, Secrets
 
 DEFAULT_PROFILE = "published"
+CARDS_DIR = Path(bench.cards.__file__).parent
 VLLM_IMAGE = "bench-vllm:73a5831127a9"
 
 
@@ -87,10 +90,29 @@ def preflight_host(
         )
     finally:
         remote.close()
+    report.checks.insert(2, sdk_check(host))
     print(f"preflight of {host.name} for launch profile {req.profile}:")
     print(report.table())
     report.raise_if_failed()
     return report
+
+
+def sdk_check(host: hosts.Host) -> preflight.Check:
+    """The containers are driven through the Docker SDK's own SSH connection: try it."""
+    name = "docker over ssh"
+    try:
+        with Engine(host) as engine:
+            return preflight.Check(
+                name, preflight.Status.OK, f"Docker SDK: {engine.server_version}"
+            )
+    except BenchError as exc:
+        return preflight.Check(
+            name,
+            preflight.Status.FAIL,
+            exc.message,
+            "the Docker SDK reads only ~/.ssh/config (IdentityFile) and ~/.ssh/known_hosts: "
+            "put the host's key and host key there",
+        )
 
 
 def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
@@ -175,26 +197,27 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         )
         workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     _run_all(workers)
-    card = args.card or _default_card(targets[0].profile)
+    card = None if args.no_verdict else args.card or _default_card(targets[0].profile)
     return _summarise(workers, allowed, card)
 
 
 def _run_all(workers: list[_Worker]) -> bool:
-    """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted."""
+    """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted.
+
+    A second Ctrl-C kills the sweeps outright; clean-up still runs in every worker.
+    """
     for w in workers:
         w.start()
-    try:
-        for w in workers:
-            while not w.done.wait(timeout=0.2):
-                pass
-    except KeyboardInterrupt:
-        for w in workers:
-            w.host_run.interrupt()
-        for w in workers:
-            while not w.done.wait(timeout=0.2):
-                pass
-        return True
-    return False
+    interrupted = False
+    for w in workers:
+        while not w.done.is_set():
+            try:
+                w.done.wait(timeout=0.2)
+            except KeyboardInterrupt:
+                for each in workers:
+                    each.host_run.interrupt(hard=interrupted)
+                interrupted = True
+    return interrupted
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
@@ -234,7 +257,8 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _default_card(profile: LaunchProfile) -> Path | None:
-    path = Path("published") / profile.card if profile.card else None
+    """The profile's published card as shipped in bench/cards/, if it names one."""
+    path = CARDS_DIR / profile.card if profile.card else None
     return path if path is not None and path.is_file() else None
 
 

@@ -17,8 +17,8 @@ and the exact line that would trust it, unless the caller passed trust_new_host,
 records it in the first user known_hosts file; a changed key is never accepted.
 
 A connection that drops (sshd restarted, a NAT timeout, a killed session) is reopened
-with backoff; file copies resume from the bytes already written and are checked with
-sha256 on both ends at the end.
+with backoff; idempotent commands are rerun. File copies (provisioning.transfer) resume
+over this connection's SFTP session.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ log = structlog.get_logger("provisioning.remote")
 
 Progress = Callable[[int, int], None]
 _QUIET_LOGGER = "provisioning.remote.paramiko"
-_CHUNK = 1 << 20
 
 
 class UnknownHostKey(HostCheckFailed):
@@ -142,10 +141,15 @@ def _learn_file(host: Host) -> Path:
     return user_files[0] if user_files else Path.home() / ".ssh" / "known_hosts"
 
 
-def _is_transient(exc: BaseException) -> bool:
+# What a dropped or refused connection raises; callers catch these and ask is_transient.
+TRANSIENT: tuple[type[BaseException], ...] = (OSError, EOFError, paramiko.SSHException)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth a reconnect and retry (not a refused key or a wrong host key)."""
     if isinstance(exc, paramiko.BadHostKeyException | paramiko.AuthenticationException):
         return False
-    return isinstance(exc, OSError | EOFError | paramiko.SSHException)
+    return isinstance(exc, TRANSIENT)
 
 
 class Remote:
@@ -161,8 +165,8 @@ class Remote:
     ) -> None:
         self.host = host
         self._trust = trust_new_host
-        self._retry = retry or RetryPolicy()
-        self._sleep = sleep
+        self.retry = retry or RetryPolicy()
+        self.sleep = sleep
         self._conn: fabric.Connection | None = None
         self.host_key_fingerprint: str | None = None
         self.reconnects = 0
@@ -248,17 +252,17 @@ class Remote:
         if self._conn is not None and self._conn.is_connected:
             return
         last: BaseException | None = None
-        for attempt in range(self._retry.attempts):
+        for attempt in range(self.retry.attempts):
             try:
                 self._conn = self._open_once()
                 log.debug("ssh_connected", host=self.host.name, attempt=attempt + 1)
                 return
             except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not _is_transient(exc):
+                if not is_transient(exc):
                     raise
                 last = exc
                 log.info("ssh_connect_retry", host=self.host.name, error=str(exc) or repr(exc))
-                self._sleep(self._retry.backoff_s(attempt))
+                self.sleep(self.retry.backoff_s(attempt))
         raise SshUnreachable(
             f"cannot reach {self.host.address} over ssh: {last}",
             hint=f"check that `ssh {self.host.name} true` works from this machine",
@@ -294,7 +298,7 @@ class Remote:
 
         An idempotent command is rerun on a fresh connection when the connection drops.
         """
-        attempts = self._retry.attempts if idempotent else 1
+        attempts = self.retry.attempts if idempotent else 1
         for attempt in range(attempts):
             try:
                 res = self._c.run(
@@ -310,11 +314,11 @@ class Remote:
                     f"{self.host.name}: `{command}` did not finish within {timeout_s:.0f} s"
                 ) from None
             except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not _is_transient(exc) or attempt + 1 == attempts:
+                if not is_transient(exc) or attempt + 1 == attempts:
                     raise SshUnreachable(
                         f"ssh to {self.host.name} dropped during `{command}`: {exc}"
                     ) from None
-                self._sleep(self._retry.backoff_s(attempt))
+                self.sleep(self.retry.backoff_s(attempt))
                 self.reconnect()
         result = CommandResult(command, int(res.exited), str(res.stdout), str(res.stderr))
         if check and not result.ok:
@@ -326,107 +330,14 @@ class Remote:
 
     # -- files ------------------------------------------------------------------------------
 
-    def _sftp(self) -> paramiko.SFTPClient:
-        sftp: paramiko.SFTPClient = self._c.sftp()
-        return sftp
+    def sftp(self) -> paramiko.SFTPClient:
+        """The connection's SFTP session (provisioning.transfer copies files over it)."""
+        client: paramiko.SFTPClient = self._c.sftp()
+        return client
 
     def remote_sha256(self, path: str) -> str:
         out = self.run(f"sha256sum -- {shlex.quote(path)}", check=True).stdout
         return out.split()[0]
-
-    def get(self, remote_path: str, local_path: Path, progress: Progress | None = None) -> int:
-        """Copy a file from the host, resuming after dropped connections; returns its size."""
-        part = local_path.with_name(local_path.name + ".part")
-        local_path.parent.mkdir(parents=True, exist_ok=True)
-        part.unlink(missing_ok=True)
-        size = -1
-        for attempt in range(self._retry.attempts):
-            try:
-                sftp = self._sftp()
-                size = int(sftp.stat(remote_path).st_size or 0)
-                done = part.stat().st_size if part.exists() else 0
-                if done > size:
-                    part.unlink()
-                    done = 0
-                with sftp.open(remote_path, "rb") as src, part.open("ab") as dst:
-                    src.seek(done)
-                    src.prefetch(size)
-                    while done < size:
-                        chunk = src.read(min(_CHUNK, size - done))
-                        if not chunk:
-                            raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
-                        dst.write(chunk)
-                        done += len(chunk)
-                        if progress is not None:
-                            progress(done, size)
-                break
-            except FileNotFoundError:
-                raise TransferFailed(f"{self.host.name}:{remote_path} does not exist") from None
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not _is_transient(exc) or attempt + 1 == self._retry.attempts:
-                    raise TransferFailed(
-                        f"copying {self.host.name}:{remote_path} failed after "
-                        f"{attempt + 1} attempts: {exc or type(exc).__name__}"
-                    ) from None
-                log.warning(
-                    "transfer_resumed",
-                    host=self.host.name,
-                    path=remote_path,
-                    bytes_done=part.stat().st_size if part.exists() else 0,
-                    error=str(exc) or type(exc).__name__,
-                )
-                self._sleep(self._retry.backoff_s(attempt))
-                self.reconnect()
-        self._check_same(part, remote_path)
-        part.replace(local_path)
-        return size
-
-    def put(self, local_path: Path, remote_path: str, progress: Progress | None = None) -> int:
-        """Copy a file to the host, resuming after dropped connections; returns its size."""
-        size = local_path.stat().st_size
-        for attempt in range(self._retry.attempts):
-            try:
-                sftp = self._sftp()
-                try:
-                    done = int(sftp.stat(remote_path).st_size or 0)
-                except FileNotFoundError:
-                    done = 0
-                if done > size or attempt == 0:
-                    done = 0
-                with (
-                    local_path.open("rb") as src,
-                    sftp.open(remote_path, "ab" if done else "wb") as dst,
-                ):
-                    src.seek(done)
-                    dst.set_pipelined(True)
-                    while chunk := src.read(_CHUNK):
-                        dst.write(chunk)
-                        done += len(chunk)
-                        if progress is not None:
-                            progress(done, size)
-                break
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                if isinstance(exc, PermissionError) or attempt + 1 == self._retry.attempts:
-                    raise TransferFailed(
-                        f"copying {local_path} to {self.host.name}:{remote_path} failed: {exc}"
-                    ) from None
-                self._sleep(self._retry.backoff_s(attempt))
-                self.reconnect()
-        self._check_same(local_path, remote_path)
-        return size
-
-    def _check_same(self, local_path: Path, remote_path: str) -> None:
-        digest = hashlib.sha256()
-        with local_path.open("rb") as fh:
-            while block := fh.read(_CHUNK):
-                digest.update(block)
-        remote = self.remote_sha256(remote_path)
-        if digest.hexdigest() != remote:
-            local_path.unlink(missing_ok=True)
-            raise TransferFailed(
-                f"{self.host.name}:{remote_path} differs after copying (sha256 mismatch)",
-                hint="run again; the copy starts over",
-            )
 
     # -- HTTP to a port on the host's loopback (the server under test) --------------------
 
@@ -461,12 +372,12 @@ class Remote:
     # -- small helpers over SFTP ------------------------------------------------------------
 
     def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None:
-        with self._sftp().open(remote_path, "w") as fh:
+        with self.sftp().open(remote_path, "w") as fh:
             fh.write(text)
-        self._sftp().chmod(remote_path, mode)
+        self.sftp().chmod(remote_path, mode)
 
     def read_text(self, remote_path: str) -> str:
-        with self._sftp().open(remote_path, "r") as fh:
+        with self.sftp().open(remote_path, "r") as fh:
             data: bytes = fh.read()
         return data.decode()
 

@@ -18,8 +18,9 @@ from tests.orch.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 
+# --no-verdict: a one-cell sweep is not meant to reproduce the card
 SMALL_SWEEP = (
-    "--", "--contexts", "8K", "--prefill-only-contexts", "--concurrencies", "1",
+    "--no-verdict", "--", "--contexts", "8K", "--prefill-only-contexts", "--concurrencies", "1",
     "--duration", "2", "--max-tokens", "512",
 )  # fmt: skip
 API_KEY = "sk-orch-test-" + uuid.uuid4().hex
@@ -102,7 +103,7 @@ def test_ctrl_c_during_the_sweep_removes_containers_and_brings_back_a_partial_bu
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
     long_sweep = (
         "--", "--contexts", "8K", "16K", "--prefill-only-contexts", "--concurrencies", "1", "2",
-        "4", "--duration", "4", "--max-tokens", "64",
+        "4", "--duration", "4", "--max-tokens", "512",
     )  # fmt: skip
     proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *long_sweep)
     assert proc.stderr is not None
@@ -139,7 +140,7 @@ def test_two_hosts_in_parallel_one_bundle_each_and_a_verdict_against_the_card(
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
     proc = _provision(
         ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", "--card", str(CARD),
-        *SMALL_SWEEP, hosts=f"{ssh_host.alias},{second}",
+        *SMALL_SWEEP[1:], hosts=f"{ssh_host.alias},{second}",
     )  # fmt: skip
     out, err = proc.communicate(timeout=900)
     # A sweep of one cell does not reproduce a 48-cell card: the verdict says no (exit 1).
@@ -182,7 +183,7 @@ def test_compare_runs_two_images_one_after_the_other_then_judges_b_against_a(
         [sys.executable, "-m", "provisioning", "compare", ssh_host.alias, "--profile", "twin",
          "--image-a", bench_image, "--image-b", bench_image, "--run-id", run_id,
          "--results", str(tmp_path / "results"),
-         "--allowed-signers", str(tmp_path / "allowed_signers"), *SMALL_SWEEP],
+         "--allowed-signers", str(tmp_path / "allowed_signers"), *SMALL_SWEEP[1:]],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900,
     )  # fmt: skip
     for label in ("a", "b"):

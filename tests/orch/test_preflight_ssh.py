@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.errors import HostCheckFailed
-from provisioning import hosts, preflight
+from provisioning import hosts, orchestrate, preflight
 from provisioning.preflight import Status
 from provisioning.remote import Remote
 from provisioning.requirements import load_requirements
@@ -60,3 +60,21 @@ def test_docker_and_disk_are_read_from_the_host(ssh_host: SshTestHost) -> None:
     assert by["docker"].status is Status.OK, by["docker"].found
     assert by["docker"].found.startswith("Docker ")
     assert "GiB free" in by["disk"].found
+
+
+def test_docker_sdk_connection_is_checked_too(ssh_host: SshTestHost) -> None:
+    # ssh (and so our own connection) finds the host key in a file named by the config;
+    # the Docker SDK only reads ~/.ssh/known_hosts: preflight must say so before any run.
+    elsewhere = ssh_host.home / "elsewhere_known_hosts"
+    ssh_host.known_hosts.rename(elsewhere)
+    config = ssh_host.ssh_config.read_text()
+    ssh_host.ssh_config.write_text(config + f"  UserKnownHostsFile {elsewhere}\n")
+    host = hosts.resolve(ssh_host.alias)
+    with Remote(host) as remote:
+        assert remote.run("true").ok
+    check = orchestrate.sdk_check(host)
+    assert check.status is Status.FAIL
+    assert "~/.ssh/known_hosts" in check.fix
+    ssh_host.known_hosts.write_text(elsewhere.read_text())
+    ok = orchestrate.sdk_check(host)
+    assert ok.status is Status.OK and ok.found.startswith("Docker SDK: ")

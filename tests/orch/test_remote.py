@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import hosts
+from provisioning import hosts, transfer
 from provisioning.remote import (
     HostKeyChanged,
     Remote,
@@ -121,7 +121,7 @@ def test_pull_back_survives_the_connection_being_killed_mid_transfer(
             assert ssh_host.drop_connections() >= 1
 
     with Remote(_host(ssh_host), retry=FAST) as r:
-        size = r.get(str(src), tmp_path / "pulled" / "bundle.bin", progress=progress)
+        size = transfer.get(r, str(src), tmp_path / "pulled" / "bundle.bin", progress=progress)
         assert r.reconnects >= 1
     assert dropped, "the transfer never reached the point where the connection is cut"
     assert size == src.stat().st_size
@@ -141,7 +141,7 @@ def test_pull_back_survives_sshd_restarting(ssh_host: SshTestHost, tmp_path: Pat
 
     try:
         with Remote(_host(ssh_host), retry=FAST) as r:
-            r.get(str(src), tmp_path / "back.json", progress=progress)
+            transfer.get(r, str(src), tmp_path / "back.json", progress=progress)
             assert r.reconnects >= 1
     finally:
         for h in restarted:
@@ -156,7 +156,7 @@ def test_put_then_get_round_trip_and_missing_file_is_one_line(
     src = tmp_path / "a.txt"
     src.write_text("x" * 1000)
     with Remote(_host(ssh_host), retry=FAST) as r:
-        r.put(src, str(tmp_path / "remote-copy.txt"))
+        transfer.put(r, src, str(tmp_path / "remote-copy.txt"))
         assert (tmp_path / "remote-copy.txt").read_text() == "x" * 1000
         with pytest.raises(TransferFailed, match="does not exist"):
-            r.get(str(tmp_path / "nope"), tmp_path / "nope-local")
+            transfer.get(r, str(tmp_path / "nope"), tmp_path / "nope-local")

@@ -1,0 +1,100 @@
+"""The image and the weights on the host, before the server starts.
+
+Image: identified by its id (the sha256 of its config, the same on every engine). The
+host's image of that tag is used when its id equals this machine's (or when this machine
+has none to compare with); otherwise this machine's image is streamed to the host
+(`docker save` here, `docker load` there, through the SDK's SSH channel), with progress.
+
+Weights: `huggingface-cli download` in a container of the run's image, into the host's
+Hugging Face cache, so that server start-up time is not download time. huggingface_hub
+resumes partial files, so a rerun after a failure continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TextIO
+
+from pydantic import SecretStr
+
+from bench.errors import RunFailed
+from provisioning.containers import (
+    ContainerFailed,
+    ContainerSpec,
+    Engine,
+    ImageMissing,
+    Mount,
+    local_image_chunks,
+    local_image_id,
+)
+
+HF_IN_CONTAINER = "/hf"
+# Containers run as the SSH user's uid:gid (so what they write on the host is that user's);
+# that uid has no home in the image, and tools (pip, HF) want a writable one.
+CONTAINER_HOME = "/tmp"  # noqa: S108
+_PROGRESS_STEP_BYTES = 64 << 20
+
+
+def ensure_image(engine: Engine, ref: str, host: str, out: TextIO) -> str:
+    """Make sure the host has image REF; returns its id."""
+    local_id = local_image_id(ref)
+    host_id = engine.image_id(ref)
+    if host_id is not None and (local_id is None or host_id == local_id):
+        print(f"[{host}] image {ref} present ({host_id[:19]})", file=out)
+        return host_id
+    if local_id is None:
+        raise ImageMissing(
+            f"image {ref} is neither on {host} nor on this machine",
+            hint="build it (make image / make bench-image) or pull it by digest",
+        )
+    print(f"[{host}] streaming {ref} ({local_id[:19]}) ...", file=out)
+    loaded = engine.load(_counting(local_image_chunks(ref), out, host))
+    if local_id not in loaded and engine.image_id(ref) != local_id:
+        raise RunFailed(f"loading {ref} on {host} gave {loaded}, not {local_id}")
+    return local_id
+
+
+def fetch_weights(
+    engine: Engine,
+    *,
+    image: str,
+    model: str,
+    scope: str,
+    cache_dir: str,
+    user: str,
+    hf_token: SecretStr | None,
+    host: str,
+    out: TextIO,
+) -> None:
+    env = {"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME}
+    if hf_token is not None:
+        env["HF_TOKEN"] = hf_token.get_secret_value()
+    cid = engine.start(
+        ContainerSpec(
+            image=image,
+            command=("huggingface-cli", "download", model),
+            run_id=scope,
+            role="weights",
+            environment=env,
+            mounts=(Mount(cache_dir, HF_IN_CONTAINER),),
+            user=user,
+        )
+    )
+    engine.follow_logs(cid, lambda line: print(f"[{host}] {line}", file=out, flush=True))
+    code = engine.wait(cid, timeout_s=24 * 3600)
+    if code != 0:
+        tail = engine.log_tail(cid)
+        raise ContainerFailed(
+            f"fetching {model} on {host} failed (exit {code}); last lines:\n{tail}",
+            log_tail=tail,
+            hint="check HF_TOKEN (gated models) and the disk; a rerun resumes the download",
+        )
+
+
+def _counting(chunks: Iterator[bytes], out: TextIO, host: str) -> Iterator[bytes]:
+    sent = 0
+    for chunk in chunks:
+        sent += len(chunk)
+        if sent // _PROGRESS_STEP_BYTES != (sent - len(chunk)) // _PROGRESS_STEP_BYTES:
+            print(f"[{host}] streamed {sent >> 20} MiB", file=out, flush=True)
+        yield chunk

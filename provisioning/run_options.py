@@ -1,0 +1,42 @@
+"""What one host run is asked to do (Options, Secrets) and what it gives back (Outcome)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from bench.errors import BenchError
+from bench.launch_profile import LaunchProfile
+from provisioning.requirements import Requirements
+
+
+@dataclass(frozen=True)
+class Secrets:
+    api_key: SecretStr | None = None
+    hf_token: SecretStr | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    profile: LaunchProfile
+    requirements: Requirements
+    image_ref: str
+    run_id: str
+    results_dir: Path
+    allowed_signers: Path
+    bench_args: tuple[str, ...] = ()
+    keep: bool = False
+    secrets: Secrets = field(default_factory=Secrets)
+
+
+@dataclass
+class Outcome:
+    host: str
+    run_id: str
+    local_dir: Path | None = None
+    archive: Path | None = None
+    complete: bool = False
+    timings_s: dict[str, float] = field(default_factory=dict)
+    error: BenchError | None = None

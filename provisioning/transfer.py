@@ -1,0 +1,121 @@
+"""Copying files to and from a GPU host over SFTP, resumed after dropped connections.
+
+A copy that loses its connection (sshd restarted, a killed session, a NAT timeout) reopens
+it with backoff and continues from the bytes already written; at the end both ends are
+compared by sha256, so a resumed copy is never accepted on size alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import structlog
+
+from provisioning.remote import TRANSIENT, Progress, Remote, TransferFailed, is_transient
+
+log = structlog.get_logger("provisioning.transfer")
+
+CHUNK_BYTES = 1 << 20
+
+
+def get(
+    remote: Remote, remote_path: str, local_path: Path, progress: Progress | None = None
+) -> int:
+    """Copy a file from the host; returns its size."""
+    part = local_path.with_name(local_path.name + ".part")
+    local_path.parent.mkdir(parents=True, exist_ok=True)
+    part.unlink(missing_ok=True)
+    size = -1
+    attempts = remote.retry.attempts
+    for attempt in range(attempts):
+        try:
+            sftp = remote.sftp()
+            size = int(sftp.stat(remote_path).st_size or 0)
+            done = part.stat().st_size if part.exists() else 0
+            if done > size:
+                part.unlink()
+                done = 0
+            with sftp.open(remote_path, "rb") as src, part.open("ab") as dst:
+                src.seek(done)
+                src.prefetch(size)
+                while done < size:
+                    chunk = src.read(min(CHUNK_BYTES, size - done))
+                    if not chunk:
+                        raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
+                    dst.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, size)
+            break
+        except FileNotFoundError:
+            raise TransferFailed(f"{remote.host.name}:{remote_path} does not exist") from None
+        except TRANSIENT as exc:
+            if not is_transient(exc) or attempt + 1 == attempts:
+                raise TransferFailed(
+                    f"copying {remote.host.name}:{remote_path} failed after "
+                    f"{attempt + 1} attempts: {exc or type(exc).__name__}"
+                ) from None
+            log.warning(
+                "transfer_resumed",
+                host=remote.host.name,
+                path=remote_path,
+                bytes_done=part.stat().st_size if part.exists() else 0,
+                error=str(exc) or type(exc).__name__,
+            )
+            remote.sleep(remote.retry.backoff_s(attempt))
+            remote.reconnect()
+    _check_same(remote, part, remote_path)
+    part.replace(local_path)
+    return size
+
+
+def put(
+    remote: Remote, local_path: Path, remote_path: str, progress: Progress | None = None
+) -> int:
+    """Copy a file to the host; returns its size."""
+    size = local_path.stat().st_size
+    attempts = remote.retry.attempts
+    for attempt in range(attempts):
+        try:
+            sftp = remote.sftp()
+            try:
+                done = int(sftp.stat(remote_path).st_size or 0)
+            except FileNotFoundError:
+                done = 0
+            if done > size or attempt == 0:
+                done = 0  # a first attempt never appends to an old file of that name
+            with (
+                local_path.open("rb") as src,
+                sftp.open(remote_path, "ab" if done else "wb") as dst,
+            ):
+                src.seek(done)
+                dst.set_pipelined(True)
+                while chunk := src.read(CHUNK_BYTES):
+                    dst.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, size)
+            break
+        except TRANSIENT as exc:
+            if isinstance(exc, PermissionError) or attempt + 1 == attempts:
+                raise TransferFailed(
+                    f"copying {local_path} to {remote.host.name}:{remote_path} failed: {exc}"
+                ) from None
+            remote.sleep(remote.retry.backoff_s(attempt))
+            remote.reconnect()
+    _check_same(remote, local_path, remote_path)
+    return size
+
+
+def _check_same(remote: Remote, local_path: Path, remote_path: str) -> None:
+    digest = hashlib.sha256()
+    with local_path.open("rb") as fh:
+        while block := fh.read(CHUNK_BYTES):
+            digest.update(block)
+    if digest.hexdigest() != remote.remote_sha256(remote_path):
+        local_path.unlink(missing_ok=True)
+        raise TransferFailed(
+            f"{remote.host.name}:{remote_path} differs after copying (sha256 mismatch)",
+            hint="run again; the copy starts over",
+        )
