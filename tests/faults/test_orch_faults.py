@@ -24,8 +24,8 @@ from tests.orch.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 
-SWEEP = ("--", "--contexts", "8K", "16K", "--prefill-only-contexts", "--concurrencies", "1", "2",
-         "--duration", "4", "--max-tokens", "256")  # fmt: skip
+SWEEP = ("--no-verdict", "--", "--contexts", "8K", "16K", "--prefill-only-contexts",
+         "--concurrencies", "1", "2", "--duration", "4", "--max-tokens", "256")  # fmt: skip
 
 
 def _containers(run_id: str, *filters: str) -> list[str]:

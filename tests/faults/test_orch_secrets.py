@@ -69,6 +69,7 @@ def test_orchestrated_flow_leaks_no_secret(
         "--image", bench_image, "--run-id", run_id, "--profile", "twin",
         "--results", str(tmp_path / "results"),
         "--allowed-signers", str(tmp_path / "allowed_signers"),
+        "--no-verdict",  # a one-cell sweep is not meant to reproduce the card
         "--", "--contexts", "8K", "--prefill-only-contexts", "--concurrencies", "1",
         "--duration", "2", "--max-tokens", "256",
     ]  # fmt: skip
