@@ -29,7 +29,7 @@ from bench.twin.streams import Stream, StreamSpec
 from bench.twin.tokenizer import Tokenizer
 
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
-SPIN_S = 0.0015
+SPIN_S = 0.003
 MAX_HOLD_STEPS = 3
 MERGE_MIN_STREAMS = 16  # with fewer streams, writing is never what makes the loop late
 
@@ -86,6 +86,7 @@ class Twin:
         due = loop.time()
         step_s = 0.0
         held = 0
+        woke = loop.time()
         result: StepResult | None = None
         while True:
             if result is None:
@@ -94,12 +95,13 @@ class Twin:
                 if self.engine.idle:
                     self._wake.clear()
                     await self._wake.wait()
-                due = loop.time()
+                due = woke = loop.time()
                 result = self.engine.step()
                 step_s = result.duration_s / speed
                 due += step_s
+            self.lag.busy_s += loop.time() - woke
             await self._sleep_until(loop, due)
-            now = loop.time()
+            now = woke = loop.time()
             self.lag.record(max(0.0, now - due), step_s)
             self._collect(result)
             if now - due > RESYNC_S:
