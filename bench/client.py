@@ -89,9 +89,12 @@ class Client:
     # -- small JSON calls (before the sweep) -------------------------------------------
 
     async def get(self, path: str) -> tuple[int, str]:
-        """GET path -> (status, body text). Unreachable server -> ServerError."""
+        """GET path -> (status, body text). Unreachable server -> ServerError.
+
+        A server that accepts but never answers fails within the read time-out (at most 30 s).
+        """
         try:
-            r = await self._http.get(path, timeout=30.0)
+            r = await self._http.get(path, timeout=min(30.0, self.read_timeout_s))
         except httpx.HTTPError as exc:
             raise ServerError(
                 f"cannot reach {self.base_url}{path}: {_describe(exc)}",

@@ -17,6 +17,7 @@ import argparse
 import getpass
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -66,8 +67,30 @@ def ensure_signing_key(key: Path, allowed_signers: Path) -> None:
             f.write(line + "\n")
 
 
-def _bench(args: list[str], env: dict[str, str]) -> int:
-    return subprocess.call([sys.executable, "-m", "bench", *args], env=env)
+def _bench(args: list[str], env: dict[str, str], *, partial_on_interrupt: bool = False) -> int:
+    """One step as a `bench` child process.
+
+    On Ctrl-C or SIGTERM the child gets the chance to stop cleanly (Ctrl-C in a terminal
+    reaches it too; otherwise it gets SIGTERM): the sweep saves its finished cells and exits
+    130, and with `partial_on_interrupt` the flow goes on to sign and pack that partial run.
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "bench", *args], env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        try:
+            rc = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise KeyboardInterrupt from None
+        if partial_on_interrupt and rc == Exit.INTERRUPTED:
+            return rc
+        raise
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
@@ -83,9 +106,11 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     with start_twin(args.profile, speed=args.speed, api_key=api_key, timeout_s=60) as twin:
         log.info("twin_started", url=twin.url, profile=args.profile, speed=args.speed)
         rc = _bench(["run", "--url", twin.url, "--out", str(out), *run_args],
-                    {**env, "BENCH_API_KEY": api_key})  # fmt: skip
+                    {**env, "BENCH_API_KEY": api_key}, partial_on_interrupt=True)  # fmt: skip
         # Recorded while the server still runs: its argv comes from /proc, like in a container.
-        _bench(["environment", "--out", str(out), "--server-pid", str(twin.proc.pid)], env)
+        # (A Ctrl-C in the terminal stops the twin too; bench run recorded it at its start.)
+        if twin.proc.poll() is None:
+            _bench(["environment", "--out", str(out), "--server-pid", str(twin.proc.pid)], env)
     if (
         rc not in (Exit.OK, Exit.INTERRUPTED, Exit.RUN_FAILED)
         or not (out / "results.json").exists()

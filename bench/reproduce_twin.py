@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
@@ -20,29 +19,7 @@ from bench.card.parse import read_card
 from bench.card_diff import render
 from bench.errors import Exit
 from bench.results import Results
-
-_LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
-
-
-def _start_twin(speed: float, profile: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench", "twin", "serve", "--profile", profile,
-         "--speed", repr(speed), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = _LISTENING.search(line)
-        if m:
-            return proc, m.group(1)
-    proc.kill()
-    raise SystemExit("bench: error: the twin did not start (no 'listening on' line)")
+from bench.twin.process import start_twin
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,17 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     card = read_card(args.card)
     t0 = time.monotonic()
-    twin, url = _start_twin(args.speed, args.profile)
-    try:
-        env = {k: v for k, v in os.environ.items() if k not in ("BENCH_API_KEY", "VLLM_API_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in ("BENCH_API_KEY", "VLLM_API_KEY")}
+    with start_twin(args.profile, speed=args.speed, timeout_s=60) as twin:
         rc = subprocess.call(
-            [sys.executable, "-m", "bench", "run", "--url", url, "--out", str(args.out),
+            [sys.executable, "-m", "bench", "run", "--url", twin.url, "--out", str(args.out),
              *args.run_args],
             env=env,
         )  # fmt: skip
-    finally:
-        twin.terminate()
-        twin.wait(timeout=10)
     wall_s = time.monotonic() - t0
     if rc != 0:
         print(f"bench: error: bench run exited with {rc}", file=sys.stderr)

@@ -27,6 +27,7 @@ class HttpRequest:
     headers: dict[str, str]
     body: bytes
     keep_alive: bool = True
+    started_at: float = 0.0  # loop time when its first byte arrived
 
 
 Handler = Callable[[HttpRequest, "Connection"], Coroutine[Any, Any, None]]
@@ -87,6 +88,7 @@ class _Protocol(asyncio.Protocol):
         self._busy = False
         self._conn: Connection | None = None
         self._scanned = 0
+        self._started_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -100,6 +102,8 @@ class _Protocol(asyncio.Protocol):
                 cb()
 
     def data_received(self, data: bytes) -> None:
+        if not self._buf:
+            self._started_at = asyncio.get_running_loop().time()
         self._buf += data
         self._next()
 
@@ -126,8 +130,10 @@ class _Protocol(asyncio.Protocol):
         if len(self._buf) < end + 4 + length:
             return
         req.body = bytes(self._buf[end + 4 : end + 4 + length])
+        req.started_at = self._started_at
         del self._buf[: end + 4 + length]
         self._scanned = 0
+        self._started_at = asyncio.get_running_loop().time()  # a pipelined request, if any
         self._busy = True
         task = asyncio.get_running_loop().create_task(self._handler(req, conn))
         task.add_done_callback(functools.partial(self._done, req=req))

@@ -16,6 +16,7 @@ class StepLag:
     step_s_sum: float = 0.0
     lag_s_max: float = 0.0
     deferred: int = 0  # steps whose chunks were merged into the next write
+    busy_s: float = 0.0  # loop time spent planning steps and writing chunks
 
     def record(self, lag_s: float, step_s: float) -> None:
         self.steps += 1
@@ -102,6 +103,13 @@ def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> s
         help_="Scheduled step time (real seconds, after the speed factor).",
     )
     metric("twin:step_lag_max_seconds", "gauge", lag.lag_s_max, labels=tw)
+    metric(
+        "twin:step_busy_seconds_sum",
+        "counter",
+        lag.busy_s,
+        labels=tw,
+        help_="Time the loop spent on its own work (planning, writing); the rest it slept.",
+    )
     metric(
         "twin:deferred_writes_total",
         "counter",

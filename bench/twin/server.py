@@ -29,7 +29,7 @@ from bench.twin.streams import Stream, StreamSpec
 from bench.twin.tokenizer import Tokenizer
 
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
-SPIN_S = 0.0015
+SPIN_S = 0.003
 MAX_HOLD_STEPS = 3
 MERGE_MIN_STREAMS = 16  # with fewer streams, writing is never what makes the loop late
 
@@ -86,6 +86,7 @@ class Twin:
         due = loop.time()
         step_s = 0.0
         held = 0
+        woke = loop.time()
         result: StepResult | None = None
         while True:
             if result is None:
@@ -94,12 +95,13 @@ class Twin:
                 if self.engine.idle:
                     self._wake.clear()
                     await self._wake.wait()
-                due = loop.time()
+                due = woke = loop.time()
                 result = self.engine.step()
                 step_s = result.duration_s / speed
                 due += step_s
+            self.lag.busy_s += loop.time() - woke
             await self._sleep_until(loop, due)
-            now = loop.time()
+            now = woke = loop.time()
             self.lag.record(max(0.0, now - due), step_s)
             self._collect(result)
             if now - due > RESYNC_S:
@@ -260,10 +262,11 @@ class Twin:
         }
 
     async def _complete(self, http: HttpRequest, conn: Connection, chat: bool) -> None:
-        # The frontend delay counts from arrival, so our own parsing and tokenizing (real
-        # CPU time, not divided by the speed factor) is absorbed instead of added.
+        # The frontend delay counts from the request's first byte, so receiving, parsing and
+        # tokenizing it (real CPU time, not divided by the speed factor) is absorbed
+        # instead of added to the profile's latencies.
         loop = asyncio.get_running_loop()
-        arrival_s = loop.time() * self.config.speed
+        arrival_s = (http.started_at or loop.time()) * self.config.speed
         arrival_wall = time.time()
         obj = requests.parse_json(http.body)
         p = self.profile
