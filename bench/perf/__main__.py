@@ -119,7 +119,10 @@ def _capacity(
 def _median_of(figs: list[dict[str, Any]]) -> dict[str, Any]:
     keys = ("tokens_per_s", "tokens_per_cpu_s", "chunks_per_cpu_s", "client_core_share")
     keys += ("server_core_share", "counted_over_sent")  # type: ignore[assignment]
-    med = {k: statistics.median(f[k] for f in figs if f[k] is not None) for k in keys}
+    med: dict[str, Any] = {}
+    for k in keys:
+        known = [f[k] for f in figs if f[k] is not None]  # None: too little CPU time to see
+        med[k] = statistics.median(known) if known else None
     med["min_counted_over_sent"] = min(f["counted_over_sent"] for f in figs)
     med["errors"] = sum(f["errors"] for f in figs)
     med["limits"] = [f["limit"] for f in figs]

@@ -49,7 +49,8 @@ FULL = (
     Regime("1024 paced 10 ms", 1024, 10.0, 1, 128),
     Regime("1024 unpaced", 1024, 0.0, 1, 128),
 )
-QUICK = (Regime("8 paced 10 ms", 8, 10.0, 1, 100), Regime("8 unpaced", 8, 0.0, 1, 1000))
+# Enough tokens for the client to use ~20+ CPU ticks (10 ms each) even on an idle machine.
+QUICK = (Regime("32 paced 10 ms", 32, 10.0, 1, 300), Regime("8 unpaced", 8, 0.0, 1, 16000))
 
 
 class VllmBench:
@@ -186,7 +187,10 @@ def run_side_by_side(
         while True:
             live = [c for c in url if alive(c)]
             for c, u in url.items():
-                samples[c].append(_sample(u, pid[c], servers[c][1]))
+                t, tok, chunks, ccpu, scpu = _sample(u, pid[c], servers[c][1])
+                if samples[c]:  # a process that has exited reads 0: keep its last reading
+                    ccpu, scpu = max(ccpu, samples[c][-1][3]), max(scpu, samples[c][-1][4])
+                samples[c].append((t, tok, chunks, ccpu, scpu))
             if not live:
                 break
             time.sleep(POLL_S)

@@ -9,6 +9,10 @@ def _k(x: float | None) -> str:
     return "—" if x is None else f"{x / 1000:,.1f} k"
 
 
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0%}"
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.3f} %"
 
@@ -34,8 +38,8 @@ def capacity_table(rows: list[dict[str, Any]]) -> str:
             out.append(
                 f"| {row['regime']} | {'ours' if c == 'bench' else 'vllm bench serve'} "
                 f"| {_k(f['tokens_per_cpu_s'])} | {_k(f['chunks_per_cpu_s'])} "
-                f"| {_k(f['tokens_per_s'])} | {f['client_core_share']:.0%} "
-                f"| {f['server_core_share']:.0%} | {f['min_counted_over_sent']:.4f} "
+                f"| {_k(f['tokens_per_s'])} | {_share(f['client_core_share'])} "
+                f"| {_share(f['server_core_share'])} | {f['min_counted_over_sent']:.4f} "
                 f"| {limit} | {ratio} |"
             )
     out.append("")
