@@ -34,7 +34,7 @@ def test_quick_pass_measures_every_part(tmp_path: Path) -> None:
     truth = fid["bench"]
     assert truth["requests"] == fid["streams"]
     assert 0.0095 < truth["truth_tbt_s"] < 0.05  # the paced twin: 10 ms per token at best
-    assert truth["truth_ttft_s"] >= 0.2  # and 200 ms before the first
+    assert truth["truth_ttft_s"] >= 0.15  # ~200 ms before the first, counted from its first byte
     assert abs(truth["tbt_error"]) < 0.5
     sweep = got["sweep"]
     assert sweep["cells"] == 2 and sweep["prefills"] == 1
