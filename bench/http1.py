@@ -197,6 +197,8 @@ class _Exchange:
             self._resolve()  # body delimited by the end of the connection
         else:
             why = str(exc) if exc is not None else "connection closed by the server"
+            if self.chunked:
+                why += " (incomplete chunked read)"  # the stream was cut mid-body
             self.fail(f"transport error: {why}")
 
     def _resolve(self) -> None:

@@ -96,4 +96,6 @@ def test_content_length_body_completes_at_its_length() -> None:
 def test_end_of_connection_mid_stream_is_a_transport_error() -> None:
     ex, record, _ = _feed([HEAD + b"9\r\ndata: a\n\n\r\n"])
     ex.eof(None)
-    assert record.error == "transport error: connection closed by the server"
+    assert record.error == (
+        "transport error: connection closed by the server (incomplete chunked read)"
+    )
