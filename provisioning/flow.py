@@ -354,7 +354,7 @@ class HostRun:
             self._reconnect(exc)
             return self.engine.exec_result(exec_id)
 
-    def _reconnect(self, lost: BenchError) -> None:
+    def _reconnect(self, lost: BenchError, *, sweeping: bool = True) -> None:
         """Reopen both connections (commands and Docker) after a drop, with backoff.
 
         What runs on the host does not depend on them: containers and execs keep their ids.
@@ -375,13 +375,13 @@ class HostRun:
                     last = exc
                     log.info("engine_reconnect_retry", host=name, attempt=attempt + 1)
                     continue
-                self._dropped = True
-                if self.server_id is not None:  # its log follower went with the connection
-                    self.server_log.clear()  # followed again from the start: none lost
-                    self.engine.follow_logs(self.server_id, self.server_log.append)
-                print(
-                    f"[{name}] reconnected; the sweep goes on inside the container", file=self.out
-                )
+                if sweeping:
+                    self._dropped = True
+                    if self.server_id is not None:  # its log follower went with the connection
+                        self.server_log.clear()  # followed again from the start: none lost
+                        self.engine.follow_logs(self.server_id, self.server_log.append)
+                going_on = "the sweep goes on inside the container" if sweeping else "cleaning up"
+                print(f"[{name}] reconnected; {going_on}", file=self.out)
                 log.info("ssh_reconnected", host=name, attempt=attempt + 1)
                 return
         except SshUnreachable as exc:
@@ -475,7 +475,7 @@ class HostRun:
             try:
                 removed = self.engine.remove_run(self.scope, keep_roles=keep)
             except EngineUnreachable as exc:  # clean-up still happens, over a fresh connection
-                self._reconnect(exc)
+                self._reconnect(exc, sweeping=False)
                 removed = self.engine.remove_run(self.scope, keep_roles=keep)
             if keep and self.server_id is not None:
                 print(
