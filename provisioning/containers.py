@@ -109,12 +109,18 @@ class Engine:
 
     def __init__(self, host: Host, *, timeout_s: float = 120.0) -> None:
         self.host = host
+        self._timeout_s = timeout_s
+        self._client = self._open()
+
+    def _open(self) -> docker.DockerClient:
+        host = self.host
         url = f"ssh://{host.user}@{host.name}:{host.port}"
         try:
-            self._client = docker.DockerClient(
-                base_url=url, use_ssh_client=False, timeout=int(timeout_s)
+            client = docker.DockerClient(
+                base_url=url, use_ssh_client=False, timeout=int(self._timeout_s)
             )
-            self.server_version = str(self._client.version().get("Version", "?"))
+            self.server_version = str(client.version().get("Version", "?"))
+            return client
         except paramiko.SSHException as exc:
             raise EngineUnreachable(
                 f"the Docker SDK could not open ssh to {host.address}: {exc}",
@@ -126,6 +132,17 @@ class Engine:
 
     def close(self) -> None:
         self._client.close()
+
+    def reconnect(self) -> None:
+        """A fresh SSH connection to the engine (after a drop); EngineUnreachable if none.
+
+        Containers and execs live in the engine, not in the connection: their ids stay valid.
+        """
+        try:
+            self._client.close()
+        except _TRANSPORT_ERRORS as exc:  # the old connection is already gone
+            log.debug("engine_close_failed", error=str(exc))
+        self._client = self._open()
 
     def __enter__(self) -> Engine:
         return self
@@ -265,7 +282,7 @@ class Engine:
             stream = api.exec_start(exec_id, stream=True, demux=False)
         except _TRANSPORT_ERRORS as exc:
             raise _wrap("starting a command in the container", exc) from None
-        return str(exec_id), stream
+        return str(exec_id), _mapped(stream, "following a command's output")
 
     def exec_result(self, exec_id: str) -> tuple[bool, int | None, int]:
         """(still running, exit code, host pid) of an exec."""
@@ -315,6 +332,14 @@ class Engine:
         if removed:
             log.info("containers_removed", run_id=run_id, names=removed)
         return removed
+
+
+def _mapped(chunks: Iterator[bytes], action: str) -> Iterator[bytes]:
+    """The SDK's output stream with its transport errors as ours (a dropped connection)."""
+    try:
+        yield from chunks
+    except _TRANSPORT_ERRORS as exc:
+        raise _wrap(action, exc) from None
 
 
 def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:

@@ -22,15 +22,22 @@ from typing import TextIO
 
 import structlog
 
+from bench import rundir
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import BenchError, Interrupted, RunFailed, ServerError
 from provisioning import image, signing, transfer
-from provisioning.containers import ContainerFailed, ContainerSpec, Engine, Mount
+from provisioning.containers import (
+    ContainerFailed,
+    ContainerSpec,
+    Engine,
+    EngineUnreachable,
+    Mount,
+)
 from provisioning.hosts import Host
 from provisioning.image import CONTAINER_HOME, HF_IN_CONTAINER
-from provisioning.remote import Remote
+from provisioning.remote import Remote, SshUnreachable
 from provisioning.run_options import Options, Outcome
 
 log = structlog.get_logger("provisioning.flow")
@@ -38,6 +45,7 @@ log = structlog.get_logger("provisioning.flow")
 RUN_IN_CONTAINER = "/results/run"
 BUNDLES_IN_CONTAINER = "/bundles"  # the host's folder of runs, for packing
 INTERRUPT_GRACE_S = 120.0
+POLL_AFTER_DROP_S = 2.0  # how often a sweep that lost its output stream is checked on
 _MANIFEST_SCRIPT = (
     "import datetime, sys\n"
     "from pathlib import Path\n"
@@ -50,6 +58,10 @@ _MANIFEST_SCRIPT = (
     " created_at=datetime.datetime.now(datetime.UTC))\n"
     "manifest.write(root, made)\n"
 )
+
+
+class HostLost(RunFailed):
+    """The SSH connection dropped and could not be reopened within the retries."""
 
 
 class _Steps:
@@ -99,6 +111,7 @@ class HostRun:
         self.uid_gid = ""
         self.stop = threading.Event()
         self._exec_id: str | None = None
+        self._dropped = False  # the connection dropped (and was reopened) during the sweep
 
     def interrupt(self, *, hard: bool = False) -> None:
         """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up.
@@ -288,19 +301,96 @@ class HostRun:
                 self.server_id, command, environment=env, user=self.uid_gid
             )
             self._exec_id = exec_id
-            for chunk in stream:
-                self.out.write(chunk.decode(errors="replace"))
-                self.out.flush()
-            deadline = self.clock() + INTERRUPT_GRACE_S
-            running, code, _ = self.engine.exec_result(exec_id)
-            while running and self.clock() < deadline:
-                self.sleep(0.2)
-                running, code, _ = self.engine.exec_result(exec_id)
+            try:
+                for chunk in stream:
+                    self.out.write(chunk.decode(errors="replace"))
+                    self.out.flush()
+            except EngineUnreachable as exc:
+                self._reconnect(exc)
+            code = self._await_exec(exec_id)
             self._exec_id = None
         if self.stop.is_set():
             return
+        if self._dropped:
+            # The engine marks an exec whose output stream broke as failed (exit 126) whatever
+            # `bench run` returned; the run directory on the host says whether it finished.
+            if not self._run_finished_on_host():
+                self.outcome.error = RunFailed(
+                    f"`bench run` on {self.host.name} stopped before finishing after the ssh "
+                    f"connection dropped (its run directory is marked {rundir.INCOMPLETE})"
+                )
+            return
         if code not in (0, 1):  # 1 = a verdict of "no"; the bundle is still good
             self.outcome.error = RunFailed(f"`bench run` on {self.host.name} exited with {code}")
+
+    def _run_finished_on_host(self) -> bool:
+        run_dir = shlex.quote(self._host_run_dir)
+        done = f"test -f {run_dir}/{rundir.RESULTS} && test ! -e {run_dir}/{rundir.INCOMPLETE}"
+        return self.remote.run(done).ok
+
+    def _await_exec(self, exec_id: str) -> int | None:
+        """The exit code of `bench run` once it has finished.
+
+        After its output stream ended it should end too (within INTERRUPT_GRACE_S). After a
+        dropped connection it goes on inside the container without us: wait for it however
+        long the sweep takes (unless stopped: then the grace applies again).
+        """
+        deadline = self.clock() + INTERRUPT_GRACE_S
+        while True:
+            running, code, _ = self._exec_state(exec_id)
+            if not running:
+                return code
+            if self._dropped and not self.stop.is_set():
+                deadline = self.clock() + INTERRUPT_GRACE_S
+            elif self.clock() > deadline:
+                return code
+            self.sleep(POLL_AFTER_DROP_S if self._dropped else 0.2)
+
+    def _exec_state(self, exec_id: str) -> tuple[bool, int | None, int]:
+        assert self.engine is not None
+        try:
+            return self.engine.exec_result(exec_id)
+        except EngineUnreachable as exc:
+            self._reconnect(exc)
+            return self.engine.exec_result(exec_id)
+
+    def _reconnect(self, lost: BenchError, *, sweeping: bool = True) -> None:
+        """Reopen both connections (commands and Docker) after a drop, with backoff.
+
+        What runs on the host does not depend on them: containers and execs keep their ids.
+        Raises HostLost when the host stays unreachable.
+        """
+        assert self.engine is not None
+        name, policy = self.host.name, self.remote.retry
+        print(f"[{name}] lost the connection ({lost.message}); reconnecting ...", file=self.out)
+        log.warning("ssh_reconnecting", host=name, error=lost.one_line())
+        last: BenchError = lost
+        try:
+            self.remote.reconnect()  # retries with backoff itself
+            for attempt in range(policy.attempts):
+                self.sleep(policy.backoff_s(attempt))
+                try:
+                    self.engine.reconnect()
+                except EngineUnreachable as exc:
+                    last = exc
+                    log.info("engine_reconnect_retry", host=name, attempt=attempt + 1)
+                    continue
+                if sweeping:
+                    self._dropped = True
+                    if self.server_id is not None:  # its log follower went with the connection
+                        self.server_log.clear()  # followed again from the start: none lost
+                        self.engine.follow_logs(self.server_id, self.server_log.append)
+                going_on = "the sweep goes on inside the container" if sweeping else "cleaning up"
+                print(f"[{name}] reconnected; {going_on}", file=self.out)
+                log.info("ssh_reconnected", host=name, attempt=attempt + 1)
+                return
+        except SshUnreachable as exc:
+            last = exc
+        raise HostLost(
+            f"lost ssh to {name} and could not reconnect ({last.message}); "
+            "the run's containers may still be there",
+            hint=f"once `ssh {name} true` works, remove them: python -m provisioning clean {name}",
+        )
 
     # -- always -------------------------------------------------------------------------------
 
@@ -382,7 +472,11 @@ class HostRun:
             return
         try:
             keep = ("server",) if self.opts.keep and self.outcome.error is None else ()
-            removed = self.engine.remove_run(self.scope, keep_roles=keep)
+            try:
+                removed = self.engine.remove_run(self.scope, keep_roles=keep)
+            except EngineUnreachable as exc:  # clean-up still happens, over a fresh connection
+                self._reconnect(exc, sweeping=False)
+                removed = self.engine.remove_run(self.scope, keep_roles=keep)
             if keep and self.server_id is not None:
                 print(
                     f"[{self.host.name}] --keep: server left running on the host's "
@@ -390,6 +484,9 @@ class HostRun:
                     file=self.out,
                 )
             log.info("cleaned_up", host=self.host.name, removed=len(removed))
+        except BenchError as exc:  # the first error is the one to report; this one is logged
+            log.warning("clean_up_failed", host=self.host.name, error=exc.one_line())
+            self.outcome.error = self.outcome.error or exc
         finally:
             self.engine.close()
 

@@ -41,10 +41,13 @@ def ensure_host_key(remote: Remote, home: str) -> tuple[str, str]:
             f"{remote.host.name} has no ssh-keygen to sign bundles with",
             hint="install OpenSSH's client tools on the host (apt-get install openssh-client)",
         )
+    key_dir = shlex.quote(f"{home}/{KEY_DIR}")
+    # Under a lock: two runs reaching one host (two names for it) must not both make the key
+    # (the second ssh-keygen would wait for an answer to "Overwrite (y/n)?").
     made = remote.run(
-        f"test -f {q} || {{ mkdir -p -m 700 {shlex.quote(f'{home}/{KEY_DIR}')} && "
+        f"mkdir -p -m 700 {key_dir} && ( flock 9 && {{ test -f {q} || {{ "
         f"ssh-keygen -q -t ed25519 -N '' -C {shlex.quote(principal(remote.host.name))} -f {q} "
-        "&& echo made; }",
+        f"&& echo made; }}; }} ) 9>{key_dir}/.keygen.lock",
         check=True,
     )
     if "made" in made.stdout:

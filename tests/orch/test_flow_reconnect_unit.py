@@ -1,0 +1,178 @@
+"""The flow after the SSH connection drops mid-sweep, with a scripted engine and host.
+
+The real drop (sshd's session processes killed) is tests/faults/test_orch_faults.py; these
+cover what that test cannot make happen: a host that comes back only after a few tries, and
+one that never does (one line, a named exit code, clean-up still attempted).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from bench.errors import Exit
+from bench.launch_profile import load_launch_profile
+from provisioning.containers import EngineUnreachable
+from provisioning.flow import HostLost, HostRun
+from provisioning.hosts import Host
+from provisioning.remote import CommandResult, Remote, RetryPolicy, SshUnreachable
+from provisioning.requirements import load_requirements
+from provisioning.run_options import Options
+
+HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)
+
+
+def _lost(action: str) -> EngineUnreachable:
+    return EngineUnreachable(f"{action}: lost the Docker engine over ssh: SSH session not active")
+
+
+class ScriptedEngine:
+    """The engine comes back after `down_for` reconnect attempts (never when None)."""
+
+    def __init__(self, down_for: int | None, exec_states: list[tuple[bool, int]]) -> None:
+        self.down = True
+        self.down_for = down_for
+        self.reconnects = 0
+        self.exec_states = exec_states
+        self.removed: list[str] = []
+        self.followed: list[str] = []
+
+    def exec_stream(self, cid: str, command: Any, **_: Any) -> tuple[str, Iterator[bytes]]:
+        def stream() -> Iterator[bytes]:
+            yield b"cell 1 finished\n"
+            raise _lost("following a command's output")
+
+        return "exec-1", stream()
+
+    def exec_result(self, exec_id: str) -> tuple[bool, int | None, int]:
+        if self.down:
+            raise _lost("reading a command's state")
+        running, code = self.exec_states.pop(0)
+        return running, code, 4242
+
+    def reconnect(self) -> None:
+        self.reconnects += 1
+        if self.down_for is None or self.reconnects <= self.down_for:
+            raise _lost("connecting to Docker on gpu01")
+        self.down = False
+
+    def remove_run(self, run_id: str, *, keep_roles: Any = ()) -> list[str]:
+        if self.down:
+            raise _lost("listing containers")
+        self.removed.append(run_id)
+        return ["server"]
+
+    def follow_logs(self, cid: str, on_line: Any) -> None:
+        self.followed.append(cid)
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedRemote:
+    def __init__(self, reachable: bool, finished: bool = True) -> None:
+        self.retry = RetryPolicy(attempts=3, first_backoff_s=0.5, max_backoff_s=8.0)
+        self.reachable = reachable
+        self.finished = finished
+        self.reconnects = 0
+        self.commands: list[str] = []
+
+    def reconnect(self) -> None:
+        self.reconnects += 1
+        if not self.reachable:
+            raise SshUnreachable("cannot reach bench@gpu01.example:22 over ssh: timed out")
+
+    def run(self, command: str, **_: Any) -> CommandResult:
+        self.commands.append(command)
+        return CommandResult(command, 0 if self.finished else 1, "", "")
+
+
+def _host_run(engine: ScriptedEngine, remote: ScriptedRemote, tmp_path: Path) -> HostRun:
+    profile = load_launch_profile("twin")
+    opts = Options(
+        profile=profile,
+        requirements=load_requirements(profile.name, profile.gpus, image_ref="bench:test"),
+        image_ref="bench:test",
+        run_id="r1",
+        results_dir=tmp_path / "results",
+        allowed_signers=tmp_path / "allowed_signers",
+    )
+    slept: list[float] = []
+    run = HostRun(
+        HOST,
+        opts,
+        remote=cast(Remote, remote),
+        out=io.StringIO(),
+        sleep=slept.append,
+        clock=lambda: 0.0,
+    )
+    run.engine = cast(Any, engine)
+    run.server_id, run.home = "server-1", "/home/bench"
+    run.slept = slept  # type: ignore[attr-defined]
+    return run
+
+
+def test_host_back_after_retries_the_sweep_is_awaited_and_judged_by_its_run_dir(
+    tmp_path: Path,
+) -> None:
+    # the engine reports 126 for an exec whose stream broke, whatever `bench run` returned
+    engine = ScriptedEngine(down_for=2, exec_states=[(True, 0), (True, 0), (False, 126)])
+    remote = ScriptedRemote(reachable=True, finished=True)
+    run = _host_run(engine, remote, tmp_path)
+    run._sweep()
+    assert run.outcome.error is None  # finished on the host: results.json, no INCOMPLETE
+    assert engine.reconnects == 3 and remote.reconnects == 1
+    assert run.slept[:3] == [0.5, 1.0, 2.0]  # type: ignore[attr-defined]  # backoff
+    assert any("INCOMPLETE" in c for c in remote.commands)
+    assert engine.followed == ["server-1"]  # the server log is followed again
+    err = cast(io.StringIO, run.out).getvalue()
+    assert "cell 1 finished" in err and "reconnected; the sweep goes on" in err
+
+
+def test_sweep_that_did_not_finish_after_the_drop_is_a_run_failure(tmp_path: Path) -> None:
+    engine = ScriptedEngine(down_for=0, exec_states=[(False, 126)])
+    run = _host_run(engine, ScriptedRemote(reachable=True, finished=False), tmp_path)
+    run._sweep()
+    assert run.outcome.error is not None
+    assert run.outcome.error.exit_code == Exit.RUN_FAILED
+    assert "stopped before finishing after the ssh connection dropped" in str(run.outcome.error)
+
+
+def test_host_never_back_is_one_line_with_a_named_code_and_clean_up_is_still_tried(
+    tmp_path: Path,
+) -> None:
+    engine = ScriptedEngine(down_for=None, exec_states=[])
+    remote = ScriptedRemote(reachable=True)
+    run = _host_run(engine, remote, tmp_path)
+    with pytest.raises(HostLost) as caught:
+        run._sweep()
+    lost = caught.value
+    assert lost.exit_code == Exit.RUN_FAILED
+    assert "\n" not in lost.one_line() and "could not reconnect" in lost.message
+    assert "python -m provisioning clean gpu01" in (lost.hint or "")
+    assert engine.reconnects == remote.retry.attempts  # bounded
+    run.outcome.error = lost
+    before = engine.reconnects
+    run._clean_up()  # over a fresh connection: tried again, fails, the first error stays
+    assert engine.reconnects > before and engine.removed == []
+    assert run.outcome.error is lost
+
+
+def test_clean_up_reconnects_when_the_connection_is_gone(tmp_path: Path) -> None:
+    engine = ScriptedEngine(down_for=0, exec_states=[])
+    remote = ScriptedRemote(reachable=True)
+    run = _host_run(engine, remote, tmp_path)
+    run._clean_up()
+    assert engine.removed == [run.scope] and run.outcome.error is None
+
+
+def test_ssh_itself_unreachable_gives_up_without_touching_the_engine(tmp_path: Path) -> None:
+    engine = ScriptedEngine(down_for=None, exec_states=[])
+    run = _host_run(engine, ScriptedRemote(reachable=False), tmp_path)
+    with pytest.raises(HostLost, match="timed out"):
+        run._sweep()
+    assert engine.reconnects == 0
