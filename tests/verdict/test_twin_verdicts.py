@@ -113,6 +113,6 @@ def test_twin_bundle_reproduce_and_a_cut_cell(
     assert {c.key for c in diff.flagged} <= {("decode", "8K", 2)}
     delta = next(c for c in diff.cells if c.key == ("decode", "8K", 2))
     tot = next(f for f in delta.figures if f.metric.name == "total_tok_s")
+    assert tot.delta_pct is not None and tot.floor_pct is not None
     assert tot.delta_pct == pytest.approx(-10.0, abs=0.5)
-    assert tot.floor_pct is not None
     assert delta.flagged == (abs(tot.delta_pct) > tot.floor_pct)
