@@ -8,18 +8,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup lint test unit vllm-cpu bench reproduce-twin
-
-.PHONY: help setup lint test unit twin-calibration twin-fit
+.PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
 help:
-	@echo "make bench [HOST=gpu01]   run the published sweep (on the twin without HOST)"
+	@echo "make bench [HOST=gpu01]   the published sweep end to end (on the twin without HOST)"
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
-	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
-	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
-
+	@echo "make preflight HOST=..    the GPU host's checks only"
+	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
+	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
+	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
+	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
+	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
+	@echo "make perf                 the performance benchmark (perf.json)"
+	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve base digests"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
