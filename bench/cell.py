@@ -129,6 +129,16 @@ async def run_cell(
                 failed.set()
                 return
 
+    def restarting() -> int:
+        """Workers between two requests after the ramp: the previous request delivered
+        tokens, the next one has none yet. Looping workers restart all the time in steady
+        state; the server may not count such a request as running for a moment, and that
+        dip must not reset the gate (with short outputs it would reset it forever)."""
+        return sum(
+            had_token[i] and r is not None and r.first_token_s is None
+            for i, r in enumerate(current)
+        )
+
     def workers_without_a_token() -> int:
         return sum(
             not (had_token[i] or (r is not None and r.first_token_s is not None))
@@ -148,7 +158,7 @@ async def run_cell(
             if snap is not None:
                 running = snap.get(metrics.RUNNING) or 0
                 waiting = snap.get(metrics.WAITING) or 0
-                server_ok = running >= concurrency and waiting == 0
+                server_ok = running + restarting() >= concurrency and waiting == 0
                 missing = f"server had {running:g} running, {waiting:g} waiting"
             else:
                 server_ok = in_flight >= concurrency

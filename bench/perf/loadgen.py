@@ -24,7 +24,7 @@ from bench.records import RequestRecord
 
 
 async def run(url: str, model: str, streams: int, requests: int, max_tokens: int) -> dict[str, Any]:
-    client = Client(url, clock=time.perf_counter, max_connections=streams + 8)
+    client = Client(url, clock=time.perf_counter, max_connections=streams + 8, raw_http1=True)
     body = prompts.request_body("chat", model, "Say something long.", max_tokens)
     path = prompts.endpoint("chat")
     records: list[RequestRecord] = []

@@ -24,7 +24,7 @@ def _body(max_tokens: int) -> dict[str, object]:
 
 
 async def _streams(url: str, n: int, max_tokens: int, key: str = KEY) -> list[RequestRecord]:
-    client = Client(url, SecretStr(key), clock=time.perf_counter)
+    client = Client(url, SecretStr(key), clock=time.perf_counter, raw_http1=True)
     assert client._raw is not None  # plain http:// goes over bench.http1
     records = []
     try:
@@ -53,7 +53,7 @@ def test_streams_count_usage_tokens_and_reuse_the_connection() -> None:
 
 def test_wrong_key_and_server_errors_are_records() -> None:
     with start_twin("tiny", api_key=KEY) as twin:
-        client = Client(twin.url, SecretStr("wrong"), clock=time.perf_counter)
+        client = Client(twin.url, SecretStr("wrong"), clock=time.perf_counter, raw_http1=True)
         rec = RequestRecord(worker=0, start_s=0.0)
 
         async def go() -> None:
@@ -69,7 +69,7 @@ def test_wrong_key_and_server_errors_are_records() -> None:
 
 def test_cut_stream_is_a_failure() -> None:
     with start_twin("tiny", extra_args=["--fault-cut-fraction", "1"]) as twin:
-        client = Client(twin.url, clock=time.perf_counter)
+        client = Client(twin.url, clock=time.perf_counter, raw_http1=True)
         rec = RequestRecord(worker=0, start_s=0.0)
 
         async def go() -> None:
@@ -83,7 +83,7 @@ def test_cut_stream_is_a_failure() -> None:
 
 def test_cancellation_marks_the_record_and_propagates() -> None:
     with start_twin("tiny") as twin:
-        client = Client(twin.url, clock=time.perf_counter)
+        client = Client(twin.url, clock=time.perf_counter, raw_http1=True)
         rec = RequestRecord(worker=0, start_s=0.0)
 
         async def go() -> bool:

@@ -29,10 +29,7 @@ CONCURRENCIES = (1, 2, 4)
 # Windows long enough that the few tokens the server may still generate for each stream cancelled
 # at a window's end stay well under 1 % of the run's tokens, even with the 2 cores contended.
 DURATION_S = 8.0
-# Long enough that no request finishes inside the readiness gate's 3 s hold (the tiny model
-# streams ~50 tok/s per request here): with 128 a request lived ~2.5 s, its successor had no
-# token yet when the gate looked, and the gate could flap for its whole time-out.
-MAX_TOKENS = 1024
+MAX_TOKENS = 128
 RUN_TIMEOUT_S = 900.0
 GENERATED = "vllm:generation_tokens_total"
 
