@@ -8,7 +8,7 @@
     a stream with usage but no text     -> record.error "usage-only stream ..."
 
 Request failures are data on the record; only the small JSON helpers used before the
-sweep (model, version, metrics, tokenize) raise `ServerError`.
+sweep (model, version, metrics, tokenize) raise `ServerUnreachable` when nothing answers.
 
 The per-chunk path is kept cheap: bytes are split on newlines by hand, the clock is
 read once per network read (every event in that read shares the timestamp), and each
@@ -29,7 +29,7 @@ import httpx
 from pydantic import SecretStr
 
 from bench import http1
-from bench.errors import ServerError
+from bench.errors import ServerUnreachable
 from bench.records import RequestRecord
 
 Clock = Callable[[], float]
@@ -93,14 +93,14 @@ class Client:
     # -- small JSON calls (before the sweep) -------------------------------------------
 
     async def get(self, path: str) -> tuple[int, str]:
-        """GET path -> (status, body text). Unreachable server -> ServerError.
+        """GET path -> (status, body text). Unreachable server -> ServerUnreachable.
 
         A server that accepts but never answers fails within the read time-out (at most 30 s).
         """
         try:
             r = await self._http.get(path, timeout=min(30.0, self.read_timeout_s))
         except httpx.HTTPError as exc:
-            raise ServerError(
+            raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {_describe(exc)}",
                 hint="check --url and that the server is up",
             ) from None
@@ -110,7 +110,9 @@ class Client:
         try:
             r = await self._http.post(path, json=body, timeout=120.0)
         except httpx.HTTPError as exc:
-            raise ServerError(f"cannot reach {self.base_url}{path}: {_describe(exc)}") from None
+            raise ServerUnreachable(
+                f"cannot reach {self.base_url}{path}: {_describe(exc)}"
+            ) from None
         try:
             return r.status_code, r.json()
         except ValueError:

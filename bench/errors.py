@@ -6,6 +6,7 @@
     │   ├── SettingsError           malformed settings or environment value
     │   └── CardError               a published card that does not read (names the line)
     ├── ServerError                 the server under test is unreachable or unusable
+    │   └── ServerUnreachable       nothing answered (refused, reset, closed, time-out)
     ├── RunFailed                   a sweep could not complete
     ├── VerifyFailed                a bundle failed verification (names the file)
     ├── HostCheckFailed             preflight of a GPU host failed
@@ -68,6 +69,10 @@ class CardError(UsageError):
 
 class ServerError(BenchError):
     exit_code = Exit.SERVER
+
+
+class ServerUnreachable(ServerError):
+    """No HTTP answer at all: a run that stops on it marks the cells the crash cut."""
 
 
 class RunFailed(BenchError):

@@ -15,11 +15,11 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__, environment, event_loop, gpu, plan, sweep
+from bench import __version__, environment, event_loop, gpu, plan, resume, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
 from bench.client import Client
-from bench.errors import BenchError, Interrupted, UsageError
+from bench.errors import BenchError, Interrupted, ServerUnreachable, UsageError
 from bench.progress import Progress
 from bench.results import Measurement, Results, RunSettings
 from bench.rundir import RunDir
@@ -190,11 +190,9 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
                 ),
             )
         else:
-            results = previous.model_copy(
-                update={"state": "running", "plan": the_plan, "server": info}
-            )
-            finished = {("decode", c.context_label, c.concurrency, c.trial) for c in results.cells}
-            finished |= {("prefill", p.context_label, 1, p.trial) for p in results.prefill}
+            # Finished entries are kept as they are; `interrupted` ones are measured again.
+            results, finished = resume.carry_on(previous)
+            results = results.model_copy(update={"plan": the_plan, "server": info})
             rundir.keep_only(finished)
         rundir.save(results)
         if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
@@ -223,6 +221,13 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         )
         try:
             results = await runner.run(results)
+            if resume.cut_at_the_end(results):
+                # The last cells failed at the transport level: did the server go away?
+                await client.get("/v1/models")  # ServerUnreachable if so
+        except ServerUnreachable:
+            # What the crash cut is marked `interrupted`: --resume measures it again.
+            rundir.save(resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
+            raise
         except BenchError:
             rundir.save(rundir.load().model_copy(update={"state": "failed"}))
             raise

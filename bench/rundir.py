@@ -4,6 +4,7 @@ results.json     the Results model, replaced atomically after every cell
 samples.jsonl    one line per request of every finished cell (raw timings)
 metrics.jsonl    the /metrics samples of every window
 tables.md        the card's three tables, re-rendered with results.json
+gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
 INCOMPLETE       present until the run completes (interrupted, killed, failed)
 """
 
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from bench import tables
 from bench.errors import DiskError, UsageError
+from bench.gpu import GPU_TELEMETRY_NAME
 from bench.results import SCHEMA_VERSION, Results
 
 RESULTS = "results.json"
@@ -26,6 +28,12 @@ SAMPLES = "samples.jsonl"
 METRICS = "metrics.jsonl"
 TABLES = "tables.md"
 INCOMPLETE = "INCOMPLETE"
+
+
+def _key(row: dict[str, Any]) -> tuple[object, object, object, object]:
+    if "context_label" in row:  # a GPU telemetry window (decode cells only)
+        return ("decode", row.get("context_label"), row.get("concurrency"), row.get("trial"))
+    return (row.get("phase"), row.get("context"), row.get("concurrency"), row.get("trial"))
 
 
 class RunDir:
@@ -83,11 +91,13 @@ class RunDir:
             raise DiskError(f"cannot write {self.path / name}: {exc.strerror}") from None
 
     def keep_only(self, finished: set[tuple[str, str, int, int]]) -> None:
-        """On resume: drop raw lines of a cell that was cut before results.json saw it.
+        """On resume: drop the raw lines of every cell that is not kept as finished.
 
+        That is a cell cut before results.json saw it (Ctrl-C, kill -9) and one marked
+        `interrupted` (measured again): its rerun writes its lines anew, never twice.
         Keys are (phase, context, concurrency, trial).
         """
-        for name in (SAMPLES, METRICS):
+        for name in (SAMPLES, METRICS, GPU_TELEMETRY_NAME):
             path = self.path / name
             if not path.exists():
                 continue
@@ -97,13 +107,7 @@ class RunDir:
                     row = json.loads(line)
                 except ValueError:
                     continue  # a line torn by a kill -9
-                key = (
-                    row.get("phase"),
-                    row.get("context"),
-                    row.get("concurrency"),
-                    row.get("trial"),
-                )
-                if key in finished:
+                if _key(row) in finished:
                     kept.append(line + "\n")
             self._atomic(name, "".join(kept))
 

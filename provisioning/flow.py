@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 import structlog
@@ -37,7 +38,7 @@ from provisioning.containers import (
 )
 from provisioning.hosts import Host
 from provisioning.image import CONTAINER_HOME, HF_IN_CONTAINER
-from provisioning.remote import Remote, SshUnreachable
+from provisioning.remote import TRANSIENT, Remote, SshUnreachable, is_transient
 from provisioning.run_options import Options, Outcome
 
 log = structlog.get_logger("provisioning.flow")
@@ -112,6 +113,9 @@ class HostRun:
         self.stop = threading.Event()
         self._exec_id: str | None = None
         self._dropped = False  # the connection dropped (and was reopened) during the sweep
+        # Set by a Ctrl-C that arrives while the bundle is being pulled back (only then).
+        self._pull_stop: threading.Event | None = None
+        self._pull_stopped: transfer.TransferStopped | None = None
 
     def interrupt(self, *, hard: bool = False) -> None:
         """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up.
@@ -121,6 +125,9 @@ class HostRun:
         """
         first = not self.stop.is_set()
         self.stop.set()
+        pulling = self._pull_stop
+        if pulling is not None:  # Ctrl-C during the pull-back stops the copy itself
+            pulling.set()
         if first:
             print(f"\n[{self.host.name}] interrupted: stopping ...", file=self.out, flush=True)
         exec_id = self._exec_id
@@ -166,14 +173,28 @@ class HostRun:
             self.outcome.error = exc
         finally:
             self._bring_back_and_clean_up()
-        if interrupted:
-            raise Interrupted(
-                f"interrupted on {self.host.name}; the partial bundle is in "
-                f"{self.outcome.local_dir or 'nowhere (nothing had run yet)'}"
-            )
+        if interrupted or self.stop.is_set():  # also a Ctrl-C while bringing the bundle back
+            raise self._interrupted()
         if self.outcome.error is not None:
             raise self.outcome.error
         return self.outcome
+
+    def _interrupted(self) -> Interrupted:
+        name, where = self.host.name, self.outcome.local_dir
+        if where is not None:
+            kind = "complete" if self.outcome.complete else "partial"
+            return Interrupted(f"interrupted on {name}; the {kind} bundle is in {where}")
+        stopped = self._pull_stopped
+        if stopped is not None:
+            return Interrupted(
+                f"interrupted on {name} while pulling back the bundle: {stopped.part} holds "
+                f"{stopped.done} of {stopped.size} bytes (an incomplete copy); the signed bundle "
+                f"stays on the host",
+                hint=f"copy it with: scp {name}:{stopped.remote_path} {stopped.local_path}; "
+                f"then: bench verify {stopped.local_path} "
+                f"--allowed-signers {self.opts.allowed_signers}",
+            )
+        return Interrupted(f"interrupted on {name}; no bundle (nothing had run yet)")
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -354,7 +375,9 @@ class HostRun:
             self._reconnect(exc)
             return self.engine.exec_result(exec_id)
 
-    def _reconnect(self, lost: BenchError, *, sweeping: bool = True) -> None:
+    def _reconnect(
+        self, lost: BenchError, *, sweeping: bool = True, then: str = "cleaning up"
+    ) -> None:
         """Reopen both connections (commands and Docker) after a drop, with backoff.
 
         What runs on the host does not depend on them: containers and execs keep their ids.
@@ -380,7 +403,7 @@ class HostRun:
                     if self.server_id is not None:  # its log follower went with the connection
                         self.server_log.clear()  # followed again from the start: none lost
                         self.engine.follow_logs(self.server_id, self.server_log.append)
-                going_on = "the sweep goes on inside the container" if sweeping else "cleaning up"
+                going_on = "the sweep goes on inside the container" if sweeping else then
                 print(f"[{name}] reconnected; {going_on}", file=self.out)
                 log.info("ssh_reconnected", host=name, attempt=attempt + 1)
                 return
@@ -408,43 +431,88 @@ class HostRun:
         return self.remote.run(f"test -f {q}").ok
 
     def _seal_and_pull(self) -> None:
-        assert self.engine is not None
-        run_dir = self._host_run_dir
-        if self.server_log:
-            self.remote.write_text(f"{run_dir}/server.log", "\n".join(self.server_log) + "\n")
         with self.step("sign"):
-            code = self._helper("manifest", ("python", "-c", _MANIFEST_SCRIPT, RUN_IN_CONTAINER))
-            if code != 0:
-                raise RunFailed(f"writing the manifest on {self.host.name} failed (exit {code})")
-            signing.sign_on_host(self.remote, self.signing_key, f"{run_dir}/manifest.json")
-            archive = f"{run_dir}.tar.gz"
-            inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
-            code = self._helper(
-                "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
-            )
-            if code != 0:
-                raise RunFailed(f"packing the bundle on {self.host.name} failed (exit {code})")
-        local_root = self.opts.results_dir / self.host.name / self.opts.run_id
+            self._seal()
+        local_archive = self.opts.results_dir / self.host.name / f"{self.opts.run_id}.tar.gz"
+        self._pull_stop = threading.Event()  # before the step is announced: no Ctrl-C missed
         with self.step("pull back"):
-            local_archive = local_root.with_name(f"{self.opts.run_id}.tar.gz")
-            transfer.get(self.remote, archive, local_archive)
+            try:
+                transfer.get(
+                    self.remote, f"{self._host_run_dir}.tar.gz", local_archive,
+                    stop=self._pull_stop,
+                )  # fmt: skip
+            except transfer.TransferStopped as stopped:
+                self._pull_stopped = stopped
+                raise
+            finally:
+                self._pull_stop = None
             self.outcome.archive = local_archive
         with self.step("verify"):
-            # open_bundle wants an empty folder and puts the bundle's own top folder in it
-            staging = local_root.with_name(f".opening-{self.opts.run_id}")
-            shutil.rmtree(staging, ignore_errors=True)
-            inner = open_bundle(local_archive, staging)
-            shutil.rmtree(local_root, ignore_errors=True)
-            inner.replace(local_root)
-            shutil.rmtree(staging, ignore_errors=True)
-            opened = local_root
-            self.outcome.local_dir = opened
-            secrets = [s.get_secret_value() for s in (self.opts.secrets.api_key,) if s]
-            leaked = find_secret(opened, secrets)
-            if leaked:
-                raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
-            verify_bundle(local_archive, self.opts.allowed_signers)
-            self.outcome.complete = not (opened / "INCOMPLETE").exists()
+            self._open_and_verify(local_archive)
+
+    def _seal(self) -> None:
+        """server.log, manifest, signature and archive on the host, retried after a drop.
+
+        Every step rewrites what it makes from the run directory (the manifest is rebuilt,
+        the signature and archive replaced), so a whole rerun is the same as one run: a
+        dropped connection (once, or again right after the reconnect) just reruns them.
+        """
+        assert self.engine is not None
+        attempts = self.remote.retry.attempts
+        for attempt in range(attempts):
+            try:
+                if attempt:  # a helper the drop left behind (running or not) goes first
+                    self.engine.remove_run(self.scope, keep_roles=("server",))
+                self._seal_once()
+                return
+            except (EngineUnreachable, SshUnreachable) as exc:
+                if attempt + 1 == attempts:
+                    raise RunFailed(
+                        f"signing the bundle on {self.host.name} failed {attempts} times, the "
+                        f"ssh connection dropping each time (last: {exc.message})",
+                        hint=f"the run directory is kept on the host ({self._host_run_dir}); "
+                        f"sign it there with `bench sign`, or run again",
+                    ) from None
+                self._reconnect(exc, sweeping=False, then="signing again")
+
+    def _seal_once(self) -> None:
+        run_dir = self._host_run_dir
+        if self.server_log:
+            try:
+                self.remote.write_text(f"{run_dir}/server.log", "\n".join(self.server_log) + "\n")
+            except TRANSIENT as exc:  # an SFTP status error (no such file...) is not a drop
+                if isinstance(exc, FileNotFoundError | PermissionError) or not is_transient(exc):
+                    raise
+                raise SshUnreachable(
+                    f"ssh to {self.host.name} dropped while writing server.log: {exc}"
+                ) from None
+        code = self._helper("manifest", ("python", "-c", _MANIFEST_SCRIPT, RUN_IN_CONTAINER))
+        if code != 0:
+            raise RunFailed(f"writing the manifest on {self.host.name} failed (exit {code})")
+        signing.sign_on_host(self.remote, self.signing_key, f"{run_dir}/manifest.json")
+        inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
+        code = self._helper(
+            "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
+        )
+        if code != 0:
+            raise RunFailed(f"packing the bundle on {self.host.name} failed (exit {code})")
+
+    def _open_and_verify(self, local_archive: Path) -> None:
+        local_root = local_archive.with_name(self.opts.run_id)
+        # open_bundle wants an empty folder and puts the bundle's own top folder in it
+        staging = local_root.with_name(f".opening-{self.opts.run_id}")
+        shutil.rmtree(staging, ignore_errors=True)
+        inner = open_bundle(local_archive, staging)
+        shutil.rmtree(local_root, ignore_errors=True)
+        inner.replace(local_root)
+        shutil.rmtree(staging, ignore_errors=True)
+        self.outcome.local_dir = local_root
+        secrets = [s.get_secret_value() for s in (self.opts.secrets.api_key,) if s]
+        leaked = find_secret(local_root, secrets)
+        if leaked:
+            raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
+        verify_bundle(local_archive, self.opts.allowed_signers)
+        self.outcome.complete = not (local_root / "INCOMPLETE").exists()
 
     def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
         """A short-lived container of the run's image over the run directory."""

@@ -73,9 +73,13 @@ def trust_locally(public_line: str, host_name: str, allowed_signers: Path) -> bo
 
 
 def sign_on_host(remote: Remote, key: str, manifest: str) -> None:
-    """`ssh-keygen -Y sign` on the host: writes MANIFEST.sig beside it."""
-    remote.run(f"rm -f {shlex.quote(manifest + '.sig')}", check=True)
+    """`ssh-keygen -Y sign` on the host: writes MANIFEST.sig beside it.
+
+    One command, so that rerunning it after a dropped connection is safe: ssh-keygen
+    refuses to overwrite a signature an interrupted first run may have written.
+    """
     remote.run(
+        f"rm -f {shlex.quote(manifest + '.sig')} && "
         f"ssh-keygen -Y sign -q -f {shlex.quote(key)} -n {shlex.quote(NAMESPACE)} "
         f"{shlex.quote(manifest)}",
         check=True,

@@ -3,11 +3,16 @@
 A copy that loses its connection (sshd restarted, a killed session, a NAT timeout) reopens
 it with backoff and continues from the bytes already written; at the end both ends are
 compared by sha256, so a resumed copy is never accepted on size alone.
+
+A copy in progress writes NAME.part and renames it to NAME only once the checksums
+agree: a NAME on disk is always a whole copy. A copy stopped on purpose (Ctrl-C during
+the pull-back) raises TransferStopped and leaves NAME.part, the incomplete copy, as is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 import structlog
@@ -19,11 +24,34 @@ log = structlog.get_logger("provisioning.transfer")
 CHUNK_BYTES = 1 << 20
 
 
+class TransferStopped(TransferFailed):
+    """The copy was stopped on purpose; `part` holds the bytes copied so far."""
+
+    def __init__(self, remote_path: str, local_path: Path, done: int, size: int) -> None:
+        self.remote_path, self.local_path, self.done, self.size = (
+            remote_path, local_path, done, size,
+        )  # fmt: skip
+        self.part = _part(local_path)
+        super().__init__(
+            f"the copy of {remote_path} was stopped at {done} of {size} bytes; "
+            f"{self.part} is incomplete"
+        )
+
+
+def _part(local_path: Path) -> Path:
+    return local_path.with_name(local_path.name + ".part")
+
+
 def get(
-    remote: Remote, remote_path: str, local_path: Path, progress: Progress | None = None
+    remote: Remote,
+    remote_path: str,
+    local_path: Path,
+    progress: Progress | None = None,
+    *,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Copy a file from the host; returns its size."""
-    part = local_path.with_name(local_path.name + ".part")
+    """Copy a file from the host; returns its size. Setting `stop` ends it (TransferStopped)."""
+    part = _part(local_path)
     local_path.parent.mkdir(parents=True, exist_ok=True)
     part.unlink(missing_ok=True)
     size = -1
@@ -36,17 +64,28 @@ def get(
             if done > size:
                 part.unlink()
                 done = 0
-            with sftp.open(remote_path, "rb") as src, part.open("ab") as dst:
-                src.seek(done)
-                src.prefetch(size)
-                while done < size:
-                    chunk = src.read(min(CHUNK_BYTES, size - done))
-                    if not chunk:
-                        raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
-                    dst.write(chunk)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, size)
+            src = sftp.open(remote_path, "rb")
+            stopped = False
+            try:
+                with part.open("ab") as dst:
+                    src.seek(done)
+                    src.prefetch(size)
+                    while done < size:
+                        if stop is not None and stop.is_set():
+                            stopped = True
+                            raise TransferStopped(remote_path, local_path, done, size)
+                        chunk = src.read(min(CHUNK_BYTES, size - done))
+                        if not chunk:
+                            raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
+                        dst.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress(done, size)
+            finally:
+                # Closing a file waits for every read-ahead reply, i.e. the rest of the file:
+                # a stopped copy leaves it open; closing the connection (the caller) ends it.
+                if not stopped:
+                    src.close()
             break
         except FileNotFoundError:
             raise TransferFailed(f"{remote.host.name}:{remote_path} does not exist") from None

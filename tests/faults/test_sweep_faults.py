@@ -7,6 +7,7 @@ for /metrics faults, a socket that never answers, a real tmpfs that fills up.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -52,10 +53,23 @@ def _run(url: str, out: Path, *extra: str, timeout_s: float = 120) -> tuple[int,
     return rc, stdout, stderr
 
 
-def test_server_killed_mid_sweep_exits_server_keeps_cells_and_resumes(tmp_path: Path) -> None:
+def _raw_lines(out: Path) -> dict[tuple[object, ...], list[str]]:
+    """samples.jsonl lines by (phase, context, concurrency, trial)."""
+    lines: dict[tuple[object, ...], list[str]] = {}
+    for line in (out / "samples.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        key = (row["phase"], row["context"], row["concurrency"], row["trial"])
+        lines.setdefault(key, []).append(line)
+    return lines
+
+
+@pytest.mark.parametrize("twin_flags", [[], ["--fault-no-metrics"]], ids=["metrics", "no-metrics"])
+def test_server_killed_mid_sweep_exits_server_keeps_cells_and_resumes(
+    twin_flags: list[str], tmp_path: Path
+) -> None:
     out, mark = tmp_path / "r", new_mark()
     args = [*TWO_ROWS, "--out", str(out)]
-    with start_twin("tiny", speed=SPEED) as twin:
+    with start_twin("tiny", speed=SPEED, extra_args=twin_flags) as twin:
         proc = bench("run", "--url", twin.url, *args, mark=mark)
         wait_for(lambda: cells_done(out) >= 1 or proc.poll() is not None, "the first cell")
         twin.proc.kill()  # the server dies while the second cell streams
@@ -67,17 +81,41 @@ def test_server_killed_mid_sweep_exits_server_keeps_cells_and_resumes(tmp_path: 
     first = kept.cell("256", 1)
     assert first is not None and first.status == "valid"
     cut = kept.cell("256", 2)
-    # The cell the crash cut is recorded with its reason (or was never saved at all).
-    assert cut is None or (cut.status == "invalid" and "transport error" in (cut.reason or ""))
+    # The cell the crash cut is saved `interrupted` with the transport error, or (when the
+    # crash hit a /metrics scrape inside the cell) never saved. Without /metrics the cell
+    # never scrapes, so it is always saved: the rule is exercised every time.
+    if twin_flags:
+        assert cut is not None
+    if cut is not None:
+        assert cut.status == "interrupted", cut
+        assert "transport error" in (cut.reason or "") and "--resume" in (cut.reason or "")
+        assert "| Sustained decode | 256 | 2 | Interrupted: " in (out / "tables.md").read_text()
+    raw_before = _raw_lines(out)
     wait_no_survivors(mark)
 
-    with start_twin("tiny", speed=SPEED) as again:
+    with start_twin("tiny", speed=SPEED, extra_args=twin_flags) as again:
         rc, _, stderr = finish(bench("run", "--resume", str(out), "--url", again.url, mark=mark))
     assert rc == Exit.OK, stderr[-2000:]
     done = load_results(out)
     assert done is not None and done.state == "complete" and not (out / "INCOMPLETE").exists()
-    assert done.cell("256", 1) == first  # the finished cell was kept, not measured again
+    # the finished cell and scout were kept byte for byte, not measured again
+    assert done.cell("256", 1) == first
+    assert done.prefill[0] == kept.prefill[0]
     assert [(c.context_label, c.concurrency) for c in done.cells] == DONE
+    assert all(c.status == "valid" for c in done.cells), done.cells  # the cut cell too
+    raw = _raw_lines(out)
+    for kept_key in (("prefill", "256", 1, 0), ("decode", "256", 1, 0)):
+        assert raw[kept_key] == raw_before[kept_key]
+    # exactly one run of every cell in samples.jsonl: the cut cell's old lines are gone
+    assert set(raw) == {("prefill", "256", 1, 0), ("prefill", "512", 1, 0)} | {
+        ("decode", label, c, 0) for label, c in DONE
+    }
+    for key, lines in raw.items():
+        origins = {json.loads(x)["origin_unix_s"] for x in lines}
+        assert len(origins) == 1, (key, origins)
+    rerun = done.cell("256", 2)
+    assert rerun is not None and rerun.extras is not None
+    assert len(raw[("decode", "256", 2, 0)]) == rerun.extras.requests_started
 
 
 @pytest.mark.parametrize(

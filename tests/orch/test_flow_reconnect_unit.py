@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from bench.errors import Exit
+from bench.errors import Exit, RunFailed
 from bench.launch_profile import load_launch_profile
 from provisioning.containers import EngineUnreachable
 from provisioning.flow import HostLost, HostRun
@@ -176,3 +176,67 @@ def test_ssh_itself_unreachable_gives_up_without_touching_the_engine(tmp_path: P
     with pytest.raises(HostLost, match="timed out"):
         run._sweep()
     assert engine.reconnects == 0
+
+
+class SealEngine:
+    """The engine drops the connection while the first `drops` helper containers run."""
+
+    def __init__(self, drops: int) -> None:
+        self.drops = drops
+        self.started: list[str] = []
+        self.removed: list[tuple[str, ...]] = []
+        self.reconnects = 0
+
+    def start(self, spec: Any) -> str:
+        self.started.append(spec.role)
+        return f"{spec.role}-{len(self.started)}"
+
+    def wait(self, cid: str, timeout_s: float) -> int:
+        if self.drops:
+            self.drops -= 1
+            raise _lost("waiting for a container")
+        return 0
+
+    def remove_run(self, run_id: str, *, keep_roles: Any = ()) -> list[str]:
+        self.removed.append(tuple(keep_roles))
+        return []
+
+    def reconnect(self) -> None:
+        self.reconnects += 1
+
+    def close(self) -> None:
+        pass
+
+
+def _sealing(drops: int, tmp_path: Path) -> tuple[HostRun, SealEngine, ScriptedRemote]:
+    engine, remote = SealEngine(drops), ScriptedRemote(reachable=True)
+    run = _host_run(cast(Any, engine), remote, tmp_path)
+    run.signing_key = "/home/bench/.config/vllm-bench/signing_ed25519"
+    return run, engine, remote
+
+
+def test_signing_dropped_twice_is_redone_whole_and_signed_with_one_command(
+    tmp_path: Path,
+) -> None:
+    run, engine, remote = _sealing(2, tmp_path)
+    run._seal()
+    # manifest (dropped), manifest (dropped), then manifest, signature and archive
+    assert engine.started == ["manifest", "manifest", "manifest", "pack"]
+    assert engine.removed == [("server",), ("server",)]  # the dropped helpers went first
+    assert engine.reconnects == 2 and remote.reconnects == 2
+    (sign,) = [c for c in remote.commands if "ssh-keygen -Y sign" in c]
+    assert sign.startswith("rm -f ") and " && ssh-keygen -Y sign" in sign  # safe to rerun
+    assert cast(io.StringIO, run.out).getvalue().count("reconnected; signing again") == 2
+
+
+def test_signing_that_keeps_dropping_gives_up_in_one_line_after_bounded_attempts(
+    tmp_path: Path,
+) -> None:
+    run, engine, remote = _sealing(99, tmp_path)
+    with pytest.raises(RunFailed) as caught:
+        run._seal()
+    failed = caught.value
+    assert failed.exit_code == Exit.RUN_FAILED and "\n" not in failed.one_line()
+    assert f"failed {remote.retry.attempts} times" in failed.message
+    assert "bench sign" in (failed.hint or "")
+    assert engine.started == ["manifest"] * remote.retry.attempts  # bounded

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,32 @@ def test_pull_back_survives_sshd_restarting(ssh_host: SshTestHost, tmp_path: Pat
             stop_sshd(h)
     assert restarted
     assert _sha256(tmp_path / "back.json") == _sha256(src)
+
+
+def test_a_pull_back_stopped_on_purpose_leaves_only_a_part_file(
+    ssh_host: SshTestHost, tmp_path: Path
+) -> None:
+    src = tmp_path / "bundle.tar.gz"
+    src.write_bytes(os.urandom(48 << 20))
+    stop = threading.Event()
+    local = tmp_path / "pulled" / "bundle.tar.gz"
+
+    def progress(done: int, total: int) -> None:
+        if done >= total // 4:
+            stop.set()  # Ctrl-C: the flow sets this from the main thread
+
+    with Remote(_host(ssh_host), retry=FAST) as r:
+        with pytest.raises(transfer.TransferStopped) as caught:
+            transfer.get(r, str(src), local, progress=progress, stop=stop)
+        stopped = caught.value
+        assert not local.exists()  # nothing under the bundle's name
+        part = local.with_name("bundle.tar.gz.part")
+        assert stopped.part == part and part.stat().st_size == stopped.done
+        assert src.stat().st_size // 4 <= stopped.done < stopped.size == src.stat().st_size
+        assert part.read_bytes() == src.read_bytes()[: stopped.done]  # a true prefix
+        r.close()  # what the flow does at the end; then a new copy starts over and completes
+        assert transfer.get(r, str(src), local) == src.stat().st_size
+    assert _sha256(local) == _sha256(src) and not part.exists()
 
 
 def test_put_then_get_round_trip_and_missing_file_is_one_line(
