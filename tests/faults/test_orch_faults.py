@@ -9,6 +9,7 @@ back in a signed bundle (or said where it is), and no container left.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,7 +164,10 @@ def test_ctrl_c_during_pull_back_stops_the_copy_marks_it_partial_and_leaves_noth
         # Nothing local claims to be the bundle: only NAME.part, shorter than the bundle.
         assert not archive.exists() and not (local / run_id).exists()
         part = local / f"{run_id}.tar.gz.part"
-        assert 0 <= part.stat().st_size < on_host.stat().st_size
+        held = re.search(r"holds (\d+) of (\d+) bytes", err)
+        assert held is not None, err[-3000:]
+        assert int(held[1]) == part.stat().st_size < int(held[2]) == on_host.stat().st_size
+        assert part.read_bytes() == on_host.read_bytes()[: int(held[1])]
         assert _containers(run_id) == []
         wait_no_survivors(mark)
         # The signed bundle on the host is whole: the command the message gives brings it back.
