@@ -49,7 +49,8 @@ class Twin:
         self.config = config
         self.profile = config.profile
         self.engine = Engine(config.profile, config.seed)
-        self.frontend = Frontend(config.profile)
+        self.frontend: Frontend[Request] = Frontend(config.profile)
+        self._frontend_timer: asyncio.TimerHandle | None = None
         self.tokenizer = Tokenizer()
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
@@ -182,6 +183,20 @@ class Twin:
             gt.write(json.dumps(record) + "\n")
             gt.flush()
 
+    def _pump_frontend(self) -> None:
+        """Start the frontend's due requests (the server holds every open stream) and wake
+        up again when the next one's turn comes."""
+        loop = asyncio.get_running_loop()
+        speed = self.config.speed
+        for ready_s, req in self.frontend.start_due(loop.time() * speed, len(self.streams)):
+            loop.call_at(ready_s / speed, self._enqueue, req)
+        if self._frontend_timer is not None:
+            self._frontend_timer.cancel()
+            self._frontend_timer = None
+        nxt = self.frontend.next_start_s()
+        if nxt is not None:
+            self._frontend_timer = loop.call_at(nxt / speed, self._pump_frontend)
+
     def _enqueue(self, req: Request) -> None:
         if req.finished:
             return
@@ -307,9 +322,8 @@ class Twin:
 
         conn.on_lost.append(lost)
         stream.begin()
-        speed = self.config.speed
-        ready_s = self.frontend.ready_at(arrival_s, len(spec.prompt_ids))
-        loop.call_at(ready_s / speed, self._enqueue, req)
+        self.frontend.submit(arrival_s, len(spec.prompt_ids), req)
+        self._pump_frontend()
         await stream.done
 
 
