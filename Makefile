@@ -17,6 +17,7 @@ help:
 	@echo "make preflight HOST=..    the GPU host's checks only"
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
+	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
@@ -157,6 +158,14 @@ REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
 	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+
+# Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
+# pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).
+CT_SPEED ?= 10
+CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
+.PHONY: compare-twin
+compare-twin: setup
+	$(BIN)/python -m bench.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
 twin-calibration: setup

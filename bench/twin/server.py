@@ -281,8 +281,10 @@ class Twin:
         # tokenizing it (real CPU time, not divided by the speed factor) is absorbed
         # instead of added to the profile's latencies.
         loop = asyncio.get_running_loop()
-        arrival_s = (http.started_at or loop.time()) * self.config.speed
-        arrival_wall = time.time()
+        first_byte = http.started_at or loop.time()
+        arrival_s = first_byte * self.config.speed
+        # The ground truth's arrival is the first byte too (wall clock), not after parsing.
+        arrival_wall = time.time() - (loop.time() - first_byte)
         obj = requests.parse_json(http.body)
         p = self.profile
         spec = requests.completion(obj, self.tokenizer, chat, p.model, p.max_model_len)
