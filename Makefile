@@ -41,8 +41,9 @@ lint: setup
 # The main job. Without HOST: the whole flow on this machine against the twin (`bench local`:
 # twin, sweep, environment, report, sign, pack, verify, verdict against the published card).
 # With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
-# SPEED=N runs the twin N x faster (default 10); RUN_ARGS='...' passes `bench run` options.
-SPEED ?= 10
+# SPEED=N runs the twin N x faster (default 5: every ms the client or twin loses to the
+# CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
+SPEED ?= 5
 bench: setup
 ifeq ($(strip $(HOST)),)
 	$(BIN)/bench local --speed $(SPEED) -- $(RUN_ARGS)
