@@ -13,6 +13,7 @@ and to the server's /v1/models inside the SSH channel; never on a command line.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -465,20 +466,25 @@ class HostRun:
         """The image's id and labels into environment.json, before the manifest hashes it.
 
         `bench run` inside the container cannot see which image it runs in; the engine can.
+        Edited as JSON, not through bench's model: the image's bench may be another version.
         """
         assert self.engine is not None
         path = f"{self._host_run_dir}/{environment.ENVIRONMENT_NAME}"
         if self.outcome.image_id is None or not self.remote.run(f"test -f {shlex.quote(path)}").ok:
             return
-        env = environment.Environment.model_validate_json(self.remote.read_text(path))
-        found = env.image.model_copy(
-            update={
-                "digest": self.outcome.image_id,
-                "labels": self.engine.image_labels(self.outcome.image_id),
-            }
-        )
-        recorded = env.model_copy(update={"image": found})
-        self.remote.write_text(path, recorded.model_dump_json(indent=2) + "\n")
+        try:
+            doc = json.loads(self.remote.read_text(path))
+        except ValueError as exc:
+            log.warning("environment_unreadable", host=self.host.name, error=str(exc))
+            return
+        if not isinstance(doc, dict):
+            return
+        found = doc.get("image")
+        image_doc: dict[str, object] = found if isinstance(found, dict) else {}
+        image_doc["digest"] = self.outcome.image_id
+        image_doc["labels"] = self.engine.image_labels(self.outcome.image_id)
+        doc["image"] = image_doc
+        self.remote.write_text(path, json.dumps(doc, indent=2) + "\n")
 
     def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
         """A short-lived container of the run's image over the run directory."""

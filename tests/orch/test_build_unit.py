@@ -108,7 +108,7 @@ def test_compare_commits_rejects_a_bad_commit_in_one_line_with_exit_2(
 ) -> None:
     code = cli.main(["compare-commits", "gpu01", "--commit-a", "73a5831", "--commit-b", "HEAD~1"])
     err = capsys.readouterr().err
-    assert code == Exit.USAGE == 2
+    assert code == int(Exit.USAGE) == 2
     assert err.count("\n") == 1 and err.startswith("provision: error: B='HEAD~1' is not a commit")
 
 
