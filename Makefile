@@ -21,6 +21,7 @@ help:
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
+	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
 	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
 	@echo "make perf                 the performance benchmark (perf.json)"
 	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve base digests"
@@ -130,10 +131,15 @@ test: docker-up compose-plugin
 # TRUST_NEW_HOST=1 accepts and records the key of a host seen for the first time; KEEP=1
 # leaves the server up; CARD=<card file> to judge against (default: the launch profile's card
 # in bench/cards/), NO_VERDICT=1 for none (a partial sweep); RUN_ARGS='...' go to `bench run`.
+# IMAGE_SOURCE=auto|build|stream: where the image comes from when the host lacks it (auto:
+# streamed from here, else built on the host; build: always built on the host from this
+# checkout); BUILD_ARGS='NAME=VALUE ...' are Dockerfile build arguments for builds on the host.
 PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
 	$(if $(TRUST_NEW_HOST),--trust-new-host)
+BUILD_FLAGS = $(foreach arg,$(BUILD_ARGS),--build-arg $(arg))
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)") \
-	$(if $(NO_VERDICT),--no-verdict)
+	$(if $(NO_VERDICT),--no-verdict) $(if $(IMAGE_SOURCE),--image-source $(IMAGE_SOURCE)) \
+	$(BUILD_FLAGS)
 
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
@@ -146,6 +152,19 @@ compare-images: setup
 	$(BIN)/python -m provisioning compare $(HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
 		$(if $(RUN_ARGS),-- $(RUN_ARGS))
+
+# An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
+# also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
+# make compare-commits HOST=gpu01 A=<commit> B=<commit> [PROFILE=..] [BUILD_ARGS='N=V ...']
+# [BUILD_ARGS_A='VLLM_VERSION=...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
+.PHONY: compare-commits
+compare-commits: setup
+	@test -n "$(HOST)" -a -n "$(A)" -a -n "$(B)" || \
+		{ echo "make compare-commits needs HOST=... A=<vLLM commit> B=<vLLM commit>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare-commits $(HOST) --commit-a "$(A)" --commit-b "$(B)" \
+		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(BUILD_FLAGS) $(foreach arg,$(BUILD_ARGS_A),--build-arg-a $(arg)) \
+		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 .PHONY: preflight
 preflight: setup

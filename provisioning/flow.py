@@ -1,8 +1,10 @@
 """One host from nothing to a verified bundle: the steps of DESIGN.md §1, in order.
 
-    preflight → image (present by id, else streamed) → weights → server container
+    preflight → image (present by id, else streamed or built on the host) → weights
+    → server container
     → readiness (log followed, exit = error with log tail) → `bench run` inside it
-    → manifest in the container, signature on the host → pack → pull back → verify
+    → the image's id and labels into environment.json → manifest in the container,
+    signature on the host → pack → pull back → verify
     → clean-up (always: success, error, Ctrl-C; --keep leaves the server up)
 
 Secrets (the API key, HF_TOKEN) go to containers as environment through the Docker API
@@ -11,6 +13,7 @@ and to the server's /v1/models inside the SSH channel; never on a command line.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -22,7 +25,7 @@ from typing import TextIO
 
 import structlog
 
-from bench import rundir
+from bench import environment, rundir
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
@@ -197,7 +200,19 @@ class HostRun:
     def _ensure_image(self) -> None:
         assert self.engine is not None
         with self.step("image"):
-            image.ensure_image(self.engine, self.opts.image_ref, self.host.name, self.out)
+            self.outcome.image_id = image.ensure_image(
+                self.engine,
+                self.opts.image_ref,
+                self.host.name,
+                self.out,
+                source=self.opts.image_source,
+                build=self.opts.build,
+            )
+
+    @property
+    def _image(self) -> str:
+        """What containers run: the image's id once known (a tag can move meanwhile)."""
+        return self.outcome.image_id or self.opts.image_ref
 
     def _fetch_weights(self) -> None:
         req = self.opts.requirements
@@ -208,7 +223,7 @@ class HostRun:
         with self.step("weights"):
             image.fetch_weights(
                 self.engine,
-                image=self.opts.image_ref,
+                image=self._image,
                 model=req.hf_model,
                 scope=self.scope,
                 cache_dir=self._model_cache(),
@@ -234,7 +249,7 @@ class HostRun:
         with self.step("server start"):
             self.server_id = self.engine.start(
                 ContainerSpec(
-                    image=self.opts.image_ref,
+                    image=self._image,
                     command=p.argv,
                     run_id=self.scope,
                     role="server",
@@ -412,6 +427,7 @@ class HostRun:
         run_dir = self._host_run_dir
         if self.server_log:
             self.remote.write_text(f"{run_dir}/server.log", "\n".join(self.server_log) + "\n")
+        self._record_image()
         with self.step("sign"):
             code = self._helper("manifest", ("python", "-c", _MANIFEST_SCRIPT, RUN_IN_CONTAINER))
             if code != 0:
@@ -446,6 +462,30 @@ class HostRun:
             verify_bundle(local_archive, self.opts.allowed_signers)
             self.outcome.complete = not (opened / "INCOMPLETE").exists()
 
+    def _record_image(self) -> None:
+        """The image's id and labels into environment.json, before the manifest hashes it.
+
+        `bench run` inside the container cannot see which image it runs in; the engine can.
+        Edited as JSON, not through bench's model: the image's bench may be another version.
+        """
+        assert self.engine is not None
+        path = f"{self._host_run_dir}/{environment.ENVIRONMENT_NAME}"
+        if self.outcome.image_id is None or not self.remote.run(f"test -f {shlex.quote(path)}").ok:
+            return
+        try:
+            doc = json.loads(self.remote.read_text(path))
+        except ValueError as exc:
+            log.warning("environment_unreadable", host=self.host.name, error=str(exc))
+            return
+        if not isinstance(doc, dict):
+            return
+        found = doc.get("image")
+        image_doc: dict[str, object] = found if isinstance(found, dict) else {}
+        image_doc["digest"] = self.outcome.image_id
+        image_doc["labels"] = self.engine.image_labels(self.outcome.image_id)
+        doc["image"] = image_doc
+        self.remote.write_text(path, json.dumps(doc, indent=2) + "\n")
+
     def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
         """A short-lived container of the run's image over the run directory."""
         assert self.engine is not None
@@ -453,7 +493,7 @@ class HostRun:
         target = BUNDLES_IN_CONTAINER if parent else RUN_IN_CONTAINER
         cid = self.engine.start(
             ContainerSpec(
-                image=self.opts.image_ref,
+                image=self._image,
                 command=command,
                 run_id=self.scope,
                 role=role,
