@@ -156,7 +156,7 @@ compare-images: setup
 # An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
 # also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
 # make compare-commits HOST=gpu01 A=<commit> B=<commit> [PROFILE=..] [BUILD_ARGS='N=V ...']
-# [BUILD_ARGS_A='VLLM_VERSION=...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
+# [BUILD_ARGS_A='NAME=VALUE ...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
 .PHONY: compare-commits
 compare-commits: setup
 	@test -n "$(HOST)" -a -n "$(A)" -a -n "$(B)" || \

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +121,7 @@ def test_the_build_records_the_commit_as_argument_and_label() -> None:
     spec = spec_for("bench", "t:1", commit="abcdef1", build_args={"PYTHON_BASE": "b:1"})
     assert spec.build_args == {
         "BENCH_VERSION": __version__, "PYTHON_BASE": "b:1", "VLLM_COMMIT": "abcdef1",
+        "VLLM_VERSION": "",
     }  # fmt: skip
     assert spec.labels == {COMMIT_LABEL: "abcdef1"}
     assert spec_for("bench", "t:1", commit=None, build_args={}).commit == pinned
@@ -125,12 +129,34 @@ def test_the_build_records_the_commit_as_argument_and_label() -> None:
     assert commit_tag("bench", "abcdef1") == f"bench:{__version__}-vllm-abcdef1"
 
 
-def test_a_vllm_build_of_another_commit_needs_its_version_string() -> None:
-    with pytest.raises(UsageError, match="needs that commit's version string"):
-        spec_for("vllm", "t:1", commit="abcdef1", build_args={})
+def test_another_commit_is_checked_by_the_hash_in_its_version() -> None:
+    # No version string to know up front: the image checks that vLLM's names the commit.
+    assert spec_for("vllm", "t:1", commit="abcdef1", build_args={}).build_args["VLLM_VERSION"] == ""
     ok = spec_for("vllm", "t:1", commit="abcdef1", build_args={"VLLM_VERSION": "0.31.0"})
     assert ok.build_args["VLLM_VERSION"] == "0.31.0"
-    assert spec_for("vllm", "t:1", commit="73a5831127a9aaaa", build_args={}).target == "vllm"
+    pinned = spec_for("vllm", "t:1", commit="73a5831127a9aaaa", build_args={})
+    assert "VLLM_VERSION" not in pinned.build_args  # the Dockerfile's exact pin applies
+
+
+@pytest.mark.parametrize(
+    ("got", "commit", "version", "ok"),
+    [
+        ("0.30.1rc1.dev452+g73a583112", "73a5831127a9", "0.30.1rc1.dev452+g73a583112", True),
+        ("0.30.1rc1.dev452+g73a583112", "73a5831127a9", "0.30.2", False),
+        ("0.30.1rc1.dev500+gabcdef012", "abcdef0", "", True),
+        ("0.30.1rc1.dev500+gabcdef012", "abcdef012345", "", True),
+        ("0.30.1rc1.dev500+gabcdef012", "73a5831127a9", "", False),
+        ("0.30.1", "abcdef0", "", False),
+    ],
+)
+def test_the_images_version_check(got: str, commit: str, version: str, ok: bool) -> None:
+    script = Path(__file__).resolve().parents[2] / "docker" / "check_version.sh"
+    env = {"PATH": os.environ["PATH"], "VLLM_COMMIT": commit, "VLLM_VERSION": version}
+    done = subprocess.run(
+        ["bash", str(script), got], env=env, capture_output=True, text=True, check=False
+    )
+    assert (done.returncode == 0) == ok, done.stderr
+    assert (done.stderr == "") == ok
 
 
 def test_build_args_are_name_value_pairs() -> None:
