@@ -148,7 +148,8 @@ def _build_stage_problems(stage: Stage) -> list[str]:
         out.append("vllm-build does not fail unless `git rev-parse HEAD` starts with the commit")
     # docker/check_version.sh: exactly ${VLLM_VERSION} when set, else "+g<hash of HEAD>".
     if not re.search(
-        r"vllm\.__version__\)'\).*VLLM_COMMIT=\"\$\(git rev-parse HEAD\)\" check_version \"\$\{got\}\"",
+        r"vllm\.__version__\)'\).*"
+        r"VLLM_COMMIT=\"\$\(git rev-parse HEAD\)\" check_version \"\$\{got\}\"",
         runs,
     ):
         out.append("vllm-build does not check vllm.__version__ (check_version) against HEAD")
