@@ -61,6 +61,7 @@ RUN apt-get update \
         git ca-certificates ccache python3.12 python3.12-dev python3.12-venv \
     && rm -rf /var/lib/apt/lists/* \
     && python3.12 -m venv /opt/venv
+COPY docker/check_version.sh /usr/local/bin/check_version
 
 WORKDIR /src
 # Tags are needed: vLLM derives its version from `git describe`. A blob-less clone has
@@ -92,8 +93,7 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 RUN test -z "$(git status --porcelain --untracked-files=no)" \
         || { echo "the vLLM tree is dirty; its version would not match" >&2; exit 1; } \
     && got=$(python -P -c 'import vllm; print(vllm.__version__)') \
-    && if [ "${got}" != "${VLLM_VERSION}" ]; then \
-        echo "vLLM reports ${got}, expected ${VLLM_VERSION}" >&2; exit 1; fi \
+    && VLLM_COMMIT="$(git rev-parse HEAD)" check_version "${got}" \
     && printf '{"vllm_commit": "%s", "vllm_version": "%s", "cuda": "%s", "nvcc": "%s", "torch": "%s"}\n' \
         "$(git rev-parse HEAD)" "${got}" "${CUDA_VERSION}" \
         "$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')" \
@@ -168,9 +168,8 @@ RUN apt-get update \
         python3.12 gcc libc6-dev libnuma1 ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=vllm-build /opt/venv /opt/venv
-RUN got=$(python -P -c 'import vllm; print(vllm.__version__)') \
-    && if [ "${got}" != "${VLLM_VERSION}" ]; then \
-        echo "vLLM reports ${got}, expected ${VLLM_VERSION}" >&2; exit 1; fi
+COPY docker/check_version.sh /usr/local/bin/check_version
+RUN check_version "$(python -P -c 'import vllm; print(vllm.__version__)')"
 WORKDIR /src/bench
 COPY pyproject.toml ./
 RUN --mount=type=cache,target=/root/.cache/pip \

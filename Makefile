@@ -17,9 +17,11 @@ help:
 	@echo "make preflight HOST=..    the GPU host's checks only"
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
+	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
+	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
 	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
 	@echo "make perf                 the performance benchmark (perf.json)"
 	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve base digests"
@@ -40,8 +42,9 @@ lint: setup
 # The main job. Without HOST: the whole flow on this machine against the twin (`bench local`:
 # twin, sweep, environment, report, sign, pack, verify, verdict against the published card).
 # With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
-# SPEED=N runs the twin N x faster (default 10); RUN_ARGS='...' passes `bench run` options.
-SPEED ?= 10
+# SPEED=N runs the twin N x faster (default 5: every ms the client or twin loses to the
+# CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
+SPEED ?= 5
 bench: setup
 ifeq ($(strip $(HOST)),)
 	$(BIN)/bench local --speed $(SPEED) -- $(RUN_ARGS)
@@ -128,10 +131,15 @@ test: docker-up compose-plugin
 # TRUST_NEW_HOST=1 accepts and records the key of a host seen for the first time; KEEP=1
 # leaves the server up; CARD=<card file> to judge against (default: the launch profile's card
 # in bench/cards/), NO_VERDICT=1 for none (a partial sweep); RUN_ARGS='...' go to `bench run`.
+# IMAGE_SOURCE=auto|build|stream: where the image comes from when the host lacks it (auto:
+# streamed from here, else built on the host; build: always built on the host from this
+# checkout); BUILD_ARGS='NAME=VALUE ...' are Dockerfile build arguments for builds on the host.
 PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
 	$(if $(TRUST_NEW_HOST),--trust-new-host)
+BUILD_FLAGS = $(foreach arg,$(BUILD_ARGS),--build-arg $(arg))
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)") \
-	$(if $(NO_VERDICT),--no-verdict)
+	$(if $(NO_VERDICT),--no-verdict) $(if $(IMAGE_SOURCE),--image-source $(IMAGE_SOURCE)) \
+	$(BUILD_FLAGS)
 
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
@@ -145,6 +153,19 @@ compare-images: setup
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
 		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 
+# An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
+# also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
+# make compare-commits HOST=gpu01 A=<commit> B=<commit> [PROFILE=..] [BUILD_ARGS='N=V ...']
+# [BUILD_ARGS_A='NAME=VALUE ...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
+.PHONY: compare-commits
+compare-commits: setup
+	@test -n "$(HOST)" -a -n "$(A)" -a -n "$(B)" || \
+		{ echo "make compare-commits needs HOST=... A=<vLLM commit> B=<vLLM commit>" >&2; exit 2; }
+	$(BIN)/python -m provisioning compare-commits $(HOST) --commit-a "$(A)" --commit-b "$(B)" \
+		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(BUILD_FLAGS) $(foreach arg,$(BUILD_ARGS_A),--build-arg-a $(arg)) \
+		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+
 .PHONY: preflight
 preflight: setup
 	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
@@ -152,11 +173,19 @@ preflight: setup
 
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
-REPRO_SPEED ?= 10
+REPRO_SPEED ?= 5
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
 	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+
+# Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
+# pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).
+CT_SPEED ?= 10
+CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
+.PHONY: compare-twin
+compare-twin: setup
+	$(BIN)/python -m bench.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
 twin-calibration: setup

@@ -47,7 +47,7 @@ def published_card() -> Path:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("local", help="the whole flow on this machine against the twin")
     p.add_argument("--profile", default="published", help="twin profile (default published)")
-    p.add_argument("--speed", type=float, default=10.0, help="twin speed factor (default 10)")
+    p.add_argument("--speed", type=float, default=5.0, help="twin speed factor (default 5)")
     p.add_argument("--out", type=Path, default=None, help="default results/local/<run id>")
     p.add_argument("--key", type=Path, default=CONFIG_DIR / "signing_ed25519")
     p.add_argument("--allowed-signers", type=Path, default=CONFIG_DIR / "allowed_signers")

@@ -3,6 +3,8 @@
     provision preflight HOST [--profile NAME]     check the host, print the table
     provision bench HOST[,HOST...] [--keep]       the whole flow, one bundle per host
     provision compare HOST --image-a A --image-b B  both sweeps, then `bench compare`
+    provision compare-commits HOST --commit-a A --commit-b B  an image per vLLM commit, built
+                                                  on the host; both sweeps; `bench compare`
     provision clean HOST [--run-id ID]            remove containers a crashed run left
 
 `bench` never imports this package, so it has its own entry point; it maps failures to
@@ -23,6 +25,7 @@ from bench import logs
 from bench.errors import BenchError, Exit, Interrupted
 from bench.settings import load_settings
 from provisioning import orchestrate
+from provisioning.build import SOURCES
 
 DEFAULT_INVENTORY = Path("hosts.toml")
 
@@ -41,6 +44,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--trust-new-host",
         action="store_true",
         help="accept and record the key of a host seen for the first time",
+    )
+
+
+def _add_build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Dockerfile build argument for builds on the host (repeatable), "
+        "e.g. PYTHON_BASE=bench-base:latest on an offline host",
     )
 
 
@@ -77,6 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="local allowed-signers file the host keys are added to "
         "(default ~/.config/vllm-bench/allowed_signers)",
     )
+    p.add_argument(
+        "--image-source",
+        choices=SOURCES,
+        default="auto",
+        help="stream: this machine's image when the host lacks it (docker save/load); "
+        "build: build the profile's stage on the host from this checkout; auto (default): "
+        "stream, or build on the host when neither has the image",
+    )
+    _add_build_args(p)
     p.set_defaults(func=orchestrate.cmd_bench)
     p = sub.add_parser(
         "compare",
@@ -90,6 +113,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
     p.add_argument("--allowed-signers", type=Path, default=None)
     p.set_defaults(func=orchestrate.cmd_compare)
+    p = sub.add_parser(
+        "compare-commits",
+        help="an image per vLLM commit built on the host, both sweeps, then bench compare",
+        epilog="arguments after -- go to `bench run` inside the container",
+    )
+    _add_common(p)
+    p.add_argument("--commit-a", required=True, help="vLLM commit of run A (7-40 hex digits)")
+    p.add_argument("--commit-b", required=True, help="vLLM commit of run B")
+    _add_build_args(p)
+    for side in ("a", "b"):
+        p.add_argument(
+            f"--build-arg-{side}",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help=f"a build argument for image {side.upper()} only (e.g. its VLLM_VERSION)",
+        )
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    p.set_defaults(func=orchestrate.cmd_compare_commits)
     p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
     _add_common(p)
     p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")

@@ -17,13 +17,16 @@ containers of one run, also after a crash of this process.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from pathlib import Path
+from typing import IO, Any, cast
 
 import docker
 import docker.errors
+import docker.utils.build
 import paramiko
 import requests.exceptions
 import structlog
@@ -169,6 +172,38 @@ class Engine:
             return [str(i.id) for i in images]
         except _TRANSPORT_ERRORS as exc:
             raise _wrap("loading the image on the host", exc) from None
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        """The labels of an image on the host (an id or a tag)."""
+        try:
+            labels = self._client.images.get(ref).labels
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap(f"reading the labels of {ref}", exc) from None
+        return {str(k): str(v) for k, v in (labels or {}).items()}
+
+    def build(self, context: IO[bytes], params: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+        """`POST /build` with BuildKit (version=2); yields the engine's JSON messages.
+
+        The SDK's images.build speaks only to the classic builder, which cannot run the
+        Dockerfile's `RUN --mount=type=cache`; BuildKit in the engine takes the same tar
+        context as the request body. No timeout: a stage may compile for long in silence.
+        """
+        api = self._client.api
+        url = f"{api.base_url}/v{api.api_version}/build"
+        query = {**params, "version": "2"}
+        try:
+            response = api.post(
+                url, params=query, data=context, stream=True, timeout=None,
+                headers={"Content-Type": "application/x-tar"},
+            )  # fmt: skip
+            if response.status_code != 200:
+                raise RunFailed(f"building on {self.host.name}: the Docker engine said: "
+                                f"{_error_text(response.text)}")  # fmt: skip
+            for line in response.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        except _TRANSPORT_ERRORS as exc:
+            raise _wrap("building the image on the host", exc) from None
 
     # -- containers -------------------------------------------------------------------------
 
@@ -340,6 +375,34 @@ def _mapped(chunks: Iterator[bytes], action: str) -> Iterator[bytes]:
         yield from chunks
     except _TRANSPORT_ERRORS as exc:
         raise _wrap(action, exc) from None
+
+
+def _error_text(body: str) -> str:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body.strip()
+    return str(doc.get("message", body)) if isinstance(doc, dict) else body.strip()
+
+
+def build_context(root: Path, dockerfile_name: str, dockerfile_text: str) -> IO[bytes]:
+    """The tar build context of ROOT as `docker build` sends it, honouring .dockerignore.
+
+    The Dockerfile travels as an extra file (its text may differ from the one in ROOT);
+    .dockerignore is read like the Docker CLI reads it (blank lines and comments dropped).
+    Gzipped: BuildKit tells a tar context from a Dockerfile by its first KiB, and Python's
+    tar puts a PAX header (sub-second mtimes) first, which that test misreads.
+    """
+    ignore = root / ".dockerignore"
+    patterns = []
+    if ignore.is_file():
+        lines = (line.strip() for line in ignore.read_text().splitlines())
+        patterns = [line for line in lines if line and not line.startswith("#")]
+    context = docker.utils.build.tar(
+        root, exclude=patterns, dockerfile=(dockerfile_name, dockerfile_text), gzip=True
+    )
+    context.seek(0)
+    return cast(IO[bytes], context)
 
 
 def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:

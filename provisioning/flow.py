@@ -1,8 +1,10 @@
 """One host from nothing to a verified bundle: the steps of DESIGN.md §1, in order.
 
-    preflight → image (present by id, else streamed) → weights → server container
+    preflight → image (present by id, else streamed or built on the host) → weights
+    → server container
     → readiness (log followed, exit = error with log tail) → `bench run` inside it
-    → manifest in the container, signature on the host → pack → pull back → verify
+    → the image's id and labels into environment.json → manifest in the container,
+    signature on the host → pack → pull back → verify
     → clean-up (always: success, error, Ctrl-C; --keep leaves the server up)
 
 Secrets (the API key, HF_TOKEN) go to containers as environment through the Docker API
@@ -11,6 +13,7 @@ and to the server's /v1/models inside the SSH channel; never on a command line.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -23,7 +26,7 @@ from typing import TextIO
 
 import structlog
 
-from bench import rundir
+from bench import environment, rundir
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
@@ -218,7 +221,19 @@ class HostRun:
     def _ensure_image(self) -> None:
         assert self.engine is not None
         with self.step("image"):
-            image.ensure_image(self.engine, self.opts.image_ref, self.host.name, self.out)
+            self.outcome.image_id = image.ensure_image(
+                self.engine,
+                self.opts.image_ref,
+                self.host.name,
+                self.out,
+                source=self.opts.image_source,
+                build=self.opts.build,
+            )
+
+    @property
+    def _image(self) -> str:
+        """What containers run: the image's id once known (a tag can move meanwhile)."""
+        return self.outcome.image_id or self.opts.image_ref
 
     def _fetch_weights(self) -> None:
         req = self.opts.requirements
@@ -229,7 +244,7 @@ class HostRun:
         with self.step("weights"):
             image.fetch_weights(
                 self.engine,
-                image=self.opts.image_ref,
+                image=self._image,
                 model=req.hf_model,
                 scope=self.scope,
                 cache_dir=self._model_cache(),
@@ -255,7 +270,7 @@ class HostRun:
         with self.step("server start"):
             self.server_id = self.engine.start(
                 ContainerSpec(
-                    image=self.opts.image_ref,
+                    image=self._image,
                     command=p.argv,
                     run_id=self.scope,
                     role="server",
@@ -451,7 +466,8 @@ class HostRun:
             self._open_and_verify(local_archive)
 
     def _seal(self) -> None:
-        """server.log, manifest, signature and archive on the host, retried after a drop.
+        """server.log, the image into environment.json, manifest, signature and archive on
+        the host, retried after a drop.
 
         Every step rewrites what it makes from the run directory (the manifest is rebuilt,
         the signature and archive replaced), so a whole rerun is the same as one run: a
@@ -477,15 +493,16 @@ class HostRun:
 
     def _seal_once(self) -> None:
         run_dir = self._host_run_dir
-        if self.server_log:
-            try:
+        try:  # files written over SFTP: a drop there is a drop like any other
+            if self.server_log:
                 self.remote.write_text(f"{run_dir}/server.log", "\n".join(self.server_log) + "\n")
-            except TRANSIENT as exc:  # an SFTP status error (no such file...) is not a drop
-                if isinstance(exc, FileNotFoundError | PermissionError) or not is_transient(exc):
-                    raise
-                raise SshUnreachable(
-                    f"ssh to {self.host.name} dropped while writing server.log: {exc}"
-                ) from None
+            self._record_image()
+        except TRANSIENT as exc:  # an SFTP status error (no such file...) is not a drop
+            if isinstance(exc, FileNotFoundError | PermissionError) or not is_transient(exc):
+                raise
+            raise SshUnreachable(
+                f"ssh to {self.host.name} dropped while writing to the run directory: {exc}"
+            ) from None
         code = self._helper("manifest", ("python", "-c", _MANIFEST_SCRIPT, RUN_IN_CONTAINER))
         if code != 0:
             raise RunFailed(f"writing the manifest on {self.host.name} failed (exit {code})")
@@ -514,6 +531,30 @@ class HostRun:
         verify_bundle(local_archive, self.opts.allowed_signers)
         self.outcome.complete = not (local_root / "INCOMPLETE").exists()
 
+    def _record_image(self) -> None:
+        """The image's id and labels into environment.json, before the manifest hashes it.
+
+        `bench run` inside the container cannot see which image it runs in; the engine can.
+        Edited as JSON, not through bench's model: the image's bench may be another version.
+        """
+        assert self.engine is not None
+        path = f"{self._host_run_dir}/{environment.ENVIRONMENT_NAME}"
+        if self.outcome.image_id is None or not self.remote.run(f"test -f {shlex.quote(path)}").ok:
+            return
+        try:
+            doc = json.loads(self.remote.read_text(path))
+        except ValueError as exc:
+            log.warning("environment_unreadable", host=self.host.name, error=str(exc))
+            return
+        if not isinstance(doc, dict):
+            return
+        found = doc.get("image")
+        image_doc: dict[str, object] = found if isinstance(found, dict) else {}
+        image_doc["digest"] = self.outcome.image_id
+        image_doc["labels"] = self.engine.image_labels(self.outcome.image_id)
+        doc["image"] = image_doc
+        self.remote.write_text(path, json.dumps(doc, indent=2) + "\n")
+
     def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
         """A short-lived container of the run's image over the run directory."""
         assert self.engine is not None
@@ -521,7 +562,7 @@ class HostRun:
         target = BUNDLES_IN_CONTAINER if parent else RUN_IN_CONTAINER
         cid = self.engine.start(
             ContainerSpec(
-                image=self.opts.image_ref,
+                image=self._image,
                 command=command,
                 run_id=self.scope,
                 role=role,

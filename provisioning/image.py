@@ -1,9 +1,16 @@
 """The image and the weights on the host, before the server starts.
 
-Image: identified by its id (the sha256 of its config, the same on every engine). The
-host's image of that tag is used when its id equals this machine's (or when this machine
-has none to compare with); otherwise this machine's image is streamed to the host
-(`docker save` here, `docker load` there, through the SDK's SSH channel), with progress.
+Image: identified by its id (the sha256 of its config, the same on every engine). Where it
+comes from is the image source:
+
+    stream  the host's image of that tag is used when its id equals this machine's (or
+            when this machine has none to compare with); otherwise this machine's image is
+            streamed to the host (`docker save` here, `docker load` there, through the
+            SDK's SSH channel), with progress
+    build   built on the host from this checkout (provisioning.build), every time: the
+            build cache makes an unchanged tree a matter of seconds
+    auto    (default) as stream, but an image that is neither here nor on the host is
+            built on the host instead of being an error
 
 Weights: `huggingface-cli download` in a container of the run's image, into the host's
 Hugging Face cache, so that server start-up time is not download time. huggingface_hub
@@ -18,6 +25,7 @@ from typing import TextIO
 from pydantic import SecretStr
 
 from bench.errors import RunFailed
+from provisioning.build import BuildSpec, build_on_host
 from provisioning.containers import (
     ContainerFailed,
     ContainerSpec,
@@ -35,23 +43,54 @@ CONTAINER_HOME = "/tmp"  # noqa: S108
 _PROGRESS_STEP_BYTES = 64 << 20
 
 
-def ensure_image(engine: Engine, ref: str, host: str, out: TextIO) -> str:
-    """Make sure the host has image REF; returns its id."""
+def ensure_image(
+    engine: Engine,
+    ref: str,
+    host: str,
+    out: TextIO,
+    *,
+    source: str = "stream",
+    build: BuildSpec | None = None,
+) -> str:
+    """Make sure the host has image REF (or builds BUILD there); returns the image id."""
+    if source == "build":
+        return _build(engine, _need(build, ref), host, out)
     local_id = local_image_id(ref)
     host_id = engine.image_id(ref)
     if host_id is not None and (local_id is None or host_id == local_id):
         print(f"[{host}] image {ref} present ({host_id[:19]})", file=out)
         return host_id
     if local_id is None:
+        if source == "auto" and build is not None:
+            return _build(engine, build, host, out)
         raise ImageMissing(
             f"image {ref} is neither on {host} nor on this machine",
-            hint="build it (make image / make bench-image) or pull it by digest",
+            hint="build it on the host (--image-source build), build it here "
+            "(make image / make bench-image), or pull it by digest",
         )
     print(f"[{host}] streaming {ref} ({local_id[:19]}) ...", file=out)
     loaded = engine.load(_counting(local_image_chunks(ref), out, host))
     if local_id not in loaded and engine.image_id(ref) != local_id:
         raise RunFailed(f"loading {ref} on {host} gave {loaded}, not {local_id}")
     return local_id
+
+
+def _need(build: BuildSpec | None, ref: str) -> BuildSpec:
+    if build is None:
+        raise ImageMissing(f"no build of {ref} was described", hint="use --image-source stream")
+    return build
+
+
+def _build(engine: Engine, build: BuildSpec, host: str, out: TextIO) -> str:
+    print(
+        f"[{host}] building {build.tag} (target {build.target}, vLLM commit {build.commit}) "
+        "on the host ...",
+        file=out,
+        flush=True,
+    )
+    image_id = build_on_host(engine, build, host=host, out=out)
+    print(f"[{host}] built {build.tag} ({image_id[:19]})", file=out, flush=True)
+    return image_id
 
 
 def fetch_weights(

@@ -1,4 +1,4 @@
-"""The commands behind `provision preflight` and `provision bench`: hosts in, bundles out.
+"""The commands behind `provision preflight`, `bench`, `compare`, `compare-commits`.
 
 Every host is checked first; nothing starts anywhere unless every host passes. Then each
 host runs its flow in its own thread (one bundle per host); Ctrl-C interrupts them all,
@@ -29,7 +29,8 @@ from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import load_run
 from bench.verdict.tables import compare_markdown, reproduce_markdown
-from provisioning import hosts, preflight, signing
+from provisioning import build, hosts, image, preflight, signing
+from provisioning.build import BuildSpec
 from provisioning.containers import Engine
 from provisioning.flow import HostRun, scope_of
 from provisioning.remote import Remote
@@ -61,6 +62,14 @@ def resolve_target(args: argparse.Namespace, name: str) -> Target:
     image_ref = args.image or default_image(profile)
     req = load_requirements(profile.name, profile.gpus, image_ref=image_ref)
     return Target(host, profile, req, image_ref)
+
+
+def build_spec(args: argparse.Namespace, target: Target) -> BuildSpec | None:
+    """The build of the profile's stage that --image-source auto|build would run."""
+    if args.image_source == "stream":
+        return None
+    extra = build.parse_build_args(args.build_arg)
+    return build.spec_for(target.profile.image, target.image_ref, commit=None, build_args=extra)
 
 
 def hf_token(environ: dict[str, str]) -> SecretStr | None:
@@ -194,6 +203,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             bench_args=bench_args,
             keep=args.keep,
             secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
+            image_source=args.image_source,
+            build=build_spec(args, t),
         )
         workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     _run_all(workers)
@@ -222,21 +233,64 @@ def _run_all(workers: list[_Worker]) -> bool:
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     """Two images on one host, one sweep after the other, then `bench compare` A vs B."""
-    environ = dict(os.environ)
     names = hosts.parse_host_list(args.host)
     if len(names) != 1:
         raise UsageError("compare runs on one host", hint="HOST=gpu01")
     args.image = args.image_a
     target = resolve_target(args, names[0])
-    preflight_host(target, trust_new_host=args.trust_new_host, environ=environ)
+    preflight_host(target, trust_new_host=args.trust_new_host, environ=dict(os.environ))
+    title = f"{args.image_a} (A) vs {args.image_b} (B) on {target.host.name}"
+    return _sweep_both(args, settings, target, (args.image_a, args.image_b), title)
+
+
+def cmd_compare_commits(args: argparse.Namespace, settings: Settings) -> int:
+    """An image per vLLM commit, built on the host; both sweeps; `bench compare` B vs A."""
+    commits = (build.valid_commit(args.commit_a, "A"), build.valid_commit(args.commit_b, "B"))
+    names = hosts.parse_host_list(args.host)
+    if len(names) != 1:
+        raise UsageError("compare-commits runs on one host", hint="HOST=gpu01")
+    common = build.parse_build_args(args.build_arg)
+    per_side = (build.parse_build_args(args.build_arg_a), build.parse_build_args(args.build_arg_b))
+    target = resolve_target(args, names[0])
+    stage = target.profile.image
+    specs = [
+        build.spec_for(stage, build.commit_tag(stage, c), commit=c, build_args={**common, **own})
+        for c, own in zip(commits, per_side, strict=True)
+    ]
+    preflight_host(target, trust_new_host=args.trust_new_host, environ=dict(os.environ))
+    ids = []
+    with Engine(target.host) as engine:
+        for spec in specs:  # both before either sweep: a commit that does not build stops here
+            ids.append(
+                image.ensure_image(engine, spec.tag, target.host.name, sys.stderr,
+                                   source="build", build=spec)
+            )  # fmt: skip
+    for label, commit, image_id in zip("AB", commits, ids, strict=True):
+        print(f"{label}: vLLM commit {commit}, image {image_id}", file=sys.stderr)
+    title = (
+        f"vLLM {commits[0]} (A, {ids[0][:19]}) vs {commits[1]} (B, {ids[1][:19]}) "
+        f"on {target.host.name}"
+    )
+    return _sweep_both(args, settings, target, (ids[0], ids[1]), title)
+
+
+def _sweep_both(
+    args: argparse.Namespace,
+    settings: Settings,
+    target: Target,
+    images: tuple[str, str],
+    title: str,
+) -> int:
+    """Sweep A, then B, one bundle each (<run-id>-a, -b); then B compared against A."""
+    environ = dict(os.environ)
     base = args.run_id or new_run_id()
     allowed = args.allowed_signers or signing.default_allowed_signers()
     workers: list[_Worker] = []
-    for label, image in (("a", args.image_a), ("b", args.image_b)):
+    for label, image_ref in zip("ab", images, strict=True):
         opts = Options(
             profile=target.profile,
             requirements=target.requirements,
-            image_ref=image,
+            image_ref=image_ref,
             run_id=f"{base}-{label}",
             results_dir=args.results,
             allowed_signers=allowed,
@@ -251,7 +305,7 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     a, b = (w.outcome.local_dir for w in workers)
     assert a is not None and b is not None
     result = compare(load_run(a), load_run(b), Policy())
-    print(f"\n## {args.image_a} (A) vs {args.image_b} (B) on {target.host.name}\n")
+    print(f"\n## {title}\n")
     print(compare_markdown(result))
     return int(Exit.NOT_REPRODUCED if result.flagged else Exit.OK)
 

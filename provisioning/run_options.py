@@ -9,6 +9,7 @@ from pydantic import SecretStr
 
 from bench.errors import BenchError
 from bench.launch_profile import LaunchProfile
+from provisioning.build import BuildSpec
 from provisioning.requirements import Requirements
 
 
@@ -28,6 +29,8 @@ class Options:
     allowed_signers: Path
     bench_args: tuple[str, ...] = ()
     keep: bool = False
+    image_source: str = "stream"  # auto | build | stream (provisioning.image)
+    build: BuildSpec | None = None
     secrets: Secrets = field(default_factory=Secrets)
 
 
@@ -38,5 +41,6 @@ class Outcome:
     local_dir: Path | None = None
     archive: Path | None = None
     complete: bool = False
+    image_id: str | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     error: BenchError | None = None

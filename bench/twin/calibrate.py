@@ -6,10 +6,13 @@
 What is fitted, and from what (all figures come out of the engine's mechanics):
 - prefill cost per token per context: the cold scout's TTFT (frontend + L x cost) must be
   L / (card prefill tok/s);
-- per context row, the frontend's serialized time per request, the overlapping overhead
-  and the warm-hit recompute: the row's warm TTFTs (how TTFT grows with C) and how much
-  the ramp-up (steps carrying recompute while requests trickle in) stretches the
-  per-request time between tokens beyond the steady window (TBT x total / C);
+- per context row, the overlapping overhead and the warm-hit recompute: the row's warm
+  TTFTs and how much the ramp-up (steps carrying recompute while requests trickle in)
+  stretches the per-request time between tokens beyond the steady window (TBT x total / C);
+- per (context, load) the frontend's serialized time per request: the C requests of a
+  burst pass the FIFO worker one after another, so the median warm TTFT at C moves by
+  (C - 1) / 2 times the worker's time at load C (and every cell by its time at load 1,
+  the first request's); corrected cell by cell until each warm TTFT is the card's;
 - per (context, batch) the decode step time: scaled until the window's total tok/s and
   the median TBT are off the card by equal and opposite amounts (they are measured over
   different spans, so the card itself is not exactly self-consistent).
@@ -102,7 +105,7 @@ def fit_row_latency(
         return _row_loss(simulate_row(p, ctx, cs)[1], targets)
 
     best, best_loss = prof, loss_of(prof)
-    fields = ("frontend_s", "warm_recompute_tokens", "request_overhead_s", "slow_request_drop")
+    fields = ("warm_recompute_tokens", "request_overhead_s", "slow_request_drop")
     step = 0.4
     while step > 0.02:
         improved = False
@@ -119,12 +122,44 @@ def fit_row_latency(
         if not improved:
             step /= 2
     log(
-        f"{name}: frontend {best.frontend_s[i]:.3f} s, "
-        f"overhead {best.request_overhead_s[i]:.3f} s, "
+        f"{name}: overhead {best.request_overhead_s[i]:.3f} s, "
         f"recompute {best.warm_recompute_tokens[i]:.0f} tokens, "
         f"slow drop {(best.slow_request_drop or [0.0] * (i + 1))[i]:.3f}, loss {best_loss:.4f}"
     )
     return _with(best, prefill_s_per_token=_prefill_costs(best, t))
+
+
+def fit_frontend_table(
+    prof: Profile, t: dict[str, Any], rounds: int, log: Callable[[str], None]
+) -> Profile:
+    """Per row, move each load's frontend time until the warm TTFTs land on the card's.
+
+    A burst of C requests leaves the FIFO worker at f(1) + k f(C) for k = 0..C-1, so the
+    median TTFT at C moves by (C - 1) / 2 for each second of f(C), and by one for f(1)
+    (which is all the C = 1 cell has). Loads with no card cell take the nearest lower one."""
+    table = [list(r) for r in prof.frontend_s]
+    for name, ctx, targets in _rows(t):
+        i = prof.contexts.index(ctx)
+        worst = 0.0
+        for _ in range(rounds):
+            p = _with(prof, frontend_s=table)
+            p = _with(p, prefill_s_per_token=_prefill_costs(p, t))
+            _, cells = simulate_row(p, ctx, sorted(targets))
+            worst = 0.0
+            for c, tgt in targets.items():
+                miss_s = tgt["ttft_ms"] / 1000 - cells[c].ttft_s
+                worst = max(worst, abs(miss_s * 1000 / tgt["ttft_ms"]))
+                j = prof.batches.index(c)
+                table[i][j] = max(0.0, table[i][j] + miss_s / max(1.0, (c - 1) / 2))
+            last = 0.0
+            for j, b in enumerate(prof.batches):
+                if b in targets:
+                    last = table[i][j]
+                else:
+                    table[i][j] = last
+        log(f"{name}: frontend {', '.join(f'{v:.3f}' for v in table[i])} s; worst {worst:.1%}")
+    prof = _with(prof, frontend_s=table)
+    return _with(prof, prefill_s_per_token=_prefill_costs(prof, t))
 
 
 def fit_step_table(
@@ -170,6 +205,7 @@ def fit(prof: Profile, rounds: int = 3, log: Callable[[str], None] = print) -> P
         for i in range(len(prof.contexts)):
             prof = fit_row_latency(prof, t, i, log)
             save(prof)
+        prof = fit_frontend_table(prof, t, 6, log)
         prof = fit_step_table(prof, t, 3, log)
         save(prof)
     return prof
@@ -257,9 +293,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--fit", action="store_true", help="re-fit and write profiles/published.json")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--fit-frontend",
+        action="store_true",
+        help="re-fit only the frontend table (warm TTFTs) and the step table after it",
+    )
     args = ap.parse_args(argv)
     prof = profiles.load("published")
-    if args.fit:
+    if args.fit_frontend:
+        log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        prof = fit_frontend_table(prof, load_targets(), 8, log)
+        prof = fit_step_table(prof, load_targets(), 2, log)
+        save(prof)
+    elif args.fit:
         prof = fit(prof, args.rounds, log=lambda m: print(m, file=sys.stderr, flush=True))
         save(prof)
     print(render(compare(prof)))

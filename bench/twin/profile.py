@@ -49,8 +49,10 @@ class Profile(BaseModel):
     # API-server work before a request reaches the scheduler (rendering, tokenizing: it
     # grows with the prompt), parallel across requests; per context anchor.
     request_overhead_s: list[float]
-    # ... and the part of that work done by a single FIFO worker (serialized across requests).
-    frontend_s: list[float]
+    # ... and the part of that work done by a single FIFO worker (serialized across requests),
+    # per context anchor and per batch anchor: the worker's time per prompt when the server
+    # holds that many requests as it starts on it (it streams them from the same process).
+    frontend_s: list[list[float]]
     # MTP acceptance differs between requests (their texts differ): this share of requests
     # (every 1/fraction-th, deterministically) loses `slow_request_drop` accepted drafts
     # per step on average, per context anchor.
@@ -68,10 +70,11 @@ class Profile(BaseModel):
             "prefill_s_per_token",
             "warm_recompute_tokens",
             "request_overhead_s",
-            "frontend_s",
         ):
             if len(getattr(self, name)) != n_ctx:
                 raise ValueError(f"{name} needs one value per context ({n_ctx})")
+        if len(self.frontend_s) != n_ctx or any(len(r) != n_b for r in self.frontend_s):
+            raise ValueError(f"frontend_s must be {n_ctx} rows of {n_b} times")
         if self.slow_request_drop is not None and len(self.slow_request_drop) != n_ctx:
             raise ValueError(f"slow_request_drop needs one value per context ({n_ctx})")
         if len(self.accept_probs) != self.num_speculative_tokens + 1:
@@ -134,8 +137,13 @@ class Profile(BaseModel):
     def request_overhead_seconds(self, prompt_tokens: int) -> float:
         return self._in_ctx(self.request_overhead_s, prompt_tokens)
 
-    def frontend_seconds(self, prompt_tokens: int) -> float:
-        return self._in_ctx(self.frontend_s, prompt_tokens)
+    def frontend_seconds(self, prompt_tokens: int, held: int = 1) -> float:
+        """The FIFO worker's time for one prompt while the server holds `held` requests
+        (linear between batch anchors, flat beyond the last)."""
+        i, j, w = self._ctx_weights(prompt_tokens)
+        n = min(max(held, self.batches[0]), self.batches[-1])
+        lo = self._in_batch(self.frontend_s[i], n)
+        return lo if w == 0.0 else lo * (1.0 - w) + self._in_batch(self.frontend_s[j], n) * w
 
     def slow_drop(self, prompt_tokens: int) -> float:
         if self.slow_request_drop is None:

@@ -49,7 +49,8 @@ class Twin:
         self.config = config
         self.profile = config.profile
         self.engine = Engine(config.profile, config.seed)
-        self.frontend = Frontend(config.profile)
+        self.frontend: Frontend[Request] = Frontend(config.profile)
+        self._frontend_timer: asyncio.TimerHandle | None = None
         self.tokenizer = Tokenizer()
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
@@ -182,6 +183,20 @@ class Twin:
             gt.write(json.dumps(record) + "\n")
             gt.flush()
 
+    def _pump_frontend(self) -> None:
+        """Start the frontend's due requests (the server holds every open stream) and wake
+        up again when the next one's turn comes."""
+        loop = asyncio.get_running_loop()
+        speed = self.config.speed
+        for ready_s, req in self.frontend.start_due(loop.time() * speed, len(self.streams)):
+            loop.call_at(ready_s / speed, self._enqueue, req)
+        if self._frontend_timer is not None:
+            self._frontend_timer.cancel()
+            self._frontend_timer = None
+        nxt = self.frontend.next_start_s()
+        if nxt is not None:
+            self._frontend_timer = loop.call_at(nxt / speed, self._pump_frontend)
+
     def _enqueue(self, req: Request) -> None:
         if req.finished:
             return
@@ -266,8 +281,10 @@ class Twin:
         # tokenizing it (real CPU time, not divided by the speed factor) is absorbed
         # instead of added to the profile's latencies.
         loop = asyncio.get_running_loop()
-        arrival_s = (http.started_at or loop.time()) * self.config.speed
-        arrival_wall = time.time()
+        first_byte = http.started_at or loop.time()
+        arrival_s = first_byte * self.config.speed
+        # The ground truth's arrival is the first byte too (wall clock), not after parsing.
+        arrival_wall = time.time() - (loop.time() - first_byte)
         obj = requests.parse_json(http.body)
         p = self.profile
         spec = requests.completion(obj, self.tokenizer, chat, p.model, p.max_model_len)
@@ -307,9 +324,8 @@ class Twin:
 
         conn.on_lost.append(lost)
         stream.begin()
-        speed = self.config.speed
-        ready_s = self.frontend.ready_at(arrival_s, len(spec.prompt_ids))
-        loop.call_at(ready_s / speed, self._enqueue, req)
+        self.frontend.submit(arrival_s, len(spec.prompt_ids), req)
+        self._pump_frontend()
         await stream.done
 
 

@@ -47,7 +47,9 @@ def prompt_ids(context: int, tag: int) -> list[int]:
 def prefill_ttft_s(engine: Engine, ids: list[int]) -> float:
     """TTFT of one request on an idle engine (the scout): overhead + prefill steps."""
     req = engine.make_request(ids, 1)
-    t = Frontend(engine.profile).ready_at(0.0, len(ids))
+    frontend: Frontend[Request] = Frontend(engine.profile)
+    frontend.submit(0.0, len(ids), req)
+    [(t, _)] = frontend.start_due(0.0, held=1)
     engine.add(req)
     while not engine.idle:
         t += engine.step().duration_s
@@ -64,7 +66,7 @@ def decode_cell(
     hold_s: float = 3.0,
     gate_timeout_s: float = 600.0,
 ) -> CellFigures:
-    frontend = Frontend(engine.profile)
+    frontend: Frontend[Request] = Frontend(engine.profile)
     t = 0.0
     seq = itertools.count()
     arrivals: list[tuple[float, int, Request]] = []
@@ -72,21 +74,31 @@ def decode_cell(
     worker_of: dict[Request, int] = {}
     has_token = [False] * concurrency
 
+    held = 0  # requests the server holds: in the frontend, waiting or running
+
     def submit(worker: int, now: float) -> None:
+        nonlocal held
         req = engine.make_request(ids, max_tokens)
         tracks[req] = _Track(now)
         worker_of[req] = worker
-        heapq.heappush(arrivals, (frontend.ready_at(now, len(ids)), next(seq), req))
+        held += 1
+        frontend.submit(now, len(ids), req)
+        for ready, started in frontend.start_due(now, held):
+            heapq.heappush(arrivals, (ready, next(seq), started))
 
     for w in range(concurrency):
         submit(w, 0.0)
     gate_since: float | None = None
     window_start: float | None = None
     while True:
+        for ready, started in frontend.start_due(t, held):
+            heapq.heappush(arrivals, (ready, next(seq), started))
         while arrivals and arrivals[0][0] <= t:
             engine.add(heapq.heappop(arrivals)[2])
         if engine.idle:
-            t = arrivals[0][0]
+            upcoming = [arrivals[0][0]] if arrivals else []
+            nxt = frontend.next_start_s()
+            t = max(t, min([*upcoming, *([nxt] if nxt is not None else [])]))
             continue
         res = engine.step()
         t += res.duration_s
@@ -96,6 +108,7 @@ def decode_cell(
             tracks[em.request].chunks.append((t, em.tokens))
             has_token[worker_of[em.request]] = True
             if em.finished:
+                held -= 1
                 submit(worker_of[em.request], t)
         if window_start is None:
             ready = len(engine.running) >= concurrency and not engine.waiting and all(has_token)

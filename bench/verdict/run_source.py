@@ -169,6 +169,12 @@ def _metadata(results: Results, env: Any) -> dict[str, str]:
             "host": (env.get("host") or {}).get("hostname"),
         }
         out.update({k: str(v) for k, v in extra.items() if v is not None})
+        # What the image was built from (bench.vllm.commit, bench.version, ...): the
+        # orchestrator records the image's labels, and two builds differ by them.
+        labels = (env.get("image") or {}).get("labels") or {}
+        out.update(
+            {f"image label {k}": str(v) for k, v in labels.items() if k.startswith("bench.")}
+        )
     return out
 
 

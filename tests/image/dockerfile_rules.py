@@ -146,10 +146,13 @@ def _build_stage_problems(stage: Stage) -> list[str]:
         r'rev-parse HEAD\).*case "\$\{head\}" in "\$\{VLLM_COMMIT\}"\*\) ;; \*\).*exit 1', runs
     ):
         out.append("vllm-build does not fail unless `git rev-parse HEAD` starts with the commit")
+    # docker/check_version.sh: exactly ${VLLM_VERSION} when set, else "+g<hash of HEAD>".
     if not re.search(
-        r"vllm\.__version__\)'\).*\"\$\{got\}\" != \"\$\{VLLM_VERSION\}\".*exit 1", runs
+        r"vllm\.__version__\)'\).*"
+        r"VLLM_COMMIT=\"\$\(git rev-parse HEAD\)\" check_version \"\$\{got\}\"",
+        runs,
     ):
-        out.append("vllm-build does not fail unless vllm.__version__ is ${VLLM_VERSION}")
+        out.append("vllm-build does not check vllm.__version__ (check_version) against HEAD")
     if "VLLM_MAIN_CUDA_VERSION=${CUDA_VERSION}" not in envs:
         out.append("VLLM_MAIN_CUDA_VERSION is not set to ${CUDA_VERSION} (a +cu132 suffix follows)")
     for arg, default in (("CUDA_ARCHS", "12.0"), ("MAX_JOBS", None), ("NVCC_THREADS", None)):

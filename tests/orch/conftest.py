@@ -161,3 +161,16 @@ def bench_image() -> str:
         if proc.returncode != 0:
             pytest.fail(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return BENCH_IMAGE
+
+
+@pytest.fixture(scope="session")
+def python_base() -> str:
+    """The offline Python base of the `bench` stage (no registry here): its local tag."""
+    for argv in (
+        [str(ROOT / "tests" / "setup" / "docker.sh")],
+        [str(ROOT / "tests" / "setup" / "base_image.sh")],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
+        if proc.returncode != 0:
+            pytest.fail(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return proc.stdout.strip()

@@ -94,11 +94,38 @@ def test_frontend_serializes_its_part_and_overlaps_the_rest() -> None:
     from bench.twin.frontend import Frontend
 
     prof = profile.load("published")
-    a, o = prof.frontend_seconds(8192), prof.request_overhead_seconds(8192)
-    fe = Frontend(prof)
-    ready = [fe.ready_at(0.0, 8192) for _ in range(3)]
-    assert ready == pytest.approx([a + o, 2 * a + o, 3 * a + o])
-    assert fe.ready_at(100.0, 8192) == pytest.approx(100.0 + a + o)
+    a1, o = prof.frontend_seconds(8192, 1), prof.request_overhead_seconds(8192)
+    a3 = prof.frontend_seconds(8192, 3)
+    fe: Frontend[str] = Frontend(prof)
+    for name in "xyz":
+        fe.submit(0.0, 8192, name)
+    # The first starts at once, with only itself held; the rest wait for the worker.
+    times, names = _split(fe.start_due(0.0, held=1))
+    assert times == pytest.approx([a1 + o]) and names == ["x"]
+    assert fe.next_start_s() == pytest.approx(a1)
+    assert fe.start_due(a1 - 1e-9, held=3) == []
+    # The others start when the worker frees, at the load the server holds then.
+    times, names = _split(fe.start_due(10.0, held=3))
+    assert times == pytest.approx([a1 + a3 + o, a1 + 2 * a3 + o]) and names == ["y", "z"]
+    assert fe.next_start_s() is None
+    fe.submit(100.0, 8192, "w")
+    times, names = _split(fe.start_due(100.0, held=1))
+    assert times == pytest.approx([100.0 + a1 + o]) and names == ["w"]
+
+
+def _split(started: list[tuple[float, str]]) -> tuple[list[float], list[str]]:
+    return [t for t, _ in started], [n for _, n in started]
+
+
+def test_frontend_time_follows_the_load_table() -> None:
+    prof = profile.load("published")
+    row = prof.frontend_s[0]
+    b = prof.batches
+    assert prof.frontend_seconds(8192, 1) == pytest.approx(row[0])
+    assert prof.frontend_seconds(8192, b[-1] * 4) == pytest.approx(row[-1])  # flat beyond
+    mid = (b[2] + b[3]) // 2
+    w = (mid - b[2]) / (b[3] - b[2])
+    assert prof.frontend_seconds(8192, mid) == pytest.approx(row[2] * (1 - w) + row[3] * w)
 
 
 def test_virtual_methodology_figures_follow_the_step_costs() -> None:
