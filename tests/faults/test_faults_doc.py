@@ -1,4 +1,5 @@
-"""docs/faults.md names real tests: every node id in it points at a test that exists."""
+"""The README's fault tables name real tests: every node id points at a test that exists,
+and every test under tests/faults is named."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-DOC = ROOT / "docs" / "faults.md"
+DOC = ROOT / "README.md"
 NODE = re.compile(r"`(tests/[\w/]+\.py)::(\w+)(?:\[([\w-]+)\])?`")
 
 
