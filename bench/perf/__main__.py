@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="`bench run` options for the sweep part (default: the card)",
     )
+    p.add_argument("--sweep-keep", default=None, help="keep the sweep's run directory here")
     args = p.parse_args(argv)
     parts = set(args.parts.split(","))
     passes = 1 if args.quick else args.passes
