@@ -100,7 +100,7 @@ def gate_pause_s(now_s: float, poll_s: float, held_since_s: float | None, hold_s
 
 
 def token_poll_s(poll_s: float) -> float:
-    """How often the gate looks at its own records while only first tokens are missing."""
+    """How often the gate looks at its own records while a worker waits for a first token."""
     return min(max(poll_s / 10, 0.002), 0.01)
 
 
