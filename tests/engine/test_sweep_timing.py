@@ -134,7 +134,8 @@ def test_sizing_waits_for_the_next_row_when_the_scout_is_too_short_for_it(
     assert [p.prompt_tokens for p in done.prefill] == list(CONTEXTS)
     scouts = [c for c in sim.calls if c.kind == "scout"]
     tokenize = [c for c in sim.calls if c.kind == "tokenize"]
-    inside = [c for c in tokenize if any(s.start_s < c.start_s < s.end_s for s in scouts)]
+    spans = [(s.start_s, s.end_s) for s in scouts if s.end_s is not None]
+    inside = [c for c in tokenize if any(a < c.start_s < b for a, b in spans)]
     assert inside and all(len(c.text) < 4096 for c in inside)
     for call in tokenize:
         for s in scouts:
