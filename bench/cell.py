@@ -91,6 +91,31 @@ class Server:
         return f"server not drained after {timeout_s:.0f} s ({running} running)"
 
 
+def gate_pause_s(now_s: float, poll_s: float, held_since_s: float | None, hold_s: float) -> float:
+    """Seconds until the gate's next check: the poll interval, but never past the moment
+    the hold completes, so the gate opens at that check rather than up to a poll later."""
+    if held_since_s is None:
+        return poll_s
+    return max(0.0, min(poll_s, held_since_s + hold_s - now_s))
+
+
+def token_poll_s(poll_s: float) -> float:
+    """How often the gate looks at its own records while a worker waits for a first token."""
+    return min(max(poll_s / 10, 0.002), 0.01)
+
+
+async def wait_until(
+    done: Callable[[], bool], clock: Clock, sleep: Sleep, limit_s: float, every_s: float
+) -> None:
+    """Return as soon as `done()` holds (checked every `every_s`), or after `limit_s`."""
+    end_s = clock() + limit_s
+    while not done():
+        left_s = end_s - clock()
+        if left_s <= 0:
+            return
+        await sleep(min(every_s, left_s))
+
+
 async def run_cell(
     server: Server,
     path: str,
@@ -181,7 +206,16 @@ async def run_cell(
                     f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"
                 )
                 break
-            await sleep(poll_s)
+            if not tokens_ok:
+                # Look at our own records often (no request to the server) and check the
+                # server again as soon as every worker has a token: the hold then starts
+                # at the check right after the last first token, not up to a poll later.
+                await wait_until(
+                    lambda: workers_without_a_token() == 0 or failed.is_set(),
+                    clock, sleep, poll_s, token_poll_s(poll_s),
+                )  # fmt: skip
+            else:
+                await sleep(gate_pause_s(now, poll_s, held_since, timing.hold_s))
         if failed.is_set():
             return run
 

@@ -105,6 +105,11 @@ async def size_exactly(target_tokens: int, text: PromptText, count: Counter) -> 
             best = (got, n)
         if got == target_tokens:
             break
+        if n > probe_words:
+            # The slope over the whole prompt is far better than the short probe's: one
+            # more /tokenize usually lands on the target (each long call costs the server
+            # a full tokenization of up to 256K tokens).
+            per_word = max(got - base, 1) / n
         step = round((target_tokens - got) / per_word)
         n = max(n + (step or (1 if got < target_tokens else -1)), 0)
     if best is None:

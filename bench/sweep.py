@@ -7,13 +7,15 @@ factor here, once; everything below works in client seconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
 from bench import figures, gpu, prompts
 from bench.cell import CellRun, CellTiming, Server, run_cell
 from bench.client import Clock
 from bench.errors import ServerError
+from bench.presize import Presizer, Sized
 from bench.progress import Progress
 from bench.records import RequestRecord
 from bench.results import (
@@ -42,6 +44,13 @@ class Sweep:
     anchor_unix_s: float = 0.0  # the anchor as Unix time (time.time())
     # nvidia-smi telemetry over every window (None without a GPU): gpu_telemetry.jsonl.
     gpu_sampler: gpu.GpuSampler | None = None
+    _presize: Presizer = field(init=False)
+    _line: tuple[float, float] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        server = self.server
+        scrape = server.scrape if server.has_metrics else None
+        self._presize = Presizer(server.clock, server.sleep, scrape)
 
     @property
     def clock(self) -> Clock:
@@ -49,9 +58,12 @@ class Sweep:
 
     async def run(self, results: Results) -> Results:
         s = results.settings
-        for trial in range(s.trials):
-            for ctx in results.plan.contexts:
-                results = await self._row(results, ctx, trial)
+        try:
+            for trial in range(s.trials):
+                for ctx in results.plan.contexts:
+                    results = await self._row(results, ctx, trial)
+        finally:
+            await self._presize.aclose()
         return results.model_copy(update={"state": "complete", "aggregates": aggregate(results)})
 
     async def _row(self, results: Results, ctx: PlannedContext, trial: int) -> Results:
@@ -63,13 +75,13 @@ class Sweep:
             return results
         if ctx.scout_reason is not None:
             return self._not_run(results, ctx, trial, todo)
-        text = prompts.PromptText(results.run_id, trial, ctx.label, s.seed)
-        prompt, tokens = await self._size(results, ctx, text)
+        prompt, tokens = await self._prompt(results, ctx, trial)
         path = prompts.endpoint(s.api)
         scout_body = prompts.request_body(s.api, info.model, prompt, 1)
         # The cold scout: prefill sample, and it warms the prefix cache for the row.
         record = RequestRecord(worker=0, start_s=self.clock())
-        await self.server.client.stream(path, scout_body, record)
+        async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
+            await self.server.client.stream(path, scout_body, record)
         if not scouted:
             sample = scout_sample(record, ctx.label, trial, tokens)
             results = results.model_copy(update={"prefill": (*results.prefill, sample)})
@@ -179,6 +191,39 @@ class Sweep:
         self.progress.note("prefill_not_run", context=ctx.label, reason=ctx.scout_reason)
         return results
 
+    async def _prompt(self, results: Results, ctx: PlannedContext, trial: int) -> Sized:
+        """The row's prompt: sized now, or taken from sizing that started during the
+        previous row's scout (bench.presize); the wait is logged either way."""
+        text = prompts.PromptText(results.run_id, trial, ctx.label, results.settings.seed)
+        t0 = self.clock()
+        (prompt, tokens), ahead = await self._presize.take(
+            (trial, ctx.label), lambda: self._size(results, ctx, text)
+        )
+        self.progress.note(
+            "prompt_sized",
+            context=ctx.label,
+            trial=trial + 1,
+            prompt_tokens=tokens,
+            started_ahead=ahead,
+            waited_s=round(self.clock() - t0, 6),
+        )
+        return prompt, tokens
+
+    def _ahead(
+        self, results: Results, ctx: PlannedContext, trial: int
+    ) -> tuple[tuple[int, str], Callable[[], Coroutine[Any, Any, Sized]]] | None:
+        """The next row that will need a prompt, and how to size it (None: no /tokenize,
+        whose probe requests must never run beside a scout, or no such row)."""
+        if not results.server.has_tokenize:
+            return None
+        rows = [(t, c) for t in range(results.settings.trials) for c in results.plan.contexts]
+        i = next(i for i, (t, c) in enumerate(rows) if t == trial and c.label == ctx.label)
+        for t, c in rows[i + 1 :]:
+            if _needs_prompt(results, c, t):
+                text = prompts.PromptText(results.run_id, t, c.label, results.settings.seed)
+                return (t, c.label), lambda c=c, text=text: self._size(results, c, text)
+        return None
+
     async def _size(
         self, results: Results, ctx: PlannedContext, text: prompts.PromptText
     ) -> tuple[str, int]:
@@ -189,14 +234,17 @@ class Sweep:
                 body = prompts.message_body(s.api, info.model, candidate)
                 if s.api == "chat":
                     body["add_generation_prompt"] = True
-                status, got = await self.server.client.post_json("/tokenize", body)
+                status, got = await self._presize.window.call(
+                    len(candidate), lambda: self.server.client.post_json("/tokenize", body)
+                )
                 if status != 200 or not isinstance(got, dict) or "count" not in got:
                     raise ServerError(f"/tokenize answered {status} while sizing {ctx.label}")
                 return int(got["count"])
 
             return await prompts.size_exactly(ctx.prompt_tokens, text, count)
-        line = await self._calibrate(results)
-        return prompts.size_by_line(ctx.prompt_tokens, text, line), ctx.prompt_tokens
+        if self._line is None:  # the line is the tokenizer's: fitted once per run
+            self._line = await self._calibrate(results)
+        return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
 
     async def _calibrate(self, results: Results) -> tuple[float, float]:
         """tokens = a + b x words from usage.prompt_tokens of two small probe requests."""
@@ -285,6 +333,19 @@ class Sweep:
             }
             for x in snaps
         ]
+
+
+def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
+    """Whether `Sweep._row` will size this row's prompt (the same test it makes)."""
+    if ctx.scout_reason is not None:
+        return False
+    scouted = any(p.context_label == ctx.label and p.trial == trial for p in results.prefill)
+    todo = any(
+        results.cell(ctx.label, p.concurrency, trial) is None
+        for p in results.plan.cells
+        if p.context_label == ctx.label
+    )
+    return not scouted or todo
 
 
 def scout_sample(record: RequestRecord, label: str, trial: int, sized_tokens: int) -> PrefillSample:

@@ -11,9 +11,11 @@ import argparse
 import contextlib
 import json
 import platform
+import shlex
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.perf import capacity, fidelity, procs, report, sweep_cost
@@ -29,6 +31,13 @@ def main(argv: list[str] | None = None) -> int:
         "--parts", default="capacity,fidelity,sweep", help="comma-separated subset to run"
     )
     p.add_argument("--regimes", default="", help="only capacity regimes whose name has this")
+    p.add_argument("--sweep-speed", type=float, default=sweep_cost.SPEED, help="twin speed")
+    p.add_argument(
+        "--sweep-args",
+        default="",
+        help="`bench run` options for the sweep part (default: the card)",
+    )
+    p.add_argument("--sweep-keep", default=None, help="keep the sweep's run directory here")
     args = p.parse_args(argv)
     parts = set(args.parts.split(","))
     passes = 1 if args.quick else args.passes
@@ -61,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         if vllm is not None:
             vllm.close()
     if "sweep" in parts:
-        out["sweep"] = sweep_cost.run(args.quick)
+        run_args = shlex.split(args.sweep_args)
+        keep = Path(args.sweep_keep) if args.sweep_keep else None
+        out["sweep"] = sweep_cost.run(args.quick, args.sweep_speed, run_args, keep)
         print(report.sweep_table(out["sweep"]), flush=True)
     _write(args.out, out, started)
     print(f"perf: wrote {args.out} ({out['wall_s']:.0f} s)")

@@ -74,8 +74,9 @@ def fidelity_table(rows: list[dict[str, Any]]) -> str:
 
 
 def sweep_table(s: dict[str, Any]) -> str:
+    args = " ".join(s.get("run_args") or []) or "the card's parameters"
     out = [
-        f"Sweep efficiency: profile {s['profile']} at speed {s['speed']:g}, "
+        f"Sweep efficiency: profile {s['profile']} at speed {s['speed']:g} ({args}), "
         f"{s['cells']} cells, {s['prefills']} prefills",
         "",
         "| part | seconds | share of wall |",
@@ -90,4 +91,12 @@ def sweep_table(s: dict[str, Any]) -> str:
         f"wall ÷ (measurement windows + cold prefills + readiness holds) = "
         f"**{s['efficiency']:.3f}** (target ≤ 1.10)"
     )
+    if s.get("floor_with_this_server") is not None:
+        out.append(
+            f"with the server's first tokens counted as needed: "
+            f"**{s['efficiency_with_first_tokens']:.3f}**; the server's first tokens alone put "
+            f"the floor at {s['floor_with_this_server']:.3f}; the sweep's own overhead is "
+            f"{s['sweep_overhead_s']:.2f} s ({s['sweep_overhead_s'] / s['needed_s']:.1%} of "
+            "what is needed)"
+        )
     return "\n".join(out)
