@@ -20,6 +20,7 @@ whole Content-Length) of a 200 response has arrived; anything else closes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Protocol, cast
 
@@ -27,6 +28,7 @@ from bench.records import RequestRecord
 
 _MAX_HEAD = 65_536
 _ERROR_BODY = 300
+_BODY_END_WAIT_S = 0.05
 
 
 class EventReader(Protocol):
@@ -46,6 +48,7 @@ class _Exchange:
         "crlf_left",
         "data_left",
         "done",
+        "ended",
         "err",
         "head",
         "left",
@@ -61,6 +64,7 @@ class _Exchange:
         self.reader = reader
         self.clock = clock
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.ended: asyncio.Future[None] | None = None  # awaited body end, after [DONE]
         self.head = b""
         self.status = 0  # 0 until the head is parsed
         self.chunked = False
@@ -103,6 +107,8 @@ class _Exchange:
             self._resolve()
         if self.complete:
             self._resolve()
+            if self.ended is not None and not self.ended.done():
+                self.ended.set_result(None)
 
     def _parse_head(self, head: bytes) -> bool:
         lines = head.decode("latin-1").split("\r\n")
@@ -282,6 +288,12 @@ class Pool:
         watchdog = loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, 0)
         try:
             await ex.done
+            if ex.stopped and not ex.complete and not ex.close and record.error is None:
+                # [DONE] came; the body's last chunk is on its way. Waiting for it (it
+                # follows at once) lets a looping worker reuse this connection.
+                ex.ended = loop.create_future()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ex.ended, _BODY_END_WAIT_S)
         except asyncio.CancelledError:
             conn.abort()
             raise
