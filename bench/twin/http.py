@@ -89,10 +89,14 @@ class _Protocol(asyncio.Protocol):
         self._conn: Connection | None = None
         self._scanned = 0
         self._started_at = 0.0
+        self._accepted_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._conn = Connection(transport)
+        # A client opens a connection to send a request: the first request on it began
+        # when the connection was accepted (what a client's clock also counts).
+        self._accepted_at = asyncio.get_running_loop().time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:
@@ -103,7 +107,8 @@ class _Protocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if not self._buf:
-            self._started_at = asyncio.get_running_loop().time()
+            self._started_at = self._accepted_at or asyncio.get_running_loop().time()
+            self._accepted_at = 0.0
         self._buf += data
         self._next()
 
