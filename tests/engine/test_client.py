@@ -200,3 +200,37 @@ def test_an_encoded_body_is_decoded_before_parsing() -> None:
 
     record = asyncio.run(go())
     assert record.error is None and record.tokens == 2
+
+
+def test_a_get_on_a_connection_the_server_closed_is_sent_once_more() -> None:
+    from bench.errors import ServerUnreachable
+
+    calls: list[str] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if len(calls) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, text="ok")
+
+    def dead(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    async def get(handler: object) -> tuple[int, str]:
+        transport = httpx.MockTransport(handler)  # type: ignore[arg-type]
+        client = Client("http://s", clock=ScriptedClock(), transport=transport)
+        try:
+            return await client.get("/metrics")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(get(flaky)) == (200, "ok") and calls == ["/metrics", "/metrics"]
+    calls.clear()
+    try:
+        asyncio.run(get(dead))
+    except ServerUnreachable as exc:
+        assert "Server disconnected" in str(exc)
+    else:
+        raise AssertionError("a server that keeps closing is unreachable")
+    assert calls == ["/metrics", "/metrics"]  # once more, not forever

@@ -125,3 +125,16 @@ def test_metrics_parse_sums_label_sets_and_keeps_info_labels() -> None:
     assert snap.get(metrics.RUNNING) == 7.0
     assert snap.info[metrics.CACHE_CONFIG]["kv_cache_size_tokens"] == "2048"
     assert "process_cpu_seconds_total" not in snap.values
+
+
+def test_tokens_that_all_came_in_one_read_leave_no_time_between_tokens() -> None:
+    # Each request's tokens arrived in a single read (a burst): TBT would be 0 and
+    # per-request tok/s infinite. The cell says so instead of dividing by zero.
+    a = _record(0, 10.0, 11.0, [11.0, 11.0], [1, 128], finished=True)
+    b = _record(0, 12.0, 13.0, [13.0, 13.0], [1, 128], finished=True)
+    figs, extras, why = cell_figures(
+        [a, b], 10.0, 20.0, [], [], first=None, last=None, ready_after_s=1.0
+    )
+    assert figs is None
+    assert why == "time between tokens not measurable: tokens arrived in bursts"
+    assert extras.tokens_received == 256
