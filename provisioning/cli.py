@@ -47,6 +47,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_pair_outputs(p: argparse.ArgumentParser) -> None:
+    """Where the two runs of a comparison (compare, compare-commits) go."""
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+
+
 def _add_build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--build-arg",
@@ -109,9 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
     p.add_argument("--image-b", required=True, help="image of run B")
-    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
-    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
-    p.add_argument("--allowed-signers", type=Path, default=None)
+    _add_pair_outputs(p)
     p.set_defaults(func=orchestrate.cmd_compare)
     p = sub.add_parser(
         "compare-commits",
@@ -128,11 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help=f"a build argument for image {side.upper()} only (e.g. its VLLM_VERSION)",
+            help=f"a build argument for image {side.upper()} only (e.g. an exact VLLM_VERSION)",
         )
-    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
-    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
-    p.add_argument("--allowed-signers", type=Path, default=None)
+    _add_pair_outputs(p)
     p.set_defaults(func=orchestrate.cmd_compare_commits)
     p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
     _add_common(p)
