@@ -140,9 +140,16 @@ class Client:
         if self._raw is not None:
             await self._stream_raw(path, content, record)
             return
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            # httpcore's hook: the request head is about to go out on an open connection
+            # (a retry on a fresh connection stamps again). TTFT counts from here.
+            if event.endswith("send_request_headers.started"):
+                record.sent_s = clock()
+
         try:
             async with self._http.stream(
-                "POST", path, content=content, headers=_JSON_HEADERS
+                "POST", path, content=content, headers=_JSON_HEADERS, extensions={"trace": trace}
             ) as response:
                 record.http_status = response.status_code
                 if response.status_code != 200:

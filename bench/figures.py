@@ -56,7 +56,7 @@ def cell_figures(
         # A request's life ends at the window's end: what arrives while the streams are
         # being cancelled does not count, so the figures do not depend on how long that takes.
         if r.first_token_s is not None and r.first_token_s <= w1_s:
-            ttfts.append(r.first_token_s - r.start_s)
+            ttfts.append(r.first_token_s - r.ttft_from_s)
             n, t_end = r.tokens_between(float("-inf"), w1_s)
             if n >= 2 and t_end is not None:
                 tbts.append((t_end - r.first_token_s) / (n - 1))

@@ -1,12 +1,16 @@
-"""The measured stream on a bare asyncio connection: HTTP/1.1, chunked or delimited bodies.
+"""The measured stream on a bare socket: HTTP/1.1, chunked or delimited bodies.
 
 Why not httpx here: profiled at 128 streams (docs/performance.md), the client spent about
 three quarters of its CPU in httpx/httpcore/h11 and anyio for every network read (each
 read is one SSE event or a few), against a tenth in our own SSE scan. This module does
-only what a streaming POST needs, inside `data_received`: parse the status line and
+only what a streaming POST needs, in the loop's read callback: parse the status line and
 headers, undo chunked framing, and hand the payload to the caller's event reader, with
 no task switch per read. httpx still serves every other request, and any URL this module
 does not handle (https).
+
+Every read is timed by the kernel's receive stamp (bench.rxstamp), not by when the loop
+got to it: when 128 first tokens come at once, the last is read a few milliseconds after
+it arrived, and that wait is the client's, not the server's.
 
     connect / write / reset             -> record.error "transport error: ..."
     no byte for read_timeout_s           -> record.error "read time-out after N s"
@@ -21,14 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Any, Protocol
 
+from bench import rxstamp
 from bench.records import RequestRecord
 
 _MAX_HEAD = 65_536
 _ERROR_BODY = 300
 _BODY_END_WAIT_S = 0.05
+_READ_SIZE = 65_536
 
 
 class EventReader(Protocol):
@@ -42,7 +49,6 @@ class _Exchange:
     __slots__ = (
         "cbuf",
         "chunked",
-        "clock",
         "close",
         "complete",
         "crlf_left",
@@ -59,10 +65,9 @@ class _Exchange:
         "stopped",
     )  # fmt: skip
 
-    def __init__(self, record: RequestRecord, reader: EventReader, clock: Callable[[], float]):
+    def __init__(self, record: RequestRecord, reader: EventReader):
         self.record = record
         self.reader = reader
-        self.clock = clock
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.ended: asyncio.Future[None] | None = None  # awaited body end, after [DONE]
         self.head = b""
@@ -78,8 +83,7 @@ class _Exchange:
         self.reads = 0
         self.stopped = False  # the reader has seen the end of the stream
 
-    def received(self, data: bytes) -> None:
-        now = self.clock()
+    def received(self, data: bytes, now: float) -> None:
         self.reads += 1
         if not self.status:
             self.head += data
@@ -212,23 +216,67 @@ class _Exchange:
             self.done.set_result(None)
 
 
-class _Connection(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+class _Connection:
+    """One socket, read with `recvmsg` so that every read carries the time the kernel
+    received it (bench.rxstamp), however late the loop gets to it."""
+
+    def __init__(self, sock: socket.socket, clock: Callable[[], float]) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.clock = clock
+        self.loop = asyncio.get_running_loop()
         self.exchange: _Exchange | None = None
         self.broken = False
         self.on_idle: Callable[[_Connection], None] | None = None
+        self._out = bytearray()  # what the socket has not taken yet
+        self.loop.add_reader(self.fd, self._readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not subclasses of asyncio.Transport, but have its methods.
-        self.transport = cast(asyncio.Transport, transport)
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            self._lost(None)
+            return
+        if not self._out:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._lost(exc)
+                return
+            if sent == len(data):
+                return
+            self.loop.add_writer(self.fd, self._writable)
+            data = data[sent:]
+        self._out += data
 
-    def data_received(self, data: bytes) -> None:
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        del self._out[:sent]
+        if not self._out:
+            self.loop.remove_writer(self.fd)
+
+    def _readable(self) -> None:
+        try:
+            data, wall = rxstamp.recv(self.sock, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        if not data:
+            self._lost(None)
+            return
         ex = self.exchange
         if ex is None:
             self.abort()  # bytes nobody asked for: the connection cannot be trusted
             return
-        ex.received(data)
+        ex.received(data, rxstamp.to_clock(wall, self.clock))
         if ex.done.done() and ex.complete and not ex.close:
             self.exchange = None
             if self.on_idle is not None:
@@ -236,15 +284,20 @@ class _Connection(asyncio.Protocol):
         elif ex.close and ex.done.done():
             self.abort()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.broken = True
+    def _lost(self, exc: Exception | None) -> None:
+        self.abort()
         if self.exchange is not None:
             self.exchange.eof(exc)
 
     def abort(self) -> None:
+        if self.broken:
+            return
         self.broken = True
-        if self.transport is not None:
-            self.transport.abort()
+        self.loop.remove_reader(self.fd)
+        if self._out:
+            self.loop.remove_writer(self.fd)
+            self._out.clear()
+        self.sock.close()
 
 
 class Pool:
@@ -269,6 +322,8 @@ class Pool:
         self._head = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
+        self._addr: tuple[Any, ...] | None = None  # getaddrinfo's first answer, once
+        self._keeper = rxstamp.keeper()  # stamping is on before the first connection
 
     async def stream(
         self, path: str, body: bytes, record: RequestRecord, reader: EventReader
@@ -277,10 +332,10 @@ class Pool:
         conn = await self._acquire(record)
         if conn is None:
             return
-        ex = _Exchange(record, reader, self.clock)
+        ex = _Exchange(record, reader)
         conn.exchange = ex
-        assert conn.transport is not None
-        conn.transport.write(
+        record.sent_s = self.clock()  # the write goes to the socket now (TTFT starts here)
+        conn.write(
             b"POST %b HTTP/1.1\r\n%bcontent-length: %d\r\n\r\n%b"
             % (path.encode("latin-1"), self._head, len(body), body)
         )
@@ -321,24 +376,42 @@ class Pool:
     async def _acquire(self, record: RequestRecord) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.broken and conn.transport is not None and not conn.transport.is_closing():
+            if not conn.broken:
                 return conn
             self._all.discard(conn)
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, self.host, self.port),
-                self.connect_timeout_s,
-            )
+            sock = await asyncio.wait_for(self._connect(loop), self.connect_timeout_s)
         except (OSError, TimeoutError) as exc:
             why = str(exc) or type(exc).__name__
             record.error = f"transport error: cannot connect to {self.host}:{self.port}: {why}"
             return None
+        conn = _Connection(sock, self.clock)
         conn.on_idle = self._idle.append
         self._all.add(conn)
         return conn
 
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
+        if self._addr is None:
+            infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            if not infos:
+                raise OSError(f"no address for {self.host}")
+            self._addr = infos[0]
+        family, kind, proto, _, addr = self._addr
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            rxstamp.enable(sock)
+            await loop.sock_connect(sock, addr)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
     def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
         for conn in self._all:
             conn.abort()
         self._all.clear()

@@ -176,7 +176,7 @@ class Presizer:
         finally:
             await self.window.quiet()
         if record.error is None and record.first_token_s is not None:
-            ttft = record.first_token_s - record.start_s
+            ttft = record.first_token_s - record.ttft_from_s
             if ttft > 0:
                 rate = (record.prompt_tokens or prompt_tokens) / ttft
                 self._prefill_tok_s = max(rate, self._prefill_tok_s or 0.0)

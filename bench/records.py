@@ -17,7 +17,10 @@ from typing import Any
 @dataclass(slots=True)
 class RequestRecord:
     worker: int
-    start_s: float
+    start_s: float  # the worker asked for this request (before any connection set-up)
+    # The request's bytes went to the socket, on an open connection: TTFT counts from here,
+    # so neither the client's own connection handling nor its loop's turn is in it.
+    sent_s: float | None = None
     first_token_s: float | None = None  # first chunk with non-empty text (not the role chunk)
     end_s: float | None = None  # stream finished, failed or was cancelled
     prompt_tokens: int | None = None
@@ -37,8 +40,13 @@ class RequestRecord:
         return self.chunk_s[-1] if self.chunk_s else None
 
     @property
+    def ttft_from_s(self) -> float:
+        """Where TTFT starts: when the request was written, else when it was asked for."""
+        return self.start_s if self.sent_s is None else self.sent_s
+
+    @property
     def ttft_s(self) -> float | None:
-        return None if self.first_token_s is None else self.first_token_s - self.start_s
+        return None if self.first_token_s is None else self.first_token_s - self.ttft_from_s
 
     @property
     def tbt_s(self) -> float | None:
@@ -75,6 +83,7 @@ class RequestRecord:
         return {
             "worker": self.worker,
             "start_s": round(self.start_s - t0_s, 6),
+            "sent_s": None if self.sent_s is None else round(self.sent_s - t0_s, 6),
             "first_token_s": None
             if self.first_token_s is None
             else round(self.first_token_s - t0_s, 6),

@@ -366,7 +366,7 @@ def scout_sample(record: RequestRecord, label: str, trial: int, sized_tokens: in
             status="invalid",
             reason=record.error or "no token received",
         )
-    ttft = first - record.start_s
+    ttft = first - record.ttft_from_s
     tokens = record.prompt_tokens or sized_tokens
     return PrefillSample(
         context_label=label,

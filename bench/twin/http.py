@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
+from bench import rxstamp
+
 MAX_HEADER_BYTES = 65_536
 MAX_BODY_BYTES = 256 * 1024 * 1024
 
@@ -89,14 +91,10 @@ class _Protocol(asyncio.Protocol):
         self._conn: Connection | None = None
         self._scanned = 0
         self._started_at = 0.0
-        self._accepted_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._conn = Connection(transport)
-        # A client opens a connection to send a request: the first request on it began
-        # when the connection was accepted (what a client's clock also counts).
-        self._accepted_at = asyncio.get_running_loop().time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:
@@ -107,8 +105,10 @@ class _Protocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if not self._buf:
-            self._started_at = self._accepted_at or asyncio.get_running_loop().time()
-            self._accepted_at = 0.0
+            # A request begins when its first bytes reached this host (a client's TTFT
+            # clock starts when it writes the request), not when the loop got to them nor
+            # when the connection was accepted: a connection may sit open and idle first.
+            self._started_at = rxstamp.to_clock(rxstamp.take(), asyncio.get_running_loop().time)
         self._buf += data
         self._next()
 
@@ -190,4 +190,5 @@ def _parse_head(head: bytes) -> tuple[HttpRequest, int]:
 
 async def serve(handler: Handler, host: str, port: int) -> asyncio.Server:
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: _Protocol(handler), host, port, backlog=1024)
+    sock = rxstamp.listen(host, port, backlog=1024)
+    return await loop.create_server(lambda: _Protocol(handler), sock=sock, backlog=1024)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import threading
 import time
 
 import pytest
@@ -101,3 +103,47 @@ def test_cancellation_marks_the_record_and_propagates() -> None:
 
         assert asyncio.run(go())
     assert rec.cancelled and rec.error is None and rec.end_s is not None and rec.tokens > 0
+
+
+def test_a_read_is_timed_when_its_bytes_arrived_not_when_the_loop_got_to_it() -> None:
+    """The loop is kept busy for 0.3 s while the answer arrives: the first token's time is
+    still the moment it reached this host (the kernel's stamp), to within milliseconds."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent_at: list[float] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(65536)
+            usage = b'"usage":{"completion_tokens":1}'
+            event = b'data: {"choices":[{"delta":{"content":"hi"}}],%b}\n\n' % usage
+            body = b"%x\r\n%b\r\n" % (len(event), event)
+            head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+            sent_at.append(time.time())
+            conn.sendall(head + body)
+            time.sleep(0.4)
+            done = b"data: [DONE]\n\n"
+            conn.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(done), done))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    host, port = listener.getsockname()
+    client = Client(f"http://{host}:{port}", clock=time.time, raw_http1=True)
+    rec = RequestRecord(worker=0, start_s=time.time())
+
+    async def go() -> None:
+        task = asyncio.create_task(client.stream(PATH, _body(1), rec))
+        while rec.sent_s is None:
+            await asyncio.sleep(0)
+        time.sleep(0.3)  # the loop is busy elsewhere while the first token arrives
+        await task
+        await client.aclose()
+
+    with listener:
+        asyncio.run(go())
+        server.join(5)
+    assert rec.error is None and rec.first_token_s is not None and rec.sent_s is not None
+    assert abs(rec.first_token_s - sent_at[0]) < 0.02
+    assert rec.first_token_s - rec.sent_s < 0.1  # the 0.3 s the loop was busy is not in it

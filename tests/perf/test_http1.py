@@ -36,9 +36,9 @@ def _feed(
     ticks = iter(range(1, 1000))
 
     async def go() -> _Exchange:
-        ex = _Exchange(record, reader, lambda: float(next(ticks)))
+        ex = _Exchange(record, reader)
         for p in parts:
-            ex.received(p)
+            ex.received(p, float(next(ticks)))
         return ex
 
     return asyncio.run(go()), record, reader
