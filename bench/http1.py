@@ -144,6 +144,16 @@ class _Exchange:
         return data
 
     def _unframe(self, data: bytes) -> bytes | None:
+        if not (self.cbuf or self.data_left or self.crlf_left):
+            # The usual read: exactly one whole chunk (one SSE event), nothing left over.
+            nl = data.find(b"\r\n", 0, 18)
+            if nl > 0 and data.endswith(b"\r\n"):
+                try:
+                    size = int(data[:nl], 16)
+                except ValueError:  # an extension (;...): the long way below says
+                    size = 0
+                if size and len(data) == nl + size + 4:
+                    return data[nl + 2 : nl + 2 + size]
         buf = self.cbuf + data if self.cbuf else data
         pos, n = 0, len(buf)
         out: list[bytes] = []
@@ -263,7 +273,7 @@ class _Connection:
 
     def _readable(self) -> None:
         try:
-            data, wall = rxstamp.recv(self.sock, _READ_SIZE)
+            data, now = rxstamp.read(self.sock, _READ_SIZE, self.clock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -276,7 +286,7 @@ class _Connection:
         if ex is None:
             self.abort()  # bytes nobody asked for: the connection cannot be trusted
             return
-        ex.received(data, rxstamp.to_clock(wall, self.clock))
+        ex.received(data, now)
         if ex.done.done() and ex.complete and not ex.close:
             self.exchange = None
             if self.on_idle is not None:

@@ -99,3 +99,13 @@ def test_end_of_connection_mid_stream_is_a_transport_error() -> None:
     assert record.error == (
         "transport error: connection closed by the server (incomplete chunked read)"
     )
+
+
+def test_whole_chunks_one_per_read_and_chunk_extensions_give_the_payload() -> None:
+    events = [b"data: %d\n\n" % i for i in range(20)]  # sizes 10 and 11: one and two digits
+    reads = [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
+    reads[5] = b"%x;name=value\r\n%b\r\n" % (len(events[5]), events[5])  # an extension
+    reads.append(b"0\r\n\r\n")
+    ex, _, reader = _feed([HEAD, *reads])
+    assert reader.data == b"".join(events)
+    assert ex.complete
