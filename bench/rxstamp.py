@@ -47,14 +47,20 @@ def keeper() -> socket.socket | None:
     return sock
 
 
+def _wall(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The receive stamp in a read's ancillary data (the kernel sends one item), or None."""
+    if ancillary:
+        level, kind, raw = ancillary[0]
+        if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            return float(sec + nsec * 1e-9)
+    return None
+
+
 def recv(sock: socket.socket, size: int) -> tuple[bytes, float | None]:
     """Up to `size` bytes and the wall-clock time the last of them reached this host."""
     data, ancillary, _, _ = sock.recvmsg(size, _ANC_SIZE)
-    for level, kind, raw in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(raw)
-            return data, sec + nsec * 1e-9
-    return data, None
+    return data, _wall(ancillary)
 
 
 def read(sock: socket.socket, size: int, clock: Callable[[], float]) -> tuple[bytes, float]:
@@ -62,11 +68,9 @@ def read(sock: socket.socket, size: int, clock: Callable[[], float]) -> tuple[by
     read per token), so the one ancillary item the kernel sends is looked at directly."""
     data, ancillary, _, _ = sock.recvmsg(size, _ANC_SIZE)
     now = clock()
-    if ancillary:
-        level, kind, raw = ancillary[0]
-        if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(raw)
-            now -= max(0.0, time.time() - (sec + nsec * 1e-9))
+    wall = _wall(ancillary)
+    if wall is not None:
+        now -= max(0.0, time.time() - wall)
     return data, now
 
 
