@@ -24,11 +24,19 @@ ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.2.1-runtime-ubuntu24.04@sha256:4c17c2e7474
 ARG PYTHON_BASE=python:3.11-slim-bookworm@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b
 
 # The server under test. The card shows only a 12-hex prefix of the commit; the version
-# string is what vLLM reports for a clean build of it (setuptools-scm, from git tags).
+# string is what vLLM's setup.py gives a clean CUDA build of it: setuptools-scm's version of
+# the checkout (`git describe` v0.30.1rc0-452-g73a583112 -> 0.30.1rc1.dev452+g73a583112),
+# with no CUDA suffix because VLLM_MAIN_CUDA_VERSION is set to nvcc's 13.2 below (left at
+# vLLM's default 13.0, the rule would append ".cu132": "." because the version already has
+# a "+" part). docker/vllm_version.py computes it before the compile.
 ARG VLLM_REPO=https://github.com/vllm-project/vllm.git
 ARG VLLM_COMMIT=73a5831127a9
 ARG VLLM_VERSION=0.30.1rc1.dev452+g73a583112
 ARG CUDA_VERSION=13.2
+# torch's own CUDA: the cu132 wheels of the torch that vLLM's build requirements pin, so
+# torch, vLLM's kernels and the runtime all use CUDA 13.2. The self-test checks
+# torch.version.cuda against this, so the label below states what actually runs.
+ARG TORCH_CUDA=13.2
 ARG BENCH_VERSION=0.0.0+unknown
 
 # ---------------------------------------------------------------------------------------
@@ -40,15 +48,15 @@ ARG VLLM_VERSION
 ARG CUDA_VERSION
 # Blackwell RTX PRO 6000 is compute capability 12.0; widen with e.g. "9.0;10.0;12.0".
 ARG CUDA_ARCHS=12.0
-ARG MAX_JOBS=16
+# Empty: sized from the build host (see the compile step). nvcc needs up to ~8 GiB per job
+# on vLLM's MoE/Marlin kernels, so 16 jobs on a 64 GiB host run out of memory.
+ARG MAX_JOBS=
 ARG NVCC_THREADS=2
-# PyTorch wheels for CUDA 13.0 run on the 13.2 toolkit and driver (minor-version
-# compatibility); vLLM's own kernels are compiled here by nvcc 13.2.
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu132
 
 ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:/usr/local/cuda/bin:${PATH} \
+    PATH=/opt/venv/bin:/root/.cargo/bin:/usr/local/cuda/bin:${PATH} \
     CUDA_HOME=/usr/local/cuda \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     CCACHE_DIR=/root/.cache/ccache
@@ -58,10 +66,11 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        git ca-certificates ccache python3.12 python3.12-dev python3.12-venv \
+        git curl ca-certificates ccache python3.12 python3.12-dev python3.12-venv \
     && rm -rf /var/lib/apt/lists/* \
     && python3.12 -m venv /opt/venv
 COPY docker/check_version.sh /usr/local/bin/check_version
+COPY docker/vllm_version.py /usr/local/bin/vllm_version
 
 WORKDIR /src
 # Tags are needed: vLLM derives its version from `git describe`. A blob-less clone has
@@ -76,28 +85,55 @@ RUN git clone --filter=blob:none --no-checkout "${VLLM_REPO}" vllm \
     && echo "vLLM ${head}"
 
 WORKDIR /src/vllm
-# VLLM_MAIN_CUDA_VERSION: vLLM appends "+cu132" to its version when nvcc differs from its
-# main CUDA version (13.0); matching it keeps the published version string.
+# vLLM's Rust parts (the `vllm-rs` frontend and vllm._rust_tool_parser, which the card's
+# --tool-call-parser uses) build through setuptools-rust with the toolchain that the
+# checkout's rust-toolchain.toml names; VLLM_REQUIRE_RUST_FRONTEND makes a missing
+# toolchain an error instead of a wheel silently built without them.
+RUN channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml) \
+    && test -n "${channel}" \
+    && curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
+        | sh -s -- -y --profile minimal --default-toolchain "${channel}" \
+    && cargo --version
+
+# Build requirements: vLLM keeps them per device in requirements/build/ (cuda.txt pins
+# torch). torch comes from the cu132 index first, at exactly the version cuda.txt pins;
+# then the rest of cuda.txt from the package index, with torch already satisfied.
+# DL3013: the pin is vLLM's own (torch==X from cuda.txt), which hadolint cannot see.
+# hadolint ignore=DL3013
+RUN --mount=type=cache,target=/root/.cache/pip \
+    torch_pin=$(grep -E '^torch==' requirements/build/cuda.txt) \
+    && test -n "${torch_pin}" \
+    && pip install "${torch_pin}" --index-url "${TORCH_INDEX_URL}" \
+    && pip install -r requirements/build/cuda.txt
+
+# VLLM_MAIN_CUDA_VERSION = nvcc's CUDA: no suffix on the version (see VLLM_VERSION above).
 ENV VLLM_TARGET_DEVICE=cuda \
     VLLM_MAIN_CUDA_VERSION=${CUDA_VERSION} \
+    VLLM_REQUIRE_RUST_FRONTEND=1 \
     TORCH_CUDA_ARCH_LIST=${CUDA_ARCHS} \
-    MAX_JOBS=${MAX_JOBS} \
     NVCC_THREADS=${NVCC_THREADS}
-RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install -r requirements/build.txt --extra-index-url "${TORCH_INDEX_URL}"
-# vLLM's setup.py uses ccache when it is on PATH; the cache mount keeps objects across builds.
-RUN --mount=type=cache,target=/root/.cache/ccache \
-    --mount=type=cache,target=/root/.cache/pip \
-    pip wheel --no-build-isolation --no-deps --wheel-dir /dist . \
-    && pip install --extra-index-url "${TORCH_INDEX_URL}" /dist/vllm-*.whl
+# The version the compile will produce, from the checkout and nvcc, in seconds.
 RUN test -z "$(git status --porcelain --untracked-files=no)" \
         || { echo "the vLLM tree is dirty; its version would not match" >&2; exit 1; } \
-    && got=$(python -P -c 'import vllm; print(vllm.__version__)') \
+    && if [ -n "${VLLM_VERSION}" ]; then vllm_version --expect "${VLLM_VERSION}"; \
+       else vllm_version; fi
+# vLLM's setup.py uses ccache when it is on PATH; the cache mount keeps objects across builds.
+# MAX_JOBS: the build argument when given, else min(cores, GiB of RAM / 8), at least 1.
+RUN --mount=type=cache,target=/root/.cache/ccache \
+    --mount=type=cache,target=/root/.cache/pip \
+    mem_gib=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1048576 )) \
+    && jobs=${MAX_JOBS:-$(( mem_gib / 8 < $(nproc) ? mem_gib / 8 : $(nproc) ))} \
+    && jobs=$(( jobs < 1 ? 1 : jobs )) \
+    && echo "compiling with MAX_JOBS=${jobs} (${mem_gib} GiB RAM, $(nproc) cores)" \
+    && MAX_JOBS=${jobs} pip wheel --no-build-isolation --no-deps --wheel-dir /dist . \
+    && pip install --extra-index-url "${TORCH_INDEX_URL}" /dist/vllm-*.whl
+RUN got=$(python -P -c 'import vllm; print(vllm.__version__)') \
     && VLLM_COMMIT="$(git rev-parse HEAD)" check_version "${got}" \
-    && printf '{"vllm_commit": "%s", "vllm_version": "%s", "cuda": "%s", "nvcc": "%s", "torch": "%s"}\n' \
+    && printf '{"vllm_commit": "%s", "vllm_version": "%s", "cuda": "%s", "nvcc": "%s", "torch": "%s", "torch_cuda": "%s"}\n' \
         "$(git rev-parse HEAD)" "${got}" "${CUDA_VERSION}" \
         "$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')" \
         "$(python -P -c 'import torch; print(torch.__version__)')" \
+        "$(python -P -c 'import torch; print(torch.version.cuda)')" \
         > /opt/venv/vllm-build.json \
     && cat /opt/venv/vllm-build.json
 
@@ -112,7 +148,8 @@ LABEL org.opencontainers.image.title="bench" \
       org.opencontainers.image.description="LLM inference benchmark appliance: bench CLI and the vLLM twin (CPU-only)" \
       org.opencontainers.image.version="${BENCH_VERSION}" \
       org.opencontainers.image.base.name="${PYTHON_BASE}" \
-      bench.version="${BENCH_VERSION}"
+      bench.version="${BENCH_VERSION}" \
+      bench.selftest="/opt/bench/image.json"
 ENV VIRTUAL_ENV=/opt/bench \
     PATH=/opt/bench/bin:${PATH} \
     PYTHONUNBUFFERED=1 \
@@ -131,6 +168,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --no-deps --no-build-isolation . && bench --version
+# The self-test's generic part (this image runs no JIT compiler, so no `cc` part).
+COPY docker/image_selftest.py /usr/local/bin/image-selftest
+RUN image-selftest --parts python --out /opt/bench/image.json
 USER 1000:1000
 WORKDIR /results
 EXPOSE 8000
@@ -142,9 +182,13 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG VLLM_COMMIT
 ARG VLLM_VERSION
 ARG CUDA_VERSION
+ARG TORCH_CUDA
 ARG BENCH_VERSION
 ARG CUDA_DEVEL_IMAGE
 ARG CUDA_RUNTIME_IMAGE
+# FlashInfer's ahead-of-time kernels for this CUDA (vLLM's own image installs them the same
+# way); the version is whatever FlashInfer vLLM's requirements installed.
+ARG FLASHINFER_INDEX_URL=https://flashinfer.ai/whl/cu132
 LABEL org.opencontainers.image.title="bench-vllm" \
       org.opencontainers.image.description="vLLM built from source on CUDA 13.2, with the bench package" \
       org.opencontainers.image.version="${VLLM_VERSION}" \
@@ -152,24 +196,45 @@ LABEL org.opencontainers.image.title="bench-vllm" \
       bench.vllm.commit="${VLLM_COMMIT}" \
       bench.vllm.version="${VLLM_VERSION}" \
       bench.cuda.version="${CUDA_VERSION}" \
+      bench.torch.cuda="${TORCH_CUDA}" \
       bench.version="${BENCH_VERSION}" \
       bench.base.build="${CUDA_DEVEL_IMAGE}" \
-      bench.base.runtime="${CUDA_RUNTIME_IMAGE}"
+      bench.base.runtime="${CUDA_RUNTIME_IMAGE}" \
+      bench.selftest="/opt/bench/image.json"
+# CUDA_CACHE_PATH: the driver's PTX JIT cache on a volume (compose and the orchestrator
+# mount one) so a restart does not JIT again; FlashInfer and Triton keep theirs under
+# /root/.cache, which the model-cache mount does not cover, hence /root/.cache/jit.
 ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:${PATH} \
+    PATH=/opt/venv/bin:/usr/local/cuda/bin:${PATH} \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-# Triton compiles small launchers with the system C compiler at run time. Unpinned for
-# the same reason as in vllm-build.
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    BENCH_CUDA_VERSION=${CUDA_VERSION} \
+    BENCH_TORCH_CUDA=${TORCH_CUDA} \
+    CUDA_CACHE_PATH=/root/.cache/jit/nv \
+    CUDA_CACHE_MAXSIZE=4294967296 \
+    FLASHINFER_WORKSPACE_BASE=/root/.cache/jit \
+    TRITON_CACHE_DIR=/root/.cache/jit/triton
+# python3.12-dev: Triton compiles its launcher against Python.h at run time (the launch
+# uses Triton for MoE, Qwen3.5's GDN layers and torch.compile). gcc/libc6-dev: the
+# compiler it uses. The CUDA packages: FlashInfer JIT-compiles its sampler (on by default,
+# VLLM_USE_FLASHINFER_SAMPLER) and other kernels with nvcc during start-up; vLLM's own
+# runtime image installs the same set "for runtime JIT compilation". Unpinned for the same
+# reason as in vllm-build.
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN cuda_pkg=$(echo "${CUDA_VERSION}" | tr . -) \
+    && apt-get update \
     && apt-get install -y --no-install-recommends \
-        python3.12 gcc libc6-dev libnuma1 ca-certificates \
+        python3.12 python3.12-dev gcc libc6-dev libnuma1 libnuma-dev ca-certificates \
+        "cuda-nvcc-${cuda_pkg}" "cuda-cudart-dev-${cuda_pkg}" "cuda-nvrtc-dev-${cuda_pkg}" \
+        "libcublas-dev-${cuda_pkg}" "libcurand-dev-${cuda_pkg}" \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=vllm-build /opt/venv /opt/venv
 COPY docker/check_version.sh /usr/local/bin/check_version
 RUN check_version "$(python -P -c 'import vllm; print(vllm.__version__)')"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    fi_version=$(python -P -c 'import importlib.metadata as m; print(m.version("flashinfer-python"))') \
+    && pip install "flashinfer-jit-cache==${fi_version}" --extra-index-url "${FLASHINFER_INDEX_URL}"
 WORKDIR /src/bench
 COPY pyproject.toml ./
 RUN --mount=type=cache,target=/root/.cache/pip \
@@ -179,6 +244,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --no-deps --no-build-isolation . && bench --version
+# The self-test, last: a missing header, compiler, nvcc or library fails the build here,
+# naming it, instead of the server's start on a GPU host.
+COPY docker/image_selftest.py /usr/local/bin/image-selftest
+RUN image-selftest --parts python,cc,cuda --out /opt/bench/image.json
 WORKDIR /results
 EXPOSE 8000
 CMD ["vllm", "--help"]

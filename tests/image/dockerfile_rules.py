@@ -20,6 +20,7 @@ VLLM_LABELS = {
     "bench.vllm.commit": "VLLM_COMMIT",
     "bench.vllm.version": "VLLM_VERSION",
     "bench.cuda.version": "CUDA_VERSION",
+    "bench.torch.cuda": "TORCH_CUDA",
     "bench.version": "BENCH_VERSION",
     "bench.base.build": "CUDA_DEVEL_IMAGE",
     "bench.base.runtime": "CUDA_RUNTIME_IMAGE",
@@ -126,8 +127,14 @@ def problems(text: str) -> list[str]:
         out.append(f"ARG VLLM_COMMIT is not {VLLM_COMMIT}")
     if df.global_args.get("VLLM_VERSION") != VLLM_VERSION:
         out.append(f"ARG VLLM_VERSION is not {VLLM_VERSION}")
+    if df.global_args.get("TORCH_CUDA") != df.global_args.get("CUDA_VERSION"):
+        out.append("ARG TORCH_CUDA is not ARG CUDA_VERSION (torch would run another CUDA)")
     out.extend(_build_stage_problems(df.stage("vllm-build")))
+    out.extend(_torch_index_problems(df))
     out.extend(_label_problems(df.stage("vllm")))
+    out.extend(_runtime_problems(df.stage("vllm"), df.stage("vllm-build")))
+    out.extend(_selftest_problems(df.stage("vllm"), "python,cc,cuda"))
+    out.extend(_selftest_problems(df.stage("bench"), "python"))
     for name in ("bench", "vllm"):
         out.extend(_layer_order_problems(df.stage(name)))
     return out
@@ -155,7 +162,7 @@ def _build_stage_problems(stage: Stage) -> list[str]:
         out.append("vllm-build does not check vllm.__version__ (check_version) against HEAD")
     if "VLLM_MAIN_CUDA_VERSION=${CUDA_VERSION}" not in envs:
         out.append("VLLM_MAIN_CUDA_VERSION is not set to ${CUDA_VERSION} (a +cu132 suffix follows)")
-    for arg, default in (("CUDA_ARCHS", "12.0"), ("MAX_JOBS", None), ("NVCC_THREADS", None)):
+    for arg, default in (("CUDA_ARCHS", "12.0"), ("MAX_JOBS", ""), ("NVCC_THREADS", None)):
         match = [
             i.args for i in stage.instructions if i.keyword == "ARG" and i.args.startswith(arg)
         ]
@@ -165,12 +172,85 @@ def _build_stage_problems(stage: Stage) -> list[str]:
             out.append(f"build argument {arg} does not default to {default}")
     if "TORCH_CUDA_ARCH_LIST=${CUDA_ARCHS}" not in envs:
         out.append("TORCH_CUDA_ARCH_LIST does not come from CUDA_ARCHS")
+    runs_list = stage.joined("RUN")
+    expect = next(
+        (n for n, r in enumerate(runs_list) if 'vllm_version --expect "${VLLM_VERSION}"' in r), None
+    )
+    wheel = next((n for n, r in enumerate(runs_list) if "pip wheel" in r), None)
+    if expect is None or wheel is None or expect > wheel:
+        out.append(
+            "vllm-build does not check the version (vllm_version --expect) before the compile"
+        )
+    if "requirements/build.txt" in runs:
+        out.append("vllm-build reads requirements/build.txt, which vLLM no longer has")
+    if wheel is not None and "/proc/meminfo" not in runs_list[wheel]:
+        out.append("the compile does not size MAX_JOBS from the build host's memory")
+    if "VLLM_REQUIRE_RUST_FRONTEND=1" not in envs or "rust-toolchain.toml" not in runs:
+        out.append("vllm-build does not install the Rust toolchain vLLM's checkout names")
     if "--mount=type=cache,target=/root/.cache/ccache" not in runs:
         out.append("the vLLM compile has no ccache cache mount")
     for arg in ("VLLM_REPO", "VLLM_COMMIT", "VLLM_VERSION", "CUDA_VERSION"):
         if arg not in declared:
             out.append(f"vllm-build uses {arg} without declaring ARG {arg} in the stage")
     return out
+
+
+def _torch_index_problems(df: Dockerfile) -> list[str]:
+    """torch's wheel index names the CUDA of the image (cu132 for 13.2)."""
+    build = df.stage("vllm-build")
+    index = next(
+        (
+            i.args
+            for i in build.instructions
+            if i.keyword == "ARG" and i.args.startswith("TORCH_INDEX_URL=")
+        ),
+        "",
+    )
+    want = "cu" + df.global_args.get("CUDA_VERSION", "").replace(".", "")
+    if not index.endswith("/" + want):
+        return [f"TORCH_INDEX_URL ({index or 'missing'}) is not the {want} index"]
+    return []
+
+
+# What the runtime stage must install for run-time compilation (vLLM's own image installs
+# the same): Triton's launcher needs Python.h; FlashInfer JIT-compiles with nvcc.
+RUNTIME_PACKAGES = (
+    "cuda-nvcc-",
+    "cuda-nvrtc-dev-",
+    "libcublas-dev-",
+    "libcurand-dev-",
+    "gcc",
+)
+
+
+def _runtime_problems(stage: Stage, build: Stage) -> list[str]:
+    runs = " ".join(stage.joined("RUN"))
+    envs = " ".join(stage.joined("ENV"))
+    out: list[str] = []
+    pythons = set(re.findall(r"\b(python3\.\d+)\b", " ".join(build.joined("RUN"))))
+    for py in sorted(pythons):
+        if f"{py}-dev" not in runs:
+            out.append(
+                f"the vllm stage does not install {py}-dev (Triton compiles against Python.h)"
+            )
+    for pkg in RUNTIME_PACKAGES:
+        if pkg not in runs:
+            out.append(f"the vllm stage does not install {pkg} (run-time JIT compilation)")
+    if "flashinfer-jit-cache==" not in runs:
+        out.append("the vllm stage does not install flashinfer-jit-cache at FlashInfer's version")
+    if "CUDA_CACHE_PATH=" not in envs:
+        out.append(
+            "the vllm stage does not put the PTX JIT cache (CUDA_CACHE_PATH) on a volume path"
+        )
+    return out
+
+
+def _selftest_problems(stage: Stage, parts: str) -> list[str]:
+    keys = [(i.keyword, i.args) for i in stage.instructions]
+    runs = [n for n, (k, _) in enumerate(keys) if k == "RUN"]
+    if not runs or f"image-selftest --parts {parts} " not in keys[runs[-1]][1] + " ":
+        return [f"the last RUN of stage {stage.name} is not `image-selftest --parts {parts}`"]
+    return []
 
 
 def _label_problems(stage: Stage) -> list[str]:
@@ -194,11 +274,16 @@ def _layer_order_problems(stage: Stage) -> list[str]:
         )
     except StopIteration:
         return [f"stage {stage.name} does not copy bench/"]
-    slow_after = [
-        a
-        for k, a in keys[copy_bench + 1 :]
-        if k == "RUN" and "--no-deps --no-build-isolation ." not in a
-    ] + [a for k, a in keys[copy_bench + 1 :] if k == "COPY" and "--from=" in a]
+    slow_after = (
+        [
+            a
+            for k, a in keys[copy_bench + 1 :]
+            if k == "RUN"
+            and "--no-deps --no-build-isolation ." not in a
+            and not a.startswith("image-selftest")  # last on purpose: it checks the whole image
+        ]
+        + [a for k, a in keys[copy_bench + 1 :] if k == "COPY" and "--from=" in a]
+    )
     if slow_after:
         return [f"stage {stage.name} has slow layers after COPY bench: {slow_after[0][:60]}"]
     return []

@@ -50,6 +50,25 @@ def test_stages_and_pinned_bases() -> None:
         ('bench.vllm.commit="${VLLM_COMMIT}"', "", "no label bench.vllm.commit"),
         ("AS vllm\n", "AS final\n", "stages are"),
         ("--filter=blob:none", "--no-tags", "with its tags"),
+        # Issue 22: each point of the GPU image review, caught if it comes back.
+        ("requirements/build/cuda.txt", "requirements/build.txt", "requirements/build.txt"),
+        ("python3.12 python3.12-dev gcc", "python3.12 gcc", "install python3.12-dev"),
+        ('"cuda-nvcc-${cuda_pkg}"', "", "install cuda-nvcc-"),
+        ("flashinfer-jit-cache==", "flashinfer-jit-cache", "flashinfer-jit-cache at"),
+        ("whl/cu132", "whl/cu130", "is not the cu132 index"),
+        ("ARG TORCH_CUDA=13.2", "ARG TORCH_CUDA=13.0", "ARG TORCH_CUDA is not"),
+        ('vllm_version --expect "${VLLM_VERSION}"', "vllm_version", "before the compile"),
+        ("/proc/meminfo", "/proc/cpuinfo", "from the build host's memory"),
+        ("ARG MAX_JOBS=\n", "ARG MAX_JOBS=16\n", "MAX_JOBS does not default"),
+        ("CUDA_CACHE_PATH=", "X_CACHE=", "PTX JIT cache"),
+        ("VLLM_REQUIRE_RUST_FRONTEND=1", "X=1", "Rust toolchain"),
+        (
+            "RUN image-selftest --parts python,cc,cuda",
+            "RUN image-selftest --parts python",
+            "last RUN of stage vllm",
+        ),
+        ("RUN image-selftest --parts python --out", "RUN true --out", "last RUN of stage bench"),
+        ('bench.torch.cuda="${TORCH_CUDA}"', "", "no label bench.torch.cuda"),
     ],
 )
 def test_each_rule_catches_its_violation(old: str, new: str, problem: str) -> None:

@@ -1,0 +1,82 @@
+"""The image self-test's generic part (docker/image_selftest.py), run on this machine.
+
+The `vllm` image runs parts python,cc,cuda as its last build step and the CPU `bench` image
+runs part python (its build in tests/image/test_build.py); here the same script runs
+against this machine's interpreter and compiler, and each missing piece is shown to fail
+with its name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "docker" / "image_selftest.py"
+
+
+def _module() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("image_selftest", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generic_parts_pass_here_and_write_the_facts(tmp_path: Path) -> None:
+    out = tmp_path / "image.json"
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--parts", "python,cc", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    facts = json.loads(out.read_text())
+    assert facts["parts"] == ["python", "cc"]
+    assert Path(facts["cc"]["python_include"], "Python.h").is_file()
+    assert facts["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+
+
+def test_a_missing_python_header_is_named(tmp_path: Path) -> None:
+    st = _module()
+    with pytest.raises(st.Missing, match=r"Python\.h is missing: install python3\.\d+-dev"):
+        st.check_cc({}, include=str(tmp_path))
+
+
+def test_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    st = _module()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(st.Missing, match="no C compiler"):
+        st.check_cc({})
+
+
+def test_a_compiler_that_fails_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    st = _module()
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(st.Missing, match="does not compile with false"):
+        st.check_cc({})
+
+
+def test_the_cuda_part_fails_without_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine has no CUDA toolkit on PATH: the part names nvcc, exit 1, one line."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--parts", "cuda"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": str(tmp_path)},
+    )
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [
+        "image self-test FAILED: nvcc is not on PATH: install cuda-nvcc "
+        "(FlashInfer JIT-compiles with it)"
+    ]
