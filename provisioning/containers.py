@@ -410,6 +410,15 @@ def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
     yield from chunks
 
 
+def local_image_env(ref: str) -> list[str] | None:
+    """An image's configured environment on this machine; None when absent or no engine."""
+    try:
+        env = docker.from_env().images.get(ref).attrs.get("Config", {}).get("Env") or []
+    except _TRANSPORT_ERRORS:
+        return None
+    return [str(e) for e in env]
+
+
 def local_image_id(ref: str) -> str | None:
     """The id of an image in this machine's engine; None when absent or no engine answers."""
     try:

@@ -29,7 +29,7 @@ from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import load_run
 from bench.verdict.tables import compare_markdown, reproduce_markdown
-from provisioning import build, hosts, image, preflight, signing
+from provisioning import build, containers, cuda_compat, hosts, image, preflight, signing
 from provisioning.build import BuildSpec
 from provisioning.containers import Engine
 from provisioning.flow import HostRun, scope_of
@@ -50,6 +50,19 @@ class Target:
     image_ref: str
 
 
+def image_cuda(profile: LaunchProfile, image_ref: str) -> cuda_compat.CudaRequirement | None:
+    """What the image needs from the driver, before the host has it: the image's own config
+    when it is on this machine, else the Dockerfile it would be built from."""
+    if profile.gpus == 0:
+        return None
+    env = containers.local_image_env(image_ref)
+    if env is not None:
+        version = cuda_compat.required_cuda(env)
+        if version is not None:
+            return cuda_compat.CudaRequirement(version, f"NVIDIA_REQUIRE_CUDA of {image_ref} here")
+    return cuda_compat.from_dockerfile(build.DOCKERFILE)
+
+
 def default_image(profile: LaunchProfile) -> str:
     """The tag docker/build.sh gives the profile's image target."""
     return f"bench:{__version__}" if profile.image == "bench" else VLLM_IMAGE
@@ -60,7 +73,9 @@ def resolve_target(args: argparse.Namespace, name: str) -> Target:
     host = hosts.resolve(name, inventory=inventory)
     profile = load_launch_profile(args.profile or host.profile or DEFAULT_PROFILE)
     image_ref = args.image or default_image(profile)
-    req = load_requirements(profile.name, profile.gpus, image_ref=image_ref)
+    req = load_requirements(
+        profile.name, profile.gpus, image_ref=image_ref, image_cuda=image_cuda(profile, image_ref)
+    )
     return Target(host, profile, req, image_ref)
 
 

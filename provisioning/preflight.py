@@ -18,6 +18,7 @@ from typing import Protocol
 from tabulate import tabulate
 
 from bench.errors import BenchError, HostCheckFailed
+from provisioning import cuda_compat
 from provisioning.remote import CommandResult
 from provisioning.requirements import GIB, Requirements
 
@@ -180,6 +181,40 @@ def check_gpus(probe: Probe, req: Requirements) -> tuple[list[Check], list[Gpu]]
     return checks, gpus
 
 
+def check_driver_cuda(probe: Probe, req: Requirements, gpus_found: bool) -> Check:
+    """The driver's CUDA ceiling against the image's NVIDIA_REQUIRE_CUDA (cuda_compat)."""
+    name = "driver CUDA"
+    if req.gpus == 0:
+        return Check(name, Status.SKIP, "not needed (no GPU)")
+    if not gpus_found:
+        return Check(name, Status.SKIP, "not checked (no GPU list)")
+    need = None
+    if req.image_ref:
+        res = probe.run(cuda_compat.image_env_command(req.image_ref))
+        need = cuda_compat.from_inspect(res, "the host", req.image_ref)
+    need = need or req.image_cuda
+    if need is None:
+        return Check(
+            name,
+            Status.WARN,
+            "the image's CUDA requirement is unknown",
+            "check NVIDIA_REQUIRE_CUDA",
+        )
+    res = probe.run("nvidia-smi")
+    have = cuda_compat.driver_cuda(res.stdout) if res.ok else None
+    want = cuda_compat.fmt(need.version)
+    fix = (
+        f"install an NVIDIA driver that supports CUDA {want} or newer "
+        f"(nvidia-smi must show CUDA Version >= {want})"
+    )
+    if have is None:
+        return Check(name, Status.FAIL, "nvidia-smi shows no CUDA Version", fix)
+    found = f"driver supports CUDA {cuda_compat.fmt(have)}; image needs >= {want} ({need.source})"
+    if have < need.version:
+        return Check(name, Status.FAIL, found, fix)
+    return Check(name, Status.OK, found)
+
+
 def _last(res: CommandResult) -> str:
     lines = (res.stderr.strip() or res.stdout.strip()).splitlines()
     return lines[-1] if lines else f"exit code {res.exit_code}"
@@ -337,8 +372,9 @@ def run_preflight(
     report = Report(host=host, checks=[Check("ssh", Status.OK, ssh_found)])
     docker, info = docker_info(probe)
     report.checks.append(docker)
-    gpu_checks, _ = check_gpus(probe, req)
+    gpu_checks, gpus = check_gpus(probe, req)
     report.checks += gpu_checks
+    report.checks.append(check_driver_cuda(probe, req, bool(gpus)))
     report.checks.append(check_runtime(probe, req, info))
     report.checks.append(check_disk(probe, req, model_cache, info))
     report.checks.append(check_hf_token(req, hf_token_present))
@@ -347,7 +383,8 @@ def run_preflight(
 
 
 def ssh_failed_report(host: str, error: BenchError) -> Report:
-    rest = ("docker", "GPUs", "GPU memory", "driver", "NVIDIA runtime", "disk", "HF token", "clock")
+    rest = ["docker", "GPUs", "GPU memory", "driver", "driver CUDA", "NVIDIA runtime", "disk"]
+    rest += ["HF token", "clock"]
     report = Report(host=host, checks=[Check("ssh", Status.FAIL, error.message, error.hint or "")])
     report.checks += [Check(n, Status.SKIP, "not checked (needs SSH)") for n in rest]
     return report

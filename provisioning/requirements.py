@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import ProfileError
+from provisioning.cuda_compat import CudaRequirement
 
 REQUIREMENTS_FILE = Path(__file__).with_name("host_requirements.toml")
 GIB = 1 << 30
@@ -50,10 +51,18 @@ class Requirements:
     hf_model: str | None = None
     hf_token_required: bool = False
     image_ref: str | None = None  # when present on the host, its disk is not needed again
+    # What the image needs from the driver when the host does not have the image to ask
+    # (read from the image on this machine, else from the Dockerfile); None: no CUDA.
+    image_cuda: CudaRequirement | None = None
 
 
 def load_requirements(
-    profile: str, gpus: int, *, image_ref: str | None = None, path: Path = REQUIREMENTS_FILE
+    profile: str,
+    gpus: int,
+    *,
+    image_ref: str | None = None,
+    image_cuda: CudaRequirement | None = None,
+    path: Path = REQUIREMENTS_FILE,
 ) -> Requirements:
     try:
         table = tomllib.loads(path.read_text())
@@ -70,4 +79,5 @@ def load_requirements(
         hf_model=entry.hf_model,
         hf_token_required=entry.hf_token_required,
         image_ref=image_ref,
+        image_cuda=image_cuda,
     )

@@ -78,3 +78,54 @@ def test_docker_sdk_connection_is_checked_too(ssh_host: SshTestHost) -> None:
     ssh_host.known_hosts.write_text(elsewhere.read_text())
     ok = orchestrate.sdk_check(host)
     assert ok.status is Status.OK and ok.found.startswith("Docker SDK: ")
+
+
+def _pro6000_smi(cuda: str) -> str:
+    """A stand-in nvidia-smi for 4x RTX PRO 6000 whose header reports CUDA `cuda`."""
+    rows = "\n".join(
+        f"{i}, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.95.05"
+        for i in range(4)
+    )
+    return (
+        'case "$1" in --query-gpu=*) cat <<OUT\n' + rows + "\nOUT\n;;\n"
+        "*) echo '| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: "
+        + cuda
+        + " |';;\nesac\n"
+    )
+
+
+def _published_target(ssh_host: SshTestHost) -> orchestrate.Target:
+    import argparse
+
+    args = argparse.Namespace(profile="published", image=None, inventory=None)
+    return orchestrate.resolve_target(args, ssh_host.alias)
+
+
+def test_a_cuda_13_0_driver_is_refused_in_one_line(ssh_host: SshTestHost) -> None:
+    ssh_host.stand_in("nvidia-smi", _pro6000_smi("13.0"))
+    target = _published_target(ssh_host)
+    with pytest.raises(HostCheckFailed) as info:
+        orchestrate.preflight_host(target, trust_new_host=False, environ={})
+    assert "driver CUDA" in info.value.message
+    assert info.value.hint == (
+        "install an NVIDIA driver that supports CUDA 13.2 or newer "
+        "(nvidia-smi must show CUDA Version >= 13.2)"
+    )
+
+
+def test_a_cuda_13_2_driver_passes_the_cuda_check(ssh_host: SshTestHost) -> None:
+    ssh_host.stand_in("nvidia-smi", _pro6000_smi("13.2"))
+    target = _published_target(ssh_host)
+    host = target.host
+    with Remote(host) as remote:
+        report = preflight.run_preflight(
+            remote,
+            target.requirements,
+            host=host.name,
+            ssh_found=host.address,
+            model_cache=host.model_cache,
+            hf_token_present=False,
+        )
+    by = {c.name: c for c in report.checks}
+    assert by["driver CUDA"].status is Status.OK, by["driver CUDA"]
+    assert by["driver CUDA"].found.startswith("driver supports CUDA 13.2; image needs >= 13.2")

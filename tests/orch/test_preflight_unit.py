@@ -224,6 +224,7 @@ def test_report_table_and_failure_name_the_checks() -> None:
         "GPUs",
         "GPU memory",
         "driver",
+        "driver CUDA",
         "NVIDIA runtime",
         "disk",
         "HF token",
@@ -239,3 +240,80 @@ def test_shipped_requirements_load() -> None:
     assert req.gpu_model == "RTX PRO 6000" and req.weights_bytes > 100 * GIB
     twin = load_requirements("twin", 0)
     assert twin.gpus == 0 and twin.weights_bytes == 0
+
+
+# --- the driver's CUDA ceiling against the image's NVIDIA_REQUIRE_CUDA (issue 22) ---------
+
+SMI_HEADER = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI {driver}             Driver Version: {driver}     CUDA Version: {cuda}     |
++-----------------------------------------------------------------------------------------+
+"""
+CUDA_132_ENV = json.dumps(
+    ["PATH=/usr/bin", "NVIDIA_REQUIRE_CUDA=cuda>=13.2 brand=unknown,driver>=535,driver<536"]
+)
+
+
+def _smi(cuda: str) -> Callable[[str], CommandResult]:
+    def answer(command: str) -> CommandResult:
+        if "--query-gpu" in command:
+            return ok(FOUR_PRO_6000)
+        return ok(SMI_HEADER.format(driver="580.95.05", cuda=cuda))
+
+    return answer
+
+
+def _with_image_cuda(req: Requirements) -> Requirements:
+    from dataclasses import replace
+
+    from provisioning.cuda_compat import CudaRequirement
+
+    return replace(req, image_cuda=CudaRequirement((13, 2), "Dockerfile CUDA_VERSION"))
+
+
+def test_a_cuda_13_0_driver_is_refused_for_a_13_2_image_naming_the_driver_needed() -> None:
+    probe = Scripted({"nvidia-smi": _smi("13.0")})
+    check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    assert check.status is Status.FAIL
+    assert check.found == (
+        "driver supports CUDA 13.0; image needs >= 13.2 (Dockerfile CUDA_VERSION)"
+    )
+    assert check.fix == (
+        "install an NVIDIA driver that supports CUDA 13.2 or newer "
+        "(nvidia-smi must show CUDA Version >= 13.2)"
+    )
+
+
+@pytest.mark.parametrize("cuda", ["13.2", "13.3"])
+def test_a_driver_that_reaches_the_images_cuda_passes(cuda: str) -> None:
+    probe = Scripted({"nvidia-smi": _smi(cuda)})
+    check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    assert check.status is Status.OK, check
+
+
+def test_the_requirement_is_read_from_the_image_on_the_host_first() -> None:
+    """An image on the host built on CUDA 13.2 requires 13.2 whatever the fallback says."""
+    from dataclasses import replace
+
+    from provisioning.cuda_compat import CudaRequirement
+
+    req = replace(
+        PUBLISHED, image_ref="bench-vllm:x", image_cuda=CudaRequirement((12, 0), "fallback")
+    )
+    probe = Scripted({"docker image inspect": ok(CUDA_132_ENV), "nvidia-smi": _smi("13.0")})
+    check = preflight.check_driver_cuda(probe, req, gpus_found=True)
+    assert check.status is Status.FAIL
+    assert "image needs >= 13.2 (NVIDIA_REQUIRE_CUDA of bench-vllm:x on the host)" in check.found
+
+
+def test_the_dockerfile_fallback_reads_the_dockerfiles_cuda() -> None:
+    from provisioning import build, cuda_compat
+
+    need = cuda_compat.from_dockerfile(build.DOCKERFILE)
+    assert need is not None and need.version == (13, 2)
+
+
+def test_nvidia_smi_without_a_cuda_version_fails_the_check() -> None:
+    probe = Scripted({"nvidia-smi": ok(FOUR_PRO_6000)})
+    check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    assert check.status is Status.FAIL and check.found == "nvidia-smi shows no CUDA Version"
