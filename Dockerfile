@@ -201,9 +201,10 @@ LABEL org.opencontainers.image.title="bench-vllm" \
       bench.base.build="${CUDA_DEVEL_IMAGE}" \
       bench.base.runtime="${CUDA_RUNTIME_IMAGE}" \
       bench.selftest="/opt/bench/image.json"
-# CUDA_CACHE_PATH: the driver's PTX JIT cache on a volume (compose and the orchestrator
-# mount one) so a restart does not JIT again; FlashInfer and Triton keep theirs under
-# /root/.cache, which the model-cache mount does not cover, hence /root/.cache/jit.
+# The JIT caches under one path that compose and the orchestrator mount from the host, so
+# only the first start compiles: the driver's PTX cache (CUDA_CACHE_PATH; its default is
+# inside the container and lost at every start), Triton's, FlashInfer's and vLLM's
+# torch.compile cache. Not under HOME: the server runs as the SSH user's uid.
 ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/cuda/bin:${PATH} \
@@ -211,10 +212,11 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     BENCH_CUDA_VERSION=${CUDA_VERSION} \
     BENCH_TORCH_CUDA=${TORCH_CUDA} \
-    CUDA_CACHE_PATH=/root/.cache/jit/nv \
+    CUDA_CACHE_PATH=/var/cache/jit/nv \
     CUDA_CACHE_MAXSIZE=4294967296 \
-    FLASHINFER_WORKSPACE_BASE=/root/.cache/jit \
-    TRITON_CACHE_DIR=/root/.cache/jit/triton
+    FLASHINFER_WORKSPACE_BASE=/var/cache/jit \
+    TRITON_CACHE_DIR=/var/cache/jit/triton \
+    VLLM_CACHE_ROOT=/var/cache/jit/vllm
 # python3.12-dev: Triton compiles its launcher against Python.h at run time (the launch
 # uses Triton for MoE, Qwen3.5's GDN layers and torch.compile). gcc/libc6-dev: the
 # compiler it uses. The CUDA packages: FlashInfer JIT-compiles its sampler (on by default,

@@ -66,6 +66,14 @@ class Image(_Model):
     in_container: bool
     digest: str | None = None
     labels: dict[str, str] = {}
+    # What the image's build-time self-test found (docker/image_selftest.py): torch's CUDA,
+    # nvcc, FlashInfer's version and whether vLLM's sampler JIT-compiles with it. None when
+    # the run is not inside one of our images.
+    selftest: dict[str, object] | None = None
+
+
+SELFTEST_FILE = Path("opt/bench/image.json")  # under the root; written by the image build
+_SELFTEST_MAX_BYTES = 64 * 1024
 
 
 class Host(_Model):
@@ -219,7 +227,18 @@ def image_info(root: Path, digest: str | None, labels_file: Path | None) -> Imag
             raw = {}
         if isinstance(raw, dict):
             labels = {str(k): str(v) for k, v in raw.items()}
-    return Image(in_container=in_container, digest=digest, labels=labels)
+    return Image(in_container=in_container, digest=digest, labels=labels, selftest=_selftest(root))
+
+
+def _selftest(root: Path) -> dict[str, object] | None:
+    path = root / SELFTEST_FILE
+    try:
+        if not path.is_file() or path.stat().st_size > _SELFTEST_MAX_BYTES:
+            return None
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def _first_match(path: Path, pattern: str) -> str | None:

@@ -64,6 +64,9 @@ class LaunchProfile(BaseModel):
     startup_timeout_s: float = Field(gt=0)
     ipc_host: bool = False
     model_cache: str | None = Field(default=None, pattern=r"^/")
+    # A hub commit of the weights: fetched exactly (its own step, before the server starts)
+    # and recorded. The server then starts with the hub offline, so it never downloads.
+    model_revision: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     card: str | None = None
     card_launch_command: str | None = None
     argv: tuple[str, ...] = Field(min_length=1)

@@ -56,7 +56,10 @@ services:
 {server_env}
 {server_ipc}    ports:
       - "127.0.0.1:${{BENCH_PORT:-{server_port}}}:{server_port}"
-{server_volumes}    deploy:
+{server_volumes}    depends_on:
+      weights:
+        condition: service_completed_successfully
+    deploy:
       resources:
         reservations:
           devices:
@@ -71,9 +74,19 @@ services:
       interval: 30s
       timeout: 10s
       retries: 3
-      # Loading the weights and capturing CUDA graphs takes many minutes.
+      # Loading the weights from disk and capturing CUDA graphs takes many minutes; the
+      # download is not in it (the weights service ran first, the hub is offline here).
       start_period: {server_start_s}s
 
+  # The weights as their own step, with progress, at the profile's pinned revision when
+  # it has one: the server's start never includes a ~200 GB download.
+  weights:
+    profiles: [vllm]
+    image: ${{BENCH_VLLM_IMAGE:-bench-vllm:{vllm_commit}}}
+    command:{weights_command}
+    environment:
+      - HF_TOKEN
+{weights_volumes}
   twin:
     profiles: [twin]
     image: ${{BENCH_IMAGE:-bench:{bench_version}}}
@@ -110,6 +123,8 @@ services:
 
 volumes:
   results:
+  # The JIT caches (PTX, Triton, FlashInfer, torch.compile): only the first start compiles.
+  jit:
 """
 
 
@@ -139,10 +154,24 @@ def _ipc(profile: LaunchProfile) -> str:
     return "    ipc: host\n" if profile.ipc_host else ""
 
 
-def _volumes(profile: LaunchProfile) -> str:
-    if profile.model_cache is None:
-        return ""
-    return f"    volumes:\n      - ${{HF_CACHE_DIR:-~/.cache/huggingface}}:{profile.model_cache}\n"
+def _volumes(profile: LaunchProfile, *, jit: bool = True) -> str:
+    lines = []
+    if profile.model_cache is not None:
+        lines.append(f"      - ${{HF_CACHE_DIR:-~/.cache/huggingface}}:{profile.model_cache}\n")
+    if jit and profile.gpus:
+        lines.append("      - jit:/var/cache/jit\n")
+    return "    volumes:\n" + "".join(lines) if lines else ""
+
+
+def _server_env(profile: LaunchProfile) -> str:
+    # The weights service fetched them: the server loads from the cache, never downloads.
+    return _env(profile) + ("\n      - HF_HUB_OFFLINE=1" if profile.model_cache else "")
+
+
+def _weights_command(profile: LaunchProfile) -> str:
+    model = profile.argv[2]  # `vllm serve MODEL ...`
+    revision = ("--revision", profile.model_revision) if profile.model_revision else ()
+    return _block(("hf", "download", model, *revision))
 
 
 def render(server: LaunchProfile, twin: LaunchProfile, bench_version: str) -> str:
@@ -154,10 +183,12 @@ def render(server: LaunchProfile, twin: LaunchProfile, bench_version: str) -> st
         vllm_commit=VLLM_COMMIT,
         bench_version=bench_version,
         server_command=_block(server.argv),
-        server_env=_env(server),
+        server_env=_server_env(server),
         server_port=server.port,
         server_ipc=_ipc(server),
         server_volumes=_volumes(server),
+        weights_command=_weights_command(server),
+        weights_volumes=_volumes(server, jit=False),
         server_health=_health(server),
         server_start_s=int(server.startup_timeout_s),
         twin_command=_block(twin.argv),

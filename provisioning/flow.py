@@ -47,6 +47,8 @@ from provisioning.run_options import Options, Outcome
 log = structlog.get_logger("provisioning.flow")
 
 RUN_IN_CONTAINER = "/results/run"
+JIT_IN_CONTAINER = "/var/cache/jit"  # the vllm image's CUDA_CACHE_PATH etc. live under it
+SELFTEST_IN_IMAGE = "/opt/bench/image.json"  # docker/image_selftest.py's facts
 BUNDLES_IN_CONTAINER = "/bundles"  # the host's folder of runs, for packing
 INTERRUPT_GRACE_S = 120.0
 POLL_AFTER_DROP_S = 2.0  # how often a sweep that lost its output stream is checked on
@@ -246,6 +248,7 @@ class HostRun:
                 self.engine,
                 image=self._image,
                 model=req.hf_model,
+                revision=self.opts.profile.model_revision,
                 scope=self.scope,
                 cache_dir=self._model_cache(),
                 user=self.uid_gid,
@@ -253,6 +256,9 @@ class HostRun:
                 host=self.host.name,
                 out=self.out,
             )
+
+    def _jit_cache(self) -> str:
+        return f"{self.home}/.cache/bench-jit"
 
     def _model_cache(self) -> str:
         cache = self.host.model_cache
@@ -262,6 +268,18 @@ class HostRun:
         assert self.engine is not None
         p = self.opts.profile
         env = {"HOME": CONTAINER_HOME, "HF_HOME": HF_IN_CONTAINER}
+        mounts = [
+            Mount(self._host_run_dir, RUN_IN_CONTAINER),
+            Mount(self._model_cache(), HF_IN_CONTAINER),
+        ]
+        if self.opts.requirements.weights_bytes:
+            # The weights step fetched them: a start that would download is a failure.
+            env["HF_HUB_OFFLINE"] = "1"
+        if p.gpus:
+            # The JIT caches (PTX, Triton, FlashInfer, torch.compile) outlive the container,
+            # so only the first start on a host pays for compiling them.
+            self.remote.run(f"mkdir -p {shlex.quote(self._jit_cache())}", check=True)
+            mounts.append(Mount(self._jit_cache(), JIT_IN_CONTAINER))
         if self.opts.secrets.api_key is not None and "VLLM_API_KEY" in p.secret_env:
             env["VLLM_API_KEY"] = self.opts.secrets.api_key.get_secret_value()
         if self.opts.secrets.hf_token is not None:
@@ -276,10 +294,7 @@ class HostRun:
                     role="server",
                     gpus=p.gpus,
                     environment=env,
-                    mounts=(
-                        Mount(self._host_run_dir, RUN_IN_CONTAINER),
-                        Mount(self._model_cache(), HF_IN_CONTAINER),
-                    ),
+                    mounts=tuple(mounts),
                     publish={p.port: None},
                     user=self.uid_gid,
                     ipc_host=p.gpus > 1,  # NCCL between tensor-parallel ranks needs shared memory

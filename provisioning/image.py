@@ -98,6 +98,7 @@ def fetch_weights(
     *,
     image: str,
     model: str,
+    revision: str | None,
     scope: str,
     cache_dir: str,
     user: str,
@@ -111,7 +112,9 @@ def fetch_weights(
     cid = engine.start(
         ContainerSpec(
             image=image,
-            command=("huggingface-cli", "download", model),
+            # `hf` is huggingface_hub's CLI since 1.0 (vLLM needs >= 1.31, which no longer
+            # ships `huggingface-cli`); it shows progress and resumes a partial download.
+            command=("hf", "download", model, *(("--revision", revision) if revision else ())),
             run_id=scope,
             role="weights",
             environment=env,

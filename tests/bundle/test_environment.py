@@ -195,3 +195,17 @@ def test_cli_takes_the_vllm_version_from_the_runs_results(tmp_path: Path) -> Non
 )
 def test_only_a_local_server_has_a_port_to_look_up(url: str, port: int | None) -> None:
     assert envmod.local_port(url) == port
+
+
+def test_the_images_self_test_facts_travel_into_the_environment(tmp_path: Path) -> None:
+    """The vllm image writes /opt/bench/image.json at build time (torch's CUDA, FlashInfer);
+    environment.json carries it, so every bundle says what the server's image held."""
+    root = _fake_root(tmp_path)
+    facts = {"cuda": {"torch_cuda": "13.2", "flashinfer_python": "0.6.18.post1"}}
+    (root / "opt" / "bench").mkdir(parents=True)
+    (root / "opt" / "bench" / "image.json").write_text(json.dumps(facts))
+    assert envmod.image_info(root, None, None).selftest == facts
+    (root / "opt" / "bench" / "image.json").write_text("[1, 2]")  # not an object: ignored
+    assert envmod.image_info(root, None, None).selftest is None
+    (root / "opt" / "bench" / "image.json").write_text("x" * (65 * 1024))  # over the bound
+    assert envmod.image_info(root, None, None).selftest is None

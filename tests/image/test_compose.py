@@ -58,7 +58,17 @@ def test_vllm_service_runs_the_profile_token_for_token(docker_env: dict[str, str
     assert vllm["command"] == list(published.argv)
     assert vllm["ipc"] == "host"
     # Passed through from the caller's environment; an unset HF_TOKEN stays unset.
-    assert vllm["environment"] == {"VLLM_API_KEY": "k-from-env", "HF_TOKEN": None}
+    # HF_HUB_OFFLINE: the weights service fetched them; the server's start never downloads.
+    assert vllm["environment"] == {
+        "VLLM_API_KEY": "k-from-env",
+        "HF_TOKEN": None,
+        "HF_HUB_OFFLINE": "1",
+    }
+    assert vllm["depends_on"]["weights"]["condition"] == "service_completed_successfully"  # type: ignore[index]
+    weights = _services(_config(docker_env, "vllm"))["weights"]
+    assert weights["command"][:3] == ["hf", "download", published.argv[2]]  # type: ignore[index]
+    # The PTX/Triton/FlashInfer caches on a named volume at the image's cache path.
+    assert any(v["target"] == "/var/cache/jit" for v in vllm["volumes"])  # type: ignore[attr-defined]
     assert vllm["ports"] == [
         {
             "mode": "ingress",
@@ -99,7 +109,8 @@ def test_the_api_key_is_never_in_the_file_or_a_command(docker_env: dict[str, str
     services = _services(_config(env, "vllm", "twin"))
     for name, service in services.items():
         assert "s3cr3t-value" not in json.dumps(service.get("command")), name
-        assert service["environment"]["VLLM_API_KEY"] == "s3cr3t-value", name  # type: ignore[index]
+        if name != "weights":  # the download needs HF_TOKEN only
+            assert service["environment"]["VLLM_API_KEY"] == "s3cr3t-value", name  # type: ignore[index]
 
 
 def test_default_vllm_image_tag_names_the_dockerfile_commit() -> None:
