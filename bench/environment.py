@@ -92,6 +92,11 @@ class BenchInfo(_Model):
     settings: dict[str, Any]
 
 
+class ServerStart(_Model):
+    ready_after_s: float
+    jit_cache_was_empty: bool | None = None
+
+
 class Environment(_Model):
     schema_version: int = ENVIRONMENT_SCHEMA_VERSION
     captured_at: datetime
@@ -101,6 +106,10 @@ class Environment(_Model):
     vllm_version: str | None
     gpu: gpu.GpuInventory
     bench: BenchInfo
+    # Filled by the orchestrator, which sees the container start: seconds from the
+    # container's start to ready, and whether the JIT caches were empty (a first start
+    # on this host compiles; later ones load). None when bench ran without it.
+    server_start: ServerStart | None = None
 
 
 def is_secret_name(name: str) -> bool:

@@ -114,6 +114,7 @@ class HostRun:
         self.server_id: str | None = None
         self.server_log: list[str] = []
         self.home = ""
+        self.jit_cache_was_empty: bool | None = None
         self.uid_gid = ""
         self.stop = threading.Event()
         self._exec_id: str | None = None
@@ -279,6 +280,8 @@ class HostRun:
             # The JIT caches (PTX, Triton, FlashInfer, torch.compile) outlive the container,
             # so only the first start on a host pays for compiling them.
             self.remote.run(f"mkdir -p {shlex.quote(self._jit_cache())}", check=True)
+            found = self.remote.run(f"find {shlex.quote(self._jit_cache())} -type f -print -quit")
+            self.jit_cache_was_empty = found.ok and not found.stdout.strip()
             mounts.append(Mount(self._jit_cache(), JIT_IN_CONTAINER))
         if self.opts.secrets.api_key is not None and "VLLM_API_KEY" in p.secret_env:
             env["VLLM_API_KEY"] = self.opts.secrets.api_key.get_secret_value()
@@ -568,6 +571,12 @@ class HostRun:
         image_doc["digest"] = self.outcome.image_id
         image_doc["labels"] = self.engine.image_labels(self.outcome.image_id)
         doc["image"] = image_doc
+        timings = self.outcome.timings_s
+        if "readiness" in timings:
+            doc["server_start"] = {
+                "ready_after_s": round(timings.get("server start", 0.0) + timings["readiness"], 2),
+                "jit_cache_was_empty": self.jit_cache_was_empty,
+            }
         self.remote.write_text(path, json.dumps(doc, indent=2) + "\n")
 
     def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:

@@ -87,7 +87,12 @@ def test_provision_bench_builds_an_image_that_is_on_neither_machine_and_records_
         assert f"building {tag} (target bench, vLLM commit {pinned_commit()})" in err
         bundle = tmp_path / "results" / ssh_host.alias / run_id
         verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
-        image = json.loads((bundle / "environment.json").read_text())["image"]
+        env = json.loads((bundle / "environment.json").read_text())
+        image = env["image"]
+        # The image's build-time self-test facts and the server's start travel in the bundle.
+        assert image["selftest"]["parts"] == ["python"]
+        assert env["server_start"]["ready_after_s"] > 0
+        assert env["server_start"]["jit_cache_was_empty"] is None  # twin: no GPU, no JIT
         built = subprocess.run(
             ["docker", "image", "inspect", "-f", "{{.Id}}", tag],
             capture_output=True, text=True, check=True,
