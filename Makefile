@@ -15,6 +15,7 @@ help:
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make preflight HOST=..    the GPU host's checks only"
+	@echo "make smoke HOST=..        minutes on the GPU host first: self-test, small model, two cells"
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
@@ -166,6 +167,18 @@ compare-commits: setup
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
 		$(BUILD_FLAGS) $(foreach arg,$(BUILD_ARGS_A),--build-arg-a $(arg)) \
 		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+
+# The short check on a real GPU host before the long run (minutes): the image built or
+# loaded, its self-test on the host's GPUs, a small pinned model served with the published
+# launch's model-independent flags (bench/launch_profiles/smoke.toml), two cells, the
+# bundle signed, pulled back and verified. No verdict: the card is of another model.
+SMOKE_RUN_ARGS := --contexts 1024 --concurrencies 1 2 --duration 10 --max-tokens 256
+.PHONY: smoke
+smoke: setup
+	@test -n "$(HOST)" || { echo "make smoke needs HOST=<ssh alias or hostname>" >&2; exit 2; }
+	$(BIN)/python -m provisioning bench "$(HOST)" --profile smoke --no-verdict \
+		$(if $(IMAGE),--image "$(IMAGE)") $(if $(TRUST_NEW_HOST),--trust-new-host) \
+		$(if $(IMAGE_SOURCE),--image-source "$(IMAGE_SOURCE)") $(BUILD_FLAGS) -- $(SMOKE_RUN_ARGS)
 
 .PHONY: preflight
 preflight: setup

@@ -164,6 +164,7 @@ class HostRun:
             for step in (
                 self._prepare_host,
                 self._ensure_image,
+                self._gpu_selftest,
                 self._fetch_weights,
                 self._start_server,
                 self._wait_ready,
@@ -237,6 +238,22 @@ class HostRun:
     def _image(self) -> str:
         """What containers run: the image's id once known (a tag can move meanwhile)."""
         return self.outcome.image_id or self.opts.image_ref
+
+    def _gpu_selftest(self) -> None:
+        gpus = self.opts.profile.gpus
+        if not gpus:
+            return
+        assert self.engine is not None
+        with self.step("self-test"):
+            image.gpu_selftest(
+                self.engine,
+                image=self._image,
+                scope=self.scope,
+                user=self.uid_gid,
+                gpus=gpus,
+                host=self.host.name,
+                out=self.out,
+            )
 
     def _fetch_weights(self) -> None:
         req = self.opts.requirements

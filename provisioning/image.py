@@ -133,6 +133,37 @@ def fetch_weights(
         )
 
 
+def gpu_selftest(
+    engine: Engine, *, image: str, scope: str, user: str, gpus: int, host: str, out: TextIO
+) -> None:
+    """The image's self-test on the host's GPUs (docker/image_selftest.py, part `gpu` too):
+    torch sees the GPUs and a Triton kernel compiles (against Python.h) and runs on each,
+    before minutes of weight loading depend on it."""
+    cid = engine.start(
+        ContainerSpec(
+            image=image,
+            command=("image-selftest", "--parts", "python,cc,cuda,gpu"),
+            run_id=scope,
+            role="selftest",
+            environment={"HOME": CONTAINER_HOME, "TRITON_CACHE_DIR": f"{CONTAINER_HOME}/triton"},
+            user=user,
+            gpus=gpus,
+        )
+    )
+    code = engine.wait(cid, timeout_s=900)
+    tail = engine.log_tail(cid)
+    if code != 0:
+        raise ContainerFailed(
+            f"the image's self-test failed on {host}'s GPUs (exit {code}):\n{tail}",
+            log_tail=tail,
+            hint="the line above names the missing piece; rebuild the image or fix the host",
+        )
+    print(
+        f"[{host}] {tail.strip().splitlines()[-1][:300] if tail.strip() else 'self-test passed'}",
+        file=out,
+    )
+
+
 def _counting(chunks: Iterator[bytes], out: TextIO, host: str) -> Iterator[bytes]:
     sent = 0
     for chunk in chunks:

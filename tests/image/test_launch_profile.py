@@ -24,7 +24,7 @@ CARD = (
 
 
 def test_shipped_profiles_are_listed() -> None:
-    assert available() == ["published", "twin"]
+    assert available() == ["published", "smoke", "twin"]
 
 
 def test_published_argv_is_the_card_token_for_token_without_the_key() -> None:
@@ -40,6 +40,27 @@ def test_published_argv_is_the_card_token_for_token_without_the_key() -> None:
     assert profile.ipc_host is True
     assert profile.model_cache == "/root/.cache/huggingface"
     assert not any("api-key" in t or "redacted" in t for t in profile.argv)
+
+
+# Flags of the published launch that belong to its model (the 397B GPTQ MoE with MTP).
+MODEL_FLAGS: tuple[str, ...] = ("--max-model-len", "--quantization", "--linear-backend")
+MODEL_FLAGS += ("--moe-backend", "--speculative-config")
+
+
+def test_smoke_keeps_every_model_independent_published_flag() -> None:
+    """`make smoke`: the published launch with a small pinned model; only the flags that
+    belong to the 397B model are left out, and --revision is the profile's pin."""
+    smoke, published = load_launch_profile("smoke"), load_launch_profile("published")
+    assert (smoke.image, smoke.gpus, smoke.port) == (published.image, published.gpus, 8000)
+    for i, token in enumerate(published.argv[3:], start=3):
+        if token.startswith("--") and token not in MODEL_FLAGS:
+            value = published.argv[i + 1] if i + 1 < len(published.argv) else None
+            has_value = value is not None and not value.startswith("--")
+            assert smoke.flag(token) == (value if has_value else smoke.flag(token)), token
+            assert token in smoke.argv, token
+    assert not any(flag in smoke.argv for flag in MODEL_FLAGS)
+    assert smoke.model_revision is not None and len(smoke.model_revision) == 40
+    assert smoke.flag("--revision") == smoke.model_revision
 
 
 def test_twin_runs_on_the_bench_image_without_gpus() -> None:
@@ -71,7 +92,7 @@ def test_unknown_profile_names_the_choices() -> None:
     assert err.value.exit_code == Exit.USAGE
     line = err.value.one_line()
     assert "unknown launch profile 'publshed'" in line
-    assert "published, twin" in line
+    assert "published, smoke, twin" in line
     assert "\n" not in line
 
 
