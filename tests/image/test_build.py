@@ -45,7 +45,14 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     )
     assert probe.returncode == 0, probe.stderr
     # The CPU image carries the measurement side and its data, not the orchestrator.
-    assert probe.stdout.strip() == "True ['published', 'twin']"
+    assert probe.stdout.strip() == "True ['published', 'smoke', 'twin']"
+    # The self-test's generic part ran as the build's last step and left its facts.
+    facts = run(
+        ["docker", "run", "--rm", bench_image, "cat", "/opt/bench/image.json"], env=docker_env
+    )
+    assert facts.returncode == 0, facts.stderr
+    assert json.loads(facts.stdout)["parts"] == ["python"]
+    assert labels["bench.selftest"] == "/opt/bench/image.json"
 
 
 def test_make_image_stops_early_without_the_registry(docker_env: dict[str, str]) -> None:
