@@ -11,6 +11,13 @@ container call, so both connections trust the same key. (The SDK's other mode sh
 to the system `ssh`, which reads the password database's home rather than HOME and cannot
 be given a config file; it is not used.)
 
+The SDK's connection keeps within OpenSSH's defaults: each pooled HTTP connection is one SSH
+session (`docker system dial-stdio`), and a stock sshd allows 10 per connection
+(MaxSessions). The SDK as shipped keeps a pool per request URL, up to 10 idle connections in
+each, and opens more when they are busy, so a run reached 16 channels and the host refused
+the next ("open failed"). Here the SDK gets one pool of SDK_SESSIONS connections that waits
+for a free one instead of opening another; preflight checks the host allows that many.
+
 Every container carries labels (app, run id, role) so that clean-up finds exactly the
 containers of one run, also after a crash of this process.
 """
@@ -30,6 +37,7 @@ import docker.utils.build
 import paramiko
 import requests.exceptions
 import structlog
+import urllib3
 
 from bench.errors import BenchError, HostCheckFailed, RunFailed, ServerError
 from provisioning.hosts import Host
@@ -44,6 +52,10 @@ APP = "vllm-bench"
 
 class EngineUnreachable(HostCheckFailed):
     pass
+
+
+class SessionRefused(EngineUnreachable):
+    """The host's sshd refused a session on a working connection (MaxSessions)."""
 
 
 class ContainerFailed(ServerError):
@@ -92,10 +104,38 @@ def _wrap(action: str, exc: BaseException) -> BenchError:
         return ImageMissing(f"{action}: image not found on the host: {exc.explanation}")
     if isinstance(exc, docker.errors.APIError):
         return RunFailed(f"{action}: the Docker engine said: {exc.explanation or exc}")
+    if isinstance(exc, paramiko.ChannelException):
+        # The connection is up; the host's sshd refused one more session on it.
+        return SessionRefused(
+            f"{action}: the host's sshd refused another SSH session ({exc}); the connection "
+            "itself is up",
+            hint=f"the run needs {SDK_SESSIONS} sessions per connection: MaxSessions in the "
+            "host's sshd_config (OpenSSH's default 10 is enough)",
+        )
     return EngineUnreachable(
         f"{action}: lost the Docker engine over ssh: {exc or type(exc).__name__}",
         hint="check `ssh HOST docker version`",
     )
+
+
+# At most this many SSH sessions on the SDK's connection: the server's log and the sweep's
+# output are held open for a whole run, and one more serves every short call.
+SDK_SESSIONS = 4
+_POOL_KEY = "http+docker://ssh/engine"
+
+
+def _one_bounded_pool(client: docker.DockerClient) -> None:
+    """Route every request of the SDK's SSH adapter through one pool of SDK_SESSIONS that
+    blocks when all are busy (see the module docstring)."""
+    adapter: Any = client.api.get_adapter("http+docker://ssh")  # the SDK's SSHHTTPAdapter
+    per_url = adapter.get_connection
+
+    def get_connection(url: str, proxies: object = None) -> urllib3.HTTPConnectionPool:
+        pool: urllib3.HTTPConnectionPool = per_url(_POOL_KEY, proxies)
+        pool.block = True
+        return pool
+
+    adapter.get_connection = get_connection
 
 
 _TRANSPORT_ERRORS = (
@@ -120,8 +160,12 @@ class Engine:
         url = f"ssh://{host.user}@{host.name}:{host.port}"
         try:
             client = docker.DockerClient(
-                base_url=url, use_ssh_client=False, timeout=int(self._timeout_s)
+                base_url=url,
+                use_ssh_client=False,
+                timeout=int(self._timeout_s),
+                max_pool_size=SDK_SESSIONS,
             )
+            _one_bounded_pool(client)
             self.server_version = str(client.version().get("Version", "?"))
             return client
         except paramiko.SSHException as exc:

@@ -110,6 +110,8 @@ def preflight_host(
             host=host.name,
             ssh_found=f"{host.address}, host key {remote.host_key_fingerprint}",
             model_cache=host.model_cache,
+            caps=remote,
+            sessions_needed=containers.SDK_SESSIONS,
             hf_token_present=hf_token(environ) is not None,
         )
     finally:

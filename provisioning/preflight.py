@@ -55,6 +55,58 @@ class Probe(Protocol):
     def run(self, command: str) -> CommandResult: ...
 
 
+class SshCaps(Protocol):
+    """What the host's sshd allows on one connection (provisioning.remote.Remote has these)."""
+
+    def session_capacity(self, wanted: int) -> int: ...
+
+    def sftp_problem(self) -> str | None: ...
+
+    def forwarding_problem(self) -> str | None: ...
+
+
+def check_ssh_limits(caps: SshCaps, sessions_needed: int) -> list[Check]:
+    """Sessions per connection (the Docker SDK holds up to `sessions_needed` on its own
+    connection), SFTP (run files and the bundle travel over it), TCP forwarding to the
+    host's loopback (readiness reaches the server's port through it). Sessions first: an
+    SFTP session would count against the limit."""
+    have = caps.session_capacity(sessions_needed)
+    sessions = (
+        Check("ssh sessions", Status.OK, f">= {have} per connection (needs {sessions_needed})")
+        if have >= sessions_needed
+        else Check(
+            "ssh sessions",
+            Status.FAIL,
+            f"sshd allows {have} session(s) per connection; the run needs {sessions_needed}",
+            f"set MaxSessions {sessions_needed} or more in the host's sshd_config "
+            "(OpenSSH's default is 10)",
+        )
+    )
+    problem = caps.sftp_problem()
+    sftp = (
+        Check("sftp", Status.OK, "SFTP subsystem available")
+        if problem is None
+        else Check(
+            "sftp",
+            Status.FAIL,
+            f"no SFTP on the host ({problem}); run files and the bundle travel over it",
+            "enable it in the host's sshd_config: Subsystem sftp /usr/lib/openssh/sftp-server",
+        )
+    )
+    problem = caps.forwarding_problem()
+    forwarding = (
+        Check("port forwarding", Status.OK, "TCP to the host's 127.0.0.1 allowed")
+        if problem is None
+        else Check(
+            "port forwarding",
+            Status.FAIL,
+            f"sshd refuses TCP forwarding ({problem}); the server's port is reached through it",
+            "allow it for this account in sshd_config: AllowTcpForwarding local",
+        )
+    )
+    return [sessions, sftp, forwarding]
+
+
 @dataclass
 class Report:
     host: str
@@ -367,9 +419,13 @@ def run_preflight(
     model_cache: str,
     hf_token_present: bool,
     clock: Callable[[], float] = time.time,
+    caps: SshCaps | None = None,
+    sessions_needed: int = 4,
 ) -> Report:
     """Every check, in order; SSH is already known to work when this is called."""
     report = Report(host=host, checks=[Check("ssh", Status.OK, ssh_found)])
+    if caps is not None:
+        report.checks += check_ssh_limits(caps, sessions_needed)
     docker, info = docker_info(probe)
     report.checks.append(docker)
     gpu_checks, gpus = check_gpus(probe, req)
@@ -383,7 +439,18 @@ def run_preflight(
 
 
 def ssh_failed_report(host: str, error: BenchError) -> Report:
-    rest = ["docker", "GPUs", "GPU memory", "driver", "driver CUDA", "NVIDIA runtime", "disk"]
+    rest = [
+        "ssh sessions",
+        "sftp",
+        "port forwarding",
+        "docker",
+        "GPUs",
+        "GPU memory",
+        "driver",
+        "driver CUDA",
+        "NVIDIA runtime",
+        "disk",
+    ]
     rest += ["HF token", "clock"]
     report = Report(host=host, checks=[Check("ssh", Status.FAIL, error.message, error.hint or "")])
     report.checks += [Check(n, Status.SKIP, "not checked (needs SSH)") for n in rest]

@@ -339,6 +339,51 @@ class Remote:
         out = self.run(f"sha256sum -- {shlex.quote(path)}", check=True).stdout
         return out.split()[0]
 
+    # -- what the host's sshd allows (preflight) --------------------------------------------
+
+    def _transport(self) -> paramiko.Transport:
+        transport: paramiko.Transport | None = self._c.client.get_transport()
+        if transport is None:
+            raise SshUnreachable(f"ssh to {self.host.name} is not connected")
+        return transport
+
+    def session_capacity(self, wanted: int) -> int:
+        """How many sessions this connection may hold at once (sshd's MaxSessions), counted
+        up to WANTED by opening them together."""
+        transport, opened = self._transport(), []
+        try:
+            for _ in range(wanted):
+                try:
+                    opened.append(transport.open_session(timeout=10))
+                except paramiko.ChannelException:
+                    break
+        finally:
+            for channel in opened:
+                channel.close()
+        return len(opened)
+
+    def sftp_problem(self) -> str | None:
+        """None when the host serves SFTP; else what went wrong opening it."""
+        try:
+            self._c.client.open_sftp().close()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    def forwarding_problem(self) -> str | None:
+        """None when sshd forwards TCP to the host's loopback (how the server's port is
+        reached); a closed port answers "connect failed", a refusal "prohibited"."""
+        try:
+            channel = self._transport().open_channel(
+                "direct-tcpip", ("127.0.0.1", 1), ("127.0.0.1", 0), timeout=10
+            )
+        except paramiko.ChannelException as exc:
+            if exc.code == paramiko.common.OPEN_FAILED_CONNECT_FAILED:
+                return None
+            return exc.text or f"channel refused (code {exc.code})"
+        channel.close()
+        return None
+
     # -- HTTP to a port on the host's loopback (the server under test) --------------------
 
     def http_get(
@@ -356,7 +401,13 @@ class Remote:
             channel = transport.open_channel(
                 "direct-tcpip", ("127.0.0.1", port), ("127.0.0.1", 0), timeout=timeout_s
             )
-        except paramiko.ChannelException:
+        except paramiko.ChannelException as exc:
+            if exc.code != paramiko.common.OPEN_FAILED_CONNECT_FAILED:
+                raise HostCheckFailed(
+                    f"{self.host.name}'s sshd refuses port forwarding to 127.0.0.1:{port}: "
+                    f"{exc.text}",
+                    hint="allow it for this account: AllowTcpForwarding local (sshd_config)",
+                ) from None
             return None  # connection refused on the host
         except (OSError, EOFError, paramiko.SSHException):
             self.reconnect()

@@ -1,8 +1,10 @@
 """A real OpenSSH sshd on 127.0.0.1 standing for the GPU host, and a temporary HOME.
 
 `ssh_host` starts tests/setup/sshd.sh (which installs openssh-server when missing) on a
-free port with throwaway keys under tmp_path, points HOME at tmp_path/home (so nothing
-reads or writes the real ~/.ssh) and stops the server afterwards. A server that does not
+free port with throwaway keys under tmp_path, Debian's stock sshd_config and a non-root
+account in the docker group (the script's header says what else differs and why), points
+HOME at tmp_path/home (so nothing reads or writes the real ~/.ssh) and stops the server
+afterwards. A server that does not
 come up is a failing test with sshd's own output, never a skip.
 """
 
@@ -47,6 +49,8 @@ def _children(pid: int) -> list[int]:
 
 @dataclass
 class SshTestHost:
+    """DIR/remote-home is the account's HOME on the "GPU host", DIR/bin first on its PATH."""
+
     dir: Path
     port: int
     alias: str
@@ -57,6 +61,10 @@ class SshTestHost:
     @property
     def bin(self) -> Path:
         return self.dir / "bin"
+
+    @property
+    def user(self) -> str:
+        return (self.dir / "user").read_text().strip()
 
     @property
     def known_hosts(self) -> Path:
@@ -106,7 +114,10 @@ def _wait_listening(host: SshTestHost, timeout_s: float = 600.0) -> None:
     )
 
 
-def start_sshd(base: Path, port: int | None = None) -> SshTestHost:
+def start_sshd(
+    base: Path, port: int | None = None, variant: dict[str, str] | None = None
+) -> SshTestHost:
+    """VARIANT: tests/setup/sshd.sh's SSHD_* settings (another user, options, no SFTP)."""
     base.mkdir(parents=True, exist_ok=True)
     port = port or _free_port()
     log = base / "sshd.log"
@@ -115,7 +126,7 @@ def start_sshd(base: Path, port: int | None = None) -> SshTestHost:
             [str(SSHD_SH), str(base), str(port)],
             stdout=fh,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "SSHD_ALIAS": ALIAS},
+            env={**os.environ, "SSHD_ALIAS": ALIAS, **(variant or {})},
         )
     host = SshTestHost(dir=base, port=port, alias=ALIAS, home=base / "home", proc=proc, log=log)
     _wait_listening(host)
@@ -134,6 +145,13 @@ def stop_sshd(host: SshTestHost) -> None:
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    # The throwaway account and its home (tests/setup/sshd.sh made them for this port).
+    user = (host.dir / "user").read_text().strip() if (host.dir / "user").is_file() else ""
+    if user.startswith("bench-"):
+        subprocess.run(["userdel", user], capture_output=True, check=False)
+    subprocess.run(
+        ["rm", "-rf", "--one-file-system", f"/var/tmp/bench-ssh/{host.port}"], check=False
+    )
 
 
 @pytest.fixture

@@ -317,3 +317,53 @@ def test_nvidia_smi_without_a_cuda_version_fails_the_check() -> None:
     probe = Scripted({"nvidia-smi": ok(FOUR_PRO_6000)})
     check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.FAIL and check.found == "nvidia-smi shows no CUDA Version"
+
+
+# --- what the host's sshd allows (issue 18) ----------------------------------------------
+
+
+class Caps:
+    """A scripted sshd: its MaxSessions, and whether SFTP and TCP forwarding work."""
+
+    def __init__(
+        self, max_sessions: int = 10, sftp: str | None = None, fwd: str | None = None
+    ) -> None:
+        self.max_sessions, self.sftp, self.fwd = max_sessions, sftp, fwd
+
+    def session_capacity(self, wanted: int) -> int:
+        return min(wanted, self.max_sessions)
+
+    def sftp_problem(self) -> str | None:
+        return self.sftp
+
+    def forwarding_problem(self) -> str | None:
+        return self.fwd
+
+
+def test_stock_sshd_limits_pass() -> None:
+    checks = preflight.check_ssh_limits(Caps(), 4)
+    assert [(c.name, c.status) for c in checks] == [
+        ("ssh sessions", Status.OK),
+        ("sftp", Status.OK),
+        ("port forwarding", Status.OK),
+    ]
+
+
+@pytest.mark.parametrize("max_sessions", [1, 2, 3])
+def test_too_few_sessions_per_connection_is_refused_naming_max_sessions(max_sessions: int) -> None:
+    check = preflight.check_ssh_limits(Caps(max_sessions=max_sessions), 4)[0]
+    assert check.status is Status.FAIL
+    assert check.found == (f"sshd allows {max_sessions} session(s) per connection; the run needs 4")
+    assert check.fix.startswith("set MaxSessions 4 or more in the host's sshd_config")
+
+
+def test_no_sftp_is_named_as_such_not_as_a_dropped_host() -> None:
+    check = preflight.check_ssh_limits(Caps(sftp="Channel closed."), 4)[1]
+    assert check.status is Status.FAIL
+    assert check.found.startswith("no SFTP on the host (Channel closed.)")
+    assert "Subsystem sftp" in check.fix
+
+
+def test_refused_forwarding_is_named() -> None:
+    check = preflight.check_ssh_limits(Caps(fwd="Administratively prohibited"), 4)[2]
+    assert check.status is Status.FAIL and "AllowTcpForwarding" in check.fix
