@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,6 +63,11 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
     assert proc.returncode == 0, err[-4000:]
     assert "image ..." in err and "sweep ..." in err  # the steps, in the local terminal
     assert '"cell_finished"' in err  # bench run's progress streamed back
+    # Stock sshd, non-root docker-group account: no refused channel, so no reconnect.
+    assert ssh_host.user.startswith("bench-")
+    assert "reconnecting" not in err and "open failed" not in err
+    for check in ("ssh sessions", "sftp", "port forwarding"):
+        assert re.search(rf"^{check}\s+ok\s", out + err, re.M), check
     bundle = tmp_path / "results" / ssh_host.alias / run_id
     archive = bundle.with_name(f"{run_id}.tar.gz")
     for name in ("results.json", "manifest.json", "manifest.json.sig", "tables.md", "server.log"):
