@@ -80,7 +80,7 @@ def _until_first_cell(proc: subprocess.Popen[str]) -> str:
 
 def _host_run_dir(ssh_host: SshTestHost, run_id: str) -> Path:
     """The run directory on the test host (its sessions' HOME is DIR/remote-home)."""
-    runs = ssh_host.dir / "remote-home" / ".cache" / "vllm-bench" / "runs"
+    runs = (ssh_host.dir / "remote-home").resolve() / ".cache" / "vllm-bench" / "runs"
     return runs / scope_of(run_id, ssh_host.alias)
 
 

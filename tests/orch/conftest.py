@@ -87,8 +87,13 @@ class SshTestHost:
         return out.split()[1]
 
     def drop_connections(self) -> int:
-        """Kill the sshd processes serving current connections (not the listener)."""
-        victims = _children(self.proc.pid)
+        """Kill the sshd processes serving current connections (not the listener): each
+        connection's monitor and, below it, the unprivileged process of a non-root login,
+        which holds the socket too."""
+        victims, frontier = [], _children(self.proc.pid)
+        while frontier:
+            victims += frontier
+            frontier = [c for pid in frontier for c in _children(pid)]
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         return len(victims)
@@ -133,7 +138,9 @@ def start_sshd(
     return host
 
 
-def stop_sshd(host: SshTestHost) -> None:
+def stop_sshd(host: SshTestHost, *, forget: bool = True) -> None:
+    """Stop the server; FORGET (default) also removes its account and that account's home
+    (a restart on the same DIR and port keeps them with forget=False)."""
     leftovers = _children(host.proc.pid)
     if host.proc.poll() is None:
         host.proc.terminate()
@@ -145,6 +152,8 @@ def stop_sshd(host: SshTestHost) -> None:
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    if not forget:
+        return
     # The throwaway account and its home (tests/setup/sshd.sh made them for this port).
     user = (host.dir / "user").read_text().strip() if (host.dir / "user").is_file() else ""
     if user.startswith("bench-"):

@@ -29,9 +29,14 @@ def _host(ssh_host: SshTestHost) -> hosts.Host:
     return hosts.resolve(ssh_host.alias)
 
 
+def _on_host(ssh_host: SshTestHost, name: str) -> Path:
+    """A file on the "GPU host" where its (non-root) account may read and write: its HOME."""
+    return (ssh_host.dir / "remote-home").resolve() / name
+
+
 def test_alias_resolves_from_ssh_config_in_home(ssh_host: SshTestHost) -> None:
     h = _host(ssh_host)
-    assert (h.hostname, h.port, h.user) == ("127.0.0.1", ssh_host.port, "root")
+    assert (h.hostname, h.port, h.user) == ("127.0.0.1", ssh_host.port, ssh_host.user)
     assert h.identity_files == (ssh_host.dir / "client_ed25519",)
     assert ssh_host.known_hosts in h.known_hosts_files
     assert h.known_hosts_name == f"[127.0.0.1]:{ssh_host.port}"
@@ -112,7 +117,7 @@ def _sha256(path: Path) -> str:
 def test_pull_back_survives_the_connection_being_killed_mid_transfer(
     ssh_host: SshTestHost, tmp_path: Path
 ) -> None:
-    src = tmp_path / "bundle.bin"
+    src = _on_host(ssh_host, "bundle.bin")
     src.write_bytes(os.urandom(48 << 20))
     dropped: list[int] = []
 
@@ -131,13 +136,14 @@ def test_pull_back_survives_the_connection_being_killed_mid_transfer(
 
 
 def test_pull_back_survives_sshd_restarting(ssh_host: SshTestHost, tmp_path: Path) -> None:
-    src = tmp_path / "results.json"
+    src = _on_host(ssh_host, "results.json")
     src.write_bytes(os.urandom(24 << 20))
+    want = _sha256(src)  # the host's files go with its account when the server stops
     restarted: list[SshTestHost] = []
 
     def progress(done: int, total: int) -> None:
         if not restarted and done >= total // 2:
-            stop_sshd(ssh_host)
+            stop_sshd(ssh_host, forget=False)
             restarted.append(start_sshd(ssh_host.dir, ssh_host.port))
 
     try:
@@ -148,13 +154,13 @@ def test_pull_back_survives_sshd_restarting(ssh_host: SshTestHost, tmp_path: Pat
         for h in restarted:
             stop_sshd(h)
     assert restarted
-    assert _sha256(tmp_path / "back.json") == _sha256(src)
+    assert _sha256(tmp_path / "back.json") == want
 
 
 def test_a_pull_back_stopped_on_purpose_leaves_only_a_part_file(
     ssh_host: SshTestHost, tmp_path: Path
 ) -> None:
-    src = tmp_path / "bundle.tar.gz"
+    src = _on_host(ssh_host, "bundle.tar.gz")
     src.write_bytes(os.urandom(48 << 20))
     stop = threading.Event()
     local = tmp_path / "pulled" / "bundle.tar.gz"
@@ -183,7 +189,7 @@ def test_put_then_get_round_trip_and_missing_file_is_one_line(
     src = tmp_path / "a.txt"
     src.write_text("x" * 1000)
     with Remote(_host(ssh_host), retry=FAST) as r:
-        transfer.put(r, src, str(tmp_path / "remote-copy.txt"))
-        assert (tmp_path / "remote-copy.txt").read_text() == "x" * 1000
+        transfer.put(r, src, str(_on_host(ssh_host, "remote-copy.txt")))
+        assert _on_host(ssh_host, "remote-copy.txt").read_text() == "x" * 1000
         with pytest.raises(TransferFailed, match="does not exist"):
-            transfer.get(r, str(tmp_path / "nope"), tmp_path / "nope-local")
+            transfer.get(r, str(_on_host(ssh_host, "nope")), tmp_path / "nope-local")

@@ -63,7 +63,8 @@ chmod 0700 "$dir/home/.ssh"
 # The account. Its home is outside DIR: pytest's folders are private to root (0700).
 user=${SSHD_USER:-bench-$port}
 base=/var/tmp/bench-ssh/$port
-rm -rf --one-file-system "$base"  # a port seen before: start from nothing
+# A port seen before by another DIR: start from nothing (a restart of this DIR keeps it).
+[[ -f "$dir/user" ]] || rm -rf --one-file-system "$base"
 mkdir -p "$base/bin"
 chmod 0755 /var/tmp/bench-ssh "$base" "$base/bin"
 if [[ $user == root ]]; then
