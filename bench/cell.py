@@ -19,6 +19,7 @@ from bench.metrics import Snapshot
 from bench.records import RequestRecord
 
 Sleep = Callable[[float], Awaitable[None]]
+HOLD_SLACK_S = 1e-6
 Progress = Callable[["CellRun"], None]
 
 
@@ -194,7 +195,10 @@ async def run_cell(
                 missing += f"; {without} of {concurrency} workers without a token"
             if server_ok and tokens_ok:
                 held_since = now if held_since is None else held_since
-                if now - held_since >= timing.hold_s:
+                # Within a microsecond counts as held: the pause before this check was
+                # held_since + hold_s - now, which rounding can leave a hair short (and a
+                # virtual clock cannot advance by less than its resolution).
+                if now - held_since >= timing.hold_s - HOLD_SLACK_S:
                     run.ready_after_s = now - run.t0_s
                     break
             else:

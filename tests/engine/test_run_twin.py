@@ -330,3 +330,38 @@ def test_trials_are_aggregated_with_a_confidence_interval(
     figs = [c.figures for c in results.cells if c.figures is not None]
     assert agg.total_tok_s.mean == pytest.approx(sum(f.total_tok_s for f in figs) / 2)
     assert "## Repeated trials" in (tmp_path / "r" / "tables.md").read_text()
+
+
+def test_each_scout_waits_for_the_previous_rows_lingering_streams(tmp_path: Path) -> None:
+    """On a twin whose cancelled requests stay in its engine for 1 s of server time, every
+    prefill scout reaches the twin only after the engine dropped every request cancelled
+    before it (the drain barrier), and one warm-up request comes before the first scout."""
+    from bench.twin import profile
+
+    prof = tmp_path / "linger.json"
+    data = profile.load("tiny").model_dump() | {"name": "linger", "abort_delay_s": 1.0}
+    prof.write_text(json.dumps(data))
+    log = tmp_path / "truth.jsonl"
+    with start_twin(str(prof), speed=2.0, extra_args=["--ground-truth-log", str(log)]) as t:
+        rc, _, stderr = finish(
+            bench(
+                "--url", t.url, "--contexts", "256", "512", "--prefill-only-contexts",
+                "--concurrencies", "2", "--max-tokens", "256", "--duration", "2",
+                "--out", str(tmp_path / "r"),
+            )
+        )  # fmt: skip
+    assert rc == 0, stderr[-2000:]
+    truth = [json.loads(x) for x in log.read_text().splitlines()]
+    scouts = sorted((g for g in truth if g["output_tokens"] == 1), key=lambda g: g["arrival"])
+    cancelled = [g for g in truth if g["outcome"] == "cancelled"]
+    assert len(scouts) == 2 and cancelled
+    for scout in scouts:
+        before = [g for g in cancelled if g["arrival"] < scout["arrival"]]
+        assert all(g["released"] <= scout["arrival"] for g in before)
+    # The second scout follows the first row's cells: their streams really lingered (1 s of
+    # server time is 0.5 s here) and the scout waited for that.
+    first_row = [g for g in cancelled if g["arrival"] < scouts[1]["arrival"]]
+    last_cut = max(g["chunks"][-1][0] for g in first_row)
+    assert scouts[1]["arrival"] - last_cut >= 0.45
+    warmups = [g for g in truth if g["output_tokens"] == 16]
+    assert len(warmups) == 1 and warmups[0]["arrival"] < scouts[0]["arrival"]

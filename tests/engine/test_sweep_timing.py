@@ -238,3 +238,30 @@ def test_window_holds_calls_until_one_fits_and_quiet_waits_for_the_one_under_way
         return [(n, round(t - t0, 6)) for n, t in seen]
 
     assert virtual.run(go()) == [("a start", 0.5), ("quiet", 0.51), ("b start", 1.51)]
+
+
+def test_every_scout_waits_for_lingering_requests_and_one_warm_up_comes_first(
+    tmp_path: Path,
+) -> None:
+    """The previous row's cancelled streams keep running for a while on the server; each
+    scout is sent only once the server reports nothing running, and exactly one warm-up
+    request precedes the first scout."""
+    sim = SimServer(linger_s=0.5)
+    done = _run(sim, tmp_path, _results())
+    assert done.state == "complete"
+    assert all(p.status == "valid" for p in done.prefill)
+    scouts = [c for c in sim.calls if c.kind == "scout"]
+    assert len(scouts) == 4
+    for scout in scouts:
+        before = [n for t, n in sim.running_log if t <= scout.start_s]
+        assert not before or before[-1] == 0, "scout sent beside running requests"
+    # Rows 2.. follow cells whose streams lingered: the barrier really waited for them.
+    for scout in scouts[1:]:
+        last_release = max(t for t, n in sim.running_log if t <= scout.start_s and n == 0)
+        ends = [c.end_s for c in sim.calls if c.kind == "decode" and c.end_s is not None]
+        last_cancel = max(t for t in ends if t <= scout.start_s)
+        assert last_release >= last_cancel + sim.linger_s - 1e-9
+    served = [c for c in sim.calls if c.kind != "tokenize"]
+    warmups = [c for c in served if c.kind == "warmup"]
+    assert len(warmups) == 1 and served[0] is warmups[0]
+    assert warmups[0].end_s is not None and warmups[0].end_s <= scouts[0].start_s
