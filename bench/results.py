@@ -30,7 +30,10 @@ Api = Literal["chat", "completions"]
 CellStatus = Literal["valid", "invalid", "over_capacity", "not_ready", "interrupted"]
 PrefillStatus = Literal["valid", "invalid", "interrupted", "over_capacity"]
 RunState = Literal["running", "complete", "interrupted", "failed"]
-KvSource = Literal["kv_cache_size_tokens", "num_gpu_blocks_x_block_size", "kv_budget", "unknown"]
+# Where the KV capacity came from (bench.capacity; the first in this order that is there).
+KvSource = Literal[
+    "kv_budget", "kv_cache_size_tokens", "startup_log", "num_gpu_blocks_x_block_size", "unknown"
+]
 # How the number of requests running on the server was obtained for "Average active".
 ActiveSource = Literal["server_metrics", "client_in_flight"]
 # How prompt sizes were made exact.

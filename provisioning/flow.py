@@ -328,10 +328,17 @@ class HostRun:
         env = {"HOME": CONTAINER_HOME}
         if self.opts.secrets.api_key is not None:
             env["BENCH_API_KEY"] = self.opts.secrets.api_key.get_secret_value()
-        command = (
+        command: tuple[str, ...] = (
             "bench", "run", "--url", f"http://127.0.0.1:{p.port}",
             "--out", RUN_IN_CONTAINER, *self.opts.bench_args,
         )  # fmt: skip
+        if self.server_log:
+            # The start-up log so far, for its "KV cache size: N tokens" line (a capacity
+            # source after /metrics' label); _seal rewrites the file with the whole log.
+            self.remote.write_text(
+                f"{self._host_run_dir}/server.log", "\n".join(self.server_log) + "\n"
+            )
+            command += ("--server-log", f"{RUN_IN_CONTAINER}/server.log")
         with self.step("sweep"):
             exec_id, stream = self.engine.exec_stream(
                 self.server_id, command, environment=env, user=self.uid_gid
