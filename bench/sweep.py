@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import figures, gpu, prompts
-from bench.cell import CellRun, CellTiming, Server, run_cell
+from bench.cell import CellRun, CellTiming, Server, launch_prefix_hit_rate, run_cell
 from bench.client import Clock
 from bench.errors import ServerError
 from bench.presize import Presizer, Sized
@@ -324,7 +324,11 @@ class Sweep:
             ready_after_s=run.ready_after_s,
         )
         extras = extras.model_copy(
-            update={"window_start_s": run.w0_s - run.t0_s, "window_end_s": run.w1_s - run.t0_s}
+            update={
+                "window_start_s": run.w0_s - run.t0_s,
+                "window_end_s": run.w1_s - run.t0_s,
+                "launch_prefix_cache_hit_rate": launch_prefix_hit_rate(run),
+            }
         )
         if figs is None:
             return CellResult(**base, status="invalid", reason=why, extras=extras)

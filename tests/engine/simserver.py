@@ -45,6 +45,12 @@ class SimServer:
     tokenize_fixed_s: float = 0.001
     tokenize_per_char_s: float = 1e-7
     linger_s: float = 0.0
+    # Prefix caching: a prompt seen before hits all but this many tokens (counted per token
+    # on /metrics when the request reaches the engine, as vLLM's prefix_cache_* counters).
+    recompute_tokens: int = 16
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    _seen: set[str] = field(default_factory=set)
     calls: list[Call] = field(default_factory=list)
     running: int = 0
     running_log: list[tuple[float, int]] = field(default_factory=list)
@@ -63,7 +69,11 @@ class SimServer:
     async def _handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if path == "/metrics":
-            text = f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting 0\n"
+            text = (
+                f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting 0\n"
+                f"vllm:prefix_cache_queries_total {self.prefix_queries}\n"
+                f"vllm:prefix_cache_hits_total {self.prefix_hits}\n"
+            )
             return httpx.Response(200, text=text)
         body = json.loads(request.content)
         text = body.get("messages", [{}])[0].get("content", "")
@@ -114,6 +124,10 @@ class _Stream(httpx.AsyncByteStream):
             sim._frontend_free_s = ready
             await asyncio.sleep(ready - sim.now())
             sim.add_running(1)
+            sim.prefix_queries += prompt
+            if call.text in sim._seen:
+                sim.prefix_hits += max(prompt - sim.recompute_tokens, 0)
+            sim._seen.add(call.text)
             self.counted = True
             if call.kind == "scout":
                 await asyncio.sleep(prompt / sim.prefill_tok_s)

@@ -83,6 +83,11 @@ def test_every_valid_cell_obeys_the_cards_two_identities(small_run: Path) -> Non
         assert f.active_source == "server_metrics"
         # Short requests turn over often (a new one waits for KV blocks): at most C run.
         assert cell.concurrency / 2 <= f.average_active <= cell.concurrency
+        # The C requests launched together reuse the prefix the row's scout cached: the
+        # twin recomputes only 16 tokens of each (tiny's warm_recompute_tokens).
+        assert cell.extras is not None and cell.extras.launch_prefix_cache_hit_rate is not None
+        hit = cell.extras.launch_prefix_cache_hit_rate
+        assert hit == pytest.approx((cell.prompt_tokens - 16) / cell.prompt_tokens)
     over = {(c.context_label, c.concurrency) for c in results.cells if c.status == "over_capacity"}
     assert over == {("1K", 2), ("1K", 4)}
     assert [p.status for p in results.prefill] == ["valid", "valid", "valid"]

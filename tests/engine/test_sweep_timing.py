@@ -265,3 +265,31 @@ def test_every_scout_waits_for_lingering_requests_and_one_warm_up_comes_first(
     warmups = [c for c in served if c.kind == "warmup"]
     assert len(warmups) == 1 and served[0] is warmups[0]
     assert warmups[0].end_s is not None and warmups[0].end_s <= scouts[0].start_s
+
+
+def test_each_decode_cell_records_the_hit_rate_of_its_launch(tmp_path: Path) -> None:
+    """The C requests a cell launches together reuse the prompt its row's scout cached:
+    their prefix-cache hit rate, from /metrics before the launch and once each has a
+    token, is recorded on the cell."""
+    sim = SimServer(recompute_tokens=16)
+    done = _run(sim, tmp_path, _results((1024, 2048)))
+    decode = [c for c in done.cells if c.status == "valid"]
+    assert len(decode) == 4
+    for cell in decode:
+        assert cell.extras is not None
+        expected = (cell.prompt_tokens - 16) / cell.prompt_tokens
+        assert cell.extras.launch_prefix_cache_hit_rate == pytest.approx(expected)
+
+
+def test_a_launch_mixed_with_second_requests_gives_no_hit_rate() -> None:
+    from bench.cell import CellRun, launch_prefix_hit_rate
+    from bench.metrics import PREFIX_HITS, PREFIX_QUERIES, Snapshot
+
+    before = Snapshot(0.0, {PREFIX_HITS: 0.0, PREFIX_QUERIES: 0.0})
+    after = Snapshot(1.0, {PREFIX_HITS: 90.0, PREFIX_QUERIES: 100.0})
+    run = CellRun(concurrency=4, t0_s=0.0, before_launch=before, launched=after)
+    run.launched_requests = 4
+    assert launch_prefix_hit_rate(run) == pytest.approx(0.9)
+    run.launched_requests = 5  # a worker was on its second request: counters are mixed
+    assert launch_prefix_hit_rate(run) is None
+    assert launch_prefix_hit_rate(CellRun(concurrency=4, t0_s=0.0)) is None
