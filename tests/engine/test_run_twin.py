@@ -370,3 +370,30 @@ def test_each_scout_waits_for_the_previous_rows_lingering_streams(tmp_path: Path
     assert scouts[1]["arrival"] - last_cut >= 0.45
     warmups = [g for g in truth if g["output_tokens"] == 16]
     assert len(warmups) == 1 and warmups[0]["arrival"] < scouts[0]["arrival"]
+
+
+def test_kv_budget_wins_and_the_start_up_log_is_a_source(tmp_path: Path) -> None:
+    """`bench run` names the capacity source it used: --kv-budget over /metrics' label, and
+    the server log's "KV cache size" line when /metrics is not there."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO [kv_cache_utils.py:1087] GPU KV cache size: 5,000 tokens\n")
+    quick = [
+        "--contexts", "256", "--prefill-only-contexts", "--concurrencies", "1",
+        "--max-tokens", "16", "--duration", "1", "--server-log", str(log),
+    ]  # fmt: skip
+    with start_twin("tiny", speed=2.0) as t:
+        rc, out, err = finish(
+            bench("--url", t.url, *quick, "--kv-budget", "260", "--out", str(tmp_path / "a"))
+        )
+    assert rc == 0, err[-2000:]
+    assert "KV capacity: 260 tokens (kv_budget: --kv-budget)" in out
+    # The twin's label says 2,048: the cell would run; the budget makes it over capacity.
+    assert "256 x 1: over capacity (needs 272 KV tokens, the server has 260)" in out
+    results = Results.model_validate_json((tmp_path / "a" / "results.json").read_text())
+    assert results.plan.kv.source == "kv_budget" and results.measurement.kv_source == "kv_budget"
+    with start_twin("tiny", speed=2.0, extra_args=["--fault-no-metrics"]) as t:
+        rc, out, err = finish(bench("--url", t.url, *quick, "--out", str(tmp_path / "b")))
+    assert rc == 0, err[-2000:]
+    assert (
+        f'KV capacity: 5,000 tokens (startup_log: {log}: "GPU KV cache size: 5,000 tokens")' in out
+    )
