@@ -274,3 +274,15 @@ def test_the_sweep_gets_the_server_log_for_its_kv_capacity_line(tmp_path: Path) 
     assert engine.command[i + 1] == "/results/run/server.log"
     (path, text) = next(iter(remote.written.items()))
     assert path.endswith("/server.log") and "GPU KV cache size: 1,835,008 tokens" in text
+
+
+def test_a_drop_while_writing_the_server_log_only_leaves_the_flag_out(tmp_path: Path) -> None:
+    class DroppingRemote(WritingRemote):
+        def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None:
+            raise SshUnreachable("ssh to gpu01 dropped")
+
+    engine = RecordingEngine()
+    run = _host_run(engine, cast(ScriptedRemote, DroppingRemote()), tmp_path)
+    run.server_log = ["GPU KV cache size: 1,835,008 tokens"]
+    run._sweep()
+    assert run.outcome.error is None and "--server-log" not in engine.command
