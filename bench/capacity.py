@@ -83,7 +83,7 @@ def kv_capacity(
         )
     why = "no /metrics" if snapshot is None else f"no {CACHE_CONFIG} in /metrics"
     return KvCapacity(
-        tokens=None, source="unknown", detail=f"{why}, {why_not_log} and no --kv-budget"
+        tokens=None, source="unknown", detail=f"{why} and no --kv-budget; {why_not_log}"
     )
 
 
