@@ -293,3 +293,14 @@ def test_a_launch_mixed_with_second_requests_gives_no_hit_rate() -> None:
     run.launched_requests = 5  # a worker was on its second request: counters are mixed
     assert launch_prefix_hit_rate(run) is None
     assert launch_prefix_hit_rate(CellRun(concurrency=4, t0_s=0.0)) is None
+
+
+def test_a_scout_whose_drain_timed_out_gives_no_prefill_number(tmp_path: Path) -> None:
+    """Cancelled streams that never leave: the barrier before the next row's scout gives
+    up after its time-out, and that scout's sample is invalid with the reason."""
+    sim = SimServer(linger_s=1e6)
+    done = _run(sim, tmp_path, _results((1024, 2048)))
+    first, second = done.prefill
+    assert first.status == "valid"
+    assert second.status == "invalid" and second.prefill_tok_s is None
+    assert second.reason is not None and second.reason.startswith("server not drained after")
