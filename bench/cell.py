@@ -19,6 +19,7 @@ from bench.metrics import Snapshot
 from bench.records import RequestRecord
 
 Sleep = Callable[[float], Awaitable[None]]
+HOLD_SLACK_S = 1e-6
 Progress = Callable[["CellRun"], None]
 
 
@@ -47,6 +48,11 @@ class CellRun:
     w0_s: float | None = None
     w1_s: float | None = None
     drain_note: str | None = None
+    # /metrics just before the C workers start, and once each has its first token: the
+    # prefix-cache counters between them are those of the C requests launched together.
+    before_launch: Snapshot | None = None
+    launched: Snapshot | None = None
+    launched_requests: int = 0  # requests started by the time of `launched`
 
     @property
     def error(self) -> str | None:
@@ -91,6 +97,18 @@ class Server:
         return f"server not drained after {timeout_s:.0f} s ({running} running)"
 
 
+def launch_prefix_hit_rate(run: CellRun) -> float | None:
+    """Prefix-cache hit rate of the first C requests, or None when the counters between
+    the two snapshots may include other requests (a worker already on its second one)."""
+    if run.launched is None or run.launched_requests != run.concurrency:
+        return None
+    hits = metrics.delta(run.before_launch, run.launched, metrics.PREFIX_HITS)
+    queries = metrics.delta(run.before_launch, run.launched, metrics.PREFIX_QUERIES)
+    if hits is None or queries is None or queries <= 0:
+        return None
+    return hits / queries
+
+
 def gate_pause_s(now_s: float, poll_s: float, held_since_s: float | None, hold_s: float) -> float:
     """Seconds until the gate's next check: the poll interval, but never past the moment
     the hold completes, so the gate opens at that check rather than up to a poll later."""
@@ -131,7 +149,9 @@ async def run_cell(
         body = json.dumps(body).encode()  # once per cell, not once per request
     poll_s = max(0.01, min(0.25, timing.hold_s / 6))
     drain_note = await server.drain(timing.drain_timeout_s, poll_s)
+    before_launch = await server.scrape()
     run = CellRun(concurrency=concurrency, t0_s=clock(), drain_note=drain_note)
+    run.before_launch = before_launch
     current: list[RequestRecord | None] = [None] * concurrency
     had_token = [False] * concurrency
     failed = asyncio.Event()
@@ -190,11 +210,17 @@ async def run_cell(
                 missing = f"{in_flight} of {concurrency} requests in flight"
             without = workers_without_a_token()
             tokens_ok = without == 0
+            if tokens_ok and run.launched is None and run.before_launch is not None:
+                run.launched_requests = len(run.records)
+                run.launched = await server.scrape()
             if not tokens_ok:
                 missing += f"; {without} of {concurrency} workers without a token"
             if server_ok and tokens_ok:
                 held_since = now if held_since is None else held_since
-                if now - held_since >= timing.hold_s:
+                # Within a microsecond counts as held: the pause before this check was
+                # held_since + hold_s - now, which rounding can leave a hair short (and a
+                # virtual clock cannot advance by less than its resolution).
+                if now - held_since >= timing.hold_s - HOLD_SLACK_S:
                     run.ready_after_s = now - run.t0_s
                     break
             else:

@@ -30,7 +30,10 @@ Api = Literal["chat", "completions"]
 CellStatus = Literal["valid", "invalid", "over_capacity", "not_ready", "interrupted"]
 PrefillStatus = Literal["valid", "invalid", "interrupted", "over_capacity"]
 RunState = Literal["running", "complete", "interrupted", "failed"]
-KvSource = Literal["kv_cache_size_tokens", "num_gpu_blocks_x_block_size", "kv_budget", "unknown"]
+# Where the KV capacity came from (bench.capacity; the first in this order that is there).
+KvSource = Literal[
+    "kv_budget", "kv_cache_size_tokens", "startup_log", "num_gpu_blocks_x_block_size", "unknown"
+]
 # How the number of requests running on the server was obtained for "Average active".
 ActiveSource = Literal["server_metrics", "client_in_flight"]
 # How prompt sizes were made exact.
@@ -181,6 +184,10 @@ class CellExtras(_Model):
     spec_decode_acceptance_rate: float | None = None  # accepted / draft tokens
     spec_decode_acceptance_length: float | None = None  # 1 + accepted / drafts
     prefix_cache_hit_rate: float | None = None  # hits / queries over the window
+    # hits / queries of the C requests the cell launches together (from just before the
+    # launch to when each has its first token; None if a worker had started a second
+    # request by then, or without the counters): near 1 backs "TTFT mostly excludes prefill".
+    launch_prefix_cache_hit_rate: float | None = None
     requests_started: int = 0  # requests the workers started, warm-up included
     requests_failed: int = 0
     requests_in_window: int = 0  # requests with a token inside the window

@@ -61,7 +61,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--trials", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="output directory")
-    p.add_argument("--kv-budget", type=int, default=None, help="KV tokens if /metrics lacks it")
+    p.add_argument(
+        "--kv-budget",
+        type=int,
+        default=None,
+        help="KV capacity in tokens; wins over every capacity the server reports",
+    )
+    p.add_argument(
+        "--server-log",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help='the server\'s log: its "KV cache size: N tokens" line is a capacity source',
+    )
     p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
     p.add_argument(
         "--speed-factor",
@@ -168,7 +180,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
                 f"the run was started at {previous.server.speed_factor:g}",
                 hint="resume against the same server",
             )
-        kv = kv_capacity(snapshot, run_settings.kv_budget_tokens)
+        kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log)
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
         print(plan.render(the_plan, info, run_settings), flush=True)

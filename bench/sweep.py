@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import figures, gpu, prompts
-from bench.cell import CellRun, CellTiming, Server, run_cell
+from bench.cell import CellRun, CellTiming, Server, launch_prefix_hit_rate, run_cell
 from bench.client import Clock
 from bench.errors import ServerError
 from bench.presize import Presizer, Sized
@@ -33,6 +33,12 @@ from bench.stats import estimate
 _READY_BASE_S = 120.0
 _READY_PREFILL_TOK_S = 2000.0
 _DRAIN_TIMEOUT_S = 300.0
+# The one warm-up request before the first scout: a short prompt of its own (it warms no
+# row's prefix cache) and a few tokens, so the first scout is not the server's first
+# request since start-up (lazy initialisation, first-use compilation, allocator growth).
+WARMUP_WORDS = 64
+WARMUP_MAX_TOKENS = 16
+WARMUP_LABEL = "warm-up"
 
 
 @dataclass
@@ -46,6 +52,7 @@ class Sweep:
     gpu_sampler: gpu.GpuSampler | None = None
     _presize: Presizer = field(init=False)
     _line: tuple[float, float] | None = field(init=False, default=None)
+    _warmed_up: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         server = self.server
@@ -78,12 +85,19 @@ class Sweep:
         prompt, tokens = await self._prompt(results, ctx, trial)
         path = prompts.endpoint(s.api)
         scout_body = prompts.request_body(s.api, info.model, prompt, 1)
+        if not self._warmed_up:
+            await self._warm_up(results)
+        # The scout must be alone on the server: the previous row's cancelled streams may
+        # still run for a while (vLLM aborts them a few steps after the disconnect).
+        drain_note = await self.server.drain(
+            *self._drain_timing(s.readiness_hold_s, info.speed_factor)
+        )
         # The cold scout: prefill sample, and it warms the prefix cache for the row.
         record = RequestRecord(worker=0, start_s=self.clock())
         async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
             await self.server.client.stream(path, scout_body, record)
         if not scouted:
-            sample = scout_sample(record, ctx.label, trial, tokens)
+            sample = scout_sample(record, ctx.label, trial, tokens, drain_note)
             results = results.model_copy(update={"prefill": (*results.prefill, sample)})
             self.rundir.append(SAMPLES, [self._raw("prefill", ctx.label, 1, trial, record)])
             self.rundir.save(results)
@@ -148,6 +162,28 @@ class Sweep:
             shown = result.figures.at_server_speed(speed) if result.figures else None
             self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
         return results
+
+    @staticmethod
+    def _drain_timing(hold_s: float, speed: float) -> tuple[float, float]:
+        """(time-out, poll) of a drain barrier in client seconds, the same as a cell's."""
+        hold_s /= speed
+        return _DRAIN_TIMEOUT_S / speed + 5.0, max(0.01, min(0.25, hold_s / 6))
+
+    async def _warm_up(self, results: Results) -> None:
+        """One short request before the first scout of this sweep (a resumed run's server
+        may be freshly started too); whatever it measures is not used."""
+        self._warmed_up = True
+        s, info = results.settings, results.server
+        text = prompts.PromptText(results.run_id, -1, WARMUP_LABEL, s.seed).text(WARMUP_WORDS)
+        record = RequestRecord(worker=0, start_s=self.clock())
+        body = prompts.request_body(s.api, info.model, text, WARMUP_MAX_TOKENS)
+        await self.server.client.stream(prompts.endpoint(s.api), body, record)
+        self.progress.note(
+            "warm_up",
+            tokens=record.tokens,
+            seconds=round(self.clock() - record.start_s, 6),
+            error=record.error,
+        )
 
     def _gpu_window(self, into: list[gpu.GpuSample]) -> Callable[[bool], None] | None:
         sampler = self.gpu_sampler
@@ -288,7 +324,11 @@ class Sweep:
             ready_after_s=run.ready_after_s,
         )
         extras = extras.model_copy(
-            update={"window_start_s": run.w0_s - run.t0_s, "window_end_s": run.w1_s - run.t0_s}
+            update={
+                "window_start_s": run.w0_s - run.t0_s,
+                "window_end_s": run.w1_s - run.t0_s,
+                "launch_prefix_cache_hit_rate": launch_prefix_hit_rate(run),
+            }
         )
         if figs is None:
             return CellResult(**base, status="invalid", reason=why, extras=extras)
@@ -348,12 +388,28 @@ def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
     return not scouted or todo
 
 
-def scout_sample(record: RequestRecord, label: str, trial: int, sized_tokens: int) -> PrefillSample:
+def scout_sample(
+    record: RequestRecord,
+    label: str,
+    trial: int,
+    sized_tokens: int,
+    drain_note: str | None = None,
+) -> PrefillSample:
     """prefill tok/s = prompt tokens / TTFT of the cold max_tokens=1 request.
 
     The token's text may be swallowed by a reasoning parser (a <think> token): for the
-    scout the first usage chunk with a token counts as the first token too.
+    scout the first usage chunk with a token counts as the first token too. A scout sent
+    while the server was still busy (`drain_note`: the barrier before it timed out)
+    shared its prefill with other requests: no number from it.
     """
+    if drain_note is not None:
+        return PrefillSample(
+            context_label=label,
+            prompt_tokens=record.prompt_tokens or sized_tokens,
+            trial=trial,
+            status="invalid",
+            reason=drain_note,
+        )
     first = record.first_token_s
     if first is None and record.chunk_s:
         first = record.chunk_s[0]

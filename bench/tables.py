@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench import decode_notes
 from bench.results import CellFigures, CellResult, PrefillSample, Results
 
 DASH = "—"
@@ -164,6 +165,7 @@ def render(results: Results) -> str:
             cells = groups.get((ctx.label, c), [])
             lines.append(_row(["Sustained decode", ctx.label, str(c), *_all_cells(cells, speed)]))
     lines += ["", OVER_NOTE, ""]
+    lines += [x for note in decode_notes.notes(results) for x in (note, "")]
     if results.settings.trials > 1 and results.aggregates:
         lines += _trials(results)
     return "\n".join(lines)

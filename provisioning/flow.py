@@ -48,7 +48,7 @@ log = structlog.get_logger("provisioning.flow")
 
 RUN_IN_CONTAINER = "/results/run"
 JIT_IN_CONTAINER = "/var/cache/jit"  # the vllm image's CUDA_CACHE_PATH etc. live under it
-SELFTEST_IN_IMAGE = "/opt/bench/image.json"  # docker/image_selftest.py's facts
+_LOG_WRITE_ERRORS: tuple[type[BaseException], ...] = (*TRANSIENT, SshUnreachable)
 BUNDLES_IN_CONTAINER = "/bundles"  # the host's folder of runs, for packing
 INTERRUPT_GRACE_S = 120.0
 POLL_AFTER_DROP_S = 2.0  # how often a sweep that lost its output stream is checked on
@@ -363,10 +363,21 @@ class HostRun:
         env = {"HOME": CONTAINER_HOME}
         if self.opts.secrets.api_key is not None:
             env["BENCH_API_KEY"] = self.opts.secrets.api_key.get_secret_value()
-        command = (
+        command: tuple[str, ...] = (
             "bench", "run", "--url", f"http://127.0.0.1:{p.port}",
             "--out", RUN_IN_CONTAINER, *self.opts.bench_args,
         )  # fmt: skip
+        if self.server_log:
+            # The start-up log so far, for its "KV cache size: N tokens" line (a capacity
+            # source after /metrics' label); _seal rewrites the file with the whole log.
+            # Not worth failing the run over: without it the capacity has other sources.
+            try:
+                self.remote.write_text(
+                    f"{self._host_run_dir}/server.log", "\n".join(self.server_log) + "\n"
+                )
+                command += ("--server-log", f"{RUN_IN_CONTAINER}/server.log")
+            except _LOG_WRITE_ERRORS as exc:
+                log.warning("server_log_not_passed", host=self.host.name, error=str(exc))
         with self.step("sweep"):
             exec_id, stream = self.engine.exec_stream(
                 self.server_id, command, environment=env, user=self.uid_gid

@@ -71,6 +71,8 @@ class StepResult:
     emissions: list[Emission]
     decode_requests: int
     prefill_tokens: int
+    # Requests whose deferred abort (`abort_soon`) took effect at the start of this step.
+    aborted: list[Request] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +100,7 @@ class Engine:
         self._accept_bags = [self._rng.sample(pattern, len(pattern)) for _ in range(256)]
         self._ids = itertools.count()
         self._hasher = BlockHasher(profile.block_size)
+        self._abort_due: list[Request] = []
 
     # -- requests -------------------------------------------------------------------------
     def make_request(self, prompt_ids: list[int], max_tokens: int, rid: str = "") -> Request:
@@ -126,6 +129,12 @@ class Engine:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(req)
 
+    def abort_soon(self, req: Request) -> None:
+        """Abort at the start of the next step, the way vLLM's engine core takes an abort
+        from its input queue between two steps (the step in flight still runs it)."""
+        if not req.finished:
+            self._abort_due.append(req)
+
     @property
     def idle(self) -> bool:
         return not self.running and not self.waiting
@@ -138,6 +147,10 @@ class Engine:
 
     # -- one step -------------------------------------------------------------------------
     def step(self) -> StepResult:
+        aborted = [r for r in self._abort_due if not r.finished]
+        self._abort_due = []
+        for req in aborted:
+            self.abort(req)
         p = self.profile
         spec = p.num_speculative_tokens
         budget = p.max_num_batched_tokens
@@ -173,7 +186,7 @@ class Engine:
                 self._register_prompt_blocks(req)
                 emissions.append(self._emit(req, 1))
         self.counters.prompt_tokens += prefill_tokens
-        return StepResult(duration, emissions, len(decodes), prefill_tokens)
+        return StepResult(duration, emissions, len(decodes), prefill_tokens, aborted)
 
     def _decode(self, decodes: list[Request], spec: int) -> list[Emission]:
         """Tokens of one decode step (the hot path: one pass, no per-request calls).

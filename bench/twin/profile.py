@@ -36,6 +36,12 @@ class Profile(BaseModel):
     reported_num_gpu_blocks: int = Field(gt=0)
     max_num_batched_tokens: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0)
+    # Seconds (server time) from a client's disconnect until the engine is told to abort its
+    # request, which it then does at the next step boundary: until then the request keeps
+    # running and holding KV blocks, as in vLLM (the API server notices the disconnect and
+    # the engine core reads the abort between steps). 0.1 s is a burst of ~100 cancelled
+    # streams' aborts going through vLLM's single API-server process.
+    abort_delay_s: float = Field(default=0.1, ge=0.0)
     num_speculative_tokens: int = Field(ge=0, le=4)
     # P(k drafts accepted), k = 0..num_speculative_tokens: a step yields 1 + k tokens.
     accept_probs: list[float] = [1.0]

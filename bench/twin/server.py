@@ -55,6 +55,8 @@ class Twin:
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
         self.streams: dict[Request, Stream] = {}
+        # Cancelled streams whose requests still run until the engine takes the abort.
+        self._lingering: dict[Request, Stream] = {}
         self.requests_total = 0
         self._wake = asyncio.Event()
         self._ids = itertools.count()
@@ -97,7 +99,7 @@ class Twin:
                     self._wake.clear()
                     await self._wake.wait()
                 due = woke = loop.time()
-                result = self.engine.step()
+                result = self._step()
                 step_s = result.duration_s / speed
                 due += step_s
             self.lag.busy_s += loop.time() - woke
@@ -107,7 +109,7 @@ class Twin:
             self._collect(result)
             if now - due > RESYNC_S:
                 due = now
-            result = None if self.engine.idle else self.engine.step()
+            result = None if self.engine.idle else self._step()
             if result is None:
                 continue
             step_s = result.duration_s / speed
@@ -125,11 +127,20 @@ class Twin:
                 held += 1
                 self.lag.deferred += 1
 
+    def _step(self) -> StepResult:
+        """Plan the next step; aborts the engine took at its start end their lingering."""
+        result = self.engine.step()
+        for req in result.aborted:
+            self._release(req)
+        return result
+
     def _collect(self, result: StepResult) -> None:
         dirty = self._dirty
         for em in result.emissions:
             stream = self.streams.get(em.request)
             if stream is None:
+                if em.finished:  # a cancelled request ran to its end before the abort
+                    self._release(em.request)
                 continue
             stream.pending += em.tokens
             stream.pending_done = stream.pending_done or em.finished
@@ -176,9 +187,39 @@ class Twin:
     def _close(self, req: Request, stream: Stream) -> None:
         if self.streams.pop(req, None) is None:
             return
+        self._log(stream)
+
+    def _linger(self, req: Request, stream: Stream) -> None:
+        """A client went away: its request keeps running (and holding its KV blocks) until
+        the engine takes the abort, `abort_delay_s` of server time later and then at the
+        next step boundary, as in vLLM, where the API server notices the disconnect and
+        the engine core reads the abort between steps."""
+        if self.streams.pop(req, None) is None:
+            return
+        if req.finished:
+            self._log(stream)
+            return
+        self._lingering[req] = stream
+        delay_s = self.profile.abort_delay_s / self.config.speed
+        asyncio.get_running_loop().call_later(delay_s, self._abort_lingering, req)
+
+    def _abort_lingering(self, req: Request) -> None:
+        if req.running or req in self.engine.waiting:
+            self.engine.abort_soon(req)
+            self._wake.set()
+        else:  # still in the frontend (or already finished): nothing to wait for
+            self.engine.abort(req)
+            self._release(req)
+
+    def _release(self, req: Request) -> None:
+        stream = self._lingering.pop(req, None)
+        if stream is not None:
+            self._log(stream, released=time.time())
+
+    def _log(self, stream: Stream, released: float | None = None) -> None:
         gt = self.config.ground_truth
         if gt is not None:
-            record = {
+            record: dict[str, Any] = {
                 "request_id": stream.spec.rid,
                 "arrival": round(stream.arrival, 6),
                 "outcome": stream.outcome,
@@ -186,6 +227,8 @@ class Twin:
                 "output_tokens": stream.output_tokens,
                 "chunks": [[round(t, 6), n] for t, n in stream.chunk_log],
             }
+            if released is not None:  # when the engine dropped a cancelled request
+                record["released"] = round(released, 6)
             gt.write(json.dumps(record) + "\n")
             gt.flush()
 
@@ -325,8 +368,7 @@ class Twin:
 
         def lost() -> None:
             stream.lost()
-            self.engine.abort(req)
-            self._close(req, stream)
+            self._linger(req, stream)
 
         conn.on_lost.append(lost)
         stream.begin()

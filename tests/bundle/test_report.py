@@ -95,3 +95,26 @@ def test_gpu_telemetry_table_when_the_run_sampled_gpus(tmp_path: Path) -> None:
     assert "<td>900</td>" in section and "<td>9.250</td>" in section
     assert "sw_power_cap 67%" in section and "hw_thermal_slowdown 33%" in section
     assert "<td>2,100</td>" in section and "<td>88</td>" in section
+
+
+def test_report_shows_spec_decode_acceptance_and_the_launch_hit_rate(tmp_path: Path) -> None:
+    from bench.results import CellExtras
+
+    results = card_results()
+    extras = CellExtras(
+        spec_decode_acceptance_rate=0.4,
+        spec_decode_acceptance_length=1.8,
+        launch_prefix_cache_hit_rate=0.9,
+    )
+    cells = tuple(
+        c.model_copy(update={"extras": extras}) if c.status == "valid" else c for c in results.cells
+    )
+    root = tmp_path / "run"
+    root.mkdir()
+    (root / "results.json").write_text(
+        results.model_copy(update={"cells": cells}).model_dump_json()
+    )
+    page = write_report(root).read_text()
+    assert '<p class="note">Speculative decoding: acceptance rate 40.0 % ' in page
+    assert "mean acceptance length 1.80 tokens per step" in page
+    assert "launches together: 90.0 % over 33 cells" in page

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench import capacity, metrics, plan, prompts
@@ -13,6 +15,7 @@ from bench.run_cmd import (
     PUBLISHED_PREFILL_ONLY,
     parse_tokens,
 )
+from bench.twin import profile
 from tests.engine.card import all_measurement_rows
 
 CARD_SERVER = ServerInfo(url="http://x", model="qwen", max_model_len=262_144)
@@ -73,18 +76,68 @@ def test_render_lists_capacity_source_and_every_over_capacity_cell() -> None:
     assert "1 decode cells to run, 1 over capacity" in text
 
 
-def test_capacity_prefers_the_size_label_then_blocks_then_budget() -> None:
+def test_capacity_prefers_budget_then_size_label_then_log_then_blocks(tmp_path: Path) -> None:
     both = metrics.parse(
         'vllm:cache_config_info{block_size="16",kv_cache_size_tokens="1000",'
         'num_gpu_blocks="100"} 1\n',
         0,
     )
-    assert capacity.kv_capacity(both, 5).tokens == 1000
+    log = tmp_path / "server.log"
+    log.write_text(
+        "INFO 12-01 [kv_cache_utils.py:1087] GPU KV cache size: 9,999 tokens\n"
+        "(EngineCore_DP0 pid=77) INFO [kv_cache_utils.py:1087] GPU KV cache size: 1,234 tokens\n"
+    )
+    got = capacity.kv_capacity(both, 5, log)
+    assert (got.tokens, got.source, got.detail) == (5, "kv_budget", "--kv-budget")
+    assert capacity.kv_capacity(both, None, log).source == "kv_cache_size_tokens"
+    assert capacity.kv_capacity(both, None, log).tokens == 1000
     blocks = metrics.parse('vllm:cache_config_info{block_size="16",num_gpu_blocks="100"} 1\n', 0)
-    got = capacity.kv_capacity(blocks, 5)
+    from_log = capacity.kv_capacity(blocks, None, log)  # the last start-up line
+    assert (from_log.tokens, from_log.source) == (1234, "startup_log")
+    assert "GPU KV cache size: 1,234 tokens" in from_log.detail
+    got = capacity.kv_capacity(blocks, None, tmp_path / "missing.log")
     assert (got.tokens, got.source) == (1600, "num_gpu_blocks_x_block_size")
+    assert "unreadable" in got.detail
+    assert capacity.kv_capacity(None, None, log).tokens == 1234
     none = capacity.kv_capacity(metrics.parse("", 0), 5)
     assert (none.tokens, none.source) == (5, "kv_budget")
+
+
+def test_the_cpu_backends_log_line_is_read_too() -> None:
+    line = "INFO 09-03 [cpu_worker.py:80] CPU KV cache size: 1,048,576 tokens"
+    assert capacity.kv_tokens_from_log(line) == (1_048_576, "CPU KV cache size: 1,048,576 tokens")
+    assert capacity.kv_tokens_from_log("KV cache size unknown") is None
+
+
+def test_kv_budget_wins_over_the_twins_blocks_and_plans_the_cards_15_cells() -> None:
+    """The published twin's /metrics without the size label: blocks x size (7.3M tokens)
+    plans 6 over-capacity cells; an explicit --kv-budget must give the card's 15."""
+    twin = profile.load("published")
+    text = (
+        f'vllm:cache_config_info{{block_size="{twin.block_size}",'
+        f'num_gpu_blocks="{twin.reported_num_gpu_blocks}"}} 1\n'
+    )
+    snap = metrics.parse(text, 0)
+    card = {(r[1], int(r[2])) for r in all_measurement_rows() if r[3] == "Over capacity"}
+
+    def over(kv_budget: int | None) -> set[tuple[str, int]]:
+        settings = RunSettings(
+            url="http://x",
+            contexts=tuple(parse_tokens(c) for c in PUBLISHED_CONTEXTS),
+            prefill_only_contexts=tuple(parse_tokens(c) for c in PUBLISHED_PREFILL_ONLY),
+            concurrencies=tuple(int(c) for c in PUBLISHED_CONCURRENCIES),
+            duration_s=30,
+            max_tokens=4096,
+            kv_budget_tokens=kv_budget,
+        )
+        kv = capacity.kv_capacity(snap, kv_budget)
+        p = plan.make_plan(settings, CARD_SERVER, kv, prompt_sizing="tokenize")
+        text = plan.render(p, CARD_SERVER, settings)
+        assert f"({kv.source}: " in text  # the plan says which source it used
+        return {(c.context_label, c.concurrency) for c in p.cells if not c.run}
+
+    assert len(over(None)) == 6
+    assert over(1_800_000) == card and len(card) == 15
     unknown = capacity.kv_capacity(None, None)
     assert unknown.tokens is None and capacity.over_capacity_reason(10**9, unknown) is None
 

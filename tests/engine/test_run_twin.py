@@ -83,6 +83,11 @@ def test_every_valid_cell_obeys_the_cards_two_identities(small_run: Path) -> Non
         assert f.active_source == "server_metrics"
         # Short requests turn over often (a new one waits for KV blocks): at most C run.
         assert cell.concurrency / 2 <= f.average_active <= cell.concurrency
+        # The C requests launched together reuse the prefix the row's scout cached: the
+        # twin recomputes only 16 tokens of each (tiny's warm_recompute_tokens).
+        assert cell.extras is not None and cell.extras.launch_prefix_cache_hit_rate is not None
+        hit = cell.extras.launch_prefix_cache_hit_rate
+        assert hit == pytest.approx((cell.prompt_tokens - 16) / cell.prompt_tokens)
     over = {(c.context_label, c.concurrency) for c in results.cells if c.status == "over_capacity"}
     assert over == {("1K", 2), ("1K", 4)}
     assert [p.status for p in results.prefill] == ["valid", "valid", "valid"]
@@ -330,3 +335,65 @@ def test_trials_are_aggregated_with_a_confidence_interval(
     figs = [c.figures for c in results.cells if c.figures is not None]
     assert agg.total_tok_s.mean == pytest.approx(sum(f.total_tok_s for f in figs) / 2)
     assert "## Repeated trials" in (tmp_path / "r" / "tables.md").read_text()
+
+
+def test_each_scout_waits_for_the_previous_rows_lingering_streams(tmp_path: Path) -> None:
+    """On a twin whose cancelled requests stay in its engine for 1 s of server time, every
+    prefill scout reaches the twin only after the engine dropped every request cancelled
+    before it (the drain barrier), and one warm-up request comes before the first scout."""
+    from bench.twin import profile
+
+    prof = tmp_path / "linger.json"
+    data = profile.load("tiny").model_dump() | {"name": "linger", "abort_delay_s": 1.0}
+    prof.write_text(json.dumps(data))
+    log = tmp_path / "truth.jsonl"
+    with start_twin(str(prof), speed=2.0, extra_args=["--ground-truth-log", str(log)]) as t:
+        rc, _, stderr = finish(
+            bench(
+                "--url", t.url, "--contexts", "256", "512", "--prefill-only-contexts",
+                "--concurrencies", "2", "--max-tokens", "256", "--duration", "2",
+                "--out", str(tmp_path / "r"),
+            )
+        )  # fmt: skip
+    assert rc == 0, stderr[-2000:]
+    truth = [json.loads(x) for x in log.read_text().splitlines()]
+    scouts = sorted((g for g in truth if g["output_tokens"] == 1), key=lambda g: g["arrival"])
+    cancelled = [g for g in truth if g["outcome"] == "cancelled"]
+    assert len(scouts) == 2 and cancelled
+    for scout in scouts:
+        before = [g for g in cancelled if g["arrival"] < scout["arrival"]]
+        assert all(g["released"] <= scout["arrival"] for g in before)
+    # The second scout follows the first row's cells: their streams really lingered (1 s of
+    # server time is 0.5 s here) and the scout waited for that.
+    first_row = [g for g in cancelled if g["arrival"] < scouts[1]["arrival"]]
+    last_cut = max(g["chunks"][-1][0] for g in first_row)
+    assert scouts[1]["arrival"] - last_cut >= 0.45
+    warmups = [g for g in truth if g["output_tokens"] == 16]
+    assert len(warmups) == 1 and warmups[0]["arrival"] < scouts[0]["arrival"]
+
+
+def test_kv_budget_wins_and_the_start_up_log_is_a_source(tmp_path: Path) -> None:
+    """`bench run` names the capacity source it used: --kv-budget over /metrics' label, and
+    the server log's "KV cache size" line when /metrics is not there."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO [kv_cache_utils.py:1087] GPU KV cache size: 5,000 tokens\n")
+    quick = [
+        "--contexts", "256", "--prefill-only-contexts", "--concurrencies", "1",
+        "--max-tokens", "16", "--duration", "1", "--server-log", str(log),
+    ]  # fmt: skip
+    with start_twin("tiny", speed=2.0) as t:
+        rc, out, err = finish(
+            bench("--url", t.url, *quick, "--kv-budget", "260", "--out", str(tmp_path / "a"))
+        )
+    assert rc == 0, err[-2000:]
+    assert "KV capacity: 260 tokens (kv_budget: --kv-budget)" in out
+    # The twin's label says 2,048: the cell would run; the budget makes it over capacity.
+    assert "256 x 1: over capacity (needs 272 KV tokens, the server has 260)" in out
+    results = Results.model_validate_json((tmp_path / "a" / "results.json").read_text())
+    assert results.plan.kv.source == "kv_budget" and results.measurement.kv_source == "kv_budget"
+    with start_twin("tiny", speed=2.0, extra_args=["--fault-no-metrics"]) as t:
+        rc, out, err = finish(bench("--url", t.url, *quick, "--out", str(tmp_path / "b")))
+    assert rc == 0, err[-2000:]
+    assert (
+        f'KV capacity: 5,000 tokens (startup_log: {log}: "GPU KV cache size: 5,000 tokens")' in out
+    )

@@ -238,3 +238,69 @@ def test_window_holds_calls_until_one_fits_and_quiet_waits_for_the_one_under_way
         return [(n, round(t - t0, 6)) for n, t in seen]
 
     assert virtual.run(go()) == [("a start", 0.5), ("quiet", 0.51), ("b start", 1.51)]
+
+
+def test_every_scout_waits_for_lingering_requests_and_one_warm_up_comes_first(
+    tmp_path: Path,
+) -> None:
+    """The previous row's cancelled streams keep running for a while on the server; each
+    scout is sent only once the server reports nothing running, and exactly one warm-up
+    request precedes the first scout."""
+    sim = SimServer(linger_s=0.5)
+    done = _run(sim, tmp_path, _results())
+    assert done.state == "complete"
+    assert all(p.status == "valid" for p in done.prefill)
+    scouts = [c for c in sim.calls if c.kind == "scout"]
+    assert len(scouts) == 4
+    for scout in scouts:
+        before = [n for t, n in sim.running_log if t <= scout.start_s]
+        assert not before or before[-1] == 0, "scout sent beside running requests"
+    # Rows 2.. follow cells whose streams lingered: the barrier really waited for them.
+    for scout in scouts[1:]:
+        last_release = max(t for t, n in sim.running_log if t <= scout.start_s and n == 0)
+        ends = [c.end_s for c in sim.calls if c.kind == "decode" and c.end_s is not None]
+        last_cancel = max(t for t in ends if t <= scout.start_s)
+        assert last_release >= last_cancel + sim.linger_s - 1e-9
+    served = [c for c in sim.calls if c.kind != "tokenize"]
+    warmups = [c for c in served if c.kind == "warmup"]
+    assert len(warmups) == 1 and served[0] is warmups[0]
+    assert warmups[0].end_s is not None and warmups[0].end_s <= scouts[0].start_s
+
+
+def test_each_decode_cell_records_the_hit_rate_of_its_launch(tmp_path: Path) -> None:
+    """The C requests a cell launches together reuse the prompt its row's scout cached:
+    their prefix-cache hit rate, from /metrics before the launch and once each has a
+    token, is recorded on the cell."""
+    sim = SimServer(recompute_tokens=16)
+    done = _run(sim, tmp_path, _results((1024, 2048)))
+    decode = [c for c in done.cells if c.status == "valid"]
+    assert len(decode) == 4
+    for cell in decode:
+        assert cell.extras is not None
+        expected = (cell.prompt_tokens - 16) / cell.prompt_tokens
+        assert cell.extras.launch_prefix_cache_hit_rate == pytest.approx(expected)
+
+
+def test_a_launch_mixed_with_second_requests_gives_no_hit_rate() -> None:
+    from bench.cell import CellRun, launch_prefix_hit_rate
+    from bench.metrics import PREFIX_HITS, PREFIX_QUERIES, Snapshot
+
+    before = Snapshot(0.0, {PREFIX_HITS: 0.0, PREFIX_QUERIES: 0.0})
+    after = Snapshot(1.0, {PREFIX_HITS: 90.0, PREFIX_QUERIES: 100.0})
+    run = CellRun(concurrency=4, t0_s=0.0, before_launch=before, launched=after)
+    run.launched_requests = 4
+    assert launch_prefix_hit_rate(run) == pytest.approx(0.9)
+    run.launched_requests = 5  # a worker was on its second request: counters are mixed
+    assert launch_prefix_hit_rate(run) is None
+    assert launch_prefix_hit_rate(CellRun(concurrency=4, t0_s=0.0)) is None
+
+
+def test_a_scout_whose_drain_timed_out_gives_no_prefill_number(tmp_path: Path) -> None:
+    """Cancelled streams that never leave: the barrier before the next row's scout gives
+    up after its time-out, and that scout's sample is invalid with the reason."""
+    sim = SimServer(linger_s=1e6)
+    done = _run(sim, tmp_path, _results((1024, 2048)))
+    first, second = done.prefill
+    assert first.status == "valid"
+    assert second.status == "invalid" and second.prefill_tok_s is None
+    assert second.reason is not None and second.reason.startswith("server not drained after")

@@ -170,3 +170,43 @@ def test_an_invalid_cell_shows_its_reason_and_no_number() -> None:
         + " |"
     ) in text
     assert "| 8K | Invalid | 116.6<br>717 ms TTFT |" in text
+
+
+def _with_extras(r: Results, **extras: float) -> Results:
+    from bench.results import CellExtras
+
+    cells: list[CellResult] = []
+    for i, c in enumerate(r.cells):
+        if c.status == "valid":
+            # Cells differ a little, as real ones do: the note gives the median and range.
+            bump = {k: v + 0.01 * (i % 3) for k, v in extras.items()}
+            cells.append(c.model_copy(update={"extras": CellExtras(**bump)}))
+        else:
+            cells.append(c)
+    return r.model_copy(update={"cells": tuple(cells)})
+
+
+def test_spec_decode_acceptance_is_a_note_under_the_tables() -> None:
+    plain = tables.render(card_as_results())
+    assert "Speculative decoding" not in plain  # no counters, no note
+    r = _with_extras(
+        card_as_results(), spec_decode_acceptance_rate=0.40, spec_decode_acceptance_length=1.80
+    )
+    text = tables.render(r)
+    (note,) = [x for x in text.splitlines() if x.startswith("Speculative decoding")]
+    assert "acceptance rate 41.0 % (cells range 40.0 % to 42.0 %)" in note
+    assert "mean acceptance length 1.81 tokens per step (cells range 1.80 to 1.82)" in note
+    assert "33 measured decode cells" in note
+    # Under the tables: after the last table row, and the tables themselves unchanged.
+    last_row = max(i for i, x in enumerate(text.splitlines()) if x.startswith("| Sustained"))
+    assert text.splitlines().index(note) > last_row
+    assert [x for x in text.splitlines() if x.startswith("|")] == [
+        x for x in plain.splitlines() if x.startswith("|")
+    ]
+
+
+def test_the_launch_prefix_hit_rate_is_noted_when_recorded() -> None:
+    r = _with_extras(card_as_results(), launch_prefix_cache_hit_rate=0.95)
+    text = tables.render(r)
+    assert "Prefix-cache hit rate of the C requests each decode cell launches together: " in text
+    assert "96.0 % (cells range 95.0 % to 97.0 %) over 33 cells" in text

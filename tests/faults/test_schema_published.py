@@ -15,7 +15,7 @@ import pytest
 from bench.bundle import schema
 from bench.cli import main
 from bench.errors import VerifyFailed
-from bench.results import SCHEMA_VERSION
+from bench.results import SCHEMA_VERSION, Results
 from tests.bundle.runs import card_results, small_results
 
 PUBLISHED = Path(__file__).parents[2] / "docs" / "results.schema.json"
@@ -65,3 +65,21 @@ def test_schema_and_bench_verify_refuse_the_same_broken_results(
     (tmp_path / "results.json").write_text(json.dumps(doc))
     with pytest.raises(VerifyFailed, match=r"^results.json: "):
         schema.validate_results(tmp_path)
+
+
+def test_the_new_optional_fields_validate_and_results_without_them_still_do() -> None:
+    """Additive only: the launch's prefix-cache hit rate and the start-up log as a KV source
+    validate; results written before them (no such key) still validate, unchanged."""
+    validator = _validator()
+    doc = json.loads(small_results().model_dump_json())
+    cell = doc["cells"][0]
+    cell["extras"] = {"launch_prefix_cache_hit_rate": 0.97}
+    doc["plan"]["kv"]["source"] = "startup_log"
+    doc["measurement"]["kv_source"] = "startup_log"
+    assert list(validator.iter_errors(doc)) == []
+    cell["extras"]["launch_prefix_cache_hit_rate"] = "high"
+    assert list(validator.iter_errors(doc))
+    old = json.loads(small_results().model_dump_json())
+    old["cells"][0]["extras"] = {"prefix_cache_hit_rate": 0.5}  # as an older bench wrote it
+    assert list(validator.iter_errors(old)) == []
+    Results.model_validate(old)

@@ -240,3 +240,49 @@ def test_signing_that_keeps_dropping_gives_up_in_one_line_after_bounded_attempts
     assert f"failed {remote.retry.attempts} times" in failed.message
     assert "bench sign" in (failed.hint or "")
     assert engine.started == ["manifest"] * remote.retry.attempts  # bounded
+
+
+class RecordingEngine(ScriptedEngine):
+    """An engine that stays up and records the command of the sweep's exec."""
+
+    def __init__(self) -> None:
+        super().__init__(down_for=0, exec_states=[(False, 0)])
+        self.down = False
+        self.command: tuple[str, ...] = ()
+
+    def exec_stream(self, cid: str, command: Any, **_: Any) -> tuple[str, Iterator[bytes]]:
+        self.command = tuple(command)
+        return "exec-1", iter([b"done\n"])
+
+
+class WritingRemote(ScriptedRemote):
+    def __init__(self) -> None:
+        super().__init__(reachable=True)
+        self.written: dict[str, str] = {}
+
+    def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None:
+        self.written[remote_path] = text
+
+
+def test_the_sweep_gets_the_server_log_for_its_kv_capacity_line(tmp_path: Path) -> None:
+    engine, remote = RecordingEngine(), WritingRemote()
+    run = _host_run(engine, cast(ScriptedRemote, remote), tmp_path)
+    run.server_log = ["INFO start", "INFO [kv_cache_utils.py] GPU KV cache size: 1,835,008 tokens"]
+    run._sweep()
+    assert run.outcome.error is None
+    i = engine.command.index("--server-log")
+    assert engine.command[i + 1] == "/results/run/server.log"
+    (path, text) = next(iter(remote.written.items()))
+    assert path.endswith("/server.log") and "GPU KV cache size: 1,835,008 tokens" in text
+
+
+def test_a_drop_while_writing_the_server_log_only_leaves_the_flag_out(tmp_path: Path) -> None:
+    class DroppingRemote(WritingRemote):
+        def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None:
+            raise SshUnreachable("ssh to gpu01 dropped")
+
+    engine = RecordingEngine()
+    run = _host_run(engine, cast(ScriptedRemote, DroppingRemote()), tmp_path)
+    run.server_log = ["GPU KV cache size: 1,835,008 tokens"]
+    run._sweep()
+    assert run.outcome.error is None and "--server-log" not in engine.command

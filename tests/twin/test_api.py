@@ -187,3 +187,38 @@ def test_step_lag_is_reported(client: httpx.Client) -> None:
     assert metric(client, "twin:step_seconds_sum") > 0
     assert metric(client, "twin:step_lag_fraction") >= 0
     assert 0 <= metric(client, "twin:step_lag_max_seconds") < 1.0
+
+
+def test_cancelled_request_lingers_in_the_engine(tmp_path: object) -> None:
+    """A client that goes away leaves its request running for the profile's abort delay
+    (then the next step boundary): /metrics shows it, the ground truth says when it went."""
+    import pathlib
+
+    from bench.twin import profile
+
+    tmp = pathlib.Path(str(tmp_path))
+    prof = tmp / "linger.json"
+    data = profile.load("tiny").model_dump() | {"name": "linger", "abort_delay_s": 0.6}
+    prof.write_text(json.dumps(data))
+    log = tmp / "gt.jsonl"
+    with (
+        start_twin(str(prof), extra_args=["--ground-truth-log", str(log)]) as tw,
+        httpx.Client(base_url=tw.url, timeout=30) as c,
+    ):
+        with c.stream("POST", "/v1/chat/completions", json=chat_body("linger", 2000)) as r:
+            next(r.iter_lines())
+            while metric(c, "vllm:num_requests_running") < 1:
+                time.sleep(0.01)
+        cancelled_at = time.time()
+        time.sleep(0.2)
+        assert metric(c, "vllm:num_requests_running") == 1  # still running
+        deadline = time.time() + 5
+        while metric(c, "vllm:num_requests_running") > 0 and time.time() < deadline:
+            time.sleep(0.02)
+        gone_at = time.time()
+        time.sleep(0.05)
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert gone_at - cancelled_at >= 0.55
+    (rec,) = records
+    assert rec["outcome"] == "cancelled"
+    assert 0.55 <= rec["released"] - cancelled_at <= gone_at - cancelled_at + 0.05

@@ -161,3 +161,25 @@ def test_slow_requests_are_every_nth_and_lose_drafts() -> None:
     fast = [r.output_tokens for r in reqs if not r.drop_per_step]
     # 0.5 drafts fewer per step over ~99 decode steps: ~50 tokens behind
     assert max(slow) < min(fast) - 30
+
+
+def test_abort_soon_keeps_the_request_running_until_the_next_step() -> None:
+    """A deferred abort (a client disconnect, as vLLM takes it) leaves the request in the
+    batch and holding its blocks until the next step starts; an immediate one does not."""
+    eng = Engine(profile.load("tiny"), 0)
+    req = eng.make_request(list(range(100)), 500)
+    eng.add(req)
+    eng.step()
+    used = eng.pool.used
+    eng.abort_soon(req)
+    assert eng.running == [req] and eng.pool.used == used and not eng.idle
+    res = eng.step()
+    assert res.aborted == [req] and not res.emissions
+    assert eng.idle and eng.pool.used == 0 and req.finished
+
+
+def test_abort_delay_defaults_and_validates() -> None:
+    assert profile.load("tiny").abort_delay_s == 0.1
+    data = profile.load("tiny").model_dump() | {"abort_delay_s": -1.0}
+    with pytest.raises(ValueError):
+        profile.Profile.model_validate(data)

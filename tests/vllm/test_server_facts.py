@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench import capacity
 from tests.vllm import prom
 from tests.vllm.server import MAX_MODEL_LEN, MODEL_NAME, NUM_BLOCKS, VllmServer
 
@@ -122,6 +123,9 @@ def test_kv_capacity_labels_agree_with_the_start_up_log(vllm_server: VllmServer)
     # A plain Llama has one attention group: blocks x size is the capacity (not so for hybrids).
     assert tokens == blocks * block_size
     assert tokens == vllm_server.kv_tokens_from_log()
+    # bench run --server-log reads the same line with bench's own parser.
+    found = capacity.kv_tokens_from_log(vllm_server.log_text())
+    assert found is not None and found[0] == tokens
     assert tokens >= MAX_MODEL_LEN
 
 
