@@ -4,7 +4,8 @@
 Parts (`--parts`, comma-separated; each failure names the missing piece and the package
 that provides it):
 
-  python  the interpreter, sysconfig's include directory, the bench package importable
+  python  the interpreter, sysconfig's include directory, the bench package importable,
+          the image's installed packages (name and version)
   cc      a C file that includes Python.h compiles with the image's compiler against
           sysconfig's include path: Triton builds its launcher exactly so at run time
   cuda    nvcc is present and reports the image's CUDA (BENCH_CUDA_VERSION); `import vllm, torch,
@@ -56,6 +57,15 @@ def check_python(facts: dict[str, Any]) -> None:
     if importlib.util.find_spec("bench") is None:
         raise Missing("the bench package is not importable (pip install . in the image)")
     facts["bench"] = _version("bench")
+    # The image's full package set, name -> version: what a rebuild next month must match,
+    # and what two bundles' images differ in.
+    facts["packages"] = dict(
+        sorted(
+            (str(d.metadata["Name"]).lower(), str(d.version))
+            for d in md.distributions()
+            if d.metadata["Name"]
+        )
+    )
 
 
 def check_cc(facts: dict[str, Any], include: str | None = None) -> None:

@@ -42,6 +42,10 @@ def test_generic_parts_pass_here_and_write_the_facts(tmp_path: Path) -> None:
     assert facts["parts"] == ["python", "cc"]
     assert Path(facts["cc"]["python_include"], "Python.h").is_file()
     assert facts["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    import importlib.metadata as md
+
+    assert facts["packages"]["pytest"] == md.version("pytest")
+    assert facts["packages"]["bench"] == md.version("bench")
 
 
 def test_a_missing_python_header_is_named(tmp_path: Path) -> None:
