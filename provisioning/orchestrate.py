@@ -27,7 +27,7 @@ from bench.settings import Settings
 from bench.verdict.command import load_reference
 from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
-from bench.verdict.run_source import load_run
+from bench.verdict.run_source import Verification, load_run
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 from provisioning import build, hosts, image, preflight, signing
 from provisioning.build import BuildSpec
@@ -304,7 +304,8 @@ def _sweep_both(
     _summarise(workers, allowed, None)
     a, b = (w.outcome.local_dir for w in workers)
     assert a is not None and b is not None
-    result = compare(load_run(a), load_run(b), Policy())
+    how = Verification((allowed,))
+    result = compare(load_run(a, how), load_run(b, how), Policy())
     print(f"\n## {title}\n")
     print(compare_markdown(result))
     return int(Exit.NOT_REPRODUCED if result.flagged else Exit.OK)
@@ -316,9 +317,10 @@ def _default_card(profile: LaunchProfile) -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
-def _verdict(bundle: Path, card: Path) -> bool:
+def _verdict(bundle: Path, card: Path, allowed: Path) -> bool:
     """Print the reproduce verdict of one bundle against the card; True when reproduced."""
-    result = reproduce(load_run(bundle), load_reference(card), Tolerances())
+    ours = load_run(bundle, Verification((allowed,)))
+    result = reproduce(ours, load_reference(card), Tolerances())
     print(reproduce_markdown(result))
     return bool(result.reproduced)
 
@@ -349,7 +351,7 @@ def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
         d = w.outcome.local_dir
         if card is not None and d is not None and w.error is None:
             print(f"\n## {w.outcome.host}: against {card}\n")
-            if not _verdict(d, card):
+            if not _verdict(d, card, allowed):
                 not_reproduced.append(w.outcome.host)
     for w in workers:
         if w.error is not None:

@@ -18,7 +18,7 @@ from bench.verdict.card_source import from_card
 from bench.verdict.cells import RunFigures
 from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
-from bench.verdict.run_source import load_run
+from bench.verdict.run_source import DEFAULT_ALLOWED_SIGNERS, Verification, load_run
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 
 
@@ -30,6 +30,27 @@ def _percent(text: str) -> float:
     if not 0 <= value < 1000:
         raise argparse.ArgumentTypeError(f"a percentage between 0 and 1000, got {text}")
     return value
+
+
+def _add_verification(p: argparse.ArgumentParser) -> None:
+    defaults = " or ".join(str(x) for x in DEFAULT_ALLOWED_SIGNERS)
+    p.add_argument(
+        "--allowed-signers",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"trusted signers of the bundles (repeatable); default {defaults}",
+    )
+    p.add_argument(
+        "--unverified",
+        action="store_true",
+        help="read bundles that do not verify; the verdict's first line then says UNVERIFIED",
+    )
+
+
+def verification(args: argparse.Namespace) -> Verification:
+    return Verification(tuple(args.allowed_signers), bool(args.unverified))
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="allowed |Δ %%| of TTFT and time between tokens (default 10)",
     )
     rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    _add_verification(rep)
     rep.set_defaults(func=run_reproduce)
     cmp_ = sub.add_parser("compare", help="per-cell changes of runs B, C, ... against run A")
     cmp_.add_argument(
@@ -76,6 +98,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="smallest |Δ %%| of a latency that counts as a change (default 5)",
     )
     cmp_.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    _add_verification(cmp_)
     cmp_.set_defaults(func=run_compare)  # fmt: skip
 
 
@@ -95,7 +118,7 @@ def load_reference(path: Path) -> RunFigures:
 
 def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     card = load_reference(args.card)
-    ours = load_run(args.bundle)
+    ours = load_run(args.bundle, verification(args))
     tol = Tolerances(args.tolerance_throughput, args.tolerance_latency)
     result = reproduce(ours, card, tol)
     sys.stdout.write(reproduce_markdown(result))
@@ -118,7 +141,8 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
     policy = Policy(args.alpha, args.min_effect_throughput, args.min_effect_latency)
-    runs = [load_run(p) for p in args.runs]
+    how = verification(args)
+    runs = [load_run(p, how) for p in args.runs]
     comparisons = [compare(runs[0], other, policy) for other in runs[1:]]
     sys.stdout.write("\n".join(compare_markdown(c) for c in comparisons))
     if args.html:

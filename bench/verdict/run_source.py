@@ -9,22 +9,27 @@ multiplied by N (`CellFigures.at_server_speed`) before any comparison.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
-from bench.errors import UsageError
+from bench.bundle.verify import verify_dir
+from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.results import CellResult, PrefillSample, Results
 from bench.verdict.cells import (
     Cell,
     Key,
     RunFigures,
     Status,
+    Trust,
     context_order,
     mean_rse,
     median_rse,
@@ -32,6 +37,57 @@ from bench.verdict.cells import (
 
 RESULTS_NAME = "results.json"
 ENVIRONMENT_NAME = "environment.json"
+# The allowed-signers files this machine maintains: `bench local` trusts its own key in
+# the first, the orchestrator (`provisioning`) trusts each GPU host's key in the second.
+DEFAULT_ALLOWED_SIGNERS = (
+    Path.home() / ".config" / "bench" / "allowed_signers",
+    Path.home() / ".config" / "vllm-bench" / "allowed_signers",
+)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """How a verdict checks its inputs: the allowed-signers files a bundle's signature
+    must match (any one), or `unverified` to read a bundle that does not verify anyway."""
+
+    allowed_signers: tuple[Path, ...] = ()
+    unverified: bool = False
+
+    def files(self) -> tuple[Path, ...]:
+        return self.allowed_signers or tuple(p for p in DEFAULT_ALLOWED_SIGNERS if p.is_file())
+
+
+def check(directory: Path, shown: Path, how: Verification) -> tuple[Trust, str]:
+    """Verify the bundle in `directory` (signature, hashes, schema): (trust, what to say).
+
+    A run directory without manifest.json is no bundle: accepted, and called unsigned.
+    A bundle that does not verify is VerifyFailed (exit 5), unless `how.unverified`.
+    """
+    if shown.is_dir() and not (directory / MANIFEST_NAME).is_file():
+        return "unsigned", f"{shown.name}: unsigned (a run directory, not a signed bundle)"
+    files = how.files()
+    reasons: list[str] = []
+    if not files:
+        looked = ", ".join(str(p) for p in DEFAULT_ALLOWED_SIGNERS)
+        reasons.append(f"no allowed-signers file (looked for {looked})")
+    for allowed in files:
+        try:
+            ok = verify_dir(directory, allowed)
+        except BenchError as exc:  # VerifyFailed; UsageError for a missing allowed-signers
+            reasons.append(exc.one_line())
+            continue
+        signer = ok.signer
+        return "signed", (
+            f"{shown.name}: verified, signed by {signer.principal} ({signer.fingerprint})"
+        )
+    reason = "; ".join(dict.fromkeys(reasons))
+    if how.unverified:
+        return "unverified", f"{shown.name}: UNVERIFIED ({reason})"
+    raise VerifyFailed(
+        f"{shown}: does not verify: {reason}",
+        hint="give --allowed-signers FILE that trusts its signer; "
+        "--unverified reads it anyway and says so",
+    )
 
 
 @contextlib.contextmanager
@@ -75,12 +131,16 @@ def load_results(directory: Path) -> Results:
         ) from None
 
 
-def load_run(path: Path) -> RunFigures:
+def load_run(path: Path, how: Verification | None = None) -> RunFigures:
+    """A run's figures, after its bundle was verified (see `check`)."""
     with opened(path) as directory:
+        shown = directory if path.is_file() and path.name.endswith(".json") else path
+        trust, provenance = check(directory, shown, how or Verification())
         results = load_results(directory)
         env_path = directory / ENVIRONMENT_NAME
         env = _read_json(env_path) if env_path.is_file() else None
-    return from_results(results, env, name=path.name)
+    figures = from_results(results, env, name=path.name)
+    return dataclasses.replace(figures, trust=trust, provenance=provenance)
 
 
 def _cell_rse(cell: CellResult) -> dict[str, float]:

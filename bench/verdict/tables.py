@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.verdict.cells import MetricSpec, metrics_of
+from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import PASSING, CellCheck, FigureCheck, Reproduction
 
@@ -143,8 +143,25 @@ def markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
+def trust_lines(runs: list[RunFigures]) -> list[str]:
+    """The verdict's opening lines: UNVERIFIED first when any input is, then each input's
+    provenance (signed by whom, unsigned directory, unverified and why)."""
+    out = []
+    unverified = [r.name for r in runs if r.trust == "unverified"]
+    if unverified:
+        out.append(
+            f"UNVERIFIED: {', '.join(unverified)} did not verify; read with --unverified",
+        )
+        out.append("")
+    out += [f"- input {r.provenance}" for r in runs if r.provenance]
+    if any(r.provenance for r in runs):
+        out.append("")
+    return out
+
+
 def reproduce_markdown(r: Reproduction) -> str:
-    head = [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
+    head = trust_lines([r.ours])
+    head += [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
     if r.ours.speed_factor != 1.0:
         n = f"{r.ours.speed_factor:g}"
         head.append(
@@ -162,7 +179,8 @@ def reproduce_markdown(r: Reproduction) -> str:
 
 
 def compare_markdown(c: Comparison) -> str:
-    lines = [f"## Compare: {c.b.name} against {c.a.name}", ""]
+    lines = trust_lines([c.a, c.b])
+    lines += [f"## Compare: {c.b.name} against {c.a.name}", ""]
     if c.metadata_diff:
         lines += ["What differs:", ""]
         lines += [f"- {name}: {a} → {b}" for name, a, b in c.metadata_diff]
