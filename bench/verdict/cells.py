@@ -106,6 +106,9 @@ class RunFigures:
     # directory that is no bundle (unsigned), or an input read with --unverified.
     trust: Trust = "card"
     provenance: str = ""
+    # The settings both sides of a verdict must share (see `bench.verdict.settings`).
+    settings: dict[str, str] = field(default_factory=dict)
+    twin: bool = False
 
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)

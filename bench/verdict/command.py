@@ -19,6 +19,7 @@ from bench.verdict.cells import RunFigures
 from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import DEFAULT_ALLOWED_SIGNERS, Verification, load_run
+from bench.verdict.settings import parse_accept
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 
 
@@ -41,6 +42,15 @@ def _add_verification(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FILE",
         help=f"trusted signers of the bundles (repeatable); default {defaults}",
+    )
+    p.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="settings allowed to differ, comma-separated: "
+        "window_s,max_tokens,api,model,engine_version,engine_commit,launch_flags,"
+        "gpu_count,gpu_model (or all)",
     )
     p.add_argument(
         "--unverified",
@@ -120,7 +130,7 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     card = load_reference(args.card)
     ours = load_run(args.bundle, verification(args))
     tol = Tolerances(args.tolerance_throughput, args.tolerance_latency)
-    result = reproduce(ours, card, tol)
+    result = reproduce(ours, card, tol, parse_accept(args.accept))
     sys.stdout.write(reproduce_markdown(result))
     if args.html:
         page.write(args.html, page.reproduce_page(result))
@@ -128,11 +138,11 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
         "reproduce_judged",
         bundle=str(args.bundle),
         card=card.name,
-        reproduced=result.reproduced,
+        verdict=result.overall,
         compared=len(result.judged),
         failed=[f"{k[0]} {k[1]}x{k[2]}" for k in (c.key for c in result.failed)],
     )
-    return int(Exit.OK if result.reproduced else Exit.NOT_REPRODUCED)
+    return int(result.exit_code)
 
 
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:

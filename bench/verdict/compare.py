@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.verdict import stats
+from bench import stats
 from bench.verdict.cells import Cell, Key, MetricSpec, RunFigures, metrics_of
 from bench.verdict.reproduce import delta_pct
 

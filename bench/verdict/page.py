@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.errors import DiskError
+from bench.stats import mean_ci
 from bench.verdict import plots
 from bench.verdict.cells import MetricSpec, metrics_of
 from bench.verdict.compare import Comparison
-from bench.verdict.reproduce import Reproduction
-from bench.verdict.stats import mean_ci
-from bench.verdict.tables import Table, compare_tables, pct, reproduce_tables
+from bench.verdict.reproduce import CellCheck, Reproduction
+from bench.verdict.tables import Table, compare_tables, pct, reproduce_tables, trust_lines
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -67,6 +67,32 @@ def _decode_metrics() -> tuple[MetricSpec, ...]:
     return metrics_of("decode")
 
 
+# How a cell that is not valid on our side is written in the matrix heatmaps.
+NOT_VALID_MARK = {
+    "not ready here": "⚠ not ready",
+    "invalid here": "⚠ invalid",
+    "interrupted here": "⚠ interrupted",
+    "failed here": "⚠ failed",
+}
+
+
+def reproduce_heat_cell(check: CellCheck | None, metric: MetricSpec) -> plots.HeatCell:
+    """One square of the reproduce matrix: Δ %, or why there is none to trust."""
+    if check is None:
+        return plots.HeatCell(None, "")
+    if check.verdict in NOT_VALID_MARK:
+        return plots.HeatCell(None, NOT_VALID_MARK[check.verdict], flagged=True)
+    if check.verdict == "both over capacity":
+        return plots.HeatCell(None, "OC")
+    if "over capacity" in check.verdict:
+        return plots.HeatCell(None, "OC≠", flagged=True)
+    f = next((f for f in check.figures if f.metric is metric), None)
+    if f is None or f.delta_pct is None:
+        return plots.HeatCell(None, "n/m" if check.verdict == "not measured here" else "—")
+    text = pct(f.delta_pct) + (" ?" if f.outcome == "inconclusive" else "")
+    return plots.HeatCell(f.delta_pct, text, flagged=f.outcome != "pass")
+
+
 def reproduce_page(r: Reproduction) -> str:
     contexts = [
         c for c in r.card.contexts if any(k[0] == "decode" and k[1] == c for k in r.card.cells)
@@ -76,17 +102,7 @@ def reproduce_page(r: Reproduction) -> str:
 
     def heat(metric: MetricSpec) -> plots.Heatmap:
         def cell(ctx: str, conc: int) -> plots.HeatCell:
-            check = checks.get(("decode", ctx, conc))
-            if check is None:
-                return plots.HeatCell(None, "")
-            if check.verdict == "both over capacity":
-                return plots.HeatCell(None, "OC")
-            if "over capacity" in check.verdict:
-                return plots.HeatCell(None, "OC≠", flagged=True)
-            f = next((f for f in check.figures if f.metric is metric), None)
-            if f is None or f.delta_pct is None:
-                return plots.HeatCell(None, "n/m" if check.verdict == "not measured here" else "—")
-            return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=f.ok is False)
+            return reproduce_heat_cell(checks.get(("decode", ctx, conc)), metric)
 
         tol = r.tolerances.of(metric)
         return plots.Heatmap(
@@ -99,7 +115,9 @@ def reproduce_page(r: Reproduction) -> str:
         )
 
     word = "pass" if r.reproduced else "fail"
+    head = trust_lines([r.ours]) + r.settings.lines("ours", "card")
     parts = [
+        *(f"<p>{html.escape(line)}</p>" for line in head if line),
         f"<p>Bundle <code>{html.escape(r.ours.name)}</code> against card "
         f"<code>{html.escape(r.card.name)}</code>; speed factor {r.ours.speed_factor:g} "
         f"(rates ÷, latencies × by it); tolerances ±{r.tolerances.throughput_pct:g} % "

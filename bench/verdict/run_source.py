@@ -24,6 +24,7 @@ from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
 from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.results import CellResult, PrefillSample, Results
+from bench.verdict import settings as run_settings
 from bench.verdict.cells import (
     Cell,
     Key,
@@ -165,12 +166,33 @@ def _cell_rse(cell: CellResult) -> dict[str, float]:
     return out
 
 
+# A cell with a trial in one of these is that, whatever its other trials say; the first
+# found in this order names it.
+_UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
+
+
+def _reasons(items: list[CellResult] | list[PrefillSample], status: str) -> str:
+    found = sorted({r.reason or "no reason" for r in items if r.status == status})
+    trials = sum(1 for r in items if r.status == status)
+    return f"{trials} of {len(items)} trials {status.replace('_', ' ')}: {'; '.join(found)}"
+
+
 def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: float) -> Cell:
     statuses = {r.status for r in results}
     if "over_capacity" in statuses:
         reason = next((r.reason for r in results if r.reason), None)
         return Cell("decode", label, concurrency, "over_capacity", reason)
     figures = [r.figures.at_server_speed(n) for r in results if r.figures is not None]
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        # Never "valid": a not_ready cell carries figures, shown but never judged equal.
+        shown = {
+            "total_tok_s": tuple(f.total_tok_s for f in figures),
+            "per_request_tok_s": tuple(f.per_request_tok_s for f in figures),
+            "ttft_s": tuple(f.ttft_s for f in figures),
+            "tbt_s": tuple(f.tbt_s for f in figures),
+        }
+        return Cell("decode", label, concurrency, bad, _reasons(results, bad), shown)
     if not figures:
         reasons = "; ".join(sorted({f"{r.status}: {r.reason or 'no reason'}" for r in results}))
         return Cell("decode", label, concurrency, "failed", reasons)
@@ -188,6 +210,10 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
 
 
 def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
+    statuses = {s.status for s in samples}
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        return Cell("prefill", label, 1, bad, _reasons(samples, bad))
     good = [s.at_server_speed(n) for s in samples if s.status == "valid"]
     if not good:
         reasons = "; ".join(sorted({f"{s.status}: {s.reason or 'no reason'}" for s in samples}))
@@ -259,6 +285,8 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
     for label, samples in by_context.items():
         cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
     return RunFigures(
+        settings=run_settings.from_run(results, env),
+        twin=run_settings.is_twin(results),
         name=name,
         kind="run",
         speed_factor=n,

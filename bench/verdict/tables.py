@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
-from bench.verdict.reproduce import PASSING, CellCheck, FigureCheck, Reproduction
+from bench.verdict.reproduce import (
+    NOT_VALID_HERE,
+    PASSING,
+    CellCheck,
+    FigureCheck,
+    Reproduction,
+)
 
 # css classes: ok, bad, oc (over capacity on both), warn (one-sided), na (nothing to judge),
 # better, worse (compare), "" (plain)
@@ -34,19 +40,27 @@ def pct(d: float | None) -> str:
     return f"{d:+.1f} %".replace("-", "−")
 
 
-def _repro_figure(f: FigureCheck | None, metric: MetricSpec) -> list[TCell]:
+def _repro_figure(f: FigureCheck | None, metric: MetricSpec, status: str | None) -> list[TCell]:
     if f is None:
         return [TCell("—", "na"), TCell("—", "na")]
     values = f"{metric.show(f.ours)} / {metric.show(f.card)}"
-    if f.ok is None:
+    if status is not None:  # measured, but not valid here: shown, marked, never judged
+        return [TCell(f"{values} ⚠ {status}", "bad"), TCell(pct(f.delta_pct) + " ⚠", "bad")]
+    if f.outcome is None:
         return [TCell(values, "na"), TCell(pct(f.delta_pct), "na")]
-    mark = "" if f.ok else " ✗"
-    return [TCell(values), TCell(pct(f.delta_pct) + mark, "ok" if f.ok else "bad")]
+    text = pct(f.delta_pct)
+    if f.ci_pct is not None:
+        text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
+    mark = {"pass": "", "fail": " ✗", "inconclusive": " ?"}[f.outcome]
+    css = {"pass": "ok", "fail": "bad", "inconclusive": "warn"}[f.outcome]
+    return [TCell(values), TCell(text + mark, css)]
 
 
 def _verdict_css(check: CellCheck) -> str:
     if check.verdict == "pass":
         return "ok"
+    if check.verdict == "inconclusive":
+        return "warn"
     if check.verdict == "both over capacity":
         return "oc"
     if check.verdict in ("not measured here", "not run on card"):
@@ -70,11 +84,12 @@ def reproduce_tables(r: Reproduction) -> list[Table]:
             if phase == "decode":
                 row.append(TCell(str(check.key[2])))
             by_metric = {f.metric.name: f for f in check.figures}
+            bad = check.verdict.removesuffix(" here") if check.verdict in NOT_VALID_HERE else None
             for m in metrics:
                 if check.verdict in PASSING and check.verdict != "pass":
                     row += [TCell("Over capacity", "oc"), TCell("", "oc")]
                 else:
-                    row += _repro_figure(by_metric.get(m.name), m)
+                    row += _repro_figure(by_metric.get(m.name), m, bad)
             note = f" ({check.note})" if check.note else ""
             row.append(TCell(check.verdict + note, _verdict_css(check)))
             rows.append(row)
@@ -161,7 +176,17 @@ def trust_lines(runs: list[RunFigures]) -> list[str]:
 
 def reproduce_markdown(r: Reproduction) -> str:
     head = trust_lines([r.ours])
+    settings = r.settings.lines("ours", "card")
+    if settings:
+        head += [*settings, ""]
     head += [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
+    if r.not_valid:
+        head.append(f"Not valid here ({len(r.not_valid)} cells, never counted as reproduced):")
+        head += [
+            f"- {k.key[0]} {k.key[1]} x {k.key[2]}: {k.verdict} ({k.note or 'no reason'})"
+            for k in r.not_valid
+        ]
+        head.append("")
     if r.ours.speed_factor != 1.0:
         n = f"{r.ours.speed_factor:g}"
         head.append(
@@ -174,6 +199,12 @@ def reproduce_markdown(r: Reproduction) -> str:
         f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
         f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
     )
+    if r.noise:
+        head.append(
+            "With trials, a cell reproduces when the 95 % interval of our mean lies inside "
+            "the band, is inconclusive when it straddles an edge, fails when outside. Noise:"
+        )
+        head += r.noise_lines()
     body = [markdown(t) for t in reproduce_tables(r)]
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n\n" + r.summary() + "\n"
 

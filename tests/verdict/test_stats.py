@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.verdict.stats import betainc, mean_ci, t_cdf, t_quantile, welch
+from bench.stats import betainc, mean_ci, t_cdf, t_quantile, welch
 
 T975 = {
     1: 12.706204736174694,
