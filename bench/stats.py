@@ -259,13 +259,17 @@ class Ratio:
 
 
 def welch_log(
-    a: Sequence[float], b: Sequence[float], level: float = 0.95, pooled_sd: float | None = None
+    a: Sequence[float],
+    b: Sequence[float],
+    level: float = 0.95,
+    pooled_sd: float | None = None,
+    pooled_df: float = math.inf,
 ) -> Ratio:
     """Welch's t on log values: the relative change of B against A, its interval and p.
 
-    With `pooled_sd` (a relative sd of one trial pooled over cells, with its own degrees of
-    freedom folded into `level`'s quantile by the caller), both sides use it instead of
-    their own sample sd: a z-like test that still works with one trial a side.
+    With `pooled_sd` (a relative sd of one trial pooled over cells, `pooled_df` degrees of
+    freedom), both sides use it instead of their own sample sd: a t-test on the pooled
+    variance that still works with one trial a side.
     """
     la = [math.log(x) for x in a]
     lb = [math.log(x) for x in b]
@@ -273,7 +277,7 @@ def welch_log(
     if pooled_sd is not None:
         se = pooled_sd * math.sqrt(1.0 / len(la) + 1.0 / len(lb))
         sa = sb = pooled_sd
-        df = math.inf
+        df = pooled_df
     else:
         if len(la) < 2 or len(lb) < 2:
             raise ValueError("Welch's test needs at least two values on each side")

@@ -168,6 +168,8 @@ def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
         d = deltas.get(("decode", ctx, conc))
         if d is None:
             return plots.HeatCell(None, "")
+        if d.mark == "cannot compare":
+            return plots.HeatCell(None, "⚠", flagged=True)
         if not d.figures:
             changed = d.mark == "status changed"
             return plots.HeatCell(None, "≠" if changed else "OC", flagged=changed)
@@ -177,7 +179,7 @@ def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
         flagged = f.mark in ("improved", "regressed")
         return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=flagged, muted=not flagged)
 
-    limit = 2.0 * c.policy.min_effect(metric)
+    limit = max(2.0 * c.policy.min_effect(metric), 10.0)
     title = f"{metric.label}: Δ % (B vs A; washed out = within noise)"
     return plots.Heatmap(title, contexts, levels, cell, limit, metric.higher_is_better)
 
@@ -195,9 +197,11 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
                 f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
             )
         flagged = len(c.flagged)
-        word = "fail" if flagged else "pass"
-        text = f"{flagged} of {len(c.cells)} cells changed" if flagged else "no cell changed"
-        parts.append(f'<p class="verdict {word}">{html.escape(text)}</p>')
+        word = "fail" if flagged or c.cannot_compare or c.raw_only else "pass"
+        for line in trust_lines([c.a, c.b]) + c.settings.lines("A", "B"):
+            if line:
+                parts.append(f"<p>{html.escape(line)}</p>")
+        parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
         items = "".join(f"<li>{html.escape(s)}</li>" for s in c.summaries())
         parts.append(f"<ul>{items}</ul>")
         maps = [_compare_heat(c, m) for m in _decode_metrics()]

@@ -295,3 +295,65 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         contexts=context_order(k[1] for k in cells),
         concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
     )
+
+
+_STATUS_RANK: tuple[Status, ...] = (
+    "interrupted",
+    "invalid",
+    "not_ready",
+    "failed",
+    "over_capacity",
+    "not_run",
+    "valid",
+)
+
+
+def _merge_cell(cells: list[Cell]) -> Cell:
+    status = min((c.status for c in cells), key=_STATUS_RANK.index)
+    first = cells[0]
+    if status != "valid":
+        bad = next(c for c in cells if c.status == status)
+        detail = bad.detail
+        if len(cells) > 1:
+            detail = f"in {sum(c.status == status for c in cells)} of {len(cells)} runs: {detail}"
+        return Cell(first.phase, first.context, first.concurrency, status, detail, bad.trials)
+    names = {m for c in cells for m in c.trials}
+    trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
+    return Cell(first.phase, first.context, first.concurrency, "valid", None, trials)
+
+
+def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
+    """Several bundles of one side (one server start each) as one side whose trials are
+    all of theirs; a cell not valid in any of them is not valid here."""
+    if len(runs) == 1:
+        return runs[0]
+    keys = {k for r in runs for k in r.cells}
+    cells: dict[Key, Cell] = {}
+    for key in keys:
+        found = [r.cells[key] for r in runs if key in r.cells]
+        merged = _merge_cell(found)
+        if len(found) < len(runs):
+            merged = dataclasses.replace(
+                merged,
+                status="failed" if merged.status == "valid" else merged.status,
+                detail=f"measured in {len(found)} of {len(runs)} runs",
+            )
+        cells[key] = merged
+    order: list[Trust] = ["unverified", "unsigned", "signed", "card"]
+    trust = min((r.trust for r in runs), key=order.index)
+    first = runs[0]
+    metadata = dict(first.metadata)
+    metadata["runs"] = str(len(runs))
+    return RunFigures(
+        name=name,
+        kind="run",
+        speed_factor=first.speed_factor,
+        metadata=metadata,
+        cells=cells,
+        contexts=context_order(k[1] for k in cells),
+        concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+        trust=trust,
+        provenance="; ".join(r.provenance for r in runs if r.provenance),
+        settings=first.settings,
+        twin=first.twin,
+    )

@@ -104,8 +104,12 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
     text = pct(f.delta_pct)
     if f.ci_pct is not None:
         text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
-    elif f.floor_pct is not None:
-        text += f" (floor {f.floor_pct:.1f})"
+    if f.p_value is not None:
+        text += f" p={f.p_value:.2g}"
+    if f.mark == "unchanged" and f.mde_pct is not None:
+        text += f"; no change larger than {f.mde_pct:.1f} %"
+    if f.mark == "raw":
+        text += " (raw, no noise estimate)"
     css = {"improved": "better", "regressed": "worse"}.get(f.mark, "")
     if f.mark in ("improved", "regressed"):
         text += " ▲" if f.mark == "improved" else " ▼"
@@ -113,6 +117,8 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
 
 
 def _status_text(cell: CellDelta) -> str:
+    if cell.mark == "cannot compare" and cell.reason:
+        return f"⚠ {cell.reason}"
     if cell.a is None or cell.b is None:
         return "only in B" if cell.a is None else "only in A"
     a, b = cell.a.status, cell.b.status
@@ -133,7 +139,9 @@ def compare_tables(c: Comparison) -> list[Table]:
             by_metric = {f.metric.name: f for f in cell.figures}
             if not cell.figures:
                 status = _status_text(cell)
-                css = "warn" if cell.mark == "status changed" else "oc"
+                css = "oc"
+                if cell.mark in ("status changed", "cannot compare"):
+                    css = "warn"
                 row += [TCell(status, css) for _ in metrics]
             else:
                 row += [_cmp_figure(by_metric.get(m.name)) for m in metrics]
@@ -216,15 +224,27 @@ def compare_markdown(c: Comparison) -> str:
         lines += ["What differs:", ""]
         lines += [f"- {name}: {a} → {b}" for name, a, b in c.metadata_diff]
         lines.append("")
+    settings = c.settings.lines("A", "B")
+    if settings:
+        lines += [*settings, ""]
     p = c.policy
-    lines.append(
-        f"Changed = significant (Welch p < {p.alpha:g} with trials, else beyond the noise floor)"
-        f" and |Δ| ≥ {p.min_effect_throughput_pct:g} % (throughput) / "
-        f"{p.min_effect_latency_pct:g} % (latency). Δ = (B − A) / A; [95 % CI]."
-    )
+    if c.raw_only:
+        lines.append(
+            "One trial a side: run-to-run noise is unknown, so noise cannot be told from change."
+            " Only the raw Δ is shown; run 3 trials a side (separate bundles) for a verdict."
+        )
+    else:
+        lines.append(
+            f"Changed = rejected by Benjamini–Hochberg at FDR {p.alpha:g} over all {c.tests} "
+            "cells × figures, p from Welch's t on log per-trial values (trials independent, "
+            "log-normal noise), pooled per figure where sound. Δ = (B − A) / A on geometric "
+            "means; [95 % CI]; MDE at 80 % power for one change among them."
+        )
+        lines += c.noise_lines()
+    if c.cannot_compare:
+        lines.append(f"Cannot compare {len(c.cannot_compare)} cells:")
+        lines += [f"- {x.key[0]} {x.key[1]} x {x.key[2]}: {x.reason}" for x in c.cannot_compare]
     lines.append("")
     lines += c.summaries()
     body = [markdown(t) for t in compare_tables(c)]
-    flagged = len(c.flagged)
-    verdict = f"{flagged} of {len(c.cells)} cells changed" if flagged else "no cell changed"
-    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{verdict.upper()}\n"
+    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{c.verdict()}\n"
