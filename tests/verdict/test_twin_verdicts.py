@@ -75,8 +75,13 @@ def test_twin_bundle_reproduce_and_a_cut_cell(
     seal.seal(signed, signer.private, now=datetime.now(UTC))
     bundle = pack(signed, tmp_path / "run.tar.gz")
 
+    trusted = ("--allowed-signers", str(signer.allowed))
+    shown = _bench("reproduce", str(bundle), "--card", str(card_path), *trusted)
+    # A 10 s window is not the card's 30 s: not comparable (exit 10) until accepted.
+    assert shown.returncode == 10, shown.stderr
+    assert "- window_s: 10 / 30" in shown.stdout
     shown = _bench(
-        "reproduce", str(bundle), "--card", str(card_path), "--allowed-signers", str(signer.allowed)
+        "reproduce", str(bundle), "--card", str(card_path), *trusted, "--accept", "window_s"
     )
     assert shown.returncode in (1, 9), shown.stderr  # 9: PARTIAL (3 of the card's 55 cells)
     assert f"Twin speed factor {SPEED:g}: our rates divided by {SPEED:g}" in shown.stdout
