@@ -78,15 +78,16 @@ def test_a_header_that_disagrees_with_the_matrix_names_line_3(
 def test_a_missing_column_names_the_header_line() -> None:
     out = []
     header_line = 0
-    for n, line in enumerate(_text().splitlines(), start=1):
-        if "| Phase |" in line:
-            head, bar, rest = line.partition("|")
+    for n, text in enumerate(_text().splitlines(), start=1):
+        line = text
+        if "| Phase |" in text:
+            head, bar, rest = text.partition("|")
             cells = rest.split("|")
             drop = [c.strip() for c in cells].index("Time between tokens")
             line = head + bar + "|".join(c for i, c in enumerate(cells) if i != drop)
             header_line = n
-        elif header_line and line.startswith("|"):
-            cells = line[1:].split("|")
+        elif header_line and text.startswith("|"):
+            cells = text[1:].split("|")
             line = "|" + "|".join(c for i, c in enumerate(cells) if i != drop)
         out.append(line)
     err = _error("\n".join(out) + "\n")
