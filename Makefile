@@ -179,10 +179,11 @@ preflight: setup
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
 REPRO_SPEED ?= 5
+REPRO_TRIALS ?= 1
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
-	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
 
 # Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
 # pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).
