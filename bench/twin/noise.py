@@ -1,0 +1,47 @@
+"""The twin's run-to-run noise: a seeded log-normal factor on every step cost of a cell.
+
+factor(run seed, trial, cell) = exp(N(0, noise_run)) x exp(N(0, noise_trial)), the first
+drawn per (run, cell) and shared by the run's trials, the second per (run, trial, cell).
+A factor f makes every step f times as long: throughput / f, latencies x f. Seeds are
+strings, so the draws do not depend on Python's hash seed or on the order cells run in.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from bench.twin.profile import Profile
+
+
+def _gauss(sd: float, *key: object) -> float:
+    if sd <= 0:
+        return 0.0
+    return random.Random("/".join(str(k) for k in key)).gauss(0.0, sd)
+
+
+def cell_factor(
+    profile: Profile, run_seed: int, trial: int, context: int, concurrency: int
+) -> float:
+    """The noise factor of one cell in one trial of one run."""
+    run = _gauss(profile.noise_run, "run", run_seed, context, concurrency)
+    per_trial = _gauss(profile.noise_trial, "trial", run_seed, trial, context, concurrency)
+    return math.exp(run + per_trial)
+
+
+def scaled(profile: Profile, factor: float) -> Profile:
+    """The profile with every time cost multiplied by `factor` (1.0: the profile itself)."""
+    if factor == 1.0:
+        return profile
+    return profile.model_copy(
+        update={
+            "decode_step_s": [[v * factor for v in row] for row in profile.decode_step_s],
+            "prefill_s_per_token": [v * factor for v in profile.prefill_s_per_token],
+            "request_overhead_s": [v * factor for v in profile.request_overhead_s],
+            "frontend_s": [[v * factor for v in row] for row in profile.frontend_s],
+        }
+    )
+
+
+def without_noise(profile: Profile) -> Profile:
+    return profile.model_copy(update={"noise_run": 0.0, "noise_trial": 0.0})

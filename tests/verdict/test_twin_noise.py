@@ -1,0 +1,42 @@
+"""Issue 14: the twin has run-to-run noise, seeded per run, per run and per trial, 0 possible."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from bench.twin import noise, virtual
+from bench.twin import profile as profiles
+
+
+def test_noise_is_seeded_per_run_shared_by_trials_and_can_be_off() -> None:
+    p = profiles.load("published")
+    assert (p.noise_run, p.noise_trial) == (0.007, 0.007)
+    f = noise.cell_factor(p, 7, 0, 8192, 64)
+    assert f == noise.cell_factor(p, 7, 0, 8192, 64)  # seeded
+    assert f != noise.cell_factor(p, 8, 0, 8192, 64)  # another run
+    assert f != noise.cell_factor(p, 7, 1, 8192, 64)  # another trial
+    assert noise.cell_factor(noise.without_noise(p), 7, 1, 8192, 64) == 1.0
+    # Trials of one run share the run's part: they spread less than runs do.
+    logs = [
+        [math.log(noise.cell_factor(p, run, t, 8192, 64)) for t in range(3)] for run in range(400)
+    ]
+    within = statistics.fmean(statistics.variance(x) for x in logs)
+    total = statistics.variance([x[0] for x in logs])
+    assert within == pytest.approx(0.007**2, rel=0.2)
+    assert total == pytest.approx(0.007**2 * 2, rel=0.2)  # about 1 % of each figure
+
+
+def test_virtual_cells_scale_with_their_factor() -> None:
+    p = profiles.load("published")
+    _, [base] = virtual.run_row(p, 8192, [16])
+    ttft0, [noisy] = virtual.run_row(p, 8192, [16], run_seed=3, trial=1)
+    f = noise.cell_factor(p, 3, 1, 8192, 16)
+    assert f != 1.0
+    assert noisy.tbt_s == pytest.approx(base.tbt_s * f, rel=0.003)
+    assert noisy.total_tok_s == pytest.approx(base.total_tok_s / f, rel=0.01)
+    quiet = noise.without_noise(p)
+    _, [same] = virtual.run_row(quiet, 8192, [16], run_seed=3, trial=1)
+    assert same.tbt_s == pytest.approx(base.tbt_s, rel=1e-9)
