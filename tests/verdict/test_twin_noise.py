@@ -32,7 +32,7 @@ def test_noise_is_seeded_per_run_shared_by_trials_and_can_be_off() -> None:
 def test_virtual_cells_scale_with_their_factor() -> None:
     p = profiles.load("published")
     _, [base] = virtual.run_row(p, 8192, [16])
-    ttft0, [noisy] = virtual.run_row(p, 8192, [16], run_seed=3, trial=1)
+    _, [noisy] = virtual.run_row(p, 8192, [16], run_seed=3, trial=1)
     f = noise.cell_factor(p, 3, 1, 8192, 16)
     assert f != 1.0
     assert noisy.tbt_s == pytest.approx(base.tbt_s * f, rel=0.003)
