@@ -18,6 +18,7 @@ help:
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
+	@echo "make verdict-power        false alarms, power, MDE and server time of compare, in virtual time"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
@@ -192,6 +193,14 @@ CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
 .PHONY: compare-twin
 compare-twin: setup
 	$(BIN)/python -m bench.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
+
+# Does a verdict keep its promises? 200 A/A comparisons of the full card matrix on the twin
+# in virtual time (false alarms), 200 with one figure changed by the printed MDE (power),
+# the MDE per figure at 1/3/5 trials, and the server time of fixed vs sequential designs.
+POWER_ARGS ?=
+.PHONY: verdict-power
+verdict-power: setup
+	$(BIN)/python -m bench.verdict.power $(POWER_ARGS)
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
 twin-calibration: setup

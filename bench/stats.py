@@ -20,6 +20,7 @@ Verdict statistics (see docs/verdicts.md for the assumptions):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -121,6 +122,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The t value below which a fraction p of the distribution lies."""
     if not 0.0 < p < 1.0:
@@ -329,11 +331,21 @@ def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]
 
 
 def mde_pct(
-    sd_log: float, n_a: int, n_b: int, *, alpha: float = 0.05, power: float = 0.80
+    sd_log: float,
+    n_a: int,
+    n_b: int,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.80,
+    df: float = math.inf,
 ) -> float:
     """Minimum detectable |Δ %| of a two-sided test at `alpha` with `power`, for a relative
-    (log) sd of one trial of `sd_log` and n_a, n_b trials a side (normal approximation)."""
-    z = norm_ppf(1.0 - alpha / 2.0) + norm_ppf(power)
+    (log) sd of one trial of `sd_log` and n_a, n_b trials a side; with `df` finite, the t
+    quantiles of the test's degrees of freedom replace the normal ones."""
+    if math.isinf(df):
+        z = norm_ppf(1.0 - alpha / 2.0) + norm_ppf(power)
+    else:
+        z = t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)
     return math.expm1(z * sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b)) * 100.0
 
 

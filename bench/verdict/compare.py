@@ -207,7 +207,7 @@ def figure_delta(
         method = "welch log"
     else:
         return FigureDelta(metric, va, vb, d, "raw", mark="raw")
-    mde = stats.mde_pct(sd, len(ta), len(tb), alpha=level, power=POWER)
+    mde = stats.mde_pct(sd, len(ta), len(tb), alpha=level, power=POWER, df=r.df)
     return FigureDelta(
         metric,
         va,
