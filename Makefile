@@ -147,6 +147,12 @@ PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$
 	$(if $(NO_VERDICT),--no-verdict) $(if $(IMAGE_SOURCE),--image-source $(IMAGE_SOURCE)) \
 	$(BUILD_FLAGS)
 
+# TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
+# default) or blocked (all A, then all B: fewer switches, drift not controlled).
+TRIALS ?= 3
+ORDER ?= interleaved
+PAIR_FLAGS = --trials-per-side $(TRIALS) --order $(ORDER)
+
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
 CMP_A = $(or $(IMAGE_A),$(A))
@@ -157,7 +163,7 @@ compare-images: setup
 		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
 	$(BIN)/python -m provisioning compare $(HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
-		$(if $(RUN_ARGS),-- $(RUN_ARGS))
+		$(PAIR_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 # An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
 # also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
@@ -170,7 +176,8 @@ compare-commits: setup
 	$(BIN)/python -m provisioning compare-commits $(HOST) --commit-a "$(A)" --commit-b "$(B)" \
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
 		$(BUILD_FLAGS) $(foreach arg,$(BUILD_ARGS_A),--build-arg-a $(arg)) \
-		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(PAIR_FLAGS) \
+		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 .PHONY: preflight
 preflight: setup

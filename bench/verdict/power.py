@@ -18,10 +18,10 @@
    false-alarm rate and power each reaches, measured the same way.
 
 Sequential design: stage 1 runs every cell 2 times on A and once on B; after each stage,
-a cell is decided when each of its figures is either flagged (Benjamini-Hochberg over
-all figures) or has its 95 % interval inside ± the MDE of the fixed design (so "no
-change larger than that"); only undecided cells get the next stage's trials, up to
-(2, 2), (3, 3), (4, 4) a side. The final verdict is compare on all trials taken.
+a cell is settled when each of its figures has its 95 % interval inside ± the MDE of the
+fixed design ("no change larger than that"); only unsettled cells get the next stage's
+trials, up to (2, 2), (3, 3), (4, 4) a side. Flags are decided once, at the end: compare
+(Benjamini-Hochberg over all cells x figures) on all trials taken.
 """
 
 from __future__ import annotations
@@ -165,13 +165,12 @@ def sequential(
         for cell in last.cells:
             if cell.key not in open_keys:
                 continue
+            # Stop early only for "no change larger than the margin": a flag is decided
+            # at the last look only (one BH over all data), so early looks add no alarms.
             ok = all(
-                f.mark in ("improved", "regressed")
-                or (
-                    f.ci_pct is not None
-                    and -margin[f.metric.name] <= f.ci_pct[0]
-                    and f.ci_pct[1] <= margin[f.metric.name]
-                )
+                f.ci_pct is not None
+                and -margin[f.metric.name] <= f.ci_pct[0]
+                and f.ci_pct[1] <= margin[f.metric.name]
                 for f in cell.figures
             )
             if ok:
