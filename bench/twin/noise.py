@@ -45,3 +45,29 @@ def scaled(profile: Profile, factor: float) -> Profile:
 
 def without_noise(profile: Profile) -> Profile:
     return profile.model_copy(update={"noise_run": 0.0, "noise_trial": 0.0})
+
+
+class RunNoisyProfile(Profile):
+    """The live twin's run-to-run noise (`bench twin serve --run-noise`): every step cost
+    carries the factor of the cell it most likely belongs to, (nearest context anchor,
+    batch size), seeded by the server's --seed (one server start = one run). Trials of one
+    `bench run` share it, as trials inside one server start do; a trial part is drawn
+    once per run as well (the live server cannot tell trials apart)."""
+
+    noise_seed: int = 0
+
+    def _factor(self, batch: int, context: float) -> float:
+        i, j, w = self._ctx_weights(context)
+        anchor = self.contexts[j if w >= 0.5 else i]
+        return cell_factor(self, self.noise_seed, 0, anchor, batch)
+
+    def decode_step_seconds(self, batch: int, mean_context: float) -> float:
+        return super().decode_step_seconds(batch, mean_context) * self._factor(batch, mean_context)
+
+    def prefill_seconds_per_token(self, prompt_tokens: int) -> float:
+        return super().prefill_seconds_per_token(prompt_tokens) * self._factor(0, prompt_tokens)
+
+
+def for_live_run(profile: Profile, seed: int) -> Profile:
+    """The profile a live twin started with --seed `seed` and --run-noise serves."""
+    return RunNoisyProfile(**profile.model_dump(), noise_seed=seed)

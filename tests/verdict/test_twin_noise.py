@@ -40,3 +40,31 @@ def test_virtual_cells_scale_with_their_factor() -> None:
     quiet = noise.without_noise(p)
     _, [same] = virtual.run_row(quiet, 8192, [16], run_seed=3, trial=1)
     assert same.tbt_s == pytest.approx(base.tbt_s, rel=1e-9)
+
+
+def test_live_twin_run_noise_scales_step_costs_per_cell_and_seed() -> None:
+    p = profiles.load("published")
+    live = noise.for_live_run(p, 5)
+    f = noise.cell_factor(p, 5, 0, 8192, 64)
+    assert live.decode_step_seconds(64, 8192) == pytest.approx(p.decode_step_seconds(64, 8192) * f)
+    assert live.decode_step_seconds(64, 8192) != noise.for_live_run(p, 6).decode_step_seconds(
+        64, 8192
+    )
+    g = noise.cell_factor(p, 5, 0, 8192, 0)
+    assert live.prefill_seconds_per_token(8192) == pytest.approx(
+        p.prefill_seconds_per_token(8192) * g
+    )
+    quiet = noise.for_live_run(noise.without_noise(p), 5)
+    assert quiet.decode_step_seconds(64, 8192) == p.decode_step_seconds(64, 8192)
+
+
+def test_twin_serve_takes_run_noise() -> None:
+    import argparse
+
+    from bench.twin import cli as twin_cli
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    twin_cli.register(sub)
+    args = parser.parse_args(["twin", "serve", "--run-noise", "--seed", "3"])
+    assert args.run_noise and args.seed == 3
