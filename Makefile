@@ -85,8 +85,8 @@ VERDICT_FLAGS = $(if $(ALLOWED_SIGNERS),--allowed-signers "$(ALLOWED_SIGNERS)") 
 .PHONY: compare reproduce
 compare: setup
 	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
-		echo "usage: make compare A=run-a.tar.gz B=run-b.tar.gz [MORE='c.tar.gz ...'] [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench compare "$(A)" "$(B)" $(MORE) $(VERDICT_FLAGS)
+		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html]" >&2; exit 2; fi
+	$(BIN)/bench compare $(A) $(if $(MORE),$(B) $(MORE),--vs $(B)) $(VERDICT_FLAGS)
 
 reproduce: setup
 	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \

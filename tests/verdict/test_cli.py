@@ -151,3 +151,31 @@ def test_compare_lists_metadata_flags_cells_and_writes_html(
     assert page.count("data:image/png;base64,") == 2
     assert 'class="worse"' in page
     assert main(["compare", str(a)]) == 2
+
+
+def test_compare_several_bundles_a_side_and_a_blocked_order(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = [_bundle(tmp_path, f"a{i}", make_results(card, noise=0.01, seed=i)) for i in (1, 2, 3)]
+    slow = [
+        _bundle(
+            tmp_path,
+            f"b{i}",
+            make_results(card, noise=0.01, seed=i, scale=lambda ctx, c: 1 / 1.08 if c >= 64 else 1),
+        )
+        for i in (4, 5, 6)
+    ]
+    argv = ["compare", *map(str, a), "--vs", *map(str, slow), "--order", "blocked"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("Order: blocked (all A, then all B): drift over hours is NOT controlled")
+    assert "## Compare: B (3 runs) against A (3 runs)" in out
+    # The three slower cells are flagged, each figure regressed; Benjamini-Hochberg
+    # controls the false-discovery rate, so another cell may join them (here 251K x 4).
+    for row in ("| 8K | 64 |", "| 8K | 128 |", "| 16K | 64 |"):
+        line = next(x for x in out.splitlines() if x.startswith(row))
+        assert line.endswith("| regressed |") and line.count("▼") == 4
+    assert "OF 55 CELLS CHANGED" in out
+    # One bundle a side: no noise estimate, raw Δ only, exit 9.
+    assert main(["compare", str(a[0]), "--vs", str(slow[0])]) == 9
+    assert "CANNOT TELL NOISE FROM CHANGE" in capsys.readouterr().out
