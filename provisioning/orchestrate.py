@@ -342,12 +342,13 @@ def _default_card(profile: LaunchProfile) -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
-def _verdict(bundle: Path, card: Path, allowed: Path) -> bool:
-    """Print the reproduce verdict of one bundle against the card; True when reproduced."""
+def _verdict(bundle: Path, card: Path, allowed: Path) -> Exit:
+    """Print the reproduce verdict of one bundle against the card; its exit code (0 when
+    reproduced; 1 not, 9 partial, 10 settings differ, 11 inconclusive)."""
     ours = load_run(bundle, Verification((allowed,)))
     result = reproduce(ours, load_reference(card), Tolerances())
     print(reproduce_markdown(result))
-    return bool(result.reproduced)
+    return result.exit_code
 
 
 def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
@@ -371,13 +372,12 @@ def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
             print(f"\n## {w.outcome.host}: {d}\n")
             print((d / "tables.md").read_text())
             print(f"verified with {allowed}")
-    not_reproduced = []
+    verdicts: list[Exit] = []
     for w in workers:
         d = w.outcome.local_dir
         if card is not None and d is not None and w.error is None:
             print(f"\n## {w.outcome.host}: against {card}\n")
-            if not _verdict(d, card, allowed):
-                not_reproduced.append(w.outcome.host)
+            verdicts.append(_verdict(d, card, allowed))
     for w in workers:
         if w.error is not None:
             print(f"provision: {w.outcome.host}: {w.error.one_line()}", file=sys.stderr)
@@ -386,4 +386,6 @@ def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
         return int(Exit.INTERRUPTED)
     if errors:
         return int(errors[0].exit_code)
-    return int(Exit.NOT_REPRODUCED) if not_reproduced else int(Exit.OK)
+    # The first host's verdict that is not a "yes" decides (1 not reproduced before 9/10/11).
+    worst = sorted((v for v in verdicts if v != Exit.OK), key=lambda v: v != Exit.NOT_REPRODUCED)
+    return int(worst[0]) if worst else int(Exit.OK)
