@@ -382,6 +382,69 @@ class PooledNoise:
     df: int
     sound: bool
     cells: int
+    # Prior degrees of freedom of the cells' variances around the pooled one (empirical
+    # Bayes, Smyth 2004): inf = the cells' variances are as alike as chance allows.
+    prior_df: float = math.inf
+
+    def moderated(self, ss: float, d: int) -> tuple[float, float]:
+        """(sd, df) of one cell: its own sum of squared log deviations `ss` over `d`
+        degrees of freedom shrunk towards the pooled variance with `prior_df` weight. A
+        cell noisier than the rest keeps part of its own noise; with prior_df = inf this
+        is the pooled sd with the pooled df."""
+        if math.isinf(self.prior_df) or d <= 0:
+            return self.sd_log, float(self.df)
+        d0 = self.prior_df
+        var = (d0 * self.sd_log**2 + ss) / (d0 + d)
+        return math.sqrt(var), d0 + d
+
+
+def trigamma(x: float) -> float:
+    """d²/dx² log Γ(x) for x > 0 (recurrence to x >= 6, then the asymptotic series)."""
+    out = 0.0
+    while x < 6.0:
+        out += 1.0 / (x * x)
+        x += 1.0
+    ix = 1.0 / x
+    ix2 = ix * ix
+    series = (
+        ix
+        + ix2 / 2.0
+        + ix * ix2 * (1.0 / 6.0 - ix2 * (1.0 / 30.0 - ix2 * (1.0 / 42.0 - ix2 / 30.0)))
+    )
+    return out + series
+
+
+def prior_df(groups: Sequence[Sequence[float]]) -> float:
+    """Smyth's moment estimate of the prior degrees of freedom d0 of the groups' log sample
+    variances: Var(log s²) = trigamma(d/2) + trigamma(d0/2); inf when the variances vary no
+    more than d degrees of freedom alone explain. Groups of the most common size only."""
+    sizes = [len(g) for g in groups if len(g) >= 2 and min(g) > 0]
+    if len(sizes) < 3:
+        return math.inf
+    n = max(set(sizes), key=sizes.count)
+    logs = []
+    for g in groups:
+        if len(g) != n or min(g) <= 0:
+            continue
+        v = sample_variance([math.log(x) for x in g])
+        if v > 0:
+            logs.append(math.log(v))
+    if len(logs) < 3:
+        return math.inf
+    m = mean(logs)
+    excess = math.fsum((x - m) ** 2 for x in logs) / (len(logs) - 1) - trigamma((n - 1) / 2.0)
+    if excess <= 0:
+        return math.inf
+    lo, hi = 1e-3, 1e6
+    if trigamma(hi / 2.0) > excess:
+        return math.inf
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if trigamma(mid / 2.0) > excess:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
 
 
 def pooled_noise(groups: Sequence[Sequence[float]], alpha: float = 0.01) -> PooledNoise | None:
@@ -408,4 +471,4 @@ def pooled_noise(groups: Sequence[Sequence[float]], alpha: float = 0.01) -> Pool
             if p < alpha / len(usable):
                 sound = False
                 break
-    return PooledNoise(sd, df, sound, len(usable))
+    return PooledNoise(sd, df, sound, len(usable), prior_df(groups))

@@ -11,7 +11,10 @@ Per cell and figure, with trials on both sides (or a pooled noise estimate):
   - Pooling: when the relative noise of a figure is similar across cells (no cell's
     variance differs from the rest by an F-test at 1 %, Bonferroni over cells), one sd
     per figure is pooled over all cells and both sides; its degrees of freedom make the
-    test useful with 2–3 trials. Otherwise each cell's own Welch test is used.
+    test useful with 2–3 trials. Each cell's own variance is then shrunk towards the
+    pooled one by empirical Bayes (Smyth's moderated t: prior degrees of freedom from how
+    much the cells' variances differ beyond chance), so a cell noisier than the rest
+    keeps part of its own noise. Otherwise each cell's own Welch test is used.
   - The false-discovery rate over all cells × figures is controlled at `alpha` by
     Benjamini–Hochberg: a figure is changed when BH rejects it (and |Δ| is at least the
     optional minimum effect, 0 by default).
@@ -198,8 +201,10 @@ def figure_delta(
     use_pool = pooled is not None and policy.pool and pooled.sound and pooled.df > 0
     if use_pool:
         assert pooled is not None
-        r = stats.welch_log(ta, tb, pooled_sd=pooled.sd_log, pooled_df=pooled.df)
-        sd = pooled.sd_log
+        ss, d = _own_ss(ta), len(ta) - 1
+        ss_b, d_b = _own_ss(tb), len(tb) - 1
+        sd, df = pooled.moderated(ss + ss_b, max(d, 0) + max(d_b, 0))
+        r = stats.welch_log(ta, tb, pooled_sd=sd, pooled_df=df)
         method: Literal["welch log", "pooled"] = "pooled"
     elif len(ta) >= 2 and len(tb) >= 2:
         r = stats.welch_log(ta, tb)
@@ -219,6 +224,15 @@ def figure_delta(
         mde,
         sd,
     )
+
+
+def _own_ss(values: Sequence[float]) -> float:
+    """Sum of squared deviations of the log values (0 for one value)."""
+    if len(values) < 2:
+        return 0.0
+    logs = [math.log(v) for v in values]
+    m = stats.mean(logs)
+    return math.fsum((x - m) ** 2 for x in logs)
 
 
 def _cell_mark(a: Cell | None, b: Cell | None, figures: tuple[FigureDelta, ...]) -> CellMark:

@@ -114,3 +114,38 @@ def test_pooled_noise_says_when_pooling_is_unsound() -> None:
     uneven = [*even * 5, [100.0, 130.0, 70.0]]
     q = pooled_noise(uneven)
     assert q is not None and not q.sound
+
+
+def test_trigamma_and_the_prior_df_of_cell_variances() -> None:
+    import math
+    import random
+
+    from bench.stats import prior_df, trigamma
+
+    assert abs(trigamma(1.0) - math.pi**2 / 6) < 1e-9
+    assert abs(trigamma(0.5) - math.pi**2 / 2) < 1e-9
+    rng = random.Random(1)
+    alike = [[math.exp(rng.gauss(0, 0.01)) for _ in range(3)] for _ in range(200)]
+    assert prior_df(alike) > 20  # variances differ by chance alone: shrink hard
+    mixed = [
+        [math.exp(rng.gauss(0, 0.01 if i % 2 else 0.05)) for _ in range(3)] for i in range(200)
+    ]
+    assert prior_df(mixed) < 10  # some cells are truly noisier: keep their own noise
+
+
+def test_a_noisier_cell_keeps_its_own_noise_when_pooled() -> None:
+    # Live twin, make compare-twin base-2 vs base-3: TTFT of 16K x 1 spread ~9 % over three
+    # trials on one side while the pooled TTFT noise was 1.8 %; pooled alone flagged it.
+    from bench.stats import PooledNoise
+    from bench.verdict.cells import BY_NAME, Cell
+    from bench.verdict.compare import Policy, figure_delta
+
+    a = Cell("decode", "16K", 1, "valid", trials={"ttft_s": (0.4421, 0.4669, 0.4840)})
+    b = Cell("decode", "16K", 1, "valid", trials={"ttft_s": (0.4366, 0.4414, 0.4427)})
+    metric = BY_NAME["ttft_s"]
+    hard = PooledNoise(0.0177, 60, True, 30)
+    p_hard = figure_delta(metric, a, b, Policy(), pooled=hard, tests=64).p_value
+    moderated = PooledNoise(0.0177, 60, True, 30, prior_df=1.8)
+    p_mod = figure_delta(metric, a, b, Policy(), pooled=moderated, tests=64).p_value
+    assert p_hard is not None and p_mod is not None
+    assert p_hard < 0.05 / 64 < p_mod
