@@ -196,14 +196,16 @@ def _interval(
     values: tuple[float, ...], reference: float | None, pooled: stats.PooledNoise | None
 ) -> tuple[float, float] | None:
     """95 % interval of our mean as Δ % against the card: on log values with the noise
-    pooled over cells when that is sound (more degrees of freedom), else this cell's own
-    t interval."""
+    pooled over cells when that is sound (more degrees of freedom; the cell's own variance
+    shrunk towards the pooled one, as in compare), else this cell's own t interval."""
     if len(values) < 2 or not reference or min(values) <= 0:
         return None
     if pooled is not None and pooled.sound and pooled.df > len(values) - 1:
         logs = [math.log(v) for v in values]
         m = stats.mean(logs)
-        half = stats.t_quantile(0.975, pooled.df) * pooled.sd_log / math.sqrt(len(values))
+        own = math.fsum((x - m) ** 2 for x in logs)
+        sd, df = pooled.moderated(own, len(values) - 1)  # this cell's noise, shrunk
+        half = stats.t_quantile(0.975, df) * sd / math.sqrt(len(values))
         return (
             (math.exp(m - half) / reference - 1) * 100.0,
             (math.exp(m + half) / reference - 1) * 100.0,
