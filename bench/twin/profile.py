@@ -64,6 +64,12 @@ class Profile(BaseModel):
     # per step on average, per context anchor.
     slow_request_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     slow_request_drop: list[float] | None = None
+    # Run-to-run noise (issue 14), as the relative sd of a log-normal factor on every step
+    # cost of a cell: one part drawn per run (server start) and cell, shared by that run's
+    # trials, and one part drawn per trial and cell; seeded by the run's seed. Together
+    # sqrt(0.007² + 0.007²) ≈ 1 % of each cell's figures; 0 turns either off.
+    noise_run: float = Field(default=0.007, ge=0.0, le=0.5)
+    noise_trial: float = Field(default=0.007, ge=0.0, le=0.5)
 
     @model_validator(mode="after")
     def _shapes(self) -> Profile:

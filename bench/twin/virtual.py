@@ -16,6 +16,7 @@ import itertools
 import statistics
 from dataclasses import dataclass, field
 
+from bench.twin import noise
 from bench.twin.engine import Engine, Request
 from bench.twin.frontend import Frontend
 from bench.twin.profile import Profile
@@ -157,10 +158,37 @@ def _figures(
 
 
 def run_row(
-    profile: Profile, context: int, concurrencies: list[int], *, seed: int = 0, tag: int = 1
+    profile: Profile,
+    context: int,
+    concurrencies: list[int],
+    *,
+    seed: int = 0,
+    tag: int = 1,
+    run_seed: int | None = None,
+    trial: int = 0,
 ) -> tuple[float, list[CellFigures]]:
-    """The scout's TTFT and the figures of each decode cell of one context row."""
-    engine = Engine(profile, seed)
+    """The scout's TTFT and the figures of each decode cell of one context row.
+
+    With `run_seed`, the profile's run-to-run noise applies (see `bench.twin.noise`): each
+    cell (the scout is cell (context, 1) of prefill, concurrency 0) runs on an engine whose
+    step costs carry that cell's factor for this run and trial. Without it: no noise.
+    """
+
+    def engine_for(concurrency: int) -> Engine:
+        if run_seed is None:
+            return Engine(profile, seed)
+        f = noise.cell_factor(profile, run_seed, trial, context, concurrency)
+        return Engine(noise.scaled(profile, f), seed)
+
     ids = prompt_ids(context, tag)
-    ttft = prefill_ttft_s(engine, ids)
-    return ttft, [decode_cell(engine, ids, c) for c in concurrencies]
+    if run_seed is None:
+        engine = Engine(profile, seed)
+        ttft = prefill_ttft_s(engine, ids)
+        return ttft, [decode_cell(engine, ids, c) for c in concurrencies]
+    ttft = prefill_ttft_s(engine_for(0), ids)
+    cells = []
+    for c in concurrencies:
+        engine = engine_for(c)
+        prefill_ttft_s(engine, ids)  # warm the prefix cache, as the scout did
+        cells.append(decode_cell(engine, ids, c))
+    return ttft, cells

@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.card.model import Card, MatrixCell, Measurement
 from bench.card.parse import read_card
 from bench.verdict.cells import Cell, Key, RunFigures, Status, context_order
+from bench.verdict.settings import from_card as card_settings
 
 
 def _from_row(m: Measurement) -> Cell:
@@ -58,6 +59,7 @@ def from_card(card: Card) -> RunFigures:
     if card.launch_command:
         metadata["Launch command"] = card.launch_command
     return RunFigures(
+        settings=card_settings(card),
         name=card.source,
         kind="card",
         speed_factor=1.0,

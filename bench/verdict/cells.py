@@ -27,7 +27,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Phase = Literal["prefill", "decode"]
-Status = Literal["valid", "over_capacity", "not_run", "failed"]
+Status = Literal[
+    "valid", "over_capacity", "not_run", "failed", "not_ready", "invalid", "interrupted"
+]
+# A cell measured but not to be trusted: never "reproduced" nor "unchanged".
+UNTRUSTED: frozenset[str] = frozenset({"failed", "not_ready", "invalid", "interrupted"})
+Trust = Literal["card", "signed", "unsigned", "unverified"]
 Kind = Literal["throughput", "latency"]
 Key = tuple[str, str, int]  # phase, context label, concurrency
 
@@ -97,6 +102,13 @@ class RunFigures:
     cells: dict[Key, Cell]
     contexts: tuple[str, ...]  # row order for tables
     concurrencies: tuple[int, ...]
+    # Where the figures come from: a card, a bundle whose signature was verified, a run
+    # directory that is no bundle (unsigned), or an input read with --unverified.
+    trust: Trust = "card"
+    provenance: str = ""
+    # The settings both sides of a verdict must share (see `bench.verdict.settings`).
+    settings: dict[str, str] = field(default_factory=dict)
+    twin: bool = False
 
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)

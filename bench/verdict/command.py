@@ -16,9 +16,15 @@ from bench.settings import Settings
 from bench.verdict import page
 from bench.verdict.card_source import from_card
 from bench.verdict.cells import RunFigures
-from bench.verdict.compare import Policy, compare
+from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
-from bench.verdict.run_source import load_run
+from bench.verdict.run_source import (
+    DEFAULT_ALLOWED_SIGNERS,
+    Verification,
+    load_run,
+    merge_runs,
+)
+from bench.verdict.settings import parse_accept
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 
 
@@ -30,6 +36,36 @@ def _percent(text: str) -> float:
     if not 0 <= value < 1000:
         raise argparse.ArgumentTypeError(f"a percentage between 0 and 1000, got {text}")
     return value
+
+
+def _add_verification(p: argparse.ArgumentParser) -> None:
+    defaults = " or ".join(str(x) for x in DEFAULT_ALLOWED_SIGNERS)
+    p.add_argument(
+        "--allowed-signers",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"trusted signers of the bundles (repeatable); default {defaults}",
+    )
+    p.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="settings allowed to differ, comma-separated: "
+        "window_s,max_tokens,api,model,engine_version,engine_commit,launch_flags,"
+        "gpu_count,gpu_model (or all)",
+    )
+    p.add_argument(
+        "--unverified",
+        action="store_true",
+        help="read bundles that do not verify; the verdict's first line then says UNVERIFIED",
+    )
+
+
+def verification(args: argparse.Namespace) -> Verification:
+    return Verification(tuple(args.allowed_signers), bool(args.unverified))
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +87,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="allowed |Δ %%| of TTFT and time between tokens (default 10)",
     )
     rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    _add_verification(rep)
     rep.set_defaults(func=run_reproduce)
     cmp_ = sub.add_parser("compare", help="per-cell changes of runs B, C, ... against run A")
     cmp_.add_argument(
@@ -60,22 +97,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="RUN",
         help="bundles .tar.gz, run directories or results.json; the first is A",
     )
-    cmp_.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    cmp_.add_argument(
+        "--vs",
+        type=Path,
+        nargs="+",
+        metavar="RUN_B",
+        help="side B's bundles (one per trial run); then every RUN is side A's",
+    )
+    cmp_.add_argument(
+        "--order",
+        choices=("interleaved", "blocked", "unknown"),
+        default="unknown",
+        help="how the trial runs of A and B were ordered on the host (for the verdict)",
+    )
+    cmp_.add_argument(
+        "--alpha", type=float, default=0.05, help="false-discovery rate over cells x figures"
+    )
     cmp_.add_argument(
         "--min-effect-throughput",
         type=_percent,
-        default=3.0,
+        default=0.0,
         metavar="PCT",
-        help="smallest |Δ %%| of tok/s that counts as a change (default 3)",
+        help="smallest |Δ %%| of tok/s that counts as a change (default 0)",
     )
     cmp_.add_argument(
         "--min-effect-latency",
         type=_percent,
-        default=5.0,
+        default=0.0,
         metavar="PCT",
-        help="smallest |Δ %%| of a latency that counts as a change (default 5)",
+        help="smallest |Δ %%| of a latency that counts as a change (default 0)",
     )
     cmp_.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    _add_verification(cmp_)
     cmp_.set_defaults(func=run_compare)  # fmt: skip
 
 
@@ -95,9 +148,9 @@ def load_reference(path: Path) -> RunFigures:
 
 def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     card = load_reference(args.card)
-    ours = load_run(args.bundle)
+    ours = load_run(args.bundle, verification(args))
     tol = Tolerances(args.tolerance_throughput, args.tolerance_latency)
-    result = reproduce(ours, card, tol)
+    result = reproduce(ours, card, tol, parse_accept(args.accept))
     sys.stdout.write(reproduce_markdown(result))
     if args.html:
         page.write(args.html, page.reproduce_page(result))
@@ -105,26 +158,60 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
         "reproduce_judged",
         bundle=str(args.bundle),
         card=card.name,
-        reproduced=result.reproduced,
+        verdict=result.overall,
         compared=len(result.judged),
         failed=[f"{k[0]} {k[1]}x{k[2]}" for k in (c.key for c in result.failed)],
     )
-    return int(Exit.OK if result.reproduced else Exit.NOT_REPRODUCED)
+    return int(result.exit_code)
 
 
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
-    if len(args.runs) < 2:
-        raise UsageError("compare needs at least two runs", hint="bench compare A B [C ...]")
+    if len(args.runs) < 2 and not args.vs:
+        raise UsageError(
+            "compare needs at least two runs",
+            hint="bench compare A B [C ...], or bench compare A1 A2 A3 --vs B1 B2 B3",
+        )
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
-    policy = Policy(args.alpha, args.min_effect_throughput, args.min_effect_latency)
-    runs = [load_run(p) for p in args.runs]
-    comparisons = [compare(runs[0], other, policy) for other in runs[1:]]
-    sys.stdout.write("\n".join(compare_markdown(c) for c in comparisons))
+    policy = Policy(
+        args.alpha,
+        args.min_effect_throughput,
+        args.min_effect_latency,
+        accept=parse_accept(args.accept),
+    )
+    how = verification(args)
+    runs = [load_run(p, how) for p in args.runs]
+    if args.vs:
+        side_a = merge_runs(runs, f"A ({len(runs)} runs)" if len(runs) > 1 else runs[0].name)
+        others = [load_run(p, how) for p in args.vs]
+        name_b = f"B ({len(others)} runs)" if len(others) > 1 else others[0].name
+        comparisons = [compare(side_a, merge_runs(others, name_b), policy)]
+    else:
+        comparisons = [compare(runs[0], other, policy) for other in runs[1:]]
+    order = {
+        "blocked": "Order: blocked (all A, then all B): drift over hours is NOT controlled "
+        "and may read as a change.\n",
+        "interleaved": "Order: interleaved (A B B A A B): drift over time is balanced "
+        "between the sides.\n",
+        "unknown": "",
+    }[args.order]
+    sys.stdout.write(order + "\n".join(compare_markdown(c) for c in comparisons))
     if args.html:
         page.write(args.html, page.compare_page(comparisons))
     flagged = sum(len(c.flagged) for c in comparisons)
     structlog.get_logger("bench.verdict").info(
         "compare_judged", runs=[str(p) for p in args.runs], flagged_cells=flagged
     )
-    return int(Exit.NOT_REPRODUCED if flagged else Exit.OK)
+    return int(compare_exit(comparisons))
+
+
+def compare_exit(comparisons: list[Comparison]) -> Exit:
+    """10 settings differ, 1 a change, 9 cells that cannot be compared or no noise
+    estimate (one trial a side), else 0."""
+    if any(not c.settings.comparable for c in comparisons):
+        return Exit.NOT_COMPARABLE
+    if any(c.flagged for c in comparisons):
+        return Exit.NOT_REPRODUCED
+    if any(c.cannot_compare or c.raw_only for c in comparisons):
+        return Exit.PARTIAL
+    return Exit.OK

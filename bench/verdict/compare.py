@@ -1,40 +1,59 @@
 """Compare runs: per cell and figure, Δ % of B against A and whether it is a real change.
 
-A figure is marked changed only when both hold:
-  1. it is unlikely to be noise:
-     - with ≥ 2 trials on both sides, Welch's t-test on the per-trial values gives
-       p < alpha (0.05), i.e. the 95 % confidence interval of the difference excludes 0;
-     - otherwise |Δ %| exceeds the noise floor 1.96 × sqrt(rse_A² + rse_B²) × 100, where
-       rse is each side's relative standard error: from its trials when it has ≥ 2, else
-       from the run's own spread (see `cells` for the definition);
-  2. it is large enough to matter: |Δ %| ≥ the minimum effect of its kind (3 % for
-     throughput, 5 % for latencies by default). Dozens of cells × figures are tested at
-     once, so significance alone would flag a few cells of identical runs by chance; the
-     minimum effect keeps those false alarms out without hiding a change worth a report.
-Direction: higher tok/s is better, lower latency is better. A cell whose status differs
-(over capacity or failed on one side only) is marked as such and counts as changed.
+Noise is run-to-run noise, measured from repeated trials only (separate bundles per side,
+or `--trials` of one run); the spread of requests inside one window is never taken for it.
+
+Per cell and figure, with trials on both sides (or a pooled noise estimate):
+  - Δ % = (B / A − 1) × 100 on the geometric means, its 95 % interval and a p-value from
+    Welch's t-test on the logarithms of the per-trial values. Assumptions: trials are
+    independent, their log values roughly normal (noise is multiplicative), variances
+    may differ between A and B.
+  - Pooling: when the relative noise of a figure is similar across cells (no cell's
+    variance differs from the rest by an F-test at 1 %, Bonferroni over cells), one sd
+    per figure is pooled over all cells and both sides; its degrees of freedom make the
+    test useful with 2–3 trials. Each cell's own variance is then shrunk towards the
+    pooled one by empirical Bayes (Smyth's moderated t: prior degrees of freedom from how
+    much the cells' variances differ beyond chance), so a cell noisier than the rest
+    keeps part of its own noise. Otherwise each cell's own Welch test is used.
+  - The false-discovery rate over all cells × figures is controlled at `alpha` by
+    Benjamini–Hochberg: a figure is changed when BH rejects it (and |Δ| is at least the
+    optional minimum effect, 0 by default).
+  - MDE: the smallest change detected with 80 % power at the level a single changed
+    figure must reach under BH among m tests (alpha / m), from the noise measured. An
+    unchanged figure is printed as "no change larger than MDE %".
+With one trial per side and no noise estimate, the compare cannot tell noise from change:
+it shows the raw Δ only and flags nothing on figures.
+A cell that is not_ready, invalid, interrupted or failed on either side (or measured on
+one side only) cannot be compared; it is listed with its reason.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from bench.verdict import stats
-from bench.verdict.cells import Cell, Key, MetricSpec, RunFigures, metrics_of
+from bench import stats
+from bench.verdict import settings as settings_mod
+from bench.verdict.cells import UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
 from bench.verdict.reproduce import delta_pct
 
-Mark = Literal["improved", "regressed", "unchanged", "n/a"]
-CellMark = Literal["improved", "regressed", "mixed", "unchanged", "status changed", "n/a"]
+Mark = Literal["improved", "regressed", "unchanged", "raw", "n/a"]
+CellMark = Literal[
+    "improved", "regressed", "mixed", "unchanged", "status changed", "cannot compare", "raw", "n/a"
+]
+POWER = 0.80
 
 
 @dataclass(frozen=True)
 class Policy:
-    alpha: float = 0.05
-    min_effect_throughput_pct: float = 3.0
-    min_effect_latency_pct: float = 5.0
+    alpha: float = 0.05  # false-discovery rate over all cells x figures
+    min_effect_throughput_pct: float = 0.0
+    min_effect_latency_pct: float = 0.0
+    pool: bool = True
+    accept: frozenset[str] = frozenset()  # settings allowed to differ between A and B
 
     def min_effect(self, metric: MetricSpec) -> float:
         if metric.kind == "throughput":
@@ -48,10 +67,11 @@ class FigureDelta:
     a: float | None
     b: float | None
     delta_pct: float | None
-    method: Literal["welch", "noise floor", "none"]
-    ci_pct: tuple[float, float] | None = None  # 95 % CI of Δ %, Welch only
+    method: Literal["welch log", "pooled", "raw", "none"]
+    ci_pct: tuple[float, float] | None = None  # 95 % interval of Δ %
     p_value: float | None = None
-    floor_pct: float | None = None
+    mde_pct: float | None = None  # 80 % power at the BH level for one change among m
+    sd_log: float | None = None  # relative noise of one trial used
     mark: Mark = "n/a"
 
 
@@ -62,10 +82,11 @@ class CellDelta:
     b: Cell | None
     figures: tuple[FigureDelta, ...]
     mark: CellMark
+    reason: str | None = None
 
     @property
     def flagged(self) -> bool:
-        return self.mark not in ("unchanged", "n/a")
+        return self.mark in ("improved", "regressed", "mixed", "status changed")
 
 
 @dataclass(frozen=True)
@@ -75,10 +96,41 @@ class Comparison:
     policy: Policy
     cells: tuple[CellDelta, ...]
     metadata_diff: tuple[tuple[str, str, str], ...]
+    settings: settings_mod.SettingsCheck = field(
+        default_factory=lambda: settings_mod.SettingsCheck((), ())
+    )
+    noise: dict[str, stats.PooledNoise] = field(default_factory=dict)
+    tests: int = 0  # m of Benjamini-Hochberg
 
     @property
     def flagged(self) -> list[CellDelta]:
         return [c for c in self.cells if c.flagged]
+
+    @property
+    def cannot_compare(self) -> list[CellDelta]:
+        return [c for c in self.cells if c.mark == "cannot compare"]
+
+    @property
+    def raw_only(self) -> bool:
+        """One trial a side and no noise estimate: noise cannot be told from change."""
+        figs = [f for c in self.cells for f in c.figures if f.delta_pct is not None]
+        return bool(figs) and all(f.method == "raw" for f in figs)
+
+    def verdict(self) -> str:
+        parts = []
+        if not self.settings.comparable:
+            names = ",".join(d.name for d in self.settings.blocking)
+            parts.append(f"NOT COMPARABLE ({names} differ)")
+        flagged = len(self.flagged)
+        if self.raw_only:
+            parts.append("CANNOT TELL NOISE FROM CHANGE (one trial a side): raw Δ only")
+        elif flagged:
+            parts.append(f"{flagged} of {len(self.cells)} cells changed")
+        else:
+            parts.append("no cell changed")
+        if self.cannot_compare:
+            parts.append(f"cannot compare {len(self.cannot_compare)} cells")
+        return "; ".join(parts).upper()
 
     def summaries(self) -> list[str]:
         lines = []
@@ -90,25 +142,33 @@ class Comparison:
             count = {
                 m: sum(f.mark == m for f in ds) for m in ("improved", "regressed", "unchanged")
             }
+            mdes = sorted(f.mde_pct for f in ds if f.mde_pct is not None)
+            mde = (
+                f"; MDE median {statistics.median(mdes):.1f} %, worst {mdes[-1]:.1f} %"
+                if mdes
+                else ""
+            )
             lines.append(
                 f"{metric.label}: {count['improved']} improved, {count['regressed']} regressed, "
                 f"{count['unchanged']} unchanged of {len(deltas)}; median Δ "
                 f"{_signed(statistics.median(deltas))} % "
-                f"(range {_signed(min(deltas))} to {_signed(max(deltas))})"
+                f"(range {_signed(min(deltas))} to {_signed(max(deltas))}){mde}"
             )
         return lines
+
+    def noise_lines(self) -> list[str]:
+        out = []
+        for name, n in self.noise.items():
+            how = "pooled over cells" if n.sound and self.policy.pool else "per cell (not pooled)"
+            out.append(
+                f"- {name}: run-to-run sd of one trial {n.sd_log * 100:.2f} % "
+                f"({n.df} degrees of freedom, {n.cells} cells, both sides): {how}"
+            )
+        return out
 
 
 def _signed(value: float) -> str:
     return "0.0" if round(value, 1) == 0 else f"{value:+.1f}".replace("-", "−")
-
-
-def _rse(cell: Cell, metric: str) -> float | None:
-    values = cell.trials.get(metric, ())
-    if len(values) >= 2:
-        m = stats.mean(values)
-        return math.sqrt(stats.sample_variance(values) / len(values)) / m if m else None
-    return cell.rse.get(metric)
 
 
 def _mark(metric: MetricSpec, delta: float, changed: bool) -> Mark:
@@ -117,40 +177,106 @@ def _mark(metric: MetricSpec, delta: float, changed: bool) -> Mark:
     return "improved" if (delta > 0) == metric.higher_is_better else "regressed"
 
 
-def figure_delta(metric: MetricSpec, a: Cell, b: Cell, policy: Policy) -> FigureDelta:
+def _level_for_one(alpha: float, m: int) -> float:
+    """The p a single true change must reach under BH among m tests (rank 1)."""
+    return alpha / max(m, 1)
+
+
+def figure_delta(
+    metric: MetricSpec,
+    a: Cell,
+    b: Cell,
+    policy: Policy,
+    *,
+    pooled: stats.PooledNoise | None = None,
+    tests: int = 1,
+) -> FigureDelta:
+    """Δ, interval, p and MDE of one figure (the mark is set after BH in `compare`)."""
     ta, tb = a.trials.get(metric.name, ()), b.trials.get(metric.name, ())
     va, vb = a.value(metric.name), b.value(metric.name)
     d = delta_pct(vb, va)
-    if d is None or va is None:
+    if d is None or not ta or not tb or min(ta) <= 0 or min(tb) <= 0:
         return FigureDelta(metric, va, vb, d, "none")
-    big = abs(d) >= policy.min_effect(metric)
-    if len(ta) >= 2 and len(tb) >= 2:
-        w = stats.welch(ta, tb, level=1.0 - policy.alpha)
-        ci = (w.low / va * 100.0, w.high / va * 100.0)
-        changed = w.p_value < policy.alpha and big
-        return FigureDelta(
-            metric, va, vb, d, "welch", ci, w.p_value, mark=_mark(metric, d, changed)
-        )
-    ra, rb = _rse(a, metric.name), _rse(b, metric.name)
-    floor = 1.96 * math.hypot(ra or 0.0, rb or 0.0) * 100.0
-    changed = abs(d) > floor and big
+    level = _level_for_one(policy.alpha, tests)
+    use_pool = pooled is not None and policy.pool and pooled.sound and pooled.df > 0
+    if use_pool:
+        assert pooled is not None
+        ss, d = _own_ss(ta), len(ta) - 1
+        ss_b, d_b = _own_ss(tb), len(tb) - 1
+        sd, df = pooled.moderated(ss + ss_b, max(d, 0) + max(d_b, 0))
+        r = stats.welch_log(ta, tb, pooled_sd=sd, pooled_df=df)
+        method: Literal["welch log", "pooled"] = "pooled"
+    elif len(ta) >= 2 and len(tb) >= 2:
+        r = stats.welch_log(ta, tb)
+        sd = math.sqrt((r.sd_log_a**2 + r.sd_log_b**2) / 2.0)
+        method = "welch log"
+    else:
+        return FigureDelta(metric, va, vb, d, "raw", mark="raw")
+    mde = stats.mde_pct(sd, len(ta), len(tb), alpha=level, power=POWER, df=r.df)
     return FigureDelta(
-        metric, va, vb, d, "noise floor", floor_pct=floor, mark=_mark(metric, d, changed)
+        metric,
+        va,
+        vb,
+        r.delta_pct,
+        method,
+        (r.low_pct, r.high_pct),
+        r.p_value,
+        mde,
+        sd,
     )
+
+
+def _own_ss(values: Sequence[float]) -> float:
+    """Sum of squared deviations of the log values (0 for one value)."""
+    if len(values) < 2:
+        return 0.0
+    logs = [math.log(v) for v in values]
+    m = stats.mean(logs)
+    return math.fsum((x - m) ** 2 for x in logs)
 
 
 def _cell_mark(a: Cell | None, b: Cell | None, figures: tuple[FigureDelta, ...]) -> CellMark:
     if a is None or b is None:
-        return "n/a"
+        return "cannot compare"
+    if a.status in UNTRUSTED or b.status in UNTRUSTED:
+        return "cannot compare"
     if a.status != b.status:
         return "status changed"
     marks = {f.mark for f in figures}
     if "regressed" in marks and "improved" in marks:
         return "mixed"
-    for m in ("regressed", "improved", "unchanged"):
+    for m in ("regressed", "improved", "unchanged", "raw"):
         if m in marks:
             return m
     return "n/a"
+
+
+def _reason(a: Cell | None, b: Cell | None) -> str | None:
+    if a is None or b is None:
+        return "measured in B only" if a is None else "measured in A only"
+    bad = [(side, c) for side, c in (("A", a), ("B", b)) if c.status in UNTRUSTED]
+    if bad:
+        return "; ".join(
+            f"{c.status.replace('_', ' ')} in {side}: {c.detail or 'no reason'}" for side, c in bad
+        )
+    return None
+
+
+def pooled_noise(runs: Sequence[RunFigures]) -> dict[str, stats.PooledNoise]:
+    """Per figure, one trial's relative noise pooled over the valid cells of all runs."""
+    out: dict[str, stats.PooledNoise] = {}
+    for phase in ("prefill", "decode"):
+        for metric in metrics_of(phase):
+            groups = [
+                c.trials.get(metric.name, ())
+                for run in runs
+                for c in run.cells.values()
+                if c.status == "valid" and c.phase == phase
+            ]
+            found = stats.pooled_noise(groups)
+            if found is not None:
+                out[metric.name] = found
+    return out
 
 
 def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
@@ -158,14 +284,50 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
         set(a.cells) | set(b.cells),
         key=lambda k: (k[0] != "prefill", _size(k[1]), k[2]),
     )
+    noise = pooled_noise([a, b])
+    comparable = [
+        k
+        for k in keys
+        if (ca := a.cell(k)) is not None
+        and (cb := b.cell(k)) is not None
+        and ca.status == cb.status == "valid"
+    ]
+    m = sum(
+        1
+        for k in comparable
+        for metric in metrics_of(k[0])
+        if a.cells[k].trials.get(metric.name) and b.cells[k].trials.get(metric.name)
+    )
+    figures_by_key: dict[Key, list[FigureDelta]] = {
+        k: [
+            figure_delta(
+                metric, a.cells[k], b.cells[k], policy, pooled=noise.get(metric.name), tests=m
+            )
+            for metric in metrics_of(k[0])
+        ]
+        for k in comparable
+    }
+    tested = [
+        (k, i, f.p_value)
+        for k, figs in figures_by_key.items()
+        for i, f in enumerate(figs)
+        if f.p_value is not None
+    ]
+    rejected = stats.benjamini_hochberg([p for _, _, p in tested], policy.alpha)
+    for (k, i, _), rej in zip(tested, rejected, strict=True):
+        f = figures_by_key[k][i]
+        assert f.delta_pct is not None
+        big = abs(f.delta_pct) >= policy.min_effect(f.metric)
+        figures_by_key[k][i] = replace(f, mark=_mark(f.metric, f.delta_pct, rej and big))
     cells = []
     for key in keys:
         ca, cb = a.cell(key), b.cell(key)
-        figures: tuple[FigureDelta, ...] = ()
-        if ca is not None and cb is not None and ca.status == cb.status == "valid":
-            figures = tuple(figure_delta(m, ca, cb, policy) for m in metrics_of(key[0]))
-        cells.append(CellDelta(key, ca, cb, figures, _cell_mark(ca, cb, figures)))
-    return Comparison(a, b, policy, tuple(cells), metadata_diff(a, b))
+        figures = tuple(figures_by_key.get(key, ()))
+        cells.append(CellDelta(key, ca, cb, figures, _cell_mark(ca, cb, figures), _reason(ca, cb)))
+    check = settings_mod.check(
+        a.settings, b.settings, policy.accept, names=settings_mod.COMPARE_NAMES
+    )
+    return Comparison(a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m)
 
 
 def _size(label: str) -> float:

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.errors import DiskError
+from bench.stats import mean_ci
 from bench.verdict import plots
 from bench.verdict.cells import MetricSpec, metrics_of
 from bench.verdict.compare import Comparison
-from bench.verdict.reproduce import Reproduction
-from bench.verdict.stats import mean_ci
-from bench.verdict.tables import Table, compare_tables, pct, reproduce_tables
+from bench.verdict.reproduce import CellCheck, Reproduction
+from bench.verdict.tables import Table, compare_tables, pct, reproduce_tables, trust_lines
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -67,6 +67,32 @@ def _decode_metrics() -> tuple[MetricSpec, ...]:
     return metrics_of("decode")
 
 
+# How a cell that is not valid on our side is written in the matrix heatmaps.
+NOT_VALID_MARK = {
+    "not ready here": "⚠ not ready",
+    "invalid here": "⚠ invalid",
+    "interrupted here": "⚠ interrupted",
+    "failed here": "⚠ failed",
+}
+
+
+def reproduce_heat_cell(check: CellCheck | None, metric: MetricSpec) -> plots.HeatCell:
+    """One square of the reproduce matrix: Δ %, or why there is none to trust."""
+    if check is None:
+        return plots.HeatCell(None, "")
+    if check.verdict in NOT_VALID_MARK:
+        return plots.HeatCell(None, NOT_VALID_MARK[check.verdict], flagged=True)
+    if check.verdict == "both over capacity":
+        return plots.HeatCell(None, "OC")
+    if "over capacity" in check.verdict:
+        return plots.HeatCell(None, "OC≠", flagged=True)
+    f = next((f for f in check.figures if f.metric is metric), None)
+    if f is None or f.delta_pct is None:
+        return plots.HeatCell(None, "n/m" if check.verdict == "not measured here" else "—")
+    text = pct(f.delta_pct) + (" ?" if f.outcome == "inconclusive" else "")
+    return plots.HeatCell(f.delta_pct, text, flagged=f.outcome != "pass")
+
+
 def reproduce_page(r: Reproduction) -> str:
     contexts = [
         c for c in r.card.contexts if any(k[0] == "decode" and k[1] == c for k in r.card.cells)
@@ -76,17 +102,7 @@ def reproduce_page(r: Reproduction) -> str:
 
     def heat(metric: MetricSpec) -> plots.Heatmap:
         def cell(ctx: str, conc: int) -> plots.HeatCell:
-            check = checks.get(("decode", ctx, conc))
-            if check is None:
-                return plots.HeatCell(None, "")
-            if check.verdict == "both over capacity":
-                return plots.HeatCell(None, "OC")
-            if "over capacity" in check.verdict:
-                return plots.HeatCell(None, "OC≠", flagged=True)
-            f = next((f for f in check.figures if f.metric is metric), None)
-            if f is None or f.delta_pct is None:
-                return plots.HeatCell(None, "n/m" if check.verdict == "not measured here" else "—")
-            return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=f.ok is False)
+            return reproduce_heat_cell(checks.get(("decode", ctx, conc)), metric)
 
         tol = r.tolerances.of(metric)
         return plots.Heatmap(
@@ -99,7 +115,9 @@ def reproduce_page(r: Reproduction) -> str:
         )
 
     word = "pass" if r.reproduced else "fail"
+    head = trust_lines([r.ours]) + r.settings.lines("ours", "card")
     parts = [
+        *(f"<p>{html.escape(line)}</p>" for line in head if line),
         f"<p>Bundle <code>{html.escape(r.ours.name)}</code> against card "
         f"<code>{html.escape(r.card.name)}</code>; speed factor {r.ours.speed_factor:g} "
         f"(rates ÷, latencies × by it); tolerances ±{r.tolerances.throughput_pct:g} % "
@@ -150,6 +168,8 @@ def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
         d = deltas.get(("decode", ctx, conc))
         if d is None:
             return plots.HeatCell(None, "")
+        if d.mark == "cannot compare":
+            return plots.HeatCell(None, "⚠", flagged=True)
         if not d.figures:
             changed = d.mark == "status changed"
             return plots.HeatCell(None, "≠" if changed else "OC", flagged=changed)
@@ -159,7 +179,7 @@ def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
         flagged = f.mark in ("improved", "regressed")
         return plots.HeatCell(f.delta_pct, pct(f.delta_pct), flagged=flagged, muted=not flagged)
 
-    limit = 2.0 * c.policy.min_effect(metric)
+    limit = max(2.0 * c.policy.min_effect(metric), 10.0)
     title = f"{metric.label}: Δ % (B vs A; washed out = within noise)"
     return plots.Heatmap(title, contexts, levels, cell, limit, metric.higher_is_better)
 
@@ -177,9 +197,11 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
                 f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
             )
         flagged = len(c.flagged)
-        word = "fail" if flagged else "pass"
-        text = f"{flagged} of {len(c.cells)} cells changed" if flagged else "no cell changed"
-        parts.append(f'<p class="verdict {word}">{html.escape(text)}</p>')
+        word = "fail" if flagged or c.cannot_compare or c.raw_only else "pass"
+        for line in trust_lines([c.a, c.b]) + c.settings.lines("A", "B"):
+            if line:
+                parts.append(f"<p>{html.escape(line)}</p>")
+        parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
         items = "".join(f"<li>{html.escape(s)}</li>" for s in c.summaries())
         parts.append(f"<ul>{items}</ul>")
         maps = [_compare_heat(c, m) for m in _decode_metrics()]

@@ -1,32 +1,52 @@
 """Reproduce: a run against a published card, cell by cell, with a verdict per cell.
 
+The one implementation of "did this run reproduce the card?" (`bench reproduce`,
+`make reproduce-twin`, `bench local`, the orchestrator's verdict all call `reproduce`).
+
 Δ % = (ours − card) / card × 100, ours at server speed (a twin's figures are divided /
-multiplied by its speed factor first). A figure passes when |Δ %| is within the
-tolerance of its kind (throughput ±5 %, latency ±10 % by default). Over-capacity sets
-must match: a cell over capacity on one side only fails. Cells of the card this run did
-not plan are listed as not measured and do not decide the verdict; the summary says how
-much of the card was covered.
+multiplied by its speed factor first). The tolerance band is ±5 % for throughput and
+±10 % for latencies by default.
+  - one trial: a figure passes when its Δ lies inside the band;
+  - repeated trials: the 95 % t interval of our mean, as Δ %, decides: inside the band
+    = pass, straddling an edge = inconclusive, entirely outside = fail.
+Over-capacity sets must match: a cell over capacity on one side only fails. A cell that
+is not_ready, invalid, interrupted or failed on our side never passes: it is listed with
+its reason and fails the verdict. Cells of the card this run did not measure make the
+verdict PARTIAL (its own exit code). Settings that differ from the card's make it NOT
+COMPARABLE unless accepted by name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Literal
 
-from bench.verdict.cells import Cell, Key, MetricSpec, RunFigures, metrics_of
+from bench import stats
+from bench.errors import Exit
+from bench.verdict import settings as settings_mod
+from bench.verdict.cells import UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
 
 CellVerdict = Literal[
     "pass",
     "fail",
+    "inconclusive",
     "both over capacity",
     "over capacity here only",
     "over capacity on card only",
     "failed here",
+    "not ready here",
+    "invalid here",
+    "interrupted here",
     "not measured here",
     "not run on card",
 ]
 PASSING: frozenset[str] = frozenset({"pass", "both over capacity"})
 NEUTRAL: frozenset[str] = frozenset({"not measured here", "not run on card"})
+NOT_VALID_HERE: frozenset[str] = frozenset(
+    {"failed here", "not ready here", "invalid here", "interrupted here"}
+)
+Overall = Literal["REPRODUCED", "NOT REPRODUCED", "PARTIAL", "INCONCLUSIVE", "NOT COMPARABLE"]
 
 
 @dataclass(frozen=True)
@@ -45,12 +65,26 @@ class FigureCheck:
     card: float | None
     delta_pct: float | None
     tolerance_pct: float
+    ci_pct: tuple[float, float] | None = None  # 95 % interval of Δ % with ≥ 2 trials
+
+    @property
+    def outcome(self) -> Literal["pass", "fail", "inconclusive"] | None:
+        if self.delta_pct is None:
+            return None
+        tol = self.tolerance_pct
+        if self.ci_pct is None:
+            return "pass" if abs(self.delta_pct) <= tol else "fail"
+        low, high = self.ci_pct
+        if -tol <= low and high <= tol:
+            return "pass"
+        if high < -tol or low > tol:
+            return "fail"
+        return "inconclusive"
 
     @property
     def ok(self) -> bool | None:
-        if self.delta_pct is None:
-            return None
-        return abs(self.delta_pct) <= self.tolerance_pct
+        o = self.outcome
+        return None if o is None else o == "pass"
 
 
 @dataclass(frozen=True)
@@ -67,6 +101,25 @@ class Reproduction:
     card: RunFigures
     tolerances: Tolerances
     cells: tuple[CellCheck, ...]
+    settings: settings_mod.SettingsCheck = field(
+        default_factory=lambda: settings_mod.SettingsCheck((), ())
+    )
+    noise: dict[str, stats.PooledNoise] = field(default_factory=dict)
+
+    def noise_lines(self) -> list[str]:
+        """How the intervals were made: per figure, the pooled run-to-run noise or why not."""
+        out = []
+        for name, n in self.noise.items():
+            how = (
+                "pooled over cells (no cell's variance differs by an F-test at 1 %)"
+                if n.sound
+                else "NOT pooled (cells' variances differ), each cell's own t interval"
+            )
+            out.append(
+                f"- {name}: run-to-run sd {n.sd_log * 100:.2f} % of one trial, "
+                f"{n.df} degrees of freedom from {n.cells} cells; {how}"
+            )
+        return out
 
     @property
     def judged(self) -> list[CellCheck]:
@@ -74,23 +127,62 @@ class Reproduction:
 
     @property
     def failed(self) -> list[CellCheck]:
-        return [c for c in self.judged if c.verdict not in PASSING]
+        return [c for c in self.judged if c.verdict not in PASSING | {"inconclusive"}]
+
+    @property
+    def not_valid(self) -> list[CellCheck]:
+        return [c for c in self.cells if c.verdict in NOT_VALID_HERE]
+
+    @property
+    def inconclusive(self) -> list[CellCheck]:
+        return [c for c in self.cells if c.verdict == "inconclusive"]
+
+    @property
+    def missing(self) -> list[CellCheck]:
+        return [c for c in self.cells if c.verdict == "not measured here"]
+
+    @property
+    def overall(self) -> Overall:
+        if not self.settings.comparable:
+            return "NOT COMPARABLE"
+        if self.failed or not self.judged:
+            return "NOT REPRODUCED"
+        if self.missing:
+            return "PARTIAL"
+        if self.inconclusive:
+            return "INCONCLUSIVE"
+        return "REPRODUCED"
 
     @property
     def reproduced(self) -> bool:
-        return bool(self.judged) and not self.failed
+        return self.overall == "REPRODUCED"
+
+    @property
+    def exit_code(self) -> Exit:
+        return {
+            "REPRODUCED": Exit.OK,
+            "NOT REPRODUCED": Exit.NOT_REPRODUCED,
+            "PARTIAL": Exit.PARTIAL,
+            "INCONCLUSIVE": Exit.INCONCLUSIVE,
+            "NOT COMPARABLE": Exit.NOT_COMPARABLE,
+        }[self.overall]
 
     def summary(self) -> str:
         total = sum(1 for c in self.cells if c.key in self.card.cells)
-        word = "REPRODUCED" if self.reproduced else "NOT REPRODUCED"
-        missing = sum(1 for c in self.cells if c.verdict == "not measured here")
+        passed = sum(1 for c in self.judged if c.verdict in PASSING)
         line = (
-            f"{word}: {len(self.judged) - len(self.failed)} of {len(self.judged)} compared "
+            f"{self.overall}: {passed} of {len(self.judged)} compared "
             f"cells within ±{self.tolerances.throughput_pct:g} % (throughput) / "
             f"±{self.tolerances.latency_pct:g} % (latency)"
         )
-        if missing:
-            line += f"; {missing} of the card's {total} cells not measured here"
+        if self.not_valid:
+            line += f"; {len(self.not_valid)} not valid here (not ready, invalid, interrupted)"
+        if self.inconclusive:
+            line += f"; {len(self.inconclusive)} inconclusive (interval straddles the band)"
+        if self.missing:
+            line += f"; PARTIAL: {len(self.missing)} of the card's {total} cells not measured here"
+        if not self.settings.comparable:
+            line += "; settings differ: " + ", ".join(d.name for d in self.settings.blocking)
         return line
 
 
@@ -100,18 +192,69 @@ def delta_pct(ours: float | None, reference: float | None) -> float | None:
     return (ours - reference) / reference * 100.0
 
 
-def _figures(ours: Cell | None, card: Cell, tol: Tolerances) -> tuple[FigureCheck, ...]:
+def _interval(
+    values: tuple[float, ...], reference: float | None, pooled: stats.PooledNoise | None
+) -> tuple[float, float] | None:
+    """95 % interval of our mean as Δ % against the card: on log values with the noise
+    pooled over cells when that is sound (more degrees of freedom; the cell's own variance
+    shrunk towards the pooled one, as in compare), else this cell's own t interval."""
+    if len(values) < 2 or not reference or min(values) <= 0:
+        return None
+    if pooled is not None and pooled.sound and pooled.df > len(values) - 1:
+        logs = [math.log(v) for v in values]
+        m = stats.mean(logs)
+        own = math.fsum((x - m) ** 2 for x in logs)
+        sd, df = pooled.moderated(own, len(values) - 1)  # this cell's noise, shrunk
+        half = stats.t_quantile(0.975, df) * sd / math.sqrt(len(values))
+        return (
+            (math.exp(m - half) / reference - 1) * 100.0,
+            (math.exp(m + half) / reference - 1) * 100.0,
+        )
+    ci = stats.mean_ci(values)
+    if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+        return None
+    return ((ci.low / reference - 1) * 100.0, (ci.high / reference - 1) * 100.0)
+
+
+def pooled_by_metric(run: RunFigures) -> dict[str, stats.PooledNoise]:
+    """Per figure, the run-to-run noise of one trial pooled over the run's valid cells."""
+    out: dict[str, stats.PooledNoise] = {}
+    for phase in ("prefill", "decode"):
+        for metric in metrics_of(phase):
+            groups = [
+                c.trials.get(metric.name, ())
+                for c in run.cells.values()
+                if c.status == "valid" and c.phase == phase
+            ]
+            found = stats.pooled_noise(groups)
+            if found is not None:
+                out[metric.name] = found
+    return out
+
+
+def _figures(
+    ours: Cell | None, card: Cell, tol: Tolerances, noise: dict[str, stats.PooledNoise]
+) -> tuple[FigureCheck, ...]:
     out = []
     for metric in metrics_of(card.phase):
         mine = ours.value(metric.name) if ours else None
         theirs = card.value(metric.name)
         if theirs is None and mine is None:
             continue
-        out.append(FigureCheck(metric, mine, theirs, delta_pct(mine, theirs), tol.of(metric)))
+        pooled = noise.get(metric.name)
+        ci = _interval(ours.trials.get(metric.name, ()), theirs, pooled) if ours else None
+        out.append(FigureCheck(metric, mine, theirs, delta_pct(mine, theirs), tol.of(metric), ci))
     return tuple(out)
 
 
 def _verdict(ours: Cell | None, card: Cell, checks: tuple[FigureCheck, ...]) -> CellVerdict:
+    if ours is not None and ours.status in UNTRUSTED:
+        here: dict[str, CellVerdict] = {
+            "not_ready": "not ready here",
+            "invalid": "invalid here",
+            "interrupted": "interrupted here",
+        }
+        return here.get(ours.status, "failed here")
     if card.status == "over_capacity":
         if ours is None:
             return "not measured here"
@@ -127,21 +270,32 @@ def _verdict(ours: Cell | None, card: Cell, checks: tuple[FigureCheck, ...]) -> 
     if ours.status != "valid":
         return "failed here"
     compared = [c for c in checks if c.card is not None]
-    if any(c.ok is not True for c in compared) or not compared:
+    outcomes = {c.outcome for c in compared}
+    if not compared or "fail" in outcomes or None in outcomes:
         return "fail"
-    return "pass"
+    return "inconclusive" if "inconclusive" in outcomes else "pass"
 
 
-def reproduce(ours: RunFigures, card: RunFigures, tolerances: Tolerances) -> Reproduction:
+def reproduce(
+    ours: RunFigures,
+    card: RunFigures,
+    tolerances: Tolerances,
+    accept: frozenset[str] = frozenset(),
+) -> Reproduction:
     checks = []
+    noise = pooled_by_metric(ours)
     for key, published in card.cells.items():
         mine = ours.cell(key)
-        figures = _figures(mine, published, tolerances)
+        figures = _figures(mine, published, tolerances, noise)
         verdict = _verdict(mine, published, figures)
         note = (
-            mine.detail if mine and verdict in ("failed here", "over capacity here only") else None
+            mine.detail
+            if mine and (verdict in NOT_VALID_HERE or verdict == "over capacity here only")
+            else None
         )
         checks.append(CellCheck(key, verdict, figures, note))
     order = {c: i for i, c in enumerate(card.contexts)}
     checks.sort(key=lambda c: (c.key[0] != "prefill", order.get(c.key[1], 0), c.key[2]))
-    return Reproduction(ours, card, tolerances, tuple(checks))
+    skip = settings_mod.TWIN_SIMULATED if ours.twin else frozenset()
+    settings = settings_mod.check(ours.settings, card.settings, accept, skip=skip)
+    return Reproduction(ours, card, tolerances, tuple(checks), settings, noise)

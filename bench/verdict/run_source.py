@@ -9,22 +9,28 @@ multiplied by N (`CellFigures.at_server_speed`) before any comparison.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
-from bench.errors import UsageError
+from bench.bundle.verify import verify_dir
+from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.results import CellResult, PrefillSample, Results
+from bench.verdict import settings as run_settings
 from bench.verdict.cells import (
     Cell,
     Key,
     RunFigures,
     Status,
+    Trust,
     context_order,
     mean_rse,
     median_rse,
@@ -32,6 +38,57 @@ from bench.verdict.cells import (
 
 RESULTS_NAME = "results.json"
 ENVIRONMENT_NAME = "environment.json"
+# The allowed-signers files this machine maintains: `bench local` trusts its own key in
+# the first, the orchestrator (`provisioning`) trusts each GPU host's key in the second.
+DEFAULT_ALLOWED_SIGNERS = (
+    Path.home() / ".config" / "bench" / "allowed_signers",
+    Path.home() / ".config" / "vllm-bench" / "allowed_signers",
+)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """How a verdict checks its inputs: the allowed-signers files a bundle's signature
+    must match (any one), or `unverified` to read a bundle that does not verify anyway."""
+
+    allowed_signers: tuple[Path, ...] = ()
+    unverified: bool = False
+
+    def files(self) -> tuple[Path, ...]:
+        return self.allowed_signers or tuple(p for p in DEFAULT_ALLOWED_SIGNERS if p.is_file())
+
+
+def check(directory: Path, shown: Path, how: Verification) -> tuple[Trust, str]:
+    """Verify the bundle in `directory` (signature, hashes, schema): (trust, what to say).
+
+    A run directory without manifest.json is no bundle: accepted, and called unsigned.
+    A bundle that does not verify is VerifyFailed (exit 5), unless `how.unverified`.
+    """
+    if shown.is_dir() and not (directory / MANIFEST_NAME).is_file():
+        return "unsigned", f"{shown.name}: unsigned (a run directory, not a signed bundle)"
+    files = how.files()
+    reasons: list[str] = []
+    if not files:
+        looked = ", ".join(str(p) for p in DEFAULT_ALLOWED_SIGNERS)
+        reasons.append(f"no allowed-signers file (looked for {looked})")
+    for allowed in files:
+        try:
+            ok = verify_dir(directory, allowed)
+        except BenchError as exc:  # VerifyFailed; UsageError for a missing allowed-signers
+            reasons.append(exc.one_line())
+            continue
+        signer = ok.signer
+        return "signed", (
+            f"{shown.name}: verified, signed by {signer.principal} ({signer.fingerprint})"
+        )
+    reason = "; ".join(dict.fromkeys(reasons))
+    if how.unverified:
+        return "unverified", f"{shown.name}: UNVERIFIED ({reason})"
+    raise VerifyFailed(
+        f"{shown}: does not verify: {reason}",
+        hint="give --allowed-signers FILE that trusts its signer; "
+        "--unverified reads it anyway and says so",
+    )
 
 
 @contextlib.contextmanager
@@ -75,12 +132,16 @@ def load_results(directory: Path) -> Results:
         ) from None
 
 
-def load_run(path: Path) -> RunFigures:
+def load_run(path: Path, how: Verification | None = None) -> RunFigures:
+    """A run's figures, after its bundle was verified (see `check`)."""
     with opened(path) as directory:
+        shown = directory if path.is_file() and path.name.endswith(".json") else path
+        trust, provenance = check(directory, shown, how or Verification())
         results = load_results(directory)
         env_path = directory / ENVIRONMENT_NAME
         env = _read_json(env_path) if env_path.is_file() else None
-    return from_results(results, env, name=path.name)
+    figures = from_results(results, env, name=path.name)
+    return dataclasses.replace(figures, trust=trust, provenance=provenance)
 
 
 def _cell_rse(cell: CellResult) -> dict[str, float]:
@@ -105,12 +166,33 @@ def _cell_rse(cell: CellResult) -> dict[str, float]:
     return out
 
 
+# A cell with a trial in one of these is that, whatever its other trials say; the first
+# found in this order names it.
+_UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
+
+
+def _reasons(items: list[CellResult] | list[PrefillSample], status: str) -> str:
+    found = sorted({r.reason or "no reason" for r in items if r.status == status})
+    trials = sum(1 for r in items if r.status == status)
+    return f"{trials} of {len(items)} trials {status.replace('_', ' ')}: {'; '.join(found)}"
+
+
 def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: float) -> Cell:
     statuses = {r.status for r in results}
     if "over_capacity" in statuses:
         reason = next((r.reason for r in results if r.reason), None)
         return Cell("decode", label, concurrency, "over_capacity", reason)
     figures = [r.figures.at_server_speed(n) for r in results if r.figures is not None]
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        # Never "valid": a not_ready cell carries figures, shown but never judged equal.
+        shown = {
+            "total_tok_s": tuple(f.total_tok_s for f in figures),
+            "per_request_tok_s": tuple(f.per_request_tok_s for f in figures),
+            "ttft_s": tuple(f.ttft_s for f in figures),
+            "tbt_s": tuple(f.tbt_s for f in figures),
+        }
+        return Cell("decode", label, concurrency, bad, _reasons(results, bad), shown)
     if not figures:
         reasons = "; ".join(sorted({f"{r.status}: {r.reason or 'no reason'}" for r in results}))
         return Cell("decode", label, concurrency, "failed", reasons)
@@ -128,6 +210,10 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
 
 
 def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
+    statuses = {s.status for s in samples}
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        return Cell("prefill", label, 1, bad, _reasons(samples, bad))
     good = [s.at_server_speed(n) for s in samples if s.status == "valid"]
     if not good:
         reasons = "; ".join(sorted({f"{s.status}: {s.reason or 'no reason'}" for s in samples}))
@@ -199,6 +285,8 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
     for label, samples in by_context.items():
         cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
     return RunFigures(
+        settings=run_settings.from_run(results, env),
+        twin=run_settings.is_twin(results),
         name=name,
         kind="run",
         speed_factor=n,
@@ -206,4 +294,66 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         cells=cells,
         contexts=context_order(k[1] for k in cells),
         concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+    )
+
+
+_STATUS_RANK: tuple[Status, ...] = (
+    "interrupted",
+    "invalid",
+    "not_ready",
+    "failed",
+    "over_capacity",
+    "not_run",
+    "valid",
+)
+
+
+def _merge_cell(cells: list[Cell]) -> Cell:
+    status = min((c.status for c in cells), key=_STATUS_RANK.index)
+    first = cells[0]
+    if status != "valid":
+        bad = next(c for c in cells if c.status == status)
+        detail = bad.detail
+        if len(cells) > 1:
+            detail = f"in {sum(c.status == status for c in cells)} of {len(cells)} runs: {detail}"
+        return Cell(first.phase, first.context, first.concurrency, status, detail, bad.trials)
+    names = {m for c in cells for m in c.trials}
+    trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
+    return Cell(first.phase, first.context, first.concurrency, "valid", None, trials)
+
+
+def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
+    """Several bundles of one side (one server start each) as one side whose trials are
+    all of theirs; a cell not valid in any of them is not valid here."""
+    if len(runs) == 1:
+        return runs[0]
+    keys = {k for r in runs for k in r.cells}
+    cells: dict[Key, Cell] = {}
+    for key in keys:
+        found = [r.cells[key] for r in runs if key in r.cells]
+        merged = _merge_cell(found)
+        if len(found) < len(runs):
+            merged = dataclasses.replace(
+                merged,
+                status="failed" if merged.status == "valid" else merged.status,
+                detail=f"measured in {len(found)} of {len(runs)} runs",
+            )
+        cells[key] = merged
+    order: list[Trust] = ["unverified", "unsigned", "signed", "card"]
+    trust = min((r.trust for r in runs), key=order.index)
+    first = runs[0]
+    metadata = dict(first.metadata)
+    metadata["runs"] = str(len(runs))
+    return RunFigures(
+        name=name,
+        kind="run",
+        speed_factor=first.speed_factor,
+        metadata=metadata,
+        cells=cells,
+        contexts=context_order(k[1] for k in cells),
+        concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+        trust=trust,
+        provenance="; ".join(r.provenance for r in runs if r.provenance),
+        settings=first.settings,
+        twin=first.twin,
     )

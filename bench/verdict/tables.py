@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.verdict.cells import MetricSpec, metrics_of
+from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
-from bench.verdict.reproduce import PASSING, CellCheck, FigureCheck, Reproduction
+from bench.verdict.reproduce import (
+    NOT_VALID_HERE,
+    PASSING,
+    CellCheck,
+    FigureCheck,
+    Reproduction,
+)
 
 # css classes: ok, bad, oc (over capacity on both), warn (one-sided), na (nothing to judge),
 # better, worse (compare), "" (plain)
@@ -34,19 +40,27 @@ def pct(d: float | None) -> str:
     return f"{d:+.1f} %".replace("-", "−")
 
 
-def _repro_figure(f: FigureCheck | None, metric: MetricSpec) -> list[TCell]:
+def _repro_figure(f: FigureCheck | None, metric: MetricSpec, status: str | None) -> list[TCell]:
     if f is None:
         return [TCell("—", "na"), TCell("—", "na")]
     values = f"{metric.show(f.ours)} / {metric.show(f.card)}"
-    if f.ok is None:
+    if status is not None:  # measured, but not valid here: shown, marked, never judged
+        return [TCell(f"{values} ⚠ {status}", "bad"), TCell(pct(f.delta_pct) + " ⚠", "bad")]
+    if f.outcome is None:
         return [TCell(values, "na"), TCell(pct(f.delta_pct), "na")]
-    mark = "" if f.ok else " ✗"
-    return [TCell(values), TCell(pct(f.delta_pct) + mark, "ok" if f.ok else "bad")]
+    text = pct(f.delta_pct)
+    if f.ci_pct is not None:
+        text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
+    mark = {"pass": "", "fail": " ✗", "inconclusive": " ?"}[f.outcome]
+    css = {"pass": "ok", "fail": "bad", "inconclusive": "warn"}[f.outcome]
+    return [TCell(values), TCell(text + mark, css)]
 
 
 def _verdict_css(check: CellCheck) -> str:
     if check.verdict == "pass":
         return "ok"
+    if check.verdict == "inconclusive":
+        return "warn"
     if check.verdict == "both over capacity":
         return "oc"
     if check.verdict in ("not measured here", "not run on card"):
@@ -70,11 +84,12 @@ def reproduce_tables(r: Reproduction) -> list[Table]:
             if phase == "decode":
                 row.append(TCell(str(check.key[2])))
             by_metric = {f.metric.name: f for f in check.figures}
+            bad = check.verdict.removesuffix(" here") if check.verdict in NOT_VALID_HERE else None
             for m in metrics:
                 if check.verdict in PASSING and check.verdict != "pass":
                     row += [TCell("Over capacity", "oc"), TCell("", "oc")]
                 else:
-                    row += _repro_figure(by_metric.get(m.name), m)
+                    row += _repro_figure(by_metric.get(m.name), m, bad)
             note = f" ({check.note})" if check.note else ""
             row.append(TCell(check.verdict + note, _verdict_css(check)))
             rows.append(row)
@@ -89,8 +104,12 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
     text = pct(f.delta_pct)
     if f.ci_pct is not None:
         text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
-    elif f.floor_pct is not None:
-        text += f" (floor {f.floor_pct:.1f})"
+    if f.p_value is not None:
+        text += f" p={f.p_value:.2g}"
+    if f.mark == "unchanged" and f.mde_pct is not None:
+        text += f"; no change larger than {f.mde_pct:.1f} %"
+    if f.mark == "raw":
+        text += " (raw, no noise estimate)"
     css = {"improved": "better", "regressed": "worse"}.get(f.mark, "")
     if f.mark in ("improved", "regressed"):
         text += " ▲" if f.mark == "improved" else " ▼"
@@ -98,6 +117,8 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
 
 
 def _status_text(cell: CellDelta) -> str:
+    if cell.mark == "cannot compare" and cell.reason:
+        return f"⚠ {cell.reason}"
     if cell.a is None or cell.b is None:
         return "only in B" if cell.a is None else "only in A"
     a, b = cell.a.status, cell.b.status
@@ -118,7 +139,9 @@ def compare_tables(c: Comparison) -> list[Table]:
             by_metric = {f.metric.name: f for f in cell.figures}
             if not cell.figures:
                 status = _status_text(cell)
-                css = "warn" if cell.mark == "status changed" else "oc"
+                css = "oc"
+                if cell.mark in ("status changed", "cannot compare"):
+                    css = "warn"
                 row += [TCell(status, css) for _ in metrics]
             else:
                 row += [_cmp_figure(by_metric.get(m.name)) for m in metrics]
@@ -143,8 +166,35 @@ def markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
+def trust_lines(runs: list[RunFigures]) -> list[str]:
+    """The verdict's opening lines: UNVERIFIED first when any input is, then each input's
+    provenance (signed by whom, unsigned directory, unverified and why)."""
+    out = []
+    unverified = [r.name for r in runs if r.trust == "unverified"]
+    if unverified:
+        out.append(
+            f"UNVERIFIED: {', '.join(unverified)} did not verify; read with --unverified",
+        )
+        out.append("")
+    out += [f"- input {r.provenance}" for r in runs if r.provenance]
+    if any(r.provenance for r in runs):
+        out.append("")
+    return out
+
+
 def reproduce_markdown(r: Reproduction) -> str:
-    head = [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
+    head = trust_lines([r.ours])
+    settings = r.settings.lines("ours", "card")
+    if settings:
+        head += [*settings, ""]
+    head += [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
+    if r.not_valid:
+        head.append(f"Not valid here ({len(r.not_valid)} cells, never counted as reproduced):")
+        head += [
+            f"- {k.key[0]} {k.key[1]} x {k.key[2]}: {k.verdict} ({k.note or 'no reason'})"
+            for k in r.not_valid
+        ]
+        head.append("")
     if r.ours.speed_factor != 1.0:
         n = f"{r.ours.speed_factor:g}"
         head.append(
@@ -157,25 +207,44 @@ def reproduce_markdown(r: Reproduction) -> str:
         f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
         f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
     )
+    if r.noise:
+        head.append(
+            "With trials, a cell reproduces when the 95 % interval of our mean lies inside "
+            "the band, is inconclusive when it straddles an edge, fails when outside. Noise:"
+        )
+        head += r.noise_lines()
     body = [markdown(t) for t in reproduce_tables(r)]
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n\n" + r.summary() + "\n"
 
 
 def compare_markdown(c: Comparison) -> str:
-    lines = [f"## Compare: {c.b.name} against {c.a.name}", ""]
+    lines = trust_lines([c.a, c.b])
+    lines += [f"## Compare: {c.b.name} against {c.a.name}", ""]
     if c.metadata_diff:
         lines += ["What differs:", ""]
         lines += [f"- {name}: {a} → {b}" for name, a, b in c.metadata_diff]
         lines.append("")
+    settings = c.settings.lines("A", "B")
+    if settings:
+        lines += [*settings, ""]
     p = c.policy
-    lines.append(
-        f"Changed = significant (Welch p < {p.alpha:g} with trials, else beyond the noise floor)"
-        f" and |Δ| ≥ {p.min_effect_throughput_pct:g} % (throughput) / "
-        f"{p.min_effect_latency_pct:g} % (latency). Δ = (B − A) / A; [95 % CI]."
-    )
+    if c.raw_only:
+        lines.append(
+            "One trial a side: run-to-run noise is unknown, so noise cannot be told from change."
+            " Only the raw Δ is shown; run 3 trials a side (separate bundles) for a verdict."
+        )
+    else:
+        lines.append(
+            f"Changed = rejected by Benjamini–Hochberg at FDR {p.alpha:g} over all {c.tests} "
+            "cells × figures, p from Welch's t on log per-trial values (trials independent, "
+            "log-normal noise), pooled per figure where sound. Δ = (B − A) / A on geometric "
+            "means; [95 % CI]; MDE at 80 % power for one change among them."
+        )
+        lines += c.noise_lines()
+    if c.cannot_compare:
+        lines.append(f"Cannot compare {len(c.cannot_compare)} cells:")
+        lines += [f"- {x.key[0]} {x.key[1]} x {x.key[2]}: {x.reason}" for x in c.cannot_compare]
     lines.append("")
     lines += c.summaries()
     body = [markdown(t) for t in compare_tables(c)]
-    flagged = len(c.flagged)
-    verdict = f"{flagged} of {len(c.cells)} cells changed" if flagged else "no cell changed"
-    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{verdict.upper()}\n"
+    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{c.verdict()}\n"

@@ -122,6 +122,22 @@ def test_profile_toml_round_trips() -> None:
     assert profile.gpus == 8 and profile.served_model_name == "deepseek"
 
 
-def test_cli_launch_without_command_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["card", "launch", str(FIXTURES / "qwen3-30b-a3b-q4km_m3max_llamacpp.txt")]) == 2
+def test_cli_launch_without_command_is_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    # The llama.cpp card has no launch command (its rows made whole: see
+    # test_parse_other_cards, a card whose rows do not cover its matrix is exit 2 anyway).
+    text = (FIXTURES / "qwen3-30b-a3b-q4km_m3max_llamacpp.txt").read_text(encoding="utf-8")
+    text = text.replace(
+        "| Sustained decode | 8K | 4 |",
+        "| Sustained decode | 8K | 2 | Valid | 92.5 | 47.7 | 230 ms | 20.9 ms | 2.0 | 0 | 2,775 "
+        "| 30.0 s |\n| Sustained decode | 8K | 4 |",
+    ).replace(
+        "| Prefill | 8K | 1 | Valid | 655.0 | — | 12,507 ms | — | — | 1 | — | — |",
+        "| Prefill | 8K | 1 | Valid | 655.0 | — | 12,507 ms | — | — | 1 | — | — |\n"
+        "| Prefill | 16K | 1 | Valid | 540.0 | — | 30,341 ms | — | — | 1 | — | — |",
+    )
+    card = tmp_path / "llamacpp.txt"
+    card.write_text(text, encoding="utf-8")
+    assert main(["card", "launch", str(card)]) == 2
     assert "has no launch command" in capsys.readouterr().err

@@ -12,8 +12,36 @@ from bench.errors import CardError, Exit
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
-def test_sglang_card_with_256_levels_a_dash_cell_and_a_missing_row() -> None:
-    card = read_card(FIXTURES / "llama-3.1-8b-bf16_1x-h100_sglang.txt")
+def _completed(name: str, after: str, rows: list[str]) -> str:
+    """The fixture with the All-measurements rows it lacks put back after line `after`."""
+    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(after)) + 1
+    return "\n".join([*lines[:at], *rows, *lines[at:]]) + "\n"
+
+
+def test_cards_whose_rows_do_not_cover_their_matrix_are_exit_2_naming_the_line() -> None:
+    # Issue 14: these imported with the missing cells' per-request tok/s and TBT null.
+    with pytest.raises(CardError) as info:
+        read_card(FIXTURES / "llama-3.1-8b-bf16_1x-h100_sglang.txt")
+    assert "All measurements' row for matrix cell 32K x 8" in info.value.message
+    assert info.value.exit_code == Exit.USAGE
+    with pytest.raises(CardError) as info:
+        read_card(FIXTURES / "qwen3-30b-a3b-q4km_m3max_llamacpp.txt")
+    assert "line 59: expected an 'All measurements' row for matrix cell 8K x 2 (line 43)" in (
+        info.value.message
+    )
+
+
+def test_sglang_card_with_256_levels_a_dash_cell() -> None:
+    text = _completed(
+        "llama-3.1-8b-bf16_1x-h100_sglang.txt",
+        "| Sustained decode | 32K | 4 |",
+        [
+            "| Sustained decode | 32K | 8 | Valid | 810.1 | 101.3 | 182 ms | 9.9 ms | 8.0 | 0 "
+            "| 24,303 | 30.0 s |"
+        ],
+    )
+    card = parse_card(text, source="sglang")
     assert (card.plan.engine, card.plan.badge, card.plan.decode_context_count) == (
         "sglang",
         "BF16",
@@ -27,14 +55,13 @@ def test_sglang_card_with_256_levels_a_dash_cell_and_a_missing_row() -> None:
         "—",
         None,
     )
-    # 32K x 8 is in the matrix but its All-measurements row is missing: kept, not invented.
     cell = card.cell("32K", 8)
     assert cell is not None and (cell.status, cell.total_tokens_per_s, cell.ttft_s) == (
         "valid",
         810.1,
         0.182,
     )
-    assert card.measurement("decode", "32K", 8) is None
+    assert card.measurement("decode", "32K", 8) is not None
     over = {(c.context, c.concurrency) for c in card.matrix if c.status == "over_capacity"}
     assert over == {
         ("4K", 128),
@@ -54,7 +81,20 @@ def test_sglang_card_with_256_levels_a_dash_cell_and_a_missing_row() -> None:
 
 
 def test_llamacpp_card_splits_the_badge_by_row_count_and_resolves_glued_prefill() -> None:
-    card = read_card(FIXTURES / "qwen3-30b-a3b-q4km_m3max_llamacpp.txt")
+    text = _completed(
+        "qwen3-30b-a3b-q4km_m3max_llamacpp.txt",
+        "| Sustained decode | 8K | 1 |",
+        [
+            "| Sustained decode | 8K | 2 | Valid | 92.5 | 47.7 | 230 ms | 20.9 ms | 2.0 | 0 "
+            "| 2,775 | 30.0 s |"
+        ],
+    )
+    text = text.replace(
+        "| Prefill | 8K | 1 | Valid | 655.0 | — | 12,507 ms | — | — | 1 | — | — |",
+        "| Prefill | 8K | 1 | Valid | 655.0 | — | 12,507 ms | — | — | 1 | — | — |\n"
+        "| Prefill | 16K | 1 | Valid | 540.0 | — | 30,341 ms | — | — | 1 | — | — |",
+    )
+    card = parse_card(text, source="llamacpp")
     # No Quantization in the Engine block: "Q4_K_M3 contexts" splits by the matrix's 3 rows.
     assert (card.plan.engine, card.plan.badge, card.plan.decode_context_count) == (
         "llama.cpp",
@@ -66,11 +106,9 @@ def test_llamacpp_card_splits_the_badge_by_row_count_and_resolves_glued_prefill(
     assert (card.gpu_count, card.launch_command, card.max_output_tokens) == (None, None, 2048)
     # "8121,261" reads as 812 + 1,261 or 81 + 21,261 or 8 + 121,261: the row says 812.0.
     assert (card.prefill[0].tokens_per_s, card.prefill[0].ttft_s) == (812.0, 1.261)
-    # "54030,341" has one reading; its All-measurements row is missing.
+    # "54030,341" has one reading (the row agrees).
     assert (card.prefill[2].tokens_per_s, card.prefill[2].ttft_s) == (540.0, 30.341)
-    assert card.measurement("prefill", "16K", 1) is None
-    assert card.measurement("decode", "8K", 2) is None
-    assert len(card.measurements) == 10
+    assert len(card.measurements) == 12
 
 
 def test_vllm_card_with_a_1m_context_and_uneven_levels() -> None:

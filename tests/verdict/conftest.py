@@ -6,7 +6,22 @@ import pytest
 
 from bench.card.model import Card
 from bench.card.parse import read_card
+from tests.bundle.conftest import Keys
 from tests.card.conftest import SHIPPED
+
+
+@pytest.fixture(scope="session")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    """One throwaway signing key for the verdict tests' bundles."""
+    return Keys(tmp_path_factory.mktemp("keys"), "verdict@example.org")
+
+
+@pytest.fixture(autouse=True)
+def no_default_signers(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's own allowed-signers files never decide a test."""
+    monkeypatch.setattr(
+        "bench.verdict.run_source.DEFAULT_ALLOWED_SIGNERS", (tmp_path / "no-allowed-signers",)
+    )
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench.bundle import manifest
+from bench.bundle import seal
 from bench.bundle.pack import pack
 from bench.card.model import Card
 from bench.cli import main
 from bench.results import Results
+from tests.bundle.conftest import Keys
 from tests.verdict.synth import make_results
 
 
@@ -24,7 +25,9 @@ def _bundle(
     *,
     archive: bool = False,
     env: Mapping[str, object] | None = None,
+    keys: Keys | None = None,
 ) -> pathlib.Path:
+    """A run directory (unsigned), or with `archive` a bundle signed with `keys`."""
     root = tmp / name
     root.mkdir()
     (root / "results.json").write_text(results.model_dump_json(indent=2))
@@ -32,7 +35,8 @@ def _bundle(
         (root / "environment.json").write_text(json.dumps(env))
     if not archive:
         return root
-    manifest.write(root, manifest.build(root, run_id=name, created_at=datetime.now(UTC)))
+    assert keys is not None
+    seal.seal(root, keys.private, now=datetime.now(UTC))
     return pack(root, tmp / f"{name}.tar.gz")
 
 
@@ -41,10 +45,15 @@ def test_reproduce_archive_passes_and_writes_html(
     card_path: pathlib.Path,
     tmp_path: pathlib.Path,
     capsys: pytest.CaptureFixture[str],
+    signer: Keys,
 ) -> None:
-    bundle = _bundle(tmp_path, "twin", make_results(card, speed=10.0), archive=True)
+    bundle = _bundle(tmp_path, "twin", make_results(card, speed=10.0), archive=True, keys=signer)
     html = tmp_path / "r.html"
-    assert main(["reproduce", str(bundle), "--card", str(card_path), "--html", str(html)]) == 0
+    trusted = ["--allowed-signers", str(signer.allowed)]
+    assert (
+        main(["reproduce", str(bundle), "--card", str(card_path), "--html", str(html), *trusted])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| 8K | 128 | 1,259.4 / 1,259.4 | 0.0 % |" in out
     assert "REPRODUCED: 55 of 55 compared cells" in out
@@ -109,7 +118,7 @@ def test_reproduce_bad_inputs_exit_2(
 
 
 def test_compare_lists_metadata_flags_cells_and_writes_html(
-    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], signer: Keys
 ) -> None:
     env_a = {
         "image": {"digest": "sha256:aaa"},
@@ -119,14 +128,19 @@ def test_compare_lists_metadata_flags_cells_and_writes_html(
     env_b = {**env_a, "image": {"digest": "sha256:bbb"}}
     a = _bundle(tmp_path, "a", make_results(card, trials=3, noise=0.01, seed=1), env=env_a)
     b = _bundle(
-        tmp_path, "b", make_results(card, trials=3, noise=0.01, seed=2), env=env_b, archive=True
+        tmp_path,
+        "b",
+        make_results(card, trials=3, noise=0.01, seed=2),
+        env=env_b,
+        archive=True,
+        keys=signer,
     )
     slow = make_results(
         card, trials=3, noise=0.01, seed=3, scale=lambda ctx, c: 1 / 1.08 if c >= 64 else 1.0
     )
     c = _bundle(tmp_path, "c", slow, env=env_a)
     html = tmp_path / "c.html"
-    assert main(["compare", str(a), str(b)]) == 0
+    assert main(["compare", str(a), str(b), "--allowed-signers", str(signer.allowed)]) == 0
     out = capsys.readouterr().out
     assert "- image digest: sha256:aaa → sha256:bbb" in out
     assert "NO CELL CHANGED" in out
@@ -137,3 +151,31 @@ def test_compare_lists_metadata_flags_cells_and_writes_html(
     assert page.count("data:image/png;base64,") == 2
     assert 'class="worse"' in page
     assert main(["compare", str(a)]) == 2
+
+
+def test_compare_several_bundles_a_side_and_a_blocked_order(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = [_bundle(tmp_path, f"a{i}", make_results(card, noise=0.01, seed=i)) for i in (1, 2, 3)]
+    slow = [
+        _bundle(
+            tmp_path,
+            f"b{i}",
+            make_results(card, noise=0.01, seed=i, scale=lambda ctx, c: 1 / 1.08 if c >= 64 else 1),
+        )
+        for i in (4, 5, 6)
+    ]
+    argv = ["compare", *map(str, a), "--vs", *map(str, slow), "--order", "blocked"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("Order: blocked (all A, then all B): drift over hours is NOT controlled")
+    assert "## Compare: B (3 runs) against A (3 runs)" in out
+    # The three slower cells are flagged, each figure regressed; Benjamini-Hochberg
+    # controls the false-discovery rate, so another cell may join them (here 251K x 4).
+    for row in ("| 8K | 64 |", "| 8K | 128 |", "| 16K | 64 |"):
+        line = next(x for x in out.splitlines() if x.startswith(row))
+        assert line.endswith("| regressed |") and line.count("▼") == 4
+    assert "OF 55 CELLS CHANGED" in out
+    # One bundle a side: no noise estimate, raw Δ only, exit 9.
+    assert main(["compare", str(a[0]), "--vs", str(slow[0])]) == 9
+    assert "CANNOT TELL NOISE FROM CHANGE" in capsys.readouterr().out

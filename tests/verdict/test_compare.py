@@ -1,11 +1,16 @@
-"""Compare: significance with trials, noise floor without, direction, metadata."""
+"""Compare: run-to-run noise from trials only, Welch on logs, BH over the matrix, MDE."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from bench.card.model import Card
+from bench.errors import Exit
+from bench.results import Results
 from bench.verdict.cells import BY_NAME, Cell
+from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
-from bench.verdict.run_source import from_results
+from bench.verdict.run_source import from_results, merge_runs
 from bench.verdict.tables import compare_markdown
 from tests.verdict.synth import make_results
 
@@ -16,7 +21,9 @@ def test_identical_profiles_with_three_noisy_trials_flag_nothing(card: Card) -> 
         b = from_results(make_results(card, trials=3, noise=0.01, seed=2 * pair + 1), name="b")
         c = compare(a, b, Policy())
         assert c.flagged == [], [f"{x.key} {x.mark}" for x in c.flagged]
-        assert all(f.method == "welch" for x in c.cells for f in x.figures)
+        methods = {f.method for x in c.cells for f in x.figures if x.key[0] == "decode"}
+        assert methods == {"pooled"}  # 1 % everywhere: pooling is sound
+        assert compare_exit([c]) == Exit.OK
 
 
 def test_eight_percent_slower_at_64_and_above_flags_exactly_those(card: Card) -> None:
@@ -38,6 +45,8 @@ def test_eight_percent_slower_at_64_and_above_flags_exactly_those(card: Card) ->
     total = next(f for f in cell.figures if f.metric.name == "total_tok_s")
     assert total.ci_pct is not None and -12.0 < total.ci_pct[0] < total.ci_pct[1] < 0
     assert total.delta_pct is not None and -9.5 < total.delta_pct < -5.5
+    assert total.p_value is not None and total.p_value < 0.001
+    assert compare_exit([c]) == Exit.NOT_REPRODUCED
 
 
 def test_faster_is_improved_and_lower_latency_is_better(card: Card) -> None:
@@ -50,38 +59,104 @@ def test_faster_is_improved_and_lower_latency_is_better(card: Card) -> None:
     assert decode and {x.mark for x in decode} == {"improved"}
 
 
-def test_single_trials_use_the_noise_floor(card: Card) -> None:
+def test_one_trial_a_side_cannot_tell_noise_from_change(card: Card) -> None:
+    # Issue 14: the spread of requests inside one window is not run-to-run noise.
     a = from_results(make_results(card, seed=1), name="a")
     b = from_results(make_results(card, seed=2, scale=lambda ctx, c: 0.9), name="b")
     c = compare(a, b, Policy())
+    assert c.raw_only and c.flagged == []
     cell = next(x for x in c.cells if x.key == ("decode", "8K", 16))
     tbt = next(f for f in cell.figures if f.metric.name == "tbt_s")
-    assert tbt.method == "noise floor" and tbt.floor_pct is not None
-    # synth: TBT spread (p90 - p50) / 1.2816 = 3 % of the median over 16 requests;
-    # rse = 1.2533 x 0.03 / 4 per side; floor = 1.96 x sqrt(2) x rse.
-    assert abs(tbt.floor_pct - 1.96 * 2**0.5 * 1.2533 * 0.03 / 4 * 100) < 1e-6
-    assert tbt.mark == "regressed"
-    same = compare(a, from_results(make_results(card, seed=1), name="a2"), Policy())
-    assert same.flagged == []
+    assert tbt.method == "raw" and tbt.mark == "raw" and tbt.p_value is None
+    assert tbt.delta_pct is not None and abs(tbt.delta_pct - (1 / 0.9 - 1) * 100) < 1e-6
+    text = compare_markdown(c)
+    assert "noise cannot be told from change" in text
+    assert "CANNOT TELL NOISE FROM CHANGE (ONE TRIAL A SIDE): RAW Δ ONLY" in text
+    assert compare_exit([c]) == Exit.PARTIAL
 
 
-def test_noise_floor_above_the_effect_keeps_a_cell_unchanged() -> None:
+def test_unchanged_is_printed_as_no_change_larger_than_the_mde(card: Card) -> None:
+    a = from_results(make_results(card, trials=3, noise=0.01, seed=1), name="a")
+    b = from_results(make_results(card, trials=3, noise=0.01, seed=2), name="b")
+    c = compare(a, b, Policy())
+    f = next(f for x in c.cells for f in x.figures if f.metric.name == "total_tok_s")
+    assert f.mark == "unchanged" and f.mde_pct is not None
+    # pooled sd ~1 %, 3 trials a side, alpha 0.05 / m at 80 % power: about 3.5 %.
+    assert 2.5 < f.mde_pct < 5.0
+    assert f"no change larger than {f.mde_pct:.1f} %" in compare_markdown(c)
+    assert "MDE median" in compare_markdown(c)
+
+
+def test_benjamini_hochberg_controls_false_alarms_over_the_matrix(card: Card) -> None:
+    # Without a correction, ~5 % of ~170 figures of identical runs would be flagged.
+    flagged_runs = 0
+    for seed in range(20):
+        a = from_results(make_results(card, trials=3, noise=0.01, seed=100 + 2 * seed))
+        b = from_results(make_results(card, trials=3, noise=0.01, seed=101 + 2 * seed))
+        flagged_runs += bool(compare(a, b, Policy()).flagged)
+    assert flagged_runs <= 3
+
+
+def test_welch_per_cell_when_noise_differs_between_cells() -> None:
     metric = BY_NAME["ttft_s"]
-    a = Cell("decode", "8K", 1, "valid", trials={"ttft_s": (1.00,)}, rse={"ttft_s": 0.05})
-    b = Cell("decode", "8K", 1, "valid", trials={"ttft_s": (1.12,)}, rse={"ttft_s": 0.05})
+    a = Cell("decode", "8K", 1, "valid", trials={"ttft_s": (1.00, 1.01, 0.99)})
+    b = Cell("decode", "8K", 1, "valid", trials={"ttft_s": (1.12, 1.13, 1.11)})
     d = figure_delta(metric, a, b, Policy())
-    assert d.floor_pct is not None and d.floor_pct > 12  # 1.96 x 7.07 % = 13.9 %
-    assert d.mark == "unchanged"
-    quiet = Cell("decode", "8K", 1, "valid", trials={"ttft_s": (1.12,)}, rse={"ttft_s": 0.01})
-    a_quiet = Cell("decode", "8K", 1, "valid", trials={"ttft_s": (1.0,)}, rse={"ttft_s": 0.01})
-    assert figure_delta(metric, a_quiet, quiet, Policy()).mark == "regressed"
+    assert d.method == "welch log" and d.p_value is not None and d.p_value < 0.001
+    assert d.ci_pct is not None and d.ci_pct[0] > 5.0
+
+
+def test_several_bundles_per_side_are_trials(card: Card) -> None:
+    runs_a = [from_results(make_results(card, noise=0.01, seed=s), name=f"a{s}") for s in (1, 2, 3)]
+    runs_b = [from_results(make_results(card, noise=0.01, seed=s), name=f"b{s}") for s in (4, 5, 6)]
+    a, b = merge_runs(runs_a, "A"), merge_runs(runs_b, "B")
+    assert len(a.cells[("decode", "8K", 4)].trials["total_tok_s"]) == 3
+    c = compare(a, b, Policy())
+    assert not c.raw_only and c.flagged == []
+
+
+def _spoil(res: Results, key: tuple[str, int], status: str) -> Results:
+    cells = tuple(
+        x.model_copy(update={"status": status, "reason": "gate never held"})
+        if (x.context_label, x.concurrency) == key
+        else x
+        for x in res.cells
+    )
+    return res.model_copy(update={"cells": cells})
+
+
+def test_not_valid_cells_cannot_be_compared_and_are_listed(card: Card) -> None:
+    a = from_results(make_results(card, trials=3, noise=0.01, seed=1), name="a")
+    res = _spoil(make_results(card, trials=3, noise=0.01, seed=2), ("8K", 8), "not_ready")
+    b = from_results(res, name="b")
+    c = compare(a, b, Policy())
+    bad = next(x for x in c.cells if x.key == ("decode", "8K", 8))
+    assert bad.mark == "cannot compare" and not bad.flagged and bad.figures == ()
+    assert c.cannot_compare == [bad]
+    text = compare_markdown(c)
+    assert "- decode 8K x 8: not ready in B: 3 of 3 trials not ready: gate never held" in text
+    assert text.rstrip().endswith("NO CELL CHANGED; CANNOT COMPARE 1 CELLS")
+    assert compare_exit([c]) == Exit.PARTIAL
+
+
+def test_settings_that_differ_between_sides_are_not_comparable(card: Card) -> None:
+    a = from_results(make_results(card, trials=3, noise=0.01, seed=1), name="a")
+    res = make_results(card, trials=3, noise=0.01, seed=2)
+    res = res.model_copy(update={"settings": res.settings.model_copy(update={"max_tokens": 256})})
+    c = compare(a, from_results(res), Policy())
+    assert not c.settings.comparable and compare_exit([c]) == Exit.NOT_COMPARABLE
+    ok = compare(a, from_results(res), Policy(accept=frozenset({"max_tokens"})))
+    assert ok.settings.comparable
 
 
 def test_status_change_and_metadata_are_listed(card: Card) -> None:
-    a = from_results(make_results(card), name="a")
+    a = from_results(make_results(card, trials=3, noise=0.01, seed=1), name="a")
     oc = {(m.context, m.concurrency) for m in card.measurements if m.over_capacity}
     b = from_results(
-        make_results(card, over_capacity=oc | {("8K", 128)}, version="0.31.0"), name="b"
+        make_results(
+            card, trials=3, noise=0.01, seed=2, over_capacity=oc | {("8K", 128)}, version="0.31.0"
+        ),
+        name="b",
     )
     c = compare(a, b, Policy())
     assert [(x.key, x.mark) for x in c.flagged] == [(("decode", "8K", 128), "status changed")]
@@ -90,3 +165,5 @@ def test_status_change_and_metadata_are_listed(card: Card) -> None:
     assert "- server version: 0.30.1rc1.dev452+g73a583112 → 0.31.0" in text
     assert "Total tok/s: 0 improved, 0 regressed, 32 unchanged of 32" in text
     assert "1 OF 55 CELLS CHANGED" in text
+    assert c.settings.comparable  # the engine is what compare compares
+    assert dataclasses.replace(c, cells=()).flagged == []

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+
 from bench.card.model import Card
+from bench.errors import Exit
+from bench.results import Results
 from bench.verdict.card_source import from_card
+from bench.verdict.cells import BY_NAME
+from bench.verdict.page import reproduce_heat_cell
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import from_results
 from bench.verdict.tables import reproduce_markdown
@@ -80,10 +86,12 @@ def test_a_subset_run_is_judged_on_what_it_measured(card: Card) -> None:
         from_card(card),
         Tolerances(),
     )
-    assert r.reproduced
+    # Issue 14: part of the card is PARTIAL with the count and its own exit code, never 0.
+    assert not r.reproduced and r.overall == "PARTIAL" and r.exit_code == Exit.PARTIAL
     assert len(r.judged) == 16 + 2  # two decode rows and their prefill rows
     assert sum(c.verdict == "not measured here" for c in r.cells) == 55 - 18
-    assert "37 of the card's 55 cells not measured here" in r.summary()
+    assert "PARTIAL: 37 of the card's 55 cells not measured here" in r.summary()
+    assert r.summary().startswith("PARTIAL: 18 of 18 compared cells")
 
 
 def test_a_failed_cell_fails(card: Card) -> None:
@@ -100,5 +108,116 @@ def test_a_failed_cell_fails(card: Card) -> None:
         Tolerances(),
     )
     assert [(c.key, c.verdict, c.note) for c in r.failed] == [
-        (("decode", "8K", 4), "failed here", "invalid: stream cut")
+        (("decode", "8K", 4), "invalid here", "1 of 1 trials invalid: stream cut")
     ]
+    assert r.exit_code == Exit.NOT_REPRODUCED
+
+
+def _with_status(res: Results, key: tuple[str, int], status: str, reason: str) -> Results:
+    cells = tuple(
+        c.model_copy(update={"status": status, "reason": reason})
+        if (c.context_label, c.concurrency) == key
+        else c
+        for c in res.cells
+    )
+    return res.model_copy(update={"cells": cells})
+
+
+def test_a_not_ready_cell_fails_reproduce_and_is_marked_in_table_and_matrix(card: Card) -> None:
+    # Issue 14: a not_ready cell (figures and all) was turned into a valid one and passed.
+    res = _with_status(make_results(card), ("16K", 8), "not_ready", "readiness never held")
+    r = reproduce(from_results(res, name="b"), from_card(card), Tolerances())
+    assert r.overall == "NOT REPRODUCED" and r.exit_code == Exit.NOT_REPRODUCED
+    check = next(c for c in r.cells if c.key == ("decode", "16K", 8))
+    assert check.verdict == "not ready here"
+    assert check in r.not_valid and check in r.failed
+    text = reproduce_markdown(r)
+    assert (
+        "- decode 16K x 8: not ready here (1 of 1 trials not ready: readiness never held)" in text
+    )
+    row = next(x for x in text.splitlines() if x.startswith("| 16K | 8 |"))
+    assert "⚠ not ready" in row and row.count("⚠") == 8
+    assert "1 not valid here" in r.summary()
+    total = BY_NAME["total_tok_s"]
+    square = reproduce_heat_cell(check, total)
+    assert square.text == "⚠ not ready" and square.flagged and square.delta_pct is None
+    for status in ("invalid", "interrupted"):
+        bad = _with_status(make_results(card), ("8K", 1), status, "why")
+        assert reproduce(from_results(bad), from_card(card), Tolerances()).overall == (
+            "NOT REPRODUCED"
+        )
+
+
+def test_a_not_ready_trial_among_valid_ones_spoils_the_cell(card: Card) -> None:
+    res = make_results(card, trials=3)
+    cells = tuple(
+        c.model_copy(update={"status": "not_ready", "reason": "gate"})
+        if (c.context_label, c.concurrency, c.trial) == ("8K", 2, 1)
+        else c
+        for c in res.cells
+    )
+    run = from_results(res.model_copy(update={"cells": cells}))
+    assert run.cells[("decode", "8K", 2)].status == "not_ready"
+    assert run.cells[("decode", "8K", 2)].detail == "1 of 3 trials not ready: gate"
+
+
+def test_settings_that_differ_from_the_card_make_it_not_comparable(card: Card) -> None:
+    res = make_results(card)
+    other = res.model_copy(
+        update={"settings": res.settings.model_copy(update={"duration_s": 10.0, "max_tokens": 512})}
+    )
+    r = reproduce(from_results(other), from_card(card), Tolerances())
+    assert r.overall == "NOT COMPARABLE" and r.exit_code == Exit.NOT_COMPARABLE
+    lines = r.settings.lines("ours", "card")
+    assert "- window_s: 10 / 30" in lines and "- max_tokens: 512 / 4096" in lines
+    assert lines[-1].startswith("NOT COMPARABLE: window_s,max_tokens differ")
+    assert reproduce_markdown(r).startswith("Settings that differ")
+    accepted = reproduce(
+        from_results(other), from_card(card), Tolerances(), frozenset({"window_s", "max_tokens"})
+    )
+    assert accepted.overall == "REPRODUCED"
+    assert "- window_s: 10 / 30 (accepted)" in accepted.settings.lines("ours", "card")
+    # The engine version, the model and (off a twin) GPUs and launch flags count too.
+    env = {
+        "gpu": {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8},
+        "launch": {"argv": ["vllm", "serve", "m", "--tensor-parallel-size", "8"]},
+    }
+    newer = make_results(card, version="0.31.0")
+    r = reproduce(from_results(newer, env), from_card(card), Tolerances())
+    assert {d.name for d in r.settings.blocking} == {
+        "engine_version",
+        "gpu_count",
+        "gpu_model",
+        "launch_flags",
+    }
+
+
+def test_same_gpus_and_flags_as_the_card_are_comparable(card: Card) -> None:
+    assert card.launch_command is not None
+    argv = shlex.split(card.launch_command.replace("<redacted>", "k"))
+    env = {
+        "gpu": {"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 4},
+        "launch": {"argv": ["python3", "-m", "vllm.entrypoints.openai.api_server", *argv[2:]]},
+        "image": {"labels": {"bench.vllm.commit": "73a5831127a9d1c5a3e0f0000000000000000000"}},
+    }
+    r = reproduce(from_results(make_results(card), env), from_card(card), Tolerances())
+    assert r.settings.differences == () and r.overall == "REPRODUCED"
+
+
+def test_trials_decide_by_their_interval_against_the_band(card: Card) -> None:
+    # 3 trials with 1 % noise around the card: every interval inside ±5 % / ±10 %.
+    ok = reproduce(
+        from_results(make_results(card, trials=3, noise=0.01, seed=4)),
+        from_card(card),
+        Tolerances(),
+    )
+    assert ok.overall == "REPRODUCED"
+    # 4.5 % slower: the intervals of some cells straddle the −5 % edge.
+    edge = make_results(card, trials=3, noise=0.01, seed=4, scale=lambda ctx, c: 0.955)
+    r = reproduce(from_results(edge), from_card(card), Tolerances())
+    assert r.inconclusive and r.overall == "INCONCLUSIVE" and r.exit_code == Exit.INCONCLUSIVE
+    f = next(f for c in r.inconclusive for f in c.figures if f.outcome == "inconclusive")
+    assert f.ci_pct is not None and f.ci_pct[0] < -5.0 < f.ci_pct[1]
+    # 15 % slower: entirely outside.
+    far = make_results(card, trials=3, noise=0.01, seed=4, scale=lambda ctx, c: 0.85)
+    assert reproduce(from_results(far), from_card(card), Tolerances()).overall == "NOT REPRODUCED"

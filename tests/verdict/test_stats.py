@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.verdict.stats import betainc, mean_ci, t_cdf, t_quantile, welch
+from bench.stats import betainc, mean_ci, t_cdf, t_quantile, welch
 
 T975 = {
     1: 12.706204736174694,
@@ -62,3 +62,90 @@ def test_mean_ci_matches_scipy() -> None:
     assert ci.high == pytest.approx(10.596827542350066, rel=1e-10)
     with pytest.raises(ValueError):
         mean_ci([1.0])
+
+
+def test_norm_ppf_matches_known_quantiles() -> None:
+    from bench.stats import norm_ppf
+
+    assert abs(norm_ppf(0.975) - 1.959963985) < 1e-7
+    assert abs(norm_ppf(0.8) - 0.841621234) < 1e-7
+    assert abs(norm_ppf(0.001) + 3.090232306) < 1e-7
+
+
+def test_benjamini_hochberg_step_up() -> None:
+    from bench.stats import benjamini_hochberg
+
+    # m = 5, q = 0.05: thresholds 0.01 0.02 0.03 0.04 0.05; the largest rank under its
+    # threshold is 3 (0.029 <= 0.03), so the three smallest are rejected.
+    p = [0.029, 0.001, 0.2, 0.015, 0.049]
+    assert benjamini_hochberg(p, 0.05) == [True, True, False, True, False]
+    assert benjamini_hochberg([0.5] * 10, 0.05) == [False] * 10
+    assert benjamini_hochberg([], 0.05) == []
+
+
+def test_welch_log_is_a_test_of_the_ratio() -> None:
+    from bench.stats import welch, welch_log
+
+    a, b = [100.0, 101.0, 99.0], [110.0, 111.1, 108.9]
+    r = welch_log(a, b)
+    assert 9.5 < r.delta_pct < 10.5 and r.low_pct < r.delta_pct < r.high_pct
+    # Scale-free: the same ratio at another scale gives the same p.
+    assert abs(welch_log([x * 7 for x in a], [x * 7 for x in b]).p_value - r.p_value) < 1e-12
+    # On logs of values close together it agrees with Welch on the values.
+    assert abs(r.p_value - welch(a, b).p_value) < 0.01
+    pooled = welch_log([100.0], [110.0], pooled_sd=0.01, pooled_df=100)
+    assert pooled.p_value < 1e-6 and pooled.df == 100
+
+
+def test_mde_at_80_percent_power() -> None:
+    from bench.stats import mde_pct
+
+    # (1.96 + 0.8416) x 1 % x sqrt(2 / 3) = 2.29 %  (as a ratio: exp(..) - 1)
+    assert abs(mde_pct(0.01, 3, 3) - 2.314) < 0.01
+    assert mde_pct(0.01, 5, 5) < mde_pct(0.01, 3, 3) < mde_pct(0.01, 1, 1)
+
+
+def test_pooled_noise_says_when_pooling_is_unsound() -> None:
+    from bench.stats import pooled_noise
+
+    even = [[100.0, 101.0, 99.0], [50.0, 50.5, 49.5], [10.0, 10.1, 9.9]]
+    p = pooled_noise(even)
+    assert p is not None and p.sound and p.df == 6 and abs(p.sd_log - 0.01) < 1e-3
+    uneven = [*even * 5, [100.0, 130.0, 70.0]]
+    q = pooled_noise(uneven)
+    assert q is not None and not q.sound
+
+
+def test_trigamma_and_the_prior_df_of_cell_variances() -> None:
+    import math
+    import random
+
+    from bench.stats import prior_df, trigamma
+
+    assert abs(trigamma(1.0) - math.pi**2 / 6) < 1e-9
+    assert abs(trigamma(0.5) - math.pi**2 / 2) < 1e-9
+    rng = random.Random(1)
+    alike = [[math.exp(rng.gauss(0, 0.01)) for _ in range(3)] for _ in range(200)]
+    assert prior_df(alike) > 20  # variances differ by chance alone: shrink hard
+    mixed = [
+        [math.exp(rng.gauss(0, 0.01 if i % 2 else 0.05)) for _ in range(3)] for i in range(200)
+    ]
+    assert prior_df(mixed) < 10  # some cells are truly noisier: keep their own noise
+
+
+def test_a_noisier_cell_keeps_its_own_noise_when_pooled() -> None:
+    # Live twin, make compare-twin base-2 vs base-3: TTFT of 16K x 1 spread ~9 % over three
+    # trials on one side while the pooled TTFT noise was 1.8 %; pooled alone flagged it.
+    from bench.stats import PooledNoise
+    from bench.verdict.cells import BY_NAME, Cell
+    from bench.verdict.compare import Policy, figure_delta
+
+    a = Cell("decode", "16K", 1, "valid", trials={"ttft_s": (0.4421, 0.4669, 0.4840)})
+    b = Cell("decode", "16K", 1, "valid", trials={"ttft_s": (0.4366, 0.4414, 0.4427)})
+    metric = BY_NAME["ttft_s"]
+    hard = PooledNoise(0.0177, 60, True, 30)
+    p_hard = figure_delta(metric, a, b, Policy(), pooled=hard, tests=64).p_value
+    moderated = PooledNoise(0.0177, 60, True, 30, prior_df=1.8)
+    p_mod = figure_delta(metric, a, b, Policy(), pooled=moderated, tests=64).p_value
+    assert p_hard is not None and p_mod is not None
+    assert p_hard < 0.05 / 64 < p_mod

@@ -1,0 +1,34 @@
+"""Issue 14: make compare-commits / compare-images run 3 sweeps a side, interleaved."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.errors import UsageError
+from provisioning import cli  # noqa: TID251 (tests the orchestrator)
+from provisioning.orchestrate import sweep_order  # noqa: TID251
+
+
+def test_interleaved_order_balances_drift_and_blocked_is_available() -> None:
+    assert sweep_order(3, "interleaved") == ["a", "b", "b", "a", "a", "b"]
+    assert sweep_order(1, "interleaved") == ["a", "b"]
+    assert sweep_order(3, "blocked") == ["a", "a", "a", "b", "b", "b"]
+    # A linear drift falls equally on both sides when interleaved (A B B A: 0+3 = 1+2).
+    order = sweep_order(4, "interleaved")
+    assert sum(i for i, x in enumerate(order) if x == "a") == sum(
+        i for i, x in enumerate(order) if x == "b"
+    )
+    with pytest.raises(UsageError):
+        sweep_order(0, "interleaved")
+
+
+def test_compare_commands_default_to_three_trials_interleaved() -> None:
+    parser = cli.build_parser()
+    for argv in (
+        ["compare", "gpu01", "--image-a", "x", "--image-b", "y"],
+        ["compare-commits", "gpu01", "--commit-a", "abcdef1", "--commit-b", "abcdef2"],
+    ):
+        args = parser.parse_args(argv)
+        assert (args.trials_per_side, args.order) == (3, "interleaved")
+    args = parser.parse_args([*argv, "--order", "blocked", "--trials-per-side", "2"])
+    assert (args.trials_per_side, args.order) == (2, "blocked")
