@@ -17,6 +17,11 @@ it arrived, and that wait is the client's, not the server's.
     status != 200                        -> record.error "HTTP 429: <body start>"
     malformed framing                    -> record.error "transport error: malformed ..."
 
+Chunked framing is read as RFC 9112 writes it: a chunk size is 1 to MAX_CHUNK_SIZE_DIGITS
+hex digits (no sign, no prefix, no underscore), an optional `;extension` after it, the
+whole size line at most MAX_CHUNK_LINE bytes, and CRLF after every chunk's data. Anything
+else ends the request at once with a one-line reason: every read moves the parse forward.
+
 A connection goes back to the pool only after the terminating zero-length chunk (or the
 whole Content-Length) of a 200 response has arrived; anything else closes it.
 """
@@ -33,6 +38,12 @@ from bench import rxstamp
 from bench.records import RequestRecord
 
 _MAX_HEAD = 65_536
+# A chunk-size line (size, extensions) longer than this is refused: a server that never
+# ends it would otherwise grow the buffer without bound.
+MAX_CHUNK_LINE = 4096
+# 16 hex digits already say 2^64 bytes; more (or leading zeros past that) is hostile.
+MAX_CHUNK_SIZE_DIGITS = 16
+_HEX = frozenset(b"0123456789abcdefABCDEF")
 _ERROR_BODY = 300
 _BODY_END_WAIT_S = 0.05
 _READ_SIZE = 65_536
@@ -41,6 +52,20 @@ _READ_SIZE = 65_536
 class EventReader(Protocol):
     def feed(self, data: bytes, now: float) -> bool:
         """Account body bytes read at `now`; True once the stream is over ([DONE], error)."""
+
+
+def chunk_size(line: bytes) -> int | None:
+    """The size of a chunk-size line (`1*HEXDIG [BWS ";" ext]`), or None if malformed.
+
+    Python's int(x, 16) also takes a sign, `0x`, underscores and spaces: a size of -6
+    would step the parse back forever, so only hex digits are read, and few of them.
+    """
+    size = line.split(b";", 1)[0] if b";" in line else line
+    if b";" in line:
+        size = size.rstrip(b" \t")
+    if not 0 < len(size) <= MAX_CHUNK_SIZE_DIGITS or not _HEX.issuperset(size):
+        return None
+    return int(size, 16)
 
 
 class _Exchange:
@@ -148,10 +173,7 @@ class _Exchange:
             # The usual read: exactly one whole chunk (one SSE event), nothing left over.
             nl = data.find(b"\r\n", 0, 18)
             if nl > 0 and data.endswith(b"\r\n"):
-                try:
-                    size = int(data[:nl], 16)
-                except ValueError:  # an extension (;...): the long way below says
-                    size = 0
+                size = chunk_size(data[:nl])  # None (an extension, junk): the long way says
                 if size and len(data) == nl + size + 4:
                     return data[nl + 2 : nl + 2 + size]
         buf = self.cbuf + data if self.cbuf else data
@@ -173,22 +195,35 @@ class _Exchange:
                     self.crlf_left = 2
             elif self.crlf_left:
                 take = min(self.crlf_left, n - pos)
+                want = b"\r\n"[2 - self.crlf_left : 2 - self.crlf_left + take]
+                if buf[pos : pos + take] != want:
+                    self.fail("transport error: malformed chunked body: no CRLF after a chunk")
+                    return None
                 pos += take
                 self.crlf_left -= take
             else:
-                nl = buf.find(b"\r\n", pos)
+                nl = buf.find(b"\r\n", pos, pos + MAX_CHUNK_LINE + 2)
                 if nl < 0:
+                    if n - pos > MAX_CHUNK_LINE:
+                        self.fail(
+                            "transport error: malformed chunked body: chunk-size line over "
+                            f"{MAX_CHUNK_LINE} bytes (MAX_CHUNK_LINE)"
+                        )
+                        return None
                     break
-                try:
-                    size = int(buf[pos:nl].split(b";", 1)[0], 16)
-                except ValueError:
-                    self.fail("transport error: malformed chunked body")
+                size = chunk_size(buf[pos:nl])
+                if size is None:
+                    shown = buf[pos:nl][:40].decode("latin-1")
+                    self.fail(f"transport error: malformed chunked body: chunk size {shown!r}")
                     return None
                 pos = nl + 2
                 if size == 0:
                     self.data_left = -1  # the last chunk: only its CRLF (or trailers) left
                     continue
                 if pos + size + 2 <= n:  # the usual case: the whole chunk is here
+                    if buf[pos + size : pos + size + 2] != b"\r\n":
+                        self.fail("transport error: malformed chunked body: no CRLF after a chunk")
+                        return None
                     out.append(buf[pos : pos + size])
                     pos += size + 2
                 else:
