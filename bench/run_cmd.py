@@ -162,12 +162,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         info, snapshot = await detect(
             client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
         )
-        if previous is not None and previous.server.speed_factor != info.speed_factor:
-            raise UsageError(
-                f"the server now runs at speed {info.speed_factor:g}, "
-                f"the run was started at {previous.server.speed_factor:g}",
-                hint="resume against the same server",
-            )
+        if previous is not None:
+            resume.check_same_server(previous, info, str(rundir.path))
         kv = kv_capacity(snapshot, run_settings.kv_budget_tokens)
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
