@@ -186,7 +186,7 @@ def test_resume_refuses_another_server_and_says_how_to_start_a_new_run() -> None
     resume.check_same_server(run, moved, "DIR")  # only the address changed: the same server
     no_profile = moved.model_copy(update={"version_payload": {"version": "0.1"}})
     resume.check_same_server(run, no_profile, "DIR")  # a profile is compared when both say
-    others = {
+    others: dict[str, dict[str, object]] = {
         "model 'other', the run's 'm'": {"model": "other"},
         "version '0.2', the run's '0.1'": {"version": "0.2"},
         "max model length 8192, the run's 4096": {"max_model_len": 8192},
