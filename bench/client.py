@@ -42,6 +42,9 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 _TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
 _ERROR = re.compile(rb'"error":|"object":\s*"error"')
 _DONE = re.compile(rb"data:[ \t]*\[DONE\][ \t]*\r?\n")
+# A usage count longer than this is a lie (10^12 tokens), and would overflow the record's
+# 64-bit array (a count of 2^63 was a traceback) or Python's int() digit limit.
+_MAX_COUNT_DIGITS = 12
 
 
 _JSON_HEADERS = {"content-type": "application/json"}
@@ -222,10 +225,16 @@ class _Events:
             done = _done_line(buf, end)
             stop = end if done < 0 else done
             lines = buf.count(b"\ndata:", 0, stop) + buf.startswith(b"data:")
-            if lines == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
+            counts = _COMPLETION_TOKENS.findall(buf, 0, stop)
+            # Every data line carries its usage count (else the exact path below looks
+            # at each line: one with text and no count cannot be attributed).
+            if lines == len(counts) == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
                 add = record.add_usage
-                for m in _COMPLETION_TOKENS.finditer(buf, 0, stop):
-                    add(now, int(m.group(1)))
+                for digits in counts:
+                    if len(digits) > _MAX_COUNT_DIGITS:
+                        record.error = _implausible(digits)
+                        return True
+                    add(now, int(digits))
                 if done >= 0:
                     record.finished = True
                     return True
@@ -256,23 +265,39 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
         # A cheap well-formedness check: every chunk is one JSON object on one line.
         record.error = "malformed chunk: " + payload[:80].decode("utf-8", "replace")
         return True
+    text = None
     if record.first_token_s is None:
         if _ERROR.search(payload):
             record.error = "error event: " + _error_message(payload)
             return True
-        if _TEXT.search(payload):
+        text = _TEXT.search(payload)
+        if text:
             record.first_token_s = now
         if record.prompt_tokens is None:
             p = _PROMPT_TOKENS.search(payload)
             if p:
+                if len(p.group(1)) > _MAX_COUNT_DIGITS:
+                    record.error = _implausible(p.group(1), "prompt_tokens")
+                    return True
                 record.prompt_tokens = int(p.group(1))
     elif b'"error"' in payload and _ERROR.search(payload):
         record.error = "error event: " + _error_message(payload)
         return True
     m = _COMPLETION_TOKENS.search(payload)
     if m:
-        record.add_usage(now, int(m.group(1)))
+        digits = m.group(1)
+        if len(digits) > _MAX_COUNT_DIGITS:
+            record.error = _implausible(digits)
+            return True
+        record.add_usage(now, int(digits))
+    elif text or (text is None and _TEXT.search(payload)):
+        record.unattributed += 1
     return False
+
+
+def _implausible(digits: bytes, name: str = "completion_tokens") -> str:
+    shown = digits[:24].decode("ascii") + ("..." if len(digits) > 24 else "")
+    return f"implausible usage: {name} {shown} (over {_MAX_COUNT_DIGITS} digits)"
 
 
 def _done_line(buf: bytes, end: int) -> int:

@@ -96,6 +96,23 @@ def cell_figures(
         ready_after_s=ready_after_s,
         metrics_samples=len(running),
     )
+    blind = sum(
+        r.unattributed > 0 and r.first_token_s is not None and r.first_token_s <= w1_s
+        for r in records
+    )
+    if blind:
+        # Text came in chunks without a usage count: their tokens are credited when a
+        # count finally comes (with usage only in the last chunk, a whole request at its
+        # end), tokens made before the window would count inside it.
+        return (
+            None,
+            extras,
+            (
+                f"usage not continuous: {blind} request(s) streamed text without a token count, "
+                "so when their tokens were made is unknown (the server must send usage on "
+                "every chunk: vLLM's continuous_usage_stats)"
+            ),
+        )
     if output_tokens == 0 or last_chunk_s is None or last_chunk_s <= w0_s:
         return None, extras, "no token received inside the window"
     if not tbts or not ttfts:
