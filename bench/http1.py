@@ -427,7 +427,7 @@ class Pool:
         loop = asyncio.get_running_loop()
         try:
             sock = await asyncio.wait_for(self._connect(loop), self.connect_timeout_s)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, UnicodeError) as exc:  # UnicodeError: a bad host name
             why = str(exc) or type(exc).__name__
             record.error = f"transport error: cannot connect to {self.host}:{self.port}: {why}"
             return None

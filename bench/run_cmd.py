@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import math
 import signal
 import time
 import uuid
@@ -18,7 +19,7 @@ from pathlib import Path
 from bench import __version__, environment, event_loop, gpu, plan, resume, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
-from bench.client import Client
+from bench.client import Client, check_url
 from bench.errors import BenchError, Interrupted, ServerUnreachable, UsageError
 from bench.progress import Progress
 from bench.results import Measurement, Results, RunSettings
@@ -74,16 +75,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=handle)
 
 
+def _finite(args: argparse.Namespace) -> None:
+    """nan and inf pass every `<= 0` check: refuse them by name."""
+    for name in ("duration", "speed_factor", "request_timeout"):
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(
+                f"{flag} {value} is not a finite number",
+                hint=f"give {flag} in seconds or as a factor, e.g. 30",
+            )
+
+
 def _settings(args: argparse.Namespace) -> RunSettings:
+    _finite(args)
     if args.duration <= 0 or args.max_tokens <= 0 or args.trials <= 0:
         raise UsageError("--duration, --max-tokens and --trials must be positive")
+    if args.request_timeout <= 0 or (args.speed_factor is not None and args.speed_factor <= 0):
+        raise UsageError("--request-timeout and --speed-factor must be positive")
     concurrencies = []
     for c in _split(args.concurrencies):
         if not c.strip().isdigit() or int(c) <= 0:
             raise UsageError(f"concurrency {c!r} is not a positive integer")
         concurrencies.append(int(c))
     return RunSettings(
-        url=(args.url or "http://127.0.0.1:8000").rstrip("/"),
+        url=check_url(args.url or "http://127.0.0.1:8000"),
         api=args.api,
         model=args.model,
         contexts=tuple(parse_tokens(c) for c in _split(args.contexts)),
@@ -147,7 +163,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         previous = rundir.load()
         run_settings = previous.settings
         if args.url:
-            run_settings = run_settings.model_copy(update={"url": args.url.rstrip("/")})
+            run_settings = run_settings.model_copy(update={"url": check_url(args.url)})
     else:
         run_settings = _settings(args)
         out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
