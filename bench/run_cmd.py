@@ -160,6 +160,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     if args.resume is not None:
         _only_url_with_resume(args)
         rundir = RunDir(args.resume)
+        if args.resume.is_dir():
+            rundir.lock()  # before reading it: a run still writing it is refused
         previous = rundir.load()
         run_settings = previous.settings
         if args.url:
@@ -258,5 +260,6 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     finally:
         await client.aclose()
+        rundir.unlock()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
