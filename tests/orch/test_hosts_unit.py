@@ -98,3 +98,13 @@ def test_host_lists() -> None:
         hosts.parse_host_list("gpu01,gpu01")
     with pytest.raises(UsageError):
         hosts.parse_host_list(" , ")
+
+
+@pytest.mark.parametrize("name", ["a..b", ".a", "a-.b", "x" * 64, "a b.c"[:1] + "..", "é..x"])
+def test_a_host_name_the_resolver_cannot_take_is_one_line_usage(home: Path, name: str) -> None:
+    # `a..b` made getaddrinfo raise UnicodeError: a traceback with exit 1 (issue 15).
+    fake = FakeSsh(f"hostname {name}\nuser u\nport 22\n")
+    with pytest.raises(UsageError) as err:
+        hosts.resolve(name, run=fake)
+    assert err.value.one_line().startswith(f"host {name!r} is not a valid host name")
+    assert hosts.valid_hostname("gpu-01.example.com.") and hosts.valid_hostname("::1")
