@@ -83,6 +83,7 @@ class _Exchange:
         "err",
         "head",
         "left",
+        "location",
         "reader",
         "reads",
         "record",
@@ -105,6 +106,7 @@ class _Exchange:
         self.complete = False  # the body's end arrived (connection reusable)
         self.close = False
         self.err = b""
+        self.location = ""  # of a redirect, shown in its error
         self.reads = 0
         self.stopped = False  # the reader has seen the end of the stream
 
@@ -147,18 +149,29 @@ class _Exchange:
         except (IndexError, ValueError):
             self.fail(f"transport error: malformed status line {lines[0][:80]!r}")
             return False
+        problem = None
         for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name, value = name.strip().lower(), value.strip().lower()
+            name, _, raw = line.partition(":")
+            name, value = name.strip().lower(), raw.strip().lower()
             if name == "transfer-encoding" and "chunked" in value:
                 self.chunked = True
-            elif name == "content-length" and value.isdigit():
+            elif name == "content-length" and value.isdigit() and len(value) <= 18:
                 self.left = int(value)
             elif name == "connection" and value == "close":
                 self.close = True
+            elif name == "location":
+                self.location = raw.strip()[:200]
+            elif name == "content-encoding" and value not in ("", "identity"):
+                # We ask for identity: an encoded stream would only fail at its end.
+                problem = f"the response is content-encoding {value[:40]!r}, not identity"
+            elif name == "content-type" and value and not value.startswith("text/event-stream"):
+                problem = f"the response is {value[:60]!r}, not text/event-stream"
         self.record.http_status = self.status
         if self.chunked:
             self.left = None
+        if problem is not None and self.status == 200:
+            self.fail(f"transport error: {problem}")
+            return False
         return True
 
     def _delimited(self, data: bytes) -> bytes:
@@ -233,6 +246,8 @@ class _Exchange:
 
     def _http_error(self) -> None:
         text = self.err[:_ERROR_BODY].decode("utf-8", "replace").strip()
+        if self.location:  # a redirect is not followed: say where it pointed
+            text = f"(Location: {self.location}) {text}".strip()
         self.close = True
         self.fail(f"HTTP {self.status}: {text}")
 
@@ -363,7 +378,8 @@ class Pool:
         self.read_timeout_s = read_timeout_s
         self.connect_timeout_s = connect_timeout_s
         fixed = {"host": f"{host}:{port}", "content-type": "application/json"}
-        fixed.update(accept="text/event-stream", **{k.lower(): v for k, v in headers.items()})
+        fixed.update(accept="text/event-stream", **{"accept-encoding": "identity"})
+        fixed.update({k.lower(): v for k, v in headers.items()})
         self._head = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()

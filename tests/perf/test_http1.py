@@ -158,3 +158,27 @@ def test_chunk_size_reads_only_hex_digits_and_extensions() -> None:
     assert chunk_size(b"f" * 16) == 2**64 - 1
     for bad in (b"-6", b"0x6", b"1_0", b"+1", b" 1", b"", b";x", b"g", b"f" * 17):
         assert chunk_size(bad) is None, bad
+
+
+@pytest.mark.parametrize(
+    ("header", "error"),
+    [
+        (b"content-encoding: gzip", "content-encoding 'gzip', not identity"),
+        (b"content-type: text/html", "'text/html', not text/event-stream"),
+    ],
+    ids=["gzip", "html"],
+)
+def test_an_encoded_or_non_sse_200_fails_at_its_head_not_at_its_end(
+    header: bytes, error: str
+) -> None:
+    raw = b"HTTP/1.1 200 OK\r\n%b\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n" % header
+    ex, record, reader = _feed([raw])
+    assert record.error == "transport error: the response is " + error
+    assert ex.done.done() and reader.data == b""
+
+
+def test_a_redirect_names_its_location() -> None:
+    raw = b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://elsewhere:1/v1\r\n"
+    raw += b"content-length: 0\r\n\r\n"
+    _, record, _ = _feed([raw])
+    assert record.error == "HTTP 307: (Location: http://elsewhere:1/v1)"
