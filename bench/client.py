@@ -340,7 +340,11 @@ class _Events:
             buf = data
         record = self.record
         end = buf.rfind(b"\n") + 1
-        if record.first_token_s is not None and buf.find(b'"error"', 0, end) < 0:
+        if (
+            record.first_token_s is not None
+            and record.prompt_tokens is not None
+            and buf.find(b'"error"', 0, end) < 0
+        ):
             # After the first token only usage counts matter, and every event of this read
             # shares `now`: one scan of the complete lines instead of one per event. Raw
             # newlines cannot occur inside JSON strings, so a line-anchored [DONE] is real,
@@ -406,16 +410,17 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
         text = _TEXT.search(payload)
         if text:
             record.first_token_s = now
-        if record.prompt_tokens is None:
-            p = _PROMPT_TOKENS.search(payload)
-            if p:
-                if len(p.group(1)) > _MAX_COUNT_DIGITS:
-                    record.error = _implausible(p.group(1), "prompt_tokens")
-                    return True
-                record.prompt_tokens = int(p.group(1))
     elif b'"error"' in payload and _ERROR.search(payload):
         record.error = "error event: " + _error_message(payload)
         return True
+    if record.prompt_tokens is None:
+        # Usually on the first chunk; a server with usage only at the end says it last.
+        p = _PROMPT_TOKENS.search(payload)
+        if p:
+            if len(p.group(1)) > _MAX_COUNT_DIGITS:
+                record.error = _implausible(p.group(1), "prompt_tokens")
+                return True
+            record.prompt_tokens = int(p.group(1))
     m = _COMPLETION_TOKENS.search(payload)
     if m:
         digits = m.group(1)

@@ -225,7 +225,11 @@ def open_bundle(archive: Path, target: Path, limits: OpenLimits | None = None) -
     except (VerifyFailed, DiskError):
         _clear(target)
         raise
-    return _bundle_root(archive, target)
+    try:
+        return _bundle_root(archive, target)
+    except VerifyFailed:  # no manifest: refused, and like every refusal it leaves nothing
+        _clear(target)
+        raise
 
 
 def _clear(target: Path) -> None:
