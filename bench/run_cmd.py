@@ -159,13 +159,14 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     previous: Results | None = None
     if args.resume is not None:
         _only_url_with_resume(args)
+        new_url = check_url(args.url) if args.url else None  # before anything is read
         rundir = RunDir(args.resume)
         if args.resume.is_dir():
             rundir.lock()  # before reading it: a run still writing it is refused
         previous = rundir.load()
         run_settings = previous.settings
         if args.url:
-            run_settings = run_settings.model_copy(update={"url": check_url(args.url)})
+            run_settings = run_settings.model_copy(update={"url": new_url})
     else:
         run_settings = _settings(args)
         out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
