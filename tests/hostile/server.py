@@ -30,7 +30,7 @@ TOKEN_S = 0.01  # between two tokens of a well-behaved stream
 STREAMS = (
     "ok", "neg-chunk", "hex-prefix", "no-crlf", "long-size-line", "huge-line", "usage-last",
     "lying-usage", "huge-usage", "html", "gzip", "early-close", "close-mid", "redirect",
-    "stall", "stall-head", "malformed-json", "bad-status-line", "http-500",
+    "stall", "stall-head", "malformed-json", "bad-status-line", "http-500", "over-max",
 )  # fmt: skip
 
 
@@ -222,7 +222,7 @@ class Hostile:
             await asyncio.sleep(3600)
         elif how == "malformed-json":
             w(_chunk(b"data: {oops\n\n"))
-        else:  # ok, usage-last, lying-usage, huge-usage, close-mid: a paced stream
+        else:  # ok, usage-last, lying-usage, huge-usage, close-mid, over-max: a paced stream
             w(_chunk(_event(None, 0, prompt)))
             for n in range(1, max_tokens + 1):
                 await asyncio.sleep(TOKEN_S)
@@ -231,6 +231,8 @@ class Hostile:
                     usage = max_tokens if n == max_tokens else None
                 elif how == "lying-usage" and n == 1:
                     usage = 2**63
+                elif how == "over-max":
+                    usage = 3 * n
                 event = _event("tok", usage, prompt)
                 if how == "huge-usage" and n == 1:
                     event = event.replace(

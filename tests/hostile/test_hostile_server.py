@@ -151,6 +151,19 @@ def test_usage_only_in_the_last_chunk_is_an_invalid_cell_with_the_right_reason(
     assert cell["reason"].startswith("usage not continuous: ")
 
 
+def test_more_output_tokens_than_max_tokens_is_an_invalid_cell(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    ran = bench_run("--url", hostile.url("stream=over-max"), *SMALL, out=tmp_path / "r")
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None
+    (cell,) = ran.results["cells"]
+    assert cell["status"] == "invalid" and cell["figures"] is None
+    assert cell["reason"] == (
+        "the server claimed 48 output tokens for one request, more than its max_tokens 16"
+    )
+
+
 def test_a_well_behaved_hostile_server_gives_a_valid_cell(hostile: Hostile, tmp_path: Path) -> None:
     # The control: the fixture's own good stream is measured, so the faults above are theirs.
     ran = bench_run("--url", hostile.url("stream=ok"), *SMALL, out=tmp_path / "r")
