@@ -103,7 +103,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     api_key = secrets.token_urlsafe(24)
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "BENCH_API_KEY")}
     run_args = [a for a in args.run_args if a != "--"]
-    with start_twin(args.profile, speed=args.speed, api_key=api_key, timeout_s=60) as twin:
+    with start_twin(
+        args.profile, speed=args.speed, api_key=api_key, timeout_s=60, die_with_parent=True
+    ) as twin:
         log.info("twin_started", url=twin.url, profile=args.profile, speed=args.speed)
         rc = _bench(["run", "--url", twin.url, "--out", str(out), *run_args],
                     {**env, "BENCH_API_KEY": api_key}, partial_on_interrupt=True)  # fmt: skip
