@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--request-timeout", type=float, default=600.0, help="read time-out, s")
-    p.set_defaults(func=handle)
+    p.set_defaults(func=handle, run_parser=p)
 
 
 def _finite(args: argparse.Namespace) -> None:
@@ -133,6 +133,26 @@ def _only_url_with_resume(args: argparse.Namespace) -> None:
         "request_timeout": 600.0,
     }
     given = [k for k, v in defaults.items() if getattr(args, k) != v]
+    typed = getattr(args, "argv", None)
+    parser = getattr(args, "run_parser", None)
+    if typed is not None and isinstance(parser, argparse.ArgumentParser):
+        # A flag typed with its default value changes nothing, but it was asked for.
+        for word in typed:
+            if word == "--":
+                break
+            name = word.split("=", 1)[0]
+            if not name.startswith("--"):
+                continue
+            matches = {
+                a.dest
+                for a in parser._actions
+                for opt in a.option_strings
+                if opt.startswith("--") and opt.startswith(name)
+            }
+            dest = matches.pop() if len(matches) == 1 else None
+            if dest in defaults and dest not in given:
+                given.append(dest)
+    given = [k for k in defaults if k in given]
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise UsageError(

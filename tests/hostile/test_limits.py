@@ -198,3 +198,21 @@ def test_a_reported_speed_of_nan_is_ignored() -> None:
 
     assert _reported_speed(json.loads('{"speed": NaN}')) is None
     assert _reported_speed({"twin": {"speed": 2}}) == 2.0
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--duration", "30"], ["--duration=30.0"], ["--dur", "30"], ["--seed", "0", "--api", "chat"]],
+)
+def test_resume_refuses_a_flag_even_given_with_its_default_value(flags: list[str]) -> None:
+    from bench.cli import build_parser
+
+    argv = ["run", "--resume", "DIR", *flags]
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    with pytest.raises(UsageError, match="--resume continues a run with its own settings; --"):
+        run_cmd._only_url_with_resume(args)
+    url_only = ["run", "--resume", "DIR", "--url", "http://127.0.0.1:1"]
+    args = build_parser().parse_args(url_only)
+    args.argv = url_only
+    run_cmd._only_url_with_resume(args)  # --url is the one flag a resumed run takes
