@@ -1,6 +1,6 @@
 """The figures of one cell from its request records and /metrics samples.
 
-Definitions are the card's (see DESIGN.md section 3):
+Definitions are the card's (docs/run.md, "Figures"):
 - output tokens: usage tokens whose chunk arrived inside [w0, w1];
 - measured for: w0 to the last usage chunk inside the window;
 - total tok/s = output tokens / measured for;
