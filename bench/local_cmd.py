@@ -45,13 +45,37 @@ def published_card() -> Path:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("local", help="the whole flow on this machine against the twin")
-    p.add_argument("--profile", default="published", help="twin profile (default published)")
-    p.add_argument("--speed", type=float, default=5.0, help="twin speed factor (default 5)")
-    p.add_argument("--out", type=Path, default=None, help="default results/local/<run id>")
-    p.add_argument("--key", type=Path, default=CONFIG_DIR / "signing_ed25519")
-    p.add_argument("--allowed-signers", type=Path, default=CONFIG_DIR / "allowed_signers")
-    p.add_argument("--card", type=Path, default=None, help="default: the published card")
+    p = sub.add_parser(
+        "local",
+        help="the whole flow on this machine against the twin",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--profile", default="published", help="twin profile")
+    p.add_argument("--speed", type=float, default=5.0, help="twin speed factor")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run directory (when not given: results/local/<run id>)",
+    )
+    p.add_argument(
+        "--key",
+        type=Path,
+        default=CONFIG_DIR / "signing_ed25519",
+        help="signing key (made on first use; its public half goes in --allowed-signers)",
+    )
+    p.add_argument(
+        "--allowed-signers",
+        type=Path,
+        default=CONFIG_DIR / "allowed_signers",
+        help="allowed-signers file to verify bundles with (ssh-keygen -Y verify -f FILE)",
+    )
+    p.add_argument(
+        "--card",
+        type=Path,
+        default=None,
+        help="card to judge against (when not given: the published card)",
+    )
     p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra `bench run` args")
     p.set_defaults(func=handle)
 

@@ -49,28 +49,64 @@ def _split(values: list[str]) -> list[str]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="run the benchmark sweep against a server")
-    p.add_argument("--url", default=None, help="server base URL (default http://127.0.0.1:8000)")
-    p.add_argument("--model", default=None, help="served model (default: the first listed)")
-    p.add_argument("--api", choices=("chat", "completions"), default="chat")
-    p.add_argument("--contexts", nargs="+", default=list(PUBLISHED_CONTEXTS), metavar="N")
-    p.add_argument(
-        "--prefill-only-contexts", nargs="*", default=list(PUBLISHED_PREFILL_ONLY), metavar="N"
+    p = sub.add_parser(
+        "run",
+        help="run the benchmark sweep against a server",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--concurrencies", nargs="+", default=list(PUBLISHED_CONCURRENCIES), metavar="C")
+    p.add_argument(
+        "--url",
+        default=None,
+        help="server base URL, http(s)://host:port (when not given: http://127.0.0.1:8000); no "
+        "user:password@ in it: the API key comes from VLLM_API_KEY or BENCH_API_KEY",
+    )
+    p.add_argument("--model", default=None, help="served model (when not given: the first listed)")
+    p.add_argument("--api", choices=("chat", "completions"), default="chat", help="API to use")
+    p.add_argument(
+        "--contexts",
+        nargs="+",
+        default=list(PUBLISHED_CONTEXTS),
+        metavar="N",
+        help="decode contexts in tokens (8K = 8192)",
+    )
+    p.add_argument(
+        "--prefill-only-contexts",
+        nargs="*",
+        default=list(PUBLISHED_PREFILL_ONLY),
+        metavar="N",
+        help="contexts measured by the prefill scout only",
+    )
+    p.add_argument(
+        "--concurrencies",
+        nargs="+",
+        default=list(PUBLISHED_CONCURRENCIES),
+        metavar="C",
+        help="requests at once, per decode cell",
+    )
     p.add_argument("--duration", type=float, default=30.0, help="window, server seconds")
-    p.add_argument("--max-tokens", type=int, default=4096)
-    p.add_argument("--trials", type=int, default=1)
-    p.add_argument("--out", type=Path, default=None, help="output directory")
+    p.add_argument("--max-tokens", type=int, default=4096, help="output tokens per request")
+    p.add_argument("--trials", type=int, default=1, help="times the whole sweep is measured")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="new or empty output directory (when not given: results/run-UTC)",
+    )
     p.add_argument("--kv-budget", type=int, default=None, help="KV tokens if /metrics lacks it")
-    p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="continue a run (only --url may be given)",
+    )
     p.add_argument(
         "--speed-factor",
         type=float,
         default=None,
-        help="the server runs N x real time (default: /version 'speed', else 1)",
+        help="the server runs N x real time (when not given: /version 'speed', else 1)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompts' filler text")
     p.add_argument("--request-timeout", type=float, default=600.0, help="read time-out, s")
     p.set_defaults(func=handle, run_parser=p)
 

@@ -25,3 +25,20 @@ def test_every_markdown_file_the_code_and_docs_cite_exists() -> None:
             if not any(c.is_file() for c in candidates):
                 missing.append(f"{source.relative_to(ROOT)}: {name}")
     assert missing == []
+
+
+def test_every_option_of_bench_run_and_bench_local_says_what_it_does_and_its_default() -> None:
+    import argparse
+
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("run", "local"):
+        command = sub.choices[name]
+        # This formatter shows "(default: X)" after every option's help.
+        assert command.formatter_class is argparse.ArgumentDefaultsHelpFormatter
+        for action in command._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, f"bench {name} {action.option_strings[0]} has no help"
