@@ -282,7 +282,12 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             for p in the_plan.cells
             for t in range(run_settings.trials)
         )
-        progress = Progress(clock, total_cells=todo, estimated_s=the_plan.estimated_duration_s)
+        progress = Progress(
+            clock,
+            total_cells=todo,
+            estimated_s=the_plan.estimated_duration_s,
+            speed_factor=info.speed_factor,
+        )
         server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
         runner = sweep.Sweep(
             server=server,

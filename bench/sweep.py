@@ -91,7 +91,9 @@ class Sweep:
                 "prefill_measured",
                 context=ctx.label,
                 status=sample.status,
-                prefill_tok_s=None if sample.prefill_tok_s is None else round(sample.prefill_tok_s),
+                prefill_tok_s=None  # at server speed, like the tables
+                if sample.prefill_tok_s is None
+                else round(sample.prefill_tok_s / results.server.speed_factor),
                 reason=sample.reason,
                 trial=trial + 1,
             )
