@@ -80,6 +80,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=handle)
 
 
+def closing_lines(
+    bundle: Path, files: int, principal: str, *, key: Path, allowed: Path, page: Path
+) -> list[str]:
+    """Where everything is, and how to check the bundle, with the paths of this run."""
+    return [
+        "",
+        f"bundle: {bundle} ({files} files, signed by {principal})",
+        f"signing key: {key} (made on first use; public half {key}.pub, trusted in {allowed})",
+        f"verify it: bench verify {bundle} --allowed-signers {allowed}",
+        "  or with stock OpenSSH: see README.md, 'Checking a bundle with stock OpenSSH'",
+        f"verdict against the card, as a page: {page}",
+    ]
+
+
 def ensure_signing_key(key: Path, allowed_signers: Path) -> None:
     """Make the local signing key once, and trust it in the local allowed-signers file."""
     if not key.exists():
@@ -122,6 +136,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-twin"
     out: Path = args.out or Path("results") / "local" / run_id
+    sign.require_ssh_keygen()  # signing comes last: a missing tool must not waste the sweep
     out.parent.mkdir(parents=True, exist_ok=True)
     ensure_signing_key(args.key, args.allowed_signers)
     api_key = secrets.token_urlsafe(24)
@@ -146,11 +161,23 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     seal.seal(out, args.key, now=datetime.now(UTC), secrets=[api_key])
     bundle = pack_mod.pack(out, out.with_name(out.name + ".tar.gz"))
     verified = verify_bundle(bundle, args.allowed_signers)
-    print(f"\nbundle {bundle}: {verified.files} files, signed by {verified.signer.principal}")
-    print((out / "tables.md").read_text(encoding="utf-8"))
+    if rc != Exit.OK:  # a finished `bench run` printed the tables already
+        print((out / "tables.md").read_text(encoding="utf-8"))
     card = args.card or published_card()
-    verdict = _bench(["reproduce", str(bundle), "--card", str(card), "--html",
-                      str(out.with_name(out.name + "-reproduce.html"))], env)  # fmt: skip
+    page = out.with_name(out.name + "-reproduce.html")
+    verdict = _bench(["reproduce", str(bundle), "--card", str(card), "--html", str(page)], env)
+    print(
+        "\n".join(
+            closing_lines(
+                bundle,
+                verified.files,
+                verified.signer.principal,
+                key=args.key,
+                allowed=args.allowed_signers,
+                page=page,
+            )
+        )
+    )
     log.info("local_run_finished", bundle=str(bundle), wall_s=round(time.monotonic() - started, 1))
     if rc != Exit.OK:
         return rc
