@@ -17,6 +17,7 @@ import argparse
 import getpass
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -83,14 +84,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def closing_lines(
     bundle: Path, files: int, principal: str, *, key: Path, allowed: Path, page: Path
 ) -> list[str]:
-    """Where everything is, and how to check the bundle, with the paths of this run."""
+    """Where everything is, and how to check the bundle, as commands with this run's paths
+    (docs/first-hour.md follows them; a test runs them as printed)."""
+    q = shlex.quote
+    bundle, allowed = bundle.resolve(), allowed.resolve()
+    check = bundle.with_name(bundle.name.removesuffix(".tar.gz") + "-check")
+    top = bundle.name.removesuffix(".tar.gz")
+    hashes = (
+        'python3 -c \'import json; [print(f["sha256"] + "  " + f["path"]) '
+        'for f in json.load(open("manifest.json"))["files"]]\' | sha256sum -c -'
+    )
     return [
         "",
         f"bundle: {bundle} ({files} files, signed by {principal})",
         f"signing key: {key} (made on first use; public half {key}.pub, trusted in {allowed})",
-        f"verify it: bench verify {bundle} --allowed-signers {allowed}",
-        "  or with stock OpenSSH: see README.md, 'Checking a bundle with stock OpenSSH'",
         f"verdict against the card, as a page: {page}",
+        "verify the bundle:",
+        f"  {q(sys.executable)} -m bench verify {q(str(bundle))}"
+        f" --allowed-signers {q(str(allowed))}",
+        "or with stock OpenSSH and coreutils, in a new directory:",
+        f"  mkdir {q(str(check))} && tar -xzf {q(str(bundle))} -C {q(str(check))}"
+        f" && cd {q(str(check / top))}",
+        f"  ssh-keygen -Y verify -f {q(str(allowed))} -I {q(principal)} -n {sign.NAMESPACE}"
+        " -s manifest.json.sig < manifest.json",
+        f"  {hashes}",
     ]
 
 
