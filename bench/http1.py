@@ -14,6 +14,7 @@ it arrived, and that wait is the client's, not the server's.
 
     connect / write / reset             -> record.error "transport error: ..."
     no byte for read_timeout_s           -> record.error "read time-out after N s"
+    bytes but no token for read_timeout_s -> record.error "read time-out: no token for N s ..."
     status != 200                        -> record.error "HTTP 429: <body start>"
     malformed framing                    -> record.error "transport error: malformed ..."
 
@@ -276,6 +277,11 @@ class _Exchange:
             self.done.set_result(None)
 
 
+def _progress(ex: _Exchange) -> tuple[object, ...]:
+    r = ex.record
+    return (r.first_token_s is not None, r.tokens, r.unattributed, r.finished, ex.complete)
+
+
 class _Connection:
     """One socket, read with `recvmsg` so that every read carries the time the kernel
     received it (bench.rxstamp), however late the loop gets to it."""
@@ -401,7 +407,9 @@ class Pool:
             % (path.encode("latin-1"), self._head, len(body), body)
         )
         loop = asyncio.get_running_loop()
-        watchdog = loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, 0)
+        watchdog = loop.call_later(
+            self.read_timeout_s / 4, self._watch, ex, conn, _progress(ex), ex.reads, 0
+        )
         try:
             await ex.done
             if ex.stopped and not ex.complete and not ex.close and record.error is None:
@@ -423,16 +431,30 @@ class Pool:
             if conn.broken:
                 self._all.discard(conn)
 
-    def _watch(self, ex: _Exchange, conn: _Connection, reads: int, quiet: int) -> None:
+    def _watch(
+        self, ex: _Exchange, conn: _Connection, mark: tuple[object, ...], reads: int, ticks: int
+    ) -> None:
+        """Every quarter of the time-out: has the stream moved on? Moving on is a token (or
+        text, or the end), not just any byte: a server that trickles keep-alive comments or
+        a byte at a time is as stuck as a silent one, and is stopped after about the same
+        time. `ticks` packs two counts: quarters without progress (low byte), without a read."""
         if ex.done.done():
             return
-        quiet = quiet + 1 if ex.reads == reads else 0
-        if quiet >= 4:
-            ex.fail(f"read time-out after {self.read_timeout_s:g} s")
-            conn.abort()
+        quiet, silent = ticks & 0xFF, ticks >> 8
+        now = _progress(ex)
+        quiet = quiet + 1 if now == mark else 0
+        silent = silent + 1 if ex.reads == reads else 0
+        t = f"{self.read_timeout_s:g} s"
+        if silent >= 4:
+            ex.fail(f"read time-out after {t}")
+        elif quiet >= 5:
+            ex.fail(f"read time-out: no token for {t} (the server kept sending other bytes)")
+        else:
+            loop = asyncio.get_running_loop()
+            ticks = min(quiet, 0xFF) | silent << 8
+            loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, now, ex.reads, ticks)
             return
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, quiet)
+        conn.abort()
 
     async def _acquire(self, record: RequestRecord) -> _Connection | None:
         while self._idle:

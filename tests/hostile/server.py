@@ -31,6 +31,7 @@ STREAMS = (
     "ok", "neg-chunk", "hex-prefix", "no-crlf", "long-size-line", "huge-line", "usage-last",
     "lying-usage", "huge-usage", "html", "gzip", "early-close", "close-mid", "redirect",
     "stall", "stall-head", "malformed-json", "bad-status-line", "http-500", "over-max",
+    "trickle",
 )  # fmt: skip
 
 
@@ -220,6 +221,12 @@ class Hostile:
             w(_chunk(_event(None, 0, prompt)))
             await writer.drain()
             await asyncio.sleep(3600)
+        elif how == "trickle":  # keep-alive comments forever, never a token
+            w(_chunk(_event(None, 0, prompt)))
+            for _ in range(36_000):
+                w(_chunk(b": keep-alive\n\n"))
+                await writer.drain()
+                await asyncio.sleep(0.1)
         elif how == "malformed-json":
             w(_chunk(b"data: {oops\n\n"))
         else:  # ok, usage-last, lying-usage, huge-usage, close-mid, over-max: a paced stream

@@ -114,6 +114,7 @@ STREAM_FAULTS = {
     "redirect": "HTTP 307: (Location: http://127.0.0.1:9/v1)",
     "stall": "read time-out after 1 s",
     "stall-head": "read time-out after 1 s",
+    "trickle": "read time-out: no token for 1 s (the server kept sending other bytes)",
     "malformed-json": "malformed chunk: {oops",
     "bad-status-line": "transport error: malformed status line 'HTTP/1.1 OK-ish'",
     "http-500": 'HTTP 500: {"error": {"message": "hostile failure"}}',
