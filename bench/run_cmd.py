@@ -107,7 +107,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the server runs N x real time (when not given: /version 'speed', else 1)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the prompts' filler text")
-    p.add_argument("--request-timeout", type=float, default=600.0, help="read time-out, s")
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=600.0,
+        help="seconds a request may go without a byte, or without a token, before it fails",
+    )
     p.set_defaults(func=handle, run_parser=p)
 
 
