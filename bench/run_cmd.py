@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import math
 import signal
 import time
 import uuid
@@ -18,7 +19,7 @@ from pathlib import Path
 from bench import __version__, environment, event_loop, gpu, plan, resume, sweep
 from bench.capacity import kv_capacity
 from bench.cell import Server
-from bench.client import Client
+from bench.client import Client, check_url
 from bench.errors import BenchError, Interrupted, ServerUnreachable, UsageError
 from bench.progress import Progress
 from bench.results import Measurement, Results, RunSettings
@@ -48,19 +49,49 @@ def _split(values: list[str]) -> list[str]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="run the benchmark sweep against a server")
-    p.add_argument("--url", default=None, help="server base URL (default http://127.0.0.1:8000)")
-    p.add_argument("--model", default=None, help="served model (default: the first listed)")
-    p.add_argument("--api", choices=("chat", "completions"), default="chat")
-    p.add_argument("--contexts", nargs="+", default=list(PUBLISHED_CONTEXTS), metavar="N")
-    p.add_argument(
-        "--prefill-only-contexts", nargs="*", default=list(PUBLISHED_PREFILL_ONLY), metavar="N"
+    p = sub.add_parser(
+        "run",
+        help="run the benchmark sweep against a server",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--concurrencies", nargs="+", default=list(PUBLISHED_CONCURRENCIES), metavar="C")
+    p.add_argument(
+        "--url",
+        default=None,
+        help="server base URL, http(s)://host:port (when not given: http://127.0.0.1:8000); no "
+        "user:password@ in it: the API key comes from VLLM_API_KEY or BENCH_API_KEY",
+    )
+    p.add_argument("--model", default=None, help="served model (when not given: the first listed)")
+    p.add_argument("--api", choices=("chat", "completions"), default="chat", help="API to use")
+    p.add_argument(
+        "--contexts",
+        nargs="+",
+        default=list(PUBLISHED_CONTEXTS),
+        metavar="N",
+        help="decode contexts in tokens (8K = 8192)",
+    )
+    p.add_argument(
+        "--prefill-only-contexts",
+        nargs="*",
+        default=list(PUBLISHED_PREFILL_ONLY),
+        metavar="N",
+        help="contexts measured by the prefill scout only",
+    )
+    p.add_argument(
+        "--concurrencies",
+        nargs="+",
+        default=list(PUBLISHED_CONCURRENCIES),
+        metavar="C",
+        help="requests at once, per decode cell",
+    )
     p.add_argument("--duration", type=float, default=30.0, help="window, server seconds")
-    p.add_argument("--max-tokens", type=int, default=4096)
-    p.add_argument("--trials", type=int, default=1)
-    p.add_argument("--out", type=Path, default=None, help="output directory")
+    p.add_argument("--max-tokens", type=int, default=4096, help="output tokens per request")
+    p.add_argument("--trials", type=int, default=1, help="times the whole sweep is measured")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="new or empty output directory (when not given: results/run-UTC)",
+    )
     p.add_argument(
         "--kv-budget",
         type=int,
@@ -74,28 +105,54 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATH",
         help='the server\'s log: its "KV cache size: N tokens" line is a capacity source',
     )
-    p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="continue a run (only --url may be given)",
+    )
     p.add_argument(
         "--speed-factor",
         type=float,
         default=None,
-        help="the server runs N x real time (default: /version 'speed', else 1)",
+        help="the server runs N x real time (when not given: /version 'speed', else 1)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--request-timeout", type=float, default=600.0, help="read time-out, s")
-    p.set_defaults(func=handle)
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompts' filler text")
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=600.0,
+        help="seconds a request may go without a byte, or without a token, before it fails",
+    )
+    p.set_defaults(func=handle, run_parser=p)
+
+
+def _finite(args: argparse.Namespace) -> None:
+    """nan and inf pass every `<= 0` check: refuse them by name."""
+    for name in ("duration", "speed_factor", "request_timeout"):
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(
+                f"{flag} {value} is not a finite number",
+                hint=f"give {flag} in seconds or as a factor, e.g. 30",
+            )
 
 
 def _settings(args: argparse.Namespace) -> RunSettings:
+    _finite(args)
     if args.duration <= 0 or args.max_tokens <= 0 or args.trials <= 0:
         raise UsageError("--duration, --max-tokens and --trials must be positive")
+    if args.request_timeout <= 0 or (args.speed_factor is not None and args.speed_factor <= 0):
+        raise UsageError("--request-timeout and --speed-factor must be positive")
     concurrencies = []
     for c in _split(args.concurrencies):
         if not c.strip().isdigit() or int(c) <= 0:
             raise UsageError(f"concurrency {c!r} is not a positive integer")
         concurrencies.append(int(c))
     return RunSettings(
-        url=(args.url or "http://127.0.0.1:8000").rstrip("/"),
+        url=check_url(args.url or "http://127.0.0.1:8000"),
         api=args.api,
         model=args.model,
         contexts=tuple(parse_tokens(c) for c in _split(args.contexts)),
@@ -129,6 +186,26 @@ def _only_url_with_resume(args: argparse.Namespace) -> None:
         "request_timeout": 600.0,
     }
     given = [k for k, v in defaults.items() if getattr(args, k) != v]
+    typed = getattr(args, "argv", None)
+    parser = getattr(args, "run_parser", None)
+    if typed is not None and isinstance(parser, argparse.ArgumentParser):
+        # A flag typed with its default value changes nothing, but it was asked for.
+        for word in typed:
+            if word == "--":
+                break
+            name = word.split("=", 1)[0]
+            if not name.startswith("--"):
+                continue
+            matches = {
+                a.dest
+                for a in parser._actions
+                for opt in a.option_strings
+                if opt.startswith("--") and opt.startswith(name)
+            }
+            dest = matches.pop() if len(matches) == 1 else None
+            if dest in defaults and dest not in given:
+                given.append(dest)
+    given = [k for k in defaults if k in given]
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise UsageError(
@@ -155,11 +232,14 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     previous: Results | None = None
     if args.resume is not None:
         _only_url_with_resume(args)
+        new_url = check_url(args.url) if args.url else None  # before anything is read
         rundir = RunDir(args.resume)
+        if args.resume.is_dir():
+            rundir.lock()  # before reading it: a run still writing it is refused
         previous = rundir.load()
         run_settings = previous.settings
         if args.url:
-            run_settings = run_settings.model_copy(update={"url": args.url.rstrip("/")})
+            run_settings = run_settings.model_copy(update={"url": new_url})
     else:
         run_settings = _settings(args)
         out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
@@ -174,12 +254,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         info, snapshot = await detect(
             client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
         )
-        if previous is not None and previous.server.speed_factor != info.speed_factor:
-            raise UsageError(
-                f"the server now runs at speed {info.speed_factor:g}, "
-                f"the run was started at {previous.server.speed_factor:g}",
-                hint="resume against the same server",
-            )
+        if previous is not None:
+            resume.check_same_server(previous, info, str(rundir.path))
         kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log)
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
@@ -223,7 +299,12 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             for p in the_plan.cells
             for t in range(run_settings.trials)
         )
-        progress = Progress(clock, total_cells=todo, estimated_s=the_plan.estimated_duration_s)
+        progress = Progress(
+            clock,
+            total_cells=todo,
+            estimated_s=the_plan.estimated_duration_s,
+            speed_factor=info.speed_factor,
+        )
         server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
         runner = sweep.Sweep(
             server=server,
@@ -258,5 +339,6 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     finally:
         await client.aclose()
+        rundir.unlock()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

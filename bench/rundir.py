@@ -6,10 +6,18 @@ metrics.jsonl    the /metrics samples of every window
 tables.md        the card's three tables, re-rendered with results.json
 gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
 INCOMPLETE       present until the run completes (interrupted, killed, failed)
+
+A run directory belongs to one run: `create` makes it (or takes an empty one; anything
+else, a run or unrelated files, is refused) and `lock` holds an exclusive flock on the
+directory itself while this process writes it, so a second `bench run --out` or
+`--resume` on it is refused in one line. The lock is a lock on the directory's inode,
+not a file in it: nothing extra is signed and packed, and it goes with the process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from collections.abc import Iterable
@@ -39,18 +47,62 @@ def _key(row: dict[str, Any]) -> tuple[object, object, object, object]:
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock: int | None = None  # the directory's fd while this process holds it
 
-    def create(self) -> None:
+    def _holds_a_run(self) -> None:
         if (self.path / RESULTS).exists():
             raise UsageError(
                 f"{self.path} already holds a run",
                 hint=f"continue it with --resume {self.path}, or choose another --out",
             )
+
+    def create(self) -> None:
+        """Make the directory of a new run: a new or empty one, locked for this process."""
+        self._holds_a_run()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DiskError(f"cannot create {self.path}: {exc.strerror}") from None
+        self.lock()
+        self._holds_a_run()  # checked again under the lock: another run may have begun
+        try:
+            found = sorted(p.name for p in self.path.iterdir())
+        except OSError as exc:
+            raise DiskError(f"cannot read {self.path}: {exc.strerror}") from None
+        if found:
+            shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+            raise UsageError(
+                f"{self.path} is not empty and holds no run ({shown})",
+                hint="bench run writes only into a new or empty directory; choose another --out",
+            )
+        try:
             (self.path / INCOMPLETE).write_text("this run has not finished\n")
         except OSError as exc:
             raise DiskError(f"cannot create {self.path}: {exc.strerror}") from None
+
+    def lock(self) -> None:
+        """Hold the directory for this process (until it exits); refuse if another does."""
+        if self._lock is not None:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise UsageError(f"cannot open {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise UsageError(
+                f"another bench run is writing {self.path}",
+                hint="wait until it ends (then --resume it if it stopped), or choose another --out",
+            ) from None
+        self._lock = fd
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock)
+            self._lock = None
 
     def load(self) -> Results:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from bench.client import Client
@@ -14,7 +15,7 @@ from bench.results import ServerInfo, SpeedSource
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: hostile nesting
         return None
 
 
@@ -23,7 +24,7 @@ def _reported_speed(payload: dict[str, Any]) -> float | None:
     twin = payload.get("twin")
     for value in (payload.get("speed"), twin.get("speed") if isinstance(twin, dict) else None):
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            return float(value) if math.isfinite(value) else None
     return None
 
 
@@ -40,7 +41,17 @@ async def detect(
     payload = _json(text)
     if status != 200 or not isinstance(payload, dict) or not payload.get("data"):
         raise ServerError(f"/v1/models answered {status} without a model list")
-    models: list[dict[str, Any]] = [m for m in payload["data"] if isinstance(m, dict)]
+    data = payload["data"]
+    models: list[dict[str, Any]] = (
+        [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        if isinstance(data, list)
+        else []
+    )
+    if not models:
+        raise ServerError(
+            "/v1/models answered 200, but its data is not a list of models with an id",
+            hint="bench run needs a vLLM-compatible server",
+        )
     chosen = models[0]
     if model is not None:
         named = [m for m in models if m.get("id") == model]
@@ -49,7 +60,11 @@ async def detect(
             raise UsageError(f"model {model!r} is not served here", hint=f"served: {ids}")
         chosen = named[0]
     max_model_len = chosen.get("max_model_len")
-    if not isinstance(max_model_len, int) or max_model_len <= 0:
+    if (
+        not isinstance(max_model_len, int)
+        or isinstance(max_model_len, bool)
+        or not 0 < max_model_len < 1 << 40
+    ):
         raise ServerError(
             f"/v1/models does not give max_model_len for {chosen.get('id')!r}",
             hint="bench run needs a vLLM-compatible server",

@@ -105,7 +105,9 @@ class Sweep:
                 "prefill_measured",
                 context=ctx.label,
                 status=sample.status,
-                prefill_tok_s=None if sample.prefill_tok_s is None else round(sample.prefill_tok_s),
+                prefill_tok_s=None  # at server speed, like the tables
+                if sample.prefill_tok_s is None
+                else round(sample.prefill_tok_s / results.server.speed_factor),
                 reason=sample.reason,
                 trial=trial + 1,
             )
@@ -144,7 +146,7 @@ class Sweep:
             finally:
                 if self.gpu_sampler is not None:
                     window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
-            result = self._result(run, ctx.label, prompt_tokens, trial)
+            result = self._result(run, ctx.label, prompt_tokens, trial, ctx.max_tokens)
             if self.gpu_sampler is not None:
                 gpu.append_window(
                     self.rundir.path / gpu.GPU_TELEMETRY_NAME, context_label=ctx.label,
@@ -300,7 +302,14 @@ class Sweep:
         b = max((counts[1] - counts[0]) / 960, 1e-6)
         return counts[0] - 64 * b, b
 
-    def _result(self, run: CellRun, label: str, prompt_tokens: int, trial: int) -> CellResult:
+    def _result(
+        self,
+        run: CellRun,
+        label: str,
+        prompt_tokens: int,
+        trial: int,
+        max_tokens: int | None = None,
+    ) -> CellResult:
         base = {
             "context_label": label,
             "prompt_tokens": prompt_tokens,
@@ -331,6 +340,14 @@ class Sweep:
             }
         )
         if figs is None:
+            return CellResult(**base, status="invalid", reason=why, extras=extras)
+        over = max((r.tokens for r in run.records), default=0)
+        if max_tokens is not None and over > max_tokens:
+            # The server's usage counts are not to be believed: neither are the figures.
+            why = (
+                f"the server claimed {over} output tokens for one request, "
+                f"more than its max_tokens {max_tokens}"
+            )
             return CellResult(**base, status="invalid", reason=why, extras=extras)
         # A cell whose gate never held, or that started on an undrained server, is
         # measured and flagged: its numbers are shown with the reason beside them.

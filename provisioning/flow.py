@@ -1,4 +1,5 @@
-"""One host from nothing to a verified bundle: the steps of DESIGN.md §1, in order.
+"""One host from nothing to a verified bundle: the steps of docs/provisioning.md ("The
+flow"), in order.
 
     preflight → image (present by id, else streamed or built on the host) → weights
     → server container

@@ -20,8 +20,10 @@ the password database, so a temporary HOME isolates tests and scripts completely
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tomllib
@@ -132,6 +134,20 @@ def _proxy_from_jump(jump: str, hostname: str, port: int) -> str:
     return f"ssh{via} -W [{hostname}]:{port} {hops[-1]}"
 
 
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def valid_hostname(host: str) -> bool:
+    """An IP address, or dot-separated labels (`a..b` made the resolver raise UnicodeError)."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    return 0 < len(host) <= 253 and all(_LABEL.fullmatch(label) for label in labels)
+
+
 def resolve(
     name: str,
     *,
@@ -164,6 +180,12 @@ def resolve(
         return values[0] if values else default
 
     hostname = one("hostname", target)
+    if not valid_hostname(hostname) and not (one("proxycommand") or one("proxyjump")):
+        raise UsageError(
+            f"host {name!r} is not a valid host name ({hostname[:80]!r})",
+            hint="a host name is dot-separated labels of letters, digits and '-' "
+            "(or an ssh alias with a HostName)",
+        )
     port = entry.port or int(one("port", "22"))
     user = entry.user or one("user") or pwd.getpwuid(os.getuid()).pw_name
     if entry.key:

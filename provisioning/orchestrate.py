@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import secrets
 import sys
 import threading
@@ -163,6 +164,7 @@ def cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
 
     For after a crash or `kill -9` of the orchestrator, which cannot clean up itself.
     """
+    check_run_id(args.run_id)
     inventory = hosts.load_inventory(args.inventory)
     for name in hosts.parse_host_list(args.host):
         host = hosts.resolve(name, inventory=inventory)
@@ -178,6 +180,25 @@ def cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
 
 def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+# A run id names a local folder, an archive and containers: letters, digits, '.', '_', '-',
+# starting with a letter or digit (so never '.', '..', a path or an option), at most 64.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_run_id(run_id: str | None) -> str | None:
+    """--run-id as given, or a one-line UsageError before anything runs (`..` as a run
+    id once removed the whole local results folder)."""
+    if run_id is None:
+        return None
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise UsageError(
+            f"--run-id {run_id[:80]!r} is not a run id",
+            hint="use 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "
+            "digit, without '..' or '/'",
+        )
+    return run_id
 
 
 class _Worker(threading.Thread):
@@ -202,6 +223,7 @@ class _Worker(threading.Thread):
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     environ = dict(os.environ)
+    check_run_id(args.run_id)
     targets = [resolve_target(args, name) for name in hosts.parse_host_list(args.host)]
     for target in targets:  # nothing starts unless every host passes
         preflight_host(target, trust_new_host=args.trust_new_host, environ=environ)
@@ -250,6 +272,7 @@ def _run_all(workers: list[_Worker]) -> bool:
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     """Two images on one host, one sweep after the other, then `bench compare` A vs B."""
+    check_run_id(args.run_id)
     names = hosts.parse_host_list(args.host)
     if len(names) != 1:
         raise UsageError("compare runs on one host", hint="HOST=gpu01")
@@ -262,6 +285,7 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_compare_commits(args: argparse.Namespace, settings: Settings) -> int:
     """An image per vLLM commit, built on the host; both sweeps; `bench compare` B vs A."""
+    check_run_id(args.run_id)
     commits = (build.valid_commit(args.commit_a, "A"), build.valid_commit(args.commit_b, "B"))
     names = hosts.parse_host_list(args.host)
     if len(names) != 1:

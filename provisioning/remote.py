@@ -27,6 +27,7 @@ import base64
 import hashlib
 import logging
 import shlex
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,6 +153,11 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TRANSIENT)
 
 
+def _no_such_name(exc: BaseException) -> bool:
+    """The resolver says the name does not exist (not a temporary failure: EAI_AGAIN)."""
+    return isinstance(exc, socket.gaierror) and exc.errno in (socket.EAI_NONAME, socket.EAI_FAIL)
+
+
 class Remote:
     """One GPU host over SSH. Use as a context manager; connects lazily."""
 
@@ -260,6 +266,12 @@ class Remote:
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 if not is_transient(exc):
                     raise
+                if _no_such_name(exc) and self.reconnects == 0:
+                    # A name that does not resolve will not after a backoff (16 s before).
+                    raise SshUnreachable(
+                        f"{self.host.hostname} does not resolve: {exc}",
+                        hint=f"check the host name (`ssh -G {self.host.name}` shows its HostName)",
+                    ) from None
                 last = exc
                 log.info("ssh_connect_retry", host=self.host.name, error=str(exc) or repr(exc))
                 self.sleep(self.retry.backoff_s(attempt))

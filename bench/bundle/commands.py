@@ -9,10 +9,11 @@ import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, seal, sign
 from bench.bundle.pack import pack
 from bench.bundle.verify import verify_bundle
-from bench.errors import UsageError
+from bench.errors import UsageError, VerifyFailed
 from bench.settings import Settings
 
 
@@ -67,8 +68,29 @@ def _pack(args: argparse.Namespace, settings: Settings) -> int:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory")
     out = args.out or root.resolve().parent / f"{root.resolve().name}.tar.gz"
+    _finished_signing(root)
     print(pack(root, out))
     return 0
+
+
+def _finished_signing(root: Path) -> None:
+    """A directory whose signing was cut (killed, disk full) is not packed as a bundle:
+    its signature must be there and whole, and its files what the manifest says."""
+    again = f"sign it again (bench sign {root} --key KEY), then pack"
+    sig = root / manifest_mod.SIGNATURE_NAME
+    if not sig.is_file():
+        raise UsageError(f"{root}: has no {sig.name}: it is not signed, or its signing was cut",
+                         hint=again)  # fmt: skip
+    try:
+        whole = sig.read_bytes().rstrip().endswith(b"-----END SSH SIGNATURE-----")
+        sign.read_signature(sig)
+    except (VerifyFailed, OSError):
+        whole = False
+    if not whole:
+        raise UsageError(f"{sig}: not a whole signature (was its signing cut?)", hint=again)
+    problems = manifest_mod.check(root, manifest_mod.read(root))
+    if problems:
+        raise UsageError(f"{root}: does not match its manifest: {problems[0]}", hint=again)
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:

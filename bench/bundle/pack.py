@@ -16,7 +16,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from bench.bundle.manifest import MANIFEST_NAME, NOT_LISTED, bundle_files
 from bench.errors import DiskError, UsageError, VerifyFailed
@@ -27,9 +27,36 @@ _GIB = 1 << 30
 
 @dataclass(frozen=True)
 class OpenLimits:
+    """What an archive may hold before it is refused, each checked before it is read."""
+
     max_members: int = 10_000
-    max_member_bytes: int = 2 * _GIB
-    max_total_bytes: int = 8 * _GIB
+    max_member_bytes: int = 2 * _GIB  # one file's contents
+    max_total_bytes: int = 8 * _GIB  # all of them
+    # One PAX extended header or GNU long name/link: tarfile reads it whole into memory
+    # before the member it describes can be checked (a 1 GiB one took 3.2 GB of RAM).
+    max_header_bytes: int = 1 << 20
+
+
+_HEADER_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+                 tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)  # fmt: skip
+
+
+def _bounded_tarinfo(limit: int, archive: Path) -> type[tarfile.TarInfo]:
+    """A TarInfo whose extended headers are refused by their declared size, before tarfile
+    reads them."""
+
+    class BoundedTarInfo(tarfile.TarInfo):
+        def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+            if self.type in _HEADER_TYPES and self.size > limit:
+                raise VerifyFailed(
+                    f"{archive.name}: refused, an extended tar header of {self.size} bytes is "
+                    f"over the {limit}-byte limit (max_header_bytes)"
+                )
+            parent: Any = super()  # _proc_member is not in typeshed's stub
+            member: tarfile.TarInfo = parent._proc_member(tar)
+            return member
+
+    return BoundedTarInfo
 
 
 def pack(root: Path, out: Path) -> Path:
@@ -128,11 +155,16 @@ def _extract(archive: Path, target: Path, limits: OpenLimits) -> None:
     seen: set[str] = set()
     total_bytes = 0
     # Room for the members' own headers on top of their contents.
-    stream_limit = limits.max_total_bytes + (limits.max_members + 2) * 8 * 1024
+    stream_limit = limits.max_total_bytes + (limits.max_members + 2) * (
+        8 * 1024 + limits.max_header_bytes
+    )
     with (
         gzip.open(archive, "rb") as raw,
         tarfile.open(
-            None, "r|", fileobj=cast(IO[bytes], _BoundedReader(raw, stream_limit, archive))
+            None,
+            "r|",
+            fileobj=cast(IO[bytes], _BoundedReader(raw, stream_limit, archive)),
+            tarinfo=_bounded_tarinfo(limits.max_header_bytes, archive),
         ) as tar,
     ):
         for count, member in enumerate(tar, start=1):
@@ -193,7 +225,11 @@ def open_bundle(archive: Path, target: Path, limits: OpenLimits | None = None) -
     except (VerifyFailed, DiskError):
         _clear(target)
         raise
-    return _bundle_root(archive, target)
+    try:
+        return _bundle_root(archive, target)
+    except VerifyFailed:  # no manifest: refused, and like every refusal it leaves nothing
+        _clear(target)
+        raise
 
 
 def _clear(target: Path) -> None:

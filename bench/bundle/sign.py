@@ -57,6 +57,11 @@ def _ssh_keygen() -> str:
     return found
 
 
+def require_ssh_keygen() -> str:
+    """ssh-keygen's path, or a one-line ToolMissing (exit 7) saying how to install it."""
+    return _ssh_keygen()
+
+
 def _run(argv: list[str], *, stdin_path: Path | None = None) -> subprocess.CompletedProcess[str]:
     if stdin_path is None:
         return subprocess.run(

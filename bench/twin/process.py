@@ -42,6 +42,14 @@ def twin_command(profile: str, speed: float, extra_args: Sequence[str]) -> list[
     ]
 
 
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+
+
 @contextlib.contextmanager
 def start_twin(
     profile: str = "tiny",
@@ -51,8 +59,14 @@ def start_twin(
     api_key: str | None = None,
     env: dict[str, str] | None = None,
     timeout_s: float = 30.0,
+    die_with_parent: bool = False,
 ) -> Iterator[TwinProcess]:
-    """Run the twin for the duration of the block; stop it (SIGTERM, then SIGKILL) after."""
+    """Run the twin for the duration of the block; stop it (SIGTERM, then SIGKILL) after.
+
+    die_with_parent: the kernel sends the twin SIGTERM when the thread that started it
+    ends, even by SIGKILL (Linux PR_SET_PDEATHSIG): `bench local` killed -9 leaves no twin.
+    Only for a twin started from the main thread of a process, which is what it tracks.
+    """
     child_env = {k: v for k, v in os.environ.items() if k not in _SECRET_VARS}
     child_env.setdefault("BENCH_LOG_FORMAT", "json")
     if api_key is not None:
@@ -65,6 +79,7 @@ def start_twin(
         stderr=err,
         text=True,
         env=child_env,
+        preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux" else None,  # noqa: PLW1509
     )
     try:
         host, port = _wait_for_port(proc, err.name, timeout_s)

@@ -217,6 +217,41 @@ def test_a_huge_pax_header_is_cut_off_before_tarfile_reads_it_all(tmp_path: Path
         tar.addfile(info, io.BytesIO(b"{}\n"))
     assert archive.stat().st_size < 100_000
     limits = OpenLimits(max_members=10, max_member_bytes=1 << 20, max_total_bytes=1 << 20)
-    with pytest.raises(VerifyFailed, match=r"bomb\.tar\.gz: refused, it unpacks to over"):
+    with pytest.raises(VerifyFailed, match=r"bomb\.tar\.gz: refused, an extended tar header"):
         open_bundle(archive, tmp_path / "target", limits)
+    assert list((tmp_path / "target").iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["pax", "gnu-longname"])
+def test_an_extended_header_over_max_header_bytes_is_refused_before_it_is_read(
+    tmp_path: Path, kind: str
+) -> None:
+    # Default limits (issue 15: a 1 GiB PAX header in a 1 MB bundle passed `bench verify`
+    # with 3.2 GB of RAM). 64 MiB here: refused by its declared size, never held in memory.
+    import gzip
+    import tracemalloc
+
+    size = 64 << 20
+    archive = tmp_path / "bomb.tar.gz"
+    with gzip.open(archive, "wb", compresslevel=1) as gz:
+        kind_byte = tarfile.XHDTYPE if kind == "pax" else tarfile.GNUTYPE_LONGNAME
+        head = tarfile.TarInfo("././@PaxHeader" if kind == "pax" else "././@LongLink")
+        head.type, head.size = kind_byte, size
+        gz.write(head.tobuf(format=tarfile.USTAR_FORMAT if kind == "pax" else tarfile.GNU_FORMAT))
+        line = b"%d comment=" % size if kind == "pax" else b""
+        gz.write(line)
+        zeros = b"x" * (1 << 20)
+        for _ in range(size >> 20):
+            gz.write(zeros)
+    assert archive.stat().st_size < 2_000_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(VerifyFailed) as err:
+            open_bundle(archive, tmp_path / "target")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err.value.one_line().startswith("bomb.tar.gz: refused, an extended tar header of ")
+    assert err.value.one_line().endswith("over the 1048576-byte limit (max_header_bytes)")
+    assert peak < 8 << 20
     assert list((tmp_path / "target").iterdir()) == []

@@ -230,3 +230,27 @@ def test_bench_schema_prints_the_results_json_schema(capsys: pytest.CaptureFixtu
     assert schema["title"] == "Results"
     assert {"run_id", "settings", "server", "plan"} <= set(schema["required"])
     assert "CellFigures" in schema["$defs"]
+
+
+def test_bench_pack_refuses_a_directory_whose_signing_was_cut(
+    run_dir: Path, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "b.tar.gz"
+    sig = run_dir / "manifest.json.sig"
+    assert cli.main(["pack", str(run_dir), "--out", str(out)]) == 2  # never signed
+    _signed(run_dir, keys)
+    whole = sig.read_bytes()
+    sig.unlink()  # killed between writing manifest.json and its signature
+    assert cli.main(["pack", str(run_dir), "--out", str(out)]) == 2
+    sig.write_bytes(whole[: len(whole) // 2])  # killed while ssh-keygen wrote it
+    assert cli.main(["pack", str(run_dir), "--out", str(out)]) == 2
+    sig.write_bytes(whole)
+    (run_dir / "results.json").write_text((run_dir / "results.json").read_text() + " ")
+    assert cli.main(["pack", str(run_dir), "--out", str(out)]) == 2  # changed after signing
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"bench: error: {run_dir}: has no manifest.json.sig: it is not signed")
+    assert err[1] == err[0]
+    assert err[2].startswith(f"bench: error: {sig}: not a whole signature")
+    assert err[3].startswith(f"bench: error: {run_dir}: does not match its manifest: results.json")
+    assert all("sign it again (bench sign" in line for line in err)
+    assert not out.exists()

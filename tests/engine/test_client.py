@@ -234,3 +234,37 @@ def test_a_get_on_a_connection_the_server_closed_is_sent_once_more() -> None:
     else:
         raise AssertionError("a server that keeps closing is unreachable")
     assert calls == ["/metrics", "/metrics"]  # once more, not forever
+
+
+def test_text_without_usage_is_counted_as_unattributed_on_both_read_paths() -> None:
+    # Usage only in the last chunk (no continuous usage): all 3 tokens arrive at 106.
+    parts = [
+        chat_chunk(role=True),
+        chat_chunk("a"),
+        chat_chunk("b"),
+        chat_chunk("c", completion_tokens=3),
+        DONE,
+    ]
+    record, _ = _run(parts)
+    assert record.error is None and record.first_token_s == 103.0
+    assert record.unattributed == 2 and list(record.chunk_s) == [105.0]
+    record, _ = _run([b"".join(parts)])  # one read: the fast path must notice too
+    assert record.unattributed == 2 and record.tokens == 3
+    continuous = [chat_chunk("a", completion_tokens=1), chat_chunk("b", completion_tokens=2), DONE]
+    assert _run(continuous)[0].unattributed == 0
+    assert _run([b"".join(continuous)])[0].unattributed == 0
+
+
+def test_a_usage_count_of_2_to_the_63_is_one_line_on_the_record_not_a_traceback() -> None:
+    for count in (b"%d" % 2**63, b"9" * 5000):  # an int64 overflow; int()'s digit limit
+        line = chat_chunk("a", completion_tokens=1).replace(
+            b'"completion_tokens": 1', b'"completion_tokens": ' + count
+        )
+        for parts in (
+            [chat_chunk("x", completion_tokens=1), line, DONE],
+            [chat_chunk("x", completion_tokens=1) + line + DONE],
+        ):
+            record, _ = _run(parts)
+            assert record.error is not None
+            assert record.error.startswith("implausible usage: completion_tokens 9")
+            assert record.error.endswith("(over 12 digits)") and "\n" not in record.error

@@ -138,3 +138,20 @@ def test_tokens_that_all_came_in_one_read_leave_no_time_between_tokens() -> None
     assert figs is None
     assert why == "time between tokens not measurable: tokens arrived in bursts"
     assert extras.tokens_received == 256
+
+
+def test_usage_only_in_the_last_chunk_makes_the_cell_invalid_not_inflated() -> None:
+    # Window [10, 20]: a request whose 100 tokens were all made from t=1 but credited at
+    # its last chunk (t=12) would put 100 tokens inside the window (issue 15).
+    r = _record(0, 0.0, 1.0, [12.0], [100], finished=True, end=12.0)
+    r.unattributed = 99
+    ok = _record(1, 0.0, 1.0, [11.0, 12.0, 13.0], [1, 2, 3])
+    figs, _, why = cell_figures(
+        [r, ok], 10.0, 20.0, [], [], first=None, last=None, ready_after_s=1.0
+    )
+    assert figs is None
+    assert why == (
+        "usage not continuous: 1 request(s) streamed text without a token count, so when "
+        "their tokens were made is unknown (the server must send usage on every chunk: "
+        "vLLM's continuous_usage_stats)"
+    )

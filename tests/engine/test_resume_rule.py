@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import resume
+from bench.errors import UsageError
 from bench.gpu import GPU_TELEMETRY_NAME
 from bench.results import (
     CellFigures,
@@ -171,3 +174,33 @@ def test_keep_only_drops_every_raw_line_of_a_cell_measured_again(tmp_path: Path)
     assert concurrencies(SAMPLES) == [1, 1, 1, 1]
     assert concurrencies(METRICS) == [1, 1]
     assert concurrencies(GPU_TELEMETRY_NAME) == [1]
+
+
+def test_resume_refuses_another_server_and_says_how_to_start_a_new_run() -> None:
+    base = ServerInfo(
+        url="http://x", model="m", max_model_len=4096, version="0.1",
+        version_payload={"version": "0.1", "twin": {"profile": "tiny"}},
+    )  # fmt: skip
+    run = _results([], []).model_copy(update={"server": base})
+    moved = base.model_copy(update={"url": "http://new:9"})
+    resume.check_same_server(run, moved, "DIR")  # only the address changed: the same server
+    no_profile = moved.model_copy(update={"version_payload": {"version": "0.1"}})
+    resume.check_same_server(run, no_profile, "DIR")  # a profile is compared when both say
+    others: dict[str, dict[str, object]] = {
+        "model 'other', the run's 'm'": {"model": "other"},
+        "version '0.2', the run's '0.1'": {"version": "0.2"},
+        "max model length 8192, the run's 4096": {"max_model_len": 8192},
+        "launch profile 'published', the run's 'tiny'": {
+            "version_payload": {"version": "0.1", "twin": {"profile": "published"}}
+        },
+        "speed factor 2.0, the run's 1.0": {"speed_factor": 2.0},
+    }
+    for diff, update in others.items():
+        with pytest.raises(UsageError) as err:
+            resume.check_same_server(run, moved.model_copy(update=update), "DIR")
+        line = err.value.one_line()
+        assert line == (
+            f"the server at http://new:9 is not the one this run measured: {diff} "
+            "(resume against the same server, or start a new run without --resume "
+            "(bench run --url http://new:9 --out NEW_DIR); DIR stays as it is)"
+        )

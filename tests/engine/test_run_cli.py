@@ -97,3 +97,24 @@ def test_progress_on_a_terminal_shows_warm_up_then_live_tokens_per_second() -> N
         50.0,
     )
     assert out.getvalue().endswith("8K x 1: valid 50.0 tok/s\n")
+
+
+def test_live_tokens_per_second_are_shown_at_server_speed() -> None:
+    # A twin at speed 5: 250 tokens per wall-clock second are 50 per server second, the
+    # figure every table reports (it showed 250 before).
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(
+        lambda: now[0], total_cells=1, estimated_s=10, stream=out, tty=True, speed_factor=5.0
+    )
+    progress.cell_started("8K x 1")
+    run = CellRun(concurrency=1, t0_s=0.0, w0_s=0.0)
+    record = RequestRecord(worker=0, start_s=0.0, first_token_s=0.1)
+    run.records.append(record)
+    record.add_usage(0.5, 10)
+    now[0] = 1.0
+    progress.update(run)
+    record.add_usage(1.5, 260)
+    now[0] = 2.0
+    progress.update(run)
+    assert out.getvalue().endswith("50 tok/s")

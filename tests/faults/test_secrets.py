@@ -164,3 +164,74 @@ def test_the_server_port_is_bound_to_loopback_unless_asked() -> None:
     blocks = re.findall(r"\n\s*ports:\n((?:\s*- .*\n)+)", compose)
     ports = [x.strip()[2:].strip('"') for block in blocks for x in block.splitlines()]
     assert len(ports) >= 2 and all(p.startswith("127.0.0.1:") for p in ports), ports
+
+
+def test_url_credentials_are_refused_naming_the_variable_and_never_shown(tmp_path: Path) -> None:
+    """A password in --url would land in results.json, the report, the plan line, errors
+    and the signed bundle: it is refused (new run and --resume alike), in one line that
+    names the variable to use instead, and shows neither the user nor the password."""
+    mark = new_mark()
+    password = f"pw-SECRET-canary-{uuid.uuid4().hex}"
+    url = f"http://alice-canary:{password}@127.0.0.1:9"
+    out = tmp_path / "r"
+    for args in (["--url", url, "--out", str(out)], ["--resume", str(tmp_path), "--url", url]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench", "run", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=bench_env(mark, BENCH_API_KEY=API_KEY, BENCH_LOG_LEVEL="debug"),
+        )  # fmt: skip
+        rc, stdout, stderr = finish(proc, 60)
+        assert rc == Exit.USAGE
+        assert_one_line_error(stderr, "--url must not carry a user name or password",
+                              "VLLM_API_KEY", "BENCH_API_KEY")  # fmt: skip
+        for text in (stdout, stderr):
+            assert password not in text and "alice-canary" not in text and API_KEY not in text
+    assert not out.exists()
+
+
+def test_a_proxy_never_sees_the_key_of_a_loopback_server(tmp_path: Path) -> None:
+    """HTTP_PROXY / ALL_PROXY set: the setup calls (/v1/models, /tokenize, /metrics) go
+    straight to a loopback server like the measured stream, so the proxy gets no byte."""
+    import socket
+
+    got: list[bytes] = []
+    proxy = socket.socket()
+    proxy.bind(("127.0.0.1", 0))
+    proxy.listen(16)
+    proxy.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = proxy.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(1)
+                try:
+                    got.append(conn.recv(65536))
+                except OSError:
+                    got.append(b"(connected)")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    mark = new_mark()
+    at = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+    try:
+        with start_twin("tiny", speed=4.0, api_key=API_KEY) as twin:
+            env = bench_env(mark, BENCH_API_KEY=API_KEY, HTTP_PROXY=at, http_proxy=at,
+                            ALL_PROXY=at, all_proxy=at, NO_PROXY="", no_proxy="")  # fmt: skip
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench", "run", "--url", twin.url,
+                 "--contexts", "256", "--prefill-only-contexts", "--concurrencies", "1",
+                 "--duration", "1", "--max-tokens", "16", "--out", str(tmp_path / "r")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            )  # fmt: skip
+            rc, _, stderr = finish(proc, 120)
+    finally:
+        stop.set()
+        thread.join(5)
+        proxy.close()
+    assert rc == Exit.OK, stderr[-2000:]
+    assert got == []  # not one connection, so no Authorization header either

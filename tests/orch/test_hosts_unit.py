@@ -98,3 +98,42 @@ def test_host_lists() -> None:
         hosts.parse_host_list("gpu01,gpu01")
     with pytest.raises(UsageError):
         hosts.parse_host_list(" , ")
+
+
+@pytest.mark.parametrize("name", ["a..b", ".a", "a-.b", "x" * 64, "a b.c"[:1] + "..", "é..x"])
+def test_a_host_name_the_resolver_cannot_take_is_one_line_usage(home: Path, name: str) -> None:
+    # `a..b` made getaddrinfo raise UnicodeError: a traceback with exit 1 (issue 15).
+    fake = FakeSsh(f"hostname {name}\nuser u\nport 22\n")
+    with pytest.raises(UsageError) as err:
+        hosts.resolve(name, run=fake)
+    assert err.value.one_line().startswith(f"host {name!r} is not a valid host name")
+    assert hosts.valid_hostname("gpu-01.example.com.") and hosts.valid_hostname("::1")
+
+
+def test_a_name_that_does_not_resolve_is_one_line_at_once_not_after_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from provisioning.remote import Remote, SshUnreachable
+
+    slept: list[float] = []
+    host = hosts.Host(name="gpu-nowhere", hostname="gpu-nowhere.invalid", user="u", port=22)
+    remote = Remote(host, sleep=slept.append)
+
+    def nxdomain() -> None:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(remote, "_open_once", nxdomain)
+    with pytest.raises(SshUnreachable) as err:
+        remote.connect()
+    assert slept == []  # it retried for 16 s before
+    assert err.value.one_line().startswith("gpu-nowhere.invalid does not resolve: ")
+
+    def again() -> None:  # a temporary resolver failure is still retried
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(remote, "_open_once", again)
+    with pytest.raises(SshUnreachable, match="cannot reach"):
+        remote.connect()
+    assert len(slept) == remote.retry.attempts

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from bench.http1 import _Exchange
+import pytest
+
+from bench.http1 import MAX_CHUNK_LINE, _Exchange, chunk_size
 from bench.records import RequestRecord
 
 
@@ -83,7 +85,7 @@ def test_non_200_is_an_http_error_with_the_body_start() -> None:
 
 def test_malformed_chunk_size_is_a_transport_error() -> None:
     ex, record, _ = _feed([HEAD + b"zz\r\nhello\r\n"])
-    assert record.error == "transport error: malformed chunked body"
+    assert record.error == "transport error: malformed chunked body: chunk size 'zz'"
     assert ex.done.done() and ex.close
 
 
@@ -109,3 +111,74 @@ def test_whole_chunks_one_per_read_and_chunk_extensions_give_the_payload() -> No
     ex, _, reader = _feed([HEAD, *reads])
     assert reader.data == b"".join(events)
     assert ex.complete
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "size",
+    [b"-6", b"+6", b"0x6", b"1_0", b" 6", b"6 ", b"-0", b"", b"1" * 17, b"\xff"],
+    ids=["minus", "plus", "0x", "underscore", "space-before", "space-after", "minus-zero",
+         "empty", "17-digits", "non-ascii"],
+)  # fmt: skip
+def test_a_chunk_size_that_is_not_hex_digits_ends_the_request_in_one_line(size: bytes) -> None:
+    # int(b"-6", 16) is -6: the parse stepped back to the same size line forever (issue 15).
+    for parts in (
+        [HEAD + size + b"\r\ndata: x\n\n\r\n"],
+        [HEAD, size + b"\r\n", b"data: x\n\n\r\n"],
+    ):
+        ex, record, reader = _feed(parts)
+        assert record.error is not None
+        assert record.error.startswith("transport error: malformed chunked body: chunk size ")
+        assert "\n" not in record.error and ex.done.done() and ex.close
+        assert reader.data == b""
+
+
+def test_a_chunk_size_line_without_its_crlf_is_refused_once_over_the_limit() -> None:
+    ex, record, _ = _feed([HEAD, b"a" * 1000, b"b" * (MAX_CHUNK_LINE + 10)])
+    assert record.error == (
+        f"transport error: malformed chunked body: chunk-size line over {MAX_CHUNK_LINE} "
+        "bytes (MAX_CHUNK_LINE)"
+    )
+    assert ex.done.done()
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_chunk_data_not_followed_by_crlf_is_malformed(split: bool) -> None:
+    raw = HEAD + b"5\r\nhelloXY5\r\nworld\r\n"
+    parts = [raw[i : i + 1] for i in range(len(raw))] if split else [raw]
+    ex, record, reader = _feed(parts)
+    assert record.error == "transport error: malformed chunked body: no CRLF after a chunk"
+    assert ex.done.done() and b"world" not in reader.data
+
+
+def test_chunk_size_reads_only_hex_digits_and_extensions() -> None:
+    assert chunk_size(b"1a") == 26
+    assert chunk_size(b"A;name=value") == 10
+    assert chunk_size(b"A \t;ext") == 10  # BWS before the extension
+    assert chunk_size(b"f" * 16) == 2**64 - 1
+    for bad in (b"-6", b"0x6", b"1_0", b"+1", b" 1", b"", b";x", b"g", b"f" * 17):
+        assert chunk_size(bad) is None, bad
+
+
+@pytest.mark.parametrize(
+    ("header", "error"),
+    [
+        (b"content-encoding: gzip", "content-encoding 'gzip', not identity"),
+        (b"content-type: text/html", "'text/html', not text/event-stream"),
+    ],
+    ids=["gzip", "html"],
+)
+def test_an_encoded_or_non_sse_200_fails_at_its_head_not_at_its_end(
+    header: bytes, error: str
+) -> None:
+    raw = b"HTTP/1.1 200 OK\r\n%b\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n" % header
+    ex, record, reader = _feed([raw])
+    assert record.error == "transport error: the response is " + error
+    assert ex.done.done() and reader.data == b""
+
+
+def test_a_redirect_names_its_location() -> None:
+    raw = b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://elsewhere:1/v1\r\n"
+    raw += b"content-length: 0\r\n\r\n"
+    _, record, _ = _feed([raw])
+    assert record.error == "HTTP 307: (Location: http://elsewhere:1/v1)"
