@@ -109,7 +109,12 @@ def test_the_first_hour_walk_through_runs_as_printed(tmp_path: Path) -> None:
          "--duration", "10"],
         capture_output=True, text=True, timeout=600, check=False, env=env, cwd=ROOT,
     )  # fmt: skip
-    assert got.returncode in (0, 1), got.stderr[-3000:]  # the verdict: reproduced or not
+    # The verdict's own code: this short sweep (a 10 s window, one cell) is not the card's
+    # setting, so NOT COMPARABLE, or PARTIAL when accepted; never a crash.
+    from bench.errors import Exit
+
+    verdicts = (Exit.OK, Exit.NOT_REPRODUCED, Exit.PARTIAL, Exit.NOT_COMPARABLE)
+    assert got.returncode in verdicts, got.stderr[-3000:]
     lines = got.stdout.splitlines()
     assert f"signing key: {home}/.config/bench/signing_ed25519" in got.stdout
     start = lines.index("verify the bundle:")

@@ -31,10 +31,15 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "bench": (["HOST", "PROFILE", "CARD", "IMAGE", "IMAGE_SOURCE"], ["RUN_ARGS", "BUILD_ARGS"]),
     "preflight": (["HOST", "PROFILE", "IMAGE"], []),
     "verify": (["BUNDLE", "ALLOWED"], []),
-    "compare": (["A", "B", "HTML"], ["MORE"]),
-    "reproduce": (["BUNDLE", "CARD", "HTML"], []),
-    "compare-images": (["HOST", "A", "B", "PROFILE"], ["RUN_ARGS"]),
-    "compare-commits": (["HOST", "A", "B", "PROFILE"], ["RUN_ARGS", "BUILD_ARGS"]),
+    # A and B are lists too: several bundles a side (make compare A='a1 a2' B='b1 b2').
+    "compare": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["A", "B", "MORE"]),
+    "reproduce": (["BUNDLE", "CARD", "HTML", "ALLOWED_SIGNERS", "ACCEPT"], []),
+    "smoke": (["HOST", "IMAGE", "IMAGE_SOURCE"], ["BUILD_ARGS"]),
+    "compare-images": (["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER"], ["RUN_ARGS"]),
+    "compare-commits": (
+        ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER"],
+        ["RUN_ARGS", "BUILD_ARGS"],
+    ),
 }
 
 ALL = {v for single, lists in CASES.values() for v in (*single, *lists)}
