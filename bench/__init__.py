@@ -1,11 +1,54 @@
 """The measurement side of the appliance: runs inside the container or anywhere.
 
 `bench` never imports `provisioning` (a test enforces it).
+
+`__version__` is git's: setuptools-scm's version of the checkout (pyproject.toml's
+[tool.setuptools_scm]). Run from a git work tree, it is computed now from the checkout,
+since an editable install's metadata is only as new as the last `pip install -e .`; anywhere
+else (the images, a wheel) it is the installed metadata, which the build got the same way.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("bench")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0+unknown"
+import tomllib
+import warnings
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+UNKNOWN_VERSION = "0.0.0+unknown"
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _checkout_version(root: Path = _ROOT) -> str | None:
+    """setuptools-scm's version of the git work tree at ROOT, or None (not one, no tool)."""
+    if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
+        return None
+    try:
+        from setuptools_scm import get_version
+    except ImportError:  # setuptools-scm is a dev dependency only
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. a shallow clone: still a version
+        try:
+            # The build's own settings: pyproject.toml's [tool.setuptools_scm].
+            with (root / "pyproject.toml").open("rb") as f:
+                settings = tomllib.load(f)["tool"]["setuptools_scm"]
+            found: str = get_version(root=str(root), **settings)
+        except Exception:  # no git, a tree git refuses (ownership): the metadata instead
+            return None
+    return found
+
+
+def _installed_version() -> str:
+    try:
+        return version("bench")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return UNKNOWN_VERSION
+
+
+__version__: str = _checkout_version() or _installed_version()
+
+
+def image_tag(text: str) -> str:
+    """A version as a Docker tag: tags have no '+', so the local part follows a '-'."""
+    return text.replace("+", "-")
