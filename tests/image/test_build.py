@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-import tomllib
+import re
 
 import pytest
 
+from bench import __version__
 from tests.image.conftest import ROOT, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
-BENCH_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+# The checkout's version (git's), which docker/build.sh passes in: the context has no .git.
+BENCH_VERSION = __version__
 
 
 def test_bench_image_runs_the_installed_cli(bench_image: str, docker_env: dict[str, str]) -> None:
@@ -26,6 +28,7 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     labels = config["Labels"]
     assert labels["bench.version"] == BENCH_VERSION
     assert labels["org.opencontainers.image.version"] == BENCH_VERSION
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.dev\d+\+g[0-9a-f]{7,}(\.d\d{8})?", BENCH_VERSION)
     # Built here on the offline debootstrap base (a locally imported image).
     assert labels["org.opencontainers.image.base.name"].startswith("bench-base:bookworm-py311-")
     assert config["User"] == "1000:1000"
@@ -53,6 +56,18 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     assert facts.returncode == 0, facts.stderr
     assert json.loads(facts.stdout)["parts"] == ["python"]
     assert labels["bench.selftest"] == "/opt/bench/image.json"
+    # Exactly requirements/runtime.lock: no dev tool, every pin as locked.
+    freeze = run(
+        ["docker", "run", "--rm", bench_image, "pip", "freeze", "--all", "--exclude", "bench"],
+        env=docker_env,
+    )
+    assert freeze.returncode == 0, freeze.stderr
+    from tests.unit.test_lock import RUNTIME, parse_lock
+
+    locked = {n: p.version for n, p in parse_lock(RUNTIME.read_text(encoding="utf-8")).items()}
+    installed = dict(line.lower().replace("_", "-").split("==") for line in freeze.stdout.split())
+    assert {n: installed.get(n) for n in locked} == locked
+    assert not {"pytest", "mypy", "ruff"} & set(installed)
 
 
 def test_make_image_stops_early_without_the_registry(docker_env: dict[str, str]) -> None:
