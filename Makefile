@@ -124,14 +124,16 @@ bench-image: docker-up ## the CPU-only bench image (twin, CI)
 image: docker-up      ## the GPU image: vLLM at the pinned commit on CUDA 13.2
 	bash docker/build.sh vllm
 
-# The Python locks first (PyPI; UPGRADE=1 for the newest releases), then the base images'
-# digests (the registry). lock-python alone where no registry is reachable.
-.PHONY: lock-python
-lock-python: $(STAMP)  ## re-resolve requirements/*.lock from pyproject.toml
+# The Python locks first (PyPI, minutes; UPGRADE=1 for the newest releases), then the base
+# images' digests (the registry). Each alone: make lock-python, make lock-images.
+.PHONY: lock-python lock-images
+lock-python: $(STAMP) ## re-resolve requirements/*.lock from pyproject.toml
 	bash requirements/lock.sh
 
-lock: lock-python     ## re-resolve the Python locks and the base images' digests
+lock-images:          ## re-resolve the base images' digests (needs the registry)
 	bash docker/lock.sh
+
+lock: lock-python lock-images ## both
 
 compose: setup        ## regenerate compose.yaml from the launch profiles
 	$(BIN)/python -m provisioning.compose_file > compose.yaml
