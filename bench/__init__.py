@@ -10,6 +10,7 @@ else (the images, a wheel) it is the installed metadata, which the build got the
 
 from __future__ import annotations
 
+import re
 import tomllib
 import warnings
 from importlib.metadata import PackageNotFoundError, version
@@ -54,3 +55,20 @@ __version__: str = _checkout_version() or _installed_version()
 def image_tag(text: str) -> str:
     """A version as a Docker tag: tags have no '+', so the local part follows a '-'."""
     return text.replace("+", "-")
+
+
+def is_dirty(text: str) -> bool:
+    """Was this version made from a dirty tree? setuptools-scm's mark: `.dYYYYMMDD` (or
+    `+dYYYYMMDD` at a tag) in the local part, for tracked files changed since the commit."""
+    local = text.partition("+")[2]
+    return any(re.fullmatch(r"d\d{8}", part) for part in local.split("."))
+
+
+def dirty_note(text: str, who: str = "The run") -> str | None:
+    """One line for a verdict header when VERSION came from a dirty tree, else None."""
+    if not is_dirty(text):
+        return None
+    return (
+        f"{who} was made by bench {text}, from a dirty tree: tracked files had uncommitted "
+        "changes, so no commit of bench is exactly the code that made it."
+    )

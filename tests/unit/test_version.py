@@ -150,3 +150,13 @@ def test_the_build_takes_a_version_given_to_it(tmp_path: Path) -> None:
 def test_image_tag_has_no_plus() -> None:
     assert image_tag("0.2.0.dev7+gabc1234.d20261203") == "0.2.0.dev7-gabc1234.d20261203"
     assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", image_tag(bench.__version__))
+
+
+def test_is_dirty_reads_setuptools_scms_mark() -> None:
+    from bench import is_dirty
+
+    assert is_dirty("0.2.0.dev7+gabc1234.d20261203")
+    assert is_dirty("0.2.0+d20261203")  # at a tag
+    assert not is_dirty("0.2.0.dev7+gabc1234")
+    assert not is_dirty("0.2.0")
+    assert not is_dirty("0.0.0+unknown")

@@ -102,3 +102,20 @@ def test_a_failed_cell_fails(card: Card) -> None:
     assert [(c.key, c.verdict, c.note) for c in r.failed] == [
         (("decode", "8K", 4), "failed here", "invalid: stream cut")
     ]
+
+
+def test_a_run_from_a_dirty_tree_says_so_in_the_header(card: Card) -> None:
+    clean = make_results(card, speed=10.0)
+    text = reproduce_markdown(
+        reproduce(from_results(clean, name="b"), from_card(card), Tolerances())
+    )
+    assert "dirty tree" not in text
+    dirty = clean.model_copy(update={"bench_version": "0.2.0.dev5+gabc1234.d20261203"})
+    text = reproduce_markdown(
+        reproduce(from_results(dirty, name="b"), from_card(card), Tolerances())
+    )
+    head = text.split("Tolerances:")[0]
+    assert (
+        "The run was made by bench 0.2.0.dev5+gabc1234.d20261203, from a dirty tree: tracked "
+        "files had uncommitted changes" in head
+    )
