@@ -184,6 +184,9 @@ def test_the_context_is_what_dockerignore_lets_through_plus_the_engine_dockerfil
         dockerfile = tar.extractfile(".dockerfile.x")
         assert dockerfile is not None and dockerfile.read() == b"FROM scratch\n"
     assert {"pyproject.toml", "bench/__init__.py", "bench/cli.py"} <= names
+    # The images install bench's dependencies from the runtime lock, never the dev one.
+    assert "requirements/runtime.lock" in names
+    assert not any(n.startswith("requirements/") and "runtime" not in n for n in names)
     assert not any(n.startswith(("tests", "provisioning", ".venv", "docs")) for n in names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert "Dockerfile" not in names
