@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -93,3 +94,35 @@ def test_make_lock_says_the_registry_is_unreachable(docker_env: dict[str, str]) 
     assert "cannot re-resolve base image digests" in result.stderr
     assert "unreachable" in result.stderr
     assert (ROOT / "Dockerfile").read_text() == dockerfile
+
+
+def test_build_sh_tags_the_version_without_plus_and_latest(
+    bench_image: str, docker_env: dict[str, str]
+) -> None:
+    """No TAG: bench:<version, '+' as '-'> and bench:latest (compose.yaml's default)."""
+    given = "0.2.0.dev0+gfeed" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+    built = run(
+        ["bash", "docker/build.sh", "bench"],
+        env={**docker_env, "BENCH_VERSION": given},
+        timeout=1200,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    tag = built.stdout.strip()
+    try:
+        assert tag == "bench:" + given.replace("+", "-")
+        inspect = [
+            "docker",
+            "image",
+            "inspect",
+            "-f",
+            '{{.Id}} {{index .Config.Labels "bench.version"}}',
+        ]
+        mine = run([*inspect, tag], env=docker_env).stdout.split()
+        assert mine[1] == given
+        latest = run([*inspect, "bench:latest"], env=docker_env).stdout.split()
+        assert latest[0] == mine[0]
+        out = run(["docker", "run", "--rm", tag, "bench", "--version"], env=docker_env)
+        assert out.stdout.strip() == f"bench {given}"
+    finally:  # bench:latest back to an image of this checkout's real version
+        run(["docker", "tag", bench_image, "bench:latest"], env=docker_env)
+        run(["docker", "image", "rm", tag], env=docker_env)
