@@ -49,7 +49,14 @@ def _installed_version() -> str:
         return UNKNOWN_VERSION
 
 
-__version__: str = _checkout_version() or _installed_version()
+def __getattr__(name: str) -> str:
+    """`bench.__version__`, computed on first use: git costs ~0.1 s, and processes that import
+    bench without asking its version (the twin, workers) need not pay it."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found = _checkout_version() or _installed_version()
+    globals()["__version__"] = found
+    return found
 
 
 def image_tag(text: str) -> str:

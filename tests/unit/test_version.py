@@ -160,3 +160,15 @@ def test_is_dirty_reads_setuptools_scms_mark() -> None:
     assert not is_dirty("0.2.0.dev7+gabc1234")
     assert not is_dirty("0.2.0")
     assert not is_dirty("0.0.0+unknown")
+
+
+def test_the_version_is_computed_on_first_use_only() -> None:
+    """Importing bench (the twin, workers) runs no git; asking for __version__ does, once."""
+    code = (
+        "import sys, bench; print('setuptools_scm' in sys.modules, '__version__' in vars(bench));"
+        " v = bench.__version__; print('__version__' in vars(bench), v == bench.__version__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["False", "False", "True", "True"]
