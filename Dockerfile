@@ -158,16 +158,18 @@ RUN python3 -m venv /opt/bench \
     && useradd --create-home --uid 1000 bench \
     && mkdir -p /results && chown bench:bench /results
 WORKDIR /src/bench
-# Dependencies (and the build backend) first, from pyproject.toml alone, so that a change
-# to bench/ only reinstalls the package itself, offline and in seconds.
-COPY pyproject.toml ./
+# Dependencies (and the build backend) first, exactly as locked (requirements/runtime.lock,
+# hashes checked), so that a change to bench/ only reinstalls the package itself, offline
+# and in seconds. The version is the checkout's, passed in: the context has no .git.
+COPY requirements/runtime.lock ./
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
+    pip install --require-hashes -r runtime.lock
+COPY pyproject.toml ./
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps --no-build-isolation . && bench --version
+    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" \
+        pip install --no-deps --no-build-isolation . \
+    && test "$(bench --version)" = "bench ${BENCH_VERSION}"
 # The self-test's generic part (this image runs no JIT compiler, so no `cc` part).
 COPY docker/image_selftest.py /usr/local/bin/image-selftest
 RUN image-selftest --parts python --out /opt/bench/image.json
@@ -238,14 +240,16 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     fi_version=$(python -P -c 'import importlib.metadata as m; print(m.version("flashinfer-python"))') \
     && pip install "flashinfer-jit-cache==${fi_version}" --extra-index-url "${FLASHINFER_INDEX_URL}"
 WORKDIR /src/bench
-COPY pyproject.toml ./
+# bench's runtime dependencies as locked (no dev tools), then bench at the checkout's version.
+COPY requirements/runtime.lock ./
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
+    pip install --require-hashes -r runtime.lock
+COPY pyproject.toml ./
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps --no-build-isolation . && bench --version
+    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" \
+        pip install --no-deps --no-build-isolation . \
+    && test "$(bench --version)" = "bench ${BENCH_VERSION}"
 # The self-test, last: a missing header, compiler, nvcc or library fails the build here,
 # naming it, instead of the server's start on a GPU host.
 COPY docker/image_selftest.py /usr/local/bin/image-selftest

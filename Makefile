@@ -39,12 +39,17 @@ help:
 	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
 	@echo "make perf                 the performance benchmark (perf.json)"
 	@echo "make perf-sweep           its sweep-efficiency part alone [SWEEP_SPEED=5 SWEEP_ARGS='...']"
-	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve base digests"
+	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve the Python locks and base digests"
 
-$(STAMP): pyproject.toml
+# Exactly the locked versions (requirements/dev.lock, hashes checked; docs/reproducibility.md),
+# then bench itself, editable, without touching them. pip-sync takes out whatever an older
+# .venv had that the lock no longer names (it reinstalls nothing that is already right).
+LOCK := requirements/dev.lock
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/python -m piptools sync -q --pip-args '--require-hashes' $(LOCK)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
 setup: $(STAMP)
@@ -138,8 +143,16 @@ bench-image: docker-up ## the CPU-only bench image (twin, CI)
 image: docker-up      ## the GPU image: vLLM at the pinned commit on CUDA 13.2
 	bash docker/build.sh vllm
 
-lock:                 ## re-resolve the base images' digests (needs the registry)
+# The Python locks first (PyPI, minutes; UPGRADE=1 for the newest releases), then the base
+# images' digests (the registry). Each alone: make lock-python, make lock-images.
+.PHONY: lock-python lock-images
+lock-python: $(STAMP) ## re-resolve requirements/*.lock from pyproject.toml
+	bash requirements/lock.sh
+
+lock-images:          ## re-resolve the base images' digests (needs the registry)
 	bash docker/lock.sh
+
+lock: lock-python lock-images ## both
 
 compose: setup        ## regenerate compose.yaml from the launch profiles
 	$(BIN)/python -m provisioning.compose_file > compose.yaml

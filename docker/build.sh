@@ -9,7 +9,7 @@
 #          engine's builtin Dockerfile frontend (see below).
 #
 # Build arguments pass through from the environment: CUDA_ARCHS, MAX_JOBS, NVCC_THREADS,
-# VLLM_COMMIT, VLLM_VERSION, PYTHON_BASE. Prints the image tag on stdout.
+# VLLM_COMMIT, VLLM_VERSION, PYTHON_BASE, BENCH_VERSION. Prints the image tag on stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -20,7 +20,16 @@ say() { echo "build.sh: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 target=${1:-}
-bench_version=$(python3 -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"rb"))["project"]["version"])' "$root/pyproject.toml")
+# bench's version is git's (setuptools-scm, docs/reproducibility.md). The build context has
+# no .git (.dockerignore), so it is computed here, from this checkout, and passed in:
+# BENCH_VERSION from the environment if set, else bench.__version__ with the project's .venv
+# (python3 where there is none: without setuptools-scm that is the installed metadata).
+py=python3
+[ ! -x "$root/.venv/bin/python" ] || py=$root/.venv/bin/python
+bench_version=${BENCH_VERSION:-$(cd "$root" && PYTHONPATH=$root "$py" -c 'import bench; print(bench.__version__)')}
+[ -n "$bench_version" ] || die "cannot tell bench's version (make setup, or set BENCH_VERSION)"
+# Docker tags have no '+': the local part of the version follows a '-' (bench.image_tag).
+bench_tag=${bench_version//+/-}
 args=(--build-arg "BENCH_VERSION=$bench_version")
 for name in CUDA_ARCHS MAX_JOBS NVCC_THREADS VLLM_COMMIT VLLM_VERSION TORCH_INDEX_URL; do
     if [ -n "${!name:-}" ]; then args+=(--build-arg "$name=${!name}"); fi
@@ -38,7 +47,7 @@ vllm)
     docker buildx build --load --target vllm "${args[@]}" -t "$tag" "$root" >&2
     ;;
 bench)
-    tag=${2:-bench:$bench_version}
+    tag=${2:-bench:$bench_tag}
     if why=$(registry_problem); then
         [ -z "${PYTHON_BASE:-}" ] || args+=(--build-arg "PYTHON_BASE=$PYTHON_BASE")
         docker buildx build --load --target bench "${args[@]}" -t "$tag" "$root" >&2
@@ -66,4 +75,6 @@ bench)
     die "usage: docker/build.sh vllm|bench [TAG]"
     ;;
 esac
+# compose.yaml's default bench image is bench:latest: the last one built under its own tag.
+[ "$target" != bench ] || [ -n "${2:-}" ] || docker tag "$tag" bench:latest
 echo "$tag"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from bench import __version__
+from bench import __version__, image_tag
 from bench.errors import RunFailed, UsageError
 from provisioning import buildkit
 from provisioning.containers import Engine, build_context
@@ -94,7 +94,8 @@ def parse_build_args(items: Sequence[str]) -> dict[str, str]:
 
 def commit_tag(target: str, commit: str) -> str:
     """The tag of an image built for a vLLM commit (docker/build.sh's for the vllm stage)."""
-    return f"bench-vllm:{commit}" if target == "vllm" else f"bench:{__version__}-vllm-{commit}"
+    tag = image_tag(__version__)
+    return f"bench-vllm:{commit}" if target == "vllm" else f"bench:{tag}-vllm-{commit}"
 
 
 def spec_for(

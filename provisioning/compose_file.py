@@ -89,7 +89,7 @@ services:
 {weights_volumes}
   twin:
     profiles: [twin]
-    image: ${{BENCH_IMAGE:-bench:{bench_version}}}
+    image: ${{BENCH_IMAGE:-bench:{bench_tag}}}
     command:{twin_command}
     environment:
 {twin_env}
@@ -107,7 +107,7 @@ services:
 
   bench:
     profiles: [vllm, twin]
-    image: ${{BENCH_IMAGE:-bench:{bench_version}}}
+    image: ${{BENCH_IMAGE:-bench:{bench_tag}}}
     command:{bench_command}
     environment:
       - VLLM_API_KEY
@@ -174,14 +174,20 @@ def _weights_command(profile: LaunchProfile) -> str:
     return _block(("hf", "download", model, *revision))
 
 
-def render(server: LaunchProfile, twin: LaunchProfile, bench_version: str) -> str:
+# The bench image's tag: `bench:latest`, which docker/build.sh gives the last CPU image it
+# built beside `bench:<version>`. Not the version: that is git's and changes with every
+# commit, while compose.yaml is generated and checked in.
+BENCH_TAG = "latest"
+
+
+def render(server: LaunchProfile, twin: LaunchProfile, bench_tag: str = BENCH_TAG) -> str:
     """compose.yaml for `server` (a GPU launch) with `twin` as its stand-in."""
     return _TEMPLATE.format(
         server_name=server.name,
         twin_name=twin.name,
         gpus=server.gpus,
         vllm_commit=VLLM_COMMIT,
-        bench_version=bench_version,
+        bench_tag=bench_tag,
         server_command=_block(server.argv),
         server_env=_server_env(server),
         server_port=server.port,
@@ -200,23 +206,11 @@ def render(server: LaunchProfile, twin: LaunchProfile, bench_version: str) -> st
     )
 
 
-def _bench_version(pyproject: Path) -> str:
-    import tomllib
-
-    version: str = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
-    return version
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provisioning.compose_file")
     parser.add_argument("--check", type=Path, help="fail unless this file is up to date")
-    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
     args = parser.parse_args(argv)
-    text = render(
-        load_launch_profile("published"),
-        load_launch_profile("twin"),
-        _bench_version(args.pyproject),
-    )
+    text = render(load_launch_profile("published"), load_launch_profile("twin"))
     if args.check is None:
         sys.stdout.write(text)
         return 0

@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from tabulate import tabulate
 
 import bench.cards
-from bench import __version__
+from bench import __version__, image_tag
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.settings import Settings
@@ -66,7 +66,7 @@ def image_cuda(profile: LaunchProfile, image_ref: str) -> cuda_compat.CudaRequir
 
 def default_image(profile: LaunchProfile) -> str:
     """The tag docker/build.sh gives the profile's image target."""
-    return f"bench:{__version__}" if profile.image == "bench" else VLLM_IMAGE
+    return f"bench:{image_tag(__version__)}" if profile.image == "bench" else VLLM_IMAGE
 
 
 def resolve_target(args: argparse.Namespace, name: str) -> Target:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench import dirty_note
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import (
@@ -203,6 +204,8 @@ def reproduce_markdown(r: Reproduction) -> str:
     state = r.ours.metadata.get("run state", "complete")
     if state != "complete":
         head.append(f"The run is {state}: cells it did not finish are not measured here.")
+    if dirty := dirty_note(r.ours.metadata.get("bench version", "")):
+        head.append(dirty)
     head.append(
         f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
         f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
@@ -220,6 +223,11 @@ def reproduce_markdown(r: Reproduction) -> str:
 def compare_markdown(c: Comparison) -> str:
     lines = trust_lines([c.a, c.b])
     lines += [f"## Compare: {c.b.name} against {c.a.name}", ""]
+    for side, figures in (("A", c.a), ("B", c.b)):
+        if dirty := dirty_note(
+            figures.metadata.get("bench version", ""), f"{side} ({figures.name})"
+        ):
+            lines += [dirty, ""]
     if c.metadata_diff:
         lines += ["What differs:", ""]
         lines += [f"- {name}: {a} → {b}" for name, a, b in c.metadata_diff]

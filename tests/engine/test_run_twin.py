@@ -402,3 +402,19 @@ def test_kv_budget_wins_and_the_start_up_log_is_a_source(tmp_path: Path) -> None
     assert (
         f'KV capacity: 5,000 tokens (startup_log: {log}: "GPU KV cache size: 5,000 tokens")' in out
     )
+
+
+def test_results_and_environment_name_the_checkouts_git_version(small_run: Path) -> None:
+    """bench's version is git's, computed from this checkout when the run starts (issue 16)."""
+    import json
+
+    import bench
+
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert f"+g{head}" in bench.__version__
+    results = Results.model_validate_json((small_run / "results.json").read_text())
+    assert results.bench_version == bench.__version__
+    environment = json.loads((small_run / "environment.json").read_text())
+    assert environment["bench"]["version"] == bench.__version__

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-import tomllib
+import re
 
 import pytest
 
+from bench import __version__
 from tests.image.conftest import ROOT, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
-BENCH_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+# The checkout's version (git's), which docker/build.sh passes in: the context has no .git.
+BENCH_VERSION = __version__
 
 
 def test_bench_image_runs_the_installed_cli(bench_image: str, docker_env: dict[str, str]) -> None:
@@ -26,6 +29,7 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     labels = config["Labels"]
     assert labels["bench.version"] == BENCH_VERSION
     assert labels["org.opencontainers.image.version"] == BENCH_VERSION
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.dev\d+\+g[0-9a-f]{7,}(\.d\d{8})?", BENCH_VERSION)
     # Built here on the offline debootstrap base (a locally imported image).
     assert labels["org.opencontainers.image.base.name"].startswith("bench-base:bookworm-py311-")
     assert config["User"] == "1000:1000"
@@ -53,6 +57,18 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     assert facts.returncode == 0, facts.stderr
     assert json.loads(facts.stdout)["parts"] == ["python"]
     assert labels["bench.selftest"] == "/opt/bench/image.json"
+    # Exactly requirements/runtime.lock: no dev tool, every pin as locked.
+    freeze = run(
+        ["docker", "run", "--rm", bench_image, "pip", "freeze", "--all", "--exclude", "bench"],
+        env=docker_env,
+    )
+    assert freeze.returncode == 0, freeze.stderr
+    from tests.unit.test_lock import RUNTIME, parse_lock
+
+    locked = {n: p.version for n, p in parse_lock(RUNTIME.read_text(encoding="utf-8")).items()}
+    installed = dict(line.lower().replace("_", "-").split("==") for line in freeze.stdout.split())
+    assert {n: installed.get(n) for n in locked} == locked
+    assert not {"pytest", "mypy", "ruff"} & set(installed)
 
 
 def test_make_image_stops_early_without_the_registry(docker_env: dict[str, str]) -> None:
@@ -68,9 +84,45 @@ def test_make_image_stops_early_without_the_registry(docker_env: dict[str, str])
 
 
 def test_make_lock_says_the_registry_is_unreachable(docker_env: dict[str, str]) -> None:
+    # `make lock` is the Python locks (minutes on PyPI), then the digests: the latter here.
+    plan = run(["make", "--no-print-directory", "-n", "lock"], env=docker_env, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert "bash requirements/lock.sh\nbash docker/lock.sh\n" in plan.stdout
     dockerfile = (ROOT / "Dockerfile").read_text()
-    result = run(["make", "--no-print-directory", "lock"], env=docker_env, timeout=60)
+    result = run(["make", "--no-print-directory", "lock-images"], env=docker_env, timeout=60)
     assert result.returncode != 0
     assert "cannot re-resolve base image digests" in result.stderr
     assert "unreachable" in result.stderr
     assert (ROOT / "Dockerfile").read_text() == dockerfile
+
+
+def test_build_sh_tags_the_version_without_plus_and_latest(
+    bench_image: str, docker_env: dict[str, str]
+) -> None:
+    """No TAG: bench:<version, '+' as '-'> and bench:latest (compose.yaml's default)."""
+    given = "0.2.0.dev0+gfeed" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+    built = run(
+        ["bash", "docker/build.sh", "bench"],
+        env={**docker_env, "BENCH_VERSION": given},
+        timeout=1200,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    tag = built.stdout.strip()
+    try:
+        assert tag == "bench:" + given.replace("+", "-")
+        inspect = [
+            "docker",
+            "image",
+            "inspect",
+            "-f",
+            '{{.Id}} {{index .Config.Labels "bench.version"}}',
+        ]
+        mine = run([*inspect, tag], env=docker_env).stdout.split()
+        assert mine[1] == given
+        latest = run([*inspect, "bench:latest"], env=docker_env).stdout.split()
+        assert latest[0] == mine[0]
+        out = run(["docker", "run", "--rm", tag, "bench", "--version"], env=docker_env)
+        assert out.stdout.strip() == f"bench {given}"
+    finally:  # bench:latest back to an image of this checkout's real version
+        run(["docker", "tag", bench_image, "bench:latest"], env=docker_env)
+        run(["docker", "image", "rm", tag], env=docker_env)

@@ -93,7 +93,9 @@ def test_a_label_without_its_arg_in_the_stage_is_caught() -> None:
 def test_copying_bench_before_the_dependencies_is_caught() -> None:
     stage = TEXT.split("AS bench\n")[1]
     moved = stage.replace("COPY bench ./bench\n", "", 1).replace(
-        "COPY pyproject.toml ./\n", "COPY pyproject.toml ./\nCOPY bench ./bench\n", 1
+        "COPY requirements/runtime.lock ./\n",
+        "COPY requirements/runtime.lock ./\nCOPY bench ./bench\n",
+        1,
     )
     found = problems(TEXT.split("AS bench\n")[0] + "AS bench\n" + moved)
     assert any("stage bench has slow layers after COPY bench" in p for p in found), found
@@ -126,4 +128,28 @@ def test_hadolint_would_fail_on_a_lint_problem(tmp_path: Path) -> None:
 
 def test_dockerignore_sends_only_what_the_images_install() -> None:
     lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
-    assert lines[lines.index("*") :][:3] == ["*", "!pyproject.toml", "!bench/"]
+    assert lines[lines.index("*") :][:4] == [
+        "*",
+        "!pyproject.toml",
+        "!requirements/runtime.lock",
+        "!bench/",
+    ]
+
+
+@pytest.mark.parametrize("name", ["bench", "vllm"])
+def test_bench_is_installed_from_the_runtime_lock_at_the_given_version(name: str) -> None:
+    """Both stages that install bench: runtime.lock with hashes (no dev tools), then bench at
+    BENCH_VERSION (docker/build.sh's, from git: the context has no .git)."""
+    stage = parse(TEXT).stage(name)
+    keys = [(i.keyword, i.args) for i in stage.instructions]
+    assert ("ARG", "BENCH_VERSION") in keys
+    assert ("COPY", "requirements/runtime.lock ./") in keys
+    runs = [a for k, a in keys if k == "RUN" and "pip install" in a]
+    deps = [a for a in runs if "-r runtime.lock" in a]
+    assert len(deps) == 1 and "--require-hashes" in deps[0], runs
+    (own,) = [a for a in runs if "--no-deps --no-build-isolation ." in a]
+    assert 'SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}"' in own
+    assert 'test "$(bench --version)" = "bench ${BENCH_VERSION}"' in own
+    assert "dev.lock" not in "".join(a for _, a in keys)
+    # Nothing else installs from pyproject.toml's ranges.
+    assert not [a for a in runs if "tomllib" in a or "requirements.txt" in a]

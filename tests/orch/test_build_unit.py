@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import __version__
+from bench import __version__, image_tag
 from bench.errors import Exit, UsageError
 from provisioning import buildkit, cli
 from provisioning.build import (
@@ -126,7 +126,10 @@ def test_the_build_records_the_commit_as_argument_and_label() -> None:
     assert spec.labels == {COMMIT_LABEL: "abcdef1"}
     assert spec_for("bench", "t:1", commit=None, build_args={}).commit == pinned
     assert commit_tag("vllm", "abcdef1") == "bench-vllm:abcdef1"  # as docker/build.sh tags it
-    assert commit_tag("bench", "abcdef1") == f"bench:{__version__}-vllm-abcdef1"
+    # The version is git's (a '+' in it); Docker tags have none.
+    assert "+" in __version__
+    assert commit_tag("bench", "abcdef1") == f"bench:{image_tag(__version__)}-vllm-abcdef1"
+    assert "+" not in commit_tag("bench", "abcdef1")
 
 
 def test_another_commit_is_checked_by_the_hash_in_its_version() -> None:
@@ -181,6 +184,18 @@ def test_the_context_is_what_dockerignore_lets_through_plus_the_engine_dockerfil
         dockerfile = tar.extractfile(".dockerfile.x")
         assert dockerfile is not None and dockerfile.read() == b"FROM scratch\n"
     assert {"pyproject.toml", "bench/__init__.py", "bench/cli.py"} <= names
+    # The images install bench's dependencies from the runtime lock, never the dev one.
+    assert "requirements/runtime.lock" in names
+    assert not any(n.startswith("requirements/") and "runtime" not in n for n in names)
     assert not any(n.startswith(("tests", "provisioning", ".venv", "docs")) for n in names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert "Dockerfile" not in names
+
+
+def test_the_default_bench_image_is_the_tag_docker_build_sh_gives() -> None:
+    from bench.launch_profile import load_launch_profile
+    from provisioning.orchestrate import default_image
+
+    twin = load_launch_profile("twin")
+    assert twin.image == "bench"
+    assert default_image(twin) == f"bench:{image_tag(__version__)}"

@@ -167,3 +167,13 @@ def test_status_change_and_metadata_are_listed(card: Card) -> None:
     assert "1 OF 55 CELLS CHANGED" in text
     assert c.settings.comparable  # the engine is what compare compares
     assert dataclasses.replace(c, cells=()).flagged == []
+
+
+def test_a_side_from_a_dirty_tree_says_so_in_the_header(card: Card) -> None:
+    a = from_results(make_results(card), name="a")
+    assert "dirty tree" not in compare_markdown(compare(a, a, Policy()))
+    dirty = make_results(card).model_copy(update={"bench_version": "0.2.0.dev5+gabc1234.d20261203"})
+    b = from_results(dirty, name="b")
+    head = compare_markdown(compare(a, b, Policy())).split("What differs")[0]
+    assert "A (a)" not in head
+    assert "B (b) was made by bench 0.2.0.dev5+gabc1234.d20261203, from a dirty tree" in head

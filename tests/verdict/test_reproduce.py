@@ -221,3 +221,20 @@ def test_trials_decide_by_their_interval_against_the_band(card: Card) -> None:
     # 15 % slower: entirely outside.
     far = make_results(card, trials=3, noise=0.01, seed=4, scale=lambda ctx, c: 0.85)
     assert reproduce(from_results(far), from_card(card), Tolerances()).overall == "NOT REPRODUCED"
+
+
+def test_a_run_from_a_dirty_tree_says_so_in_the_header(card: Card) -> None:
+    clean = make_results(card, speed=10.0)
+    text = reproduce_markdown(
+        reproduce(from_results(clean, name="b"), from_card(card), Tolerances())
+    )
+    assert "dirty tree" not in text
+    dirty = clean.model_copy(update={"bench_version": "0.2.0.dev5+gabc1234.d20261203"})
+    text = reproduce_markdown(
+        reproduce(from_results(dirty, name="b"), from_card(card), Tolerances())
+    )
+    head = text.split("Tolerances:")[0]
+    assert (
+        "The run was made by bench 0.2.0.dev5+gabc1234.d20261203, from a dirty tree: tracked "
+        "files had uncommitted changes" in head
+    )
