@@ -97,6 +97,17 @@ class ServerStart(_Model):
     jit_cache_was_empty: bool | None = None
 
 
+class WeightsInfo(_Model):
+    """The model's weights as loaded: the hub revision and the sha256 of every file.
+    `model` None: the launch loads no weights (the twin), with `note` saying so."""
+
+    model: str | None = None
+    revision: str | None = None
+    pinned: bool | None = None
+    files: dict[str, str] = {}
+    note: str | None = None
+
+
 class Environment(_Model):
     schema_version: int = ENVIRONMENT_SCHEMA_VERSION
     captured_at: datetime
@@ -110,6 +121,8 @@ class Environment(_Model):
     # container's start to ready, and whether the JIT caches were empty (a first start
     # on this host compiles; later ones load). None when bench ran without it.
     server_start: ServerStart | None = None
+    # Filled by the orchestrator after the weights step (provisioning.weights).
+    weights: WeightsInfo | None = None
 
 
 def is_secret_name(name: str) -> bool:

@@ -45,6 +45,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept and record the key of a host seen for the first time",
     )
+    p.add_argument(
+        "--no-weights-download",
+        action="store_true",
+        help="the weights must already be in the host's cache (the profile's pinned revision, "
+        "else refs/main); preflight fails when they are not",
+    )
 
 
 def _add_pair_outputs(p: argparse.ArgumentParser) -> None:

@@ -32,7 +32,7 @@ from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import BenchError, Interrupted, RunFailed, ServerError
-from provisioning import image, signing, transfer
+from provisioning import image, signing, transfer, weights
 from provisioning.containers import (
     ContainerFailed,
     ContainerSpec,
@@ -116,6 +116,7 @@ class HostRun:
         self.server_log: list[str] = []
         self.home = ""
         self.jit_cache_was_empty: bool | None = None
+        self.weights_doc: dict[str, object] | None = None
         self.uid_gid = ""
         self.stop = threading.Event()
         self._exec_id: str | None = None
@@ -259,22 +260,37 @@ class HostRun:
     def _fetch_weights(self) -> None:
         req = self.opts.requirements
         if not (req.weights_bytes and req.hf_model):
+            self.weights_doc = {"note": "not applicable: the launch profile loads no weights"}
             return
         assert self.engine is not None
         self.remote.run(f"mkdir -p {shlex.quote(self._model_cache())}", check=True)
         with self.step("weights"):
-            image.fetch_weights(
-                self.engine,
-                image=self._image,
-                model=req.hf_model,
-                revision=self.opts.profile.model_revision,
-                scope=self.scope,
-                cache_dir=self._model_cache(),
-                user=self.uid_gid,
-                hf_token=self.opts.secrets.hf_token,
-                host=self.host.name,
-                out=self.out,
+            if req.download_weights:
+                image.fetch_weights(
+                    self.engine,
+                    image=self._image,
+                    model=req.hf_model,
+                    revision=req.model_revision,
+                    scope=self.scope,
+                    cache_dir=self._model_cache(),
+                    user=self.uid_gid,
+                    hf_token=self.opts.secrets.hf_token,
+                    host=self.host.name,
+                    out=self.out,
+                )
+            if req.model_revision is not None:
+                weights.pin_main(self.remote, self._model_cache(), req.hf_model, req.model_revision)
+            found = weights.record(
+                self.remote, self._model_cache(), req.hf_model, req.model_revision
             )
+            if found is None:
+                raise RunFailed(
+                    f"{req.hf_model} is not in {self._model_cache()} on {self.host.name} "
+                    "after the weights step",
+                    hint="run with the download on, or fetch it on the host (hf download)",
+                )
+            print(f"[{self.host.name}] {found.banner()}", file=self.out, flush=True)
+            self.weights_doc = found.as_json()
 
     def _jit_cache(self) -> str:
         return f"{self.home}/.cache/bench-jit"
@@ -600,6 +616,8 @@ class HostRun:
         image_doc["digest"] = self.outcome.image_id
         image_doc["labels"] = self.engine.image_labels(self.outcome.image_id)
         doc["image"] = image_doc
+        if self.weights_doc is not None:
+            doc["weights"] = self.weights_doc
         timings = self.outcome.timings_s
         if "readiness" in timings:
             doc["server_start"] = {

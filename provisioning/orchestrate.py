@@ -75,7 +75,12 @@ def resolve_target(args: argparse.Namespace, name: str) -> Target:
     profile = load_launch_profile(args.profile or host.profile or DEFAULT_PROFILE)
     image_ref = args.image or default_image(profile)
     req = load_requirements(
-        profile.name, profile.gpus, image_ref=image_ref, image_cuda=image_cuda(profile, image_ref)
+        profile.name,
+        profile.gpus,
+        image_ref=image_ref,
+        image_cuda=image_cuda(profile, image_ref),
+        model_revision=profile.model_revision,
+        download_weights=not getattr(args, "no_weights_download", False),
     )
     return Target(host, profile, req, image_ref)
 

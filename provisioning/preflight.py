@@ -18,7 +18,7 @@ from typing import Protocol
 from tabulate import tabulate
 
 from bench.errors import BenchError, HostCheckFailed
-from provisioning import cuda_compat
+from provisioning import cuda_compat, weights
 from provisioning.remote import CommandResult
 from provisioning.requirements import GIB, Requirements
 
@@ -369,6 +369,42 @@ def check_disk(probe: Probe, req: Requirements, model_cache: str, info: dict[str
     return Check("disk", Status.OK, "; ".join(parts))
 
 
+def check_weights(probe: Probe, req: Requirements, model_cache: str) -> Check:
+    """The pinned revision (or, unpinned, refs/main) in the host's cache when downloads are
+    off; otherwise what the weights step will fetch."""
+    name = "weights"
+    if not (req.weights_bytes and req.hf_model):
+        return Check(name, Status.SKIP, "not applicable (the launch profile loads no weights)")
+    cache = model_cache
+    if cache.startswith("~"):
+        cache = probe.run('printf %s "$HOME"').stdout.strip() + cache[1:]
+    model, rev = req.hf_model, req.model_revision
+    if rev is not None:
+        present = weights.has_snapshot(probe, cache, model, rev)
+        if present:
+            return Check(name, Status.OK, f"{model} at {rev} (pinned) in {model_cache}")
+        if req.download_weights:
+            return Check(name, Status.OK, f"{model} at {rev} (pinned) will be downloaded")
+        return Check(
+            name,
+            Status.FAIL,
+            f"{model} at the pinned {rev} is not in {model_cache} and downloads are off",
+            f"on the host: HF_HOME={model_cache} hf download {model} --revision {rev} "
+            "(or run without --no-weights-download)",
+        )
+    main = weights.resolved_main(probe, cache, model)
+    if req.download_weights:
+        return Check(name, Status.WARN, f"{model} not pinned: the hub's main is fetched", "")
+    if main is not None and weights.has_snapshot(probe, cache, model, main):
+        return Check(name, Status.WARN, f"{model} at {main}, not pinned by the profile")
+    return Check(
+        name,
+        Status.FAIL,
+        f"{model} is not in {model_cache} and downloads are off",
+        f"on the host: HF_HOME={model_cache} hf download {model}",
+    )
+
+
 def check_hf_token(req: Requirements, token_present: bool) -> Check:
     if not req.hf_token_required:
         return Check(
@@ -433,6 +469,7 @@ def run_preflight(
     report.checks.append(check_driver_cuda(probe, req, bool(gpus)))
     report.checks.append(check_runtime(probe, req, info))
     report.checks.append(check_disk(probe, req, model_cache, info))
+    report.checks.append(check_weights(probe, req, model_cache))
     report.checks.append(check_hf_token(req, hf_token_present))
     report.checks.append(check_clock(probe, clock))
     return report
@@ -451,7 +488,7 @@ def ssh_failed_report(host: str, error: BenchError) -> Report:
         "NVIDIA runtime",
         "disk",
     ]
-    rest += ["HF token", "clock"]
+    rest += ["weights", "HF token", "clock"]
     report = Report(host=host, checks=[Check("ssh", Status.FAIL, error.message, error.hint or "")])
     report.checks += [Check(n, Status.SKIP, "not checked (needs SSH)") for n in rest]
     return report

@@ -54,6 +54,8 @@ class Requirements:
     # What the image needs from the driver when the host does not have the image to ask
     # (read from the image on this machine, else from the Dockerfile); None: no CUDA.
     image_cuda: CudaRequirement | None = None
+    model_revision: str | None = None  # the launch profile's pinned hub commit
+    download_weights: bool = True  # False: the weights must already be in the host's cache
 
 
 def load_requirements(
@@ -62,6 +64,8 @@ def load_requirements(
     *,
     image_ref: str | None = None,
     image_cuda: CudaRequirement | None = None,
+    model_revision: str | None = None,
+    download_weights: bool = True,
     path: Path = REQUIREMENTS_FILE,
 ) -> Requirements:
     try:
@@ -80,4 +84,6 @@ def load_requirements(
         hf_token_required=entry.hf_token_required,
         image_ref=image_ref,
         image_cuda=image_cuda,
+        model_revision=model_revision,
+        download_weights=download_weights,
     )

@@ -93,6 +93,7 @@ def test_provision_bench_builds_an_image_that_is_on_neither_machine_and_records_
         assert image["selftest"]["parts"] == ["python"]
         assert env["server_start"]["ready_after_s"] > 0
         assert env["server_start"]["jit_cache_was_empty"] is None  # twin: no GPU, no JIT
+        assert env["weights"] == {"note": "not applicable: the launch profile loads no weights"}
         built = subprocess.run(
             ["docker", "image", "inspect", "-f", "{{.Id}}", tag],
             capture_output=True, text=True, check=True,

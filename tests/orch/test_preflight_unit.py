@@ -227,6 +227,7 @@ def test_report_table_and_failure_name_the_checks() -> None:
         "driver CUDA",
         "NVIDIA runtime",
         "disk",
+        "weights",
         "HF token",
         "clock",
     ]
