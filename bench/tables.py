@@ -182,7 +182,10 @@ def _matrix_cell(
     fig = _mean_figures([x for x in cells if x.status in ("valid", "not_ready")], speed)
     if fig is None:
         return _status_text(cells[-1].status, None)
-    return f"{rate(fig.total_tok_s)}<br>{ms(fig.ttft_s)} TTFT"
+    # A cell whose readiness gate never held has numbers, but not the card's kind: marked
+    # in the matrix too, so nobody reads them as a clean measurement.
+    marks = "<br>Not ready" if any(x.status == "not_ready" for x in cells) else ""
+    return f"{rate(fig.total_tok_s)}<br>{ms(fig.ttft_s)} TTFT{marks}"
 
 
 def _all_cells(cells: list[CellResult], speed: float) -> list[str]:

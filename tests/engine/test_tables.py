@@ -172,6 +172,21 @@ def test_an_invalid_cell_shows_its_reason_and_no_number() -> None:
     assert "| 8K | Invalid | 116.6<br>717 ms TTFT |" in text
 
 
+def test_a_not_ready_cell_is_marked_in_the_matrix() -> None:
+    """Its readiness gate never held: the numbers stay, with the mark beside them."""
+    r = card_as_results()
+    cells = tuple(
+        c.model_copy(update={"status": "not_ready", "reason": "gate never held"})
+        if (c.context_label, c.concurrency) == ("8K", 1)
+        else c
+        for c in r.cells
+    )
+    text = tables.render(r.model_copy(update={"cells": cells}))
+    row = next(line for line in text.splitlines() if line.startswith("| 8K | "))
+    assert row.split(" | ")[1] == "73.0<br>471 ms TTFT<br>Not ready"
+    assert "| Sustained decode | 8K | 1 | Not ready: gate never held | 73.0 |" in text
+
+
 def _with_extras(r: Results, **extras: float) -> Results:
     from bench.results import CellExtras
 
