@@ -23,6 +23,13 @@ from bench.results import ActiveSource, CellExtras, CellFigures
 from bench.stats import distribution, median
 
 
+# A cell is stalled when no token arrived for the window's last tenth and for ten times the
+# longest gap between chunks seen before. The card's cells end within 0.2 s of their 30 s
+# window ("measured for" 29.8-30.0 s), so this never takes a card-like cell.
+STALL_WINDOW_FRACTION = 0.1
+STALL_GAP_FACTOR = 10.0
+
+
 def cell_figures(
     records: Sequence[RequestRecord],
     w0_s: float,
@@ -123,6 +130,17 @@ def cell_figures(
         # Each request's tokens came in one read: the server (or a starved client) delivered
         # them in bursts, and no time between tokens can be measured from them.
         return None, extras, "time between tokens not measurable: tokens arrived in bursts"
+    silent_s, window_s = w1_s - last_chunk_s, w1_s - w0_s
+    longest_s = max(gaps, default=0.0)
+    if silent_s > max(STALL_WINDOW_FRACTION * window_s, STALL_GAP_FACTOR * longest_s):
+        # The server went quiet before the window ended: "measured for" stops at the last
+        # token, so the cell would read at the rate from before the freeze, and Valid.
+        return (
+            None,
+            extras,
+            f"server stalled: no token in the last {silent_s:.1f} s of the {window_s:.1f} s "
+            f"window (the longest gap between chunks before was {longest_s:.2f} s)",
+        )
     figures = CellFigures(
         total_tok_s=output_tokens / measured_for_s,
         per_request_tok_s=1.0 / tbt_s,

@@ -103,6 +103,23 @@ def test_a_window_without_tokens_has_no_figures() -> None:
     assert figs is None and why == "no token received inside the window"
 
 
+def test_a_freeze_that_outlasts_the_window_is_invalid_not_valid_at_the_old_rate() -> None:
+    """Window [10, 40]: tokens every 0.1 s until 13, then nothing (the server froze)."""
+    times = [5.0 + 0.1 * i for i in range(81)]  # 5.0 .. 13.0
+    a = _record(0, 4.0, 5.0, times, [i + 1 for i in range(81)])
+    figs, _, why = cell_figures([a], 10.0, 40.0, [], [], first=None, last=None, ready_after_s=1)
+    assert figs is None
+    assert why == (
+        "server stalled: no token in the last 27.0 s of the 30.0 s window "
+        "(the longest gap between chunks before was 0.10 s)"
+    )
+    # The same stream until the window's end is a cell.
+    times = [5.0 + 0.1 * i for i in range(351)]  # 5.0 .. 40.0
+    b = _record(0, 4.0, 5.0, times, [i + 1 for i in range(351)])
+    figs, _, why = cell_figures([b], 10.0, 40.0, [], [], first=None, last=None, ready_after_s=1)
+    assert why is None and figs is not None and figs.measured_for_s == pytest.approx(30.0)
+
+
 def test_percentiles_and_confidence_interval() -> None:
     assert median([1.0, 3.0, 2.0, 4.0]) == 2.5
     assert percentile([float(i) for i in range(101)], 99) == 99.0
