@@ -71,40 +71,38 @@ def check_ssh_limits(caps: SshCaps, sessions_needed: int) -> list[Check]:
     host's loopback (readiness reaches the server's port through it). Sessions first: an
     SFTP session would count against the limit."""
     have = caps.session_capacity(sessions_needed)
-    sessions = (
-        Check("ssh sessions", Status.OK, f">= {have} per connection (needs {sessions_needed})")
-        if have >= sessions_needed
-        else Check(
-            "ssh sessions",
-            Status.FAIL,
-            f"sshd allows {have} session(s) per connection; the run needs {sessions_needed}",
-            f"set MaxSessions {sessions_needed} or more in the host's sshd_config "
-            "(OpenSSH's default is 10)",
-        )
+    sessions = _ok_or_fail(
+        "ssh sessions",
+        None if have >= sessions_needed else have,
+        f">= {have} per connection (needs {sessions_needed})",
+        f"sshd allows {have} session(s) per connection; the run needs {sessions_needed}",
+        f"set MaxSessions {sessions_needed} or more in the host's sshd_config "
+        "(OpenSSH's default is 10)",
     )
     problem = caps.sftp_problem()
-    sftp = (
-        Check("sftp", Status.OK, "SFTP subsystem available")
-        if problem is None
-        else Check(
-            "sftp",
-            Status.FAIL,
-            f"no SFTP on the host ({problem}); run files and the bundle travel over it",
-            "enable it in the host's sshd_config: Subsystem sftp /usr/lib/openssh/sftp-server",
-        )
+    sftp = _ok_or_fail(
+        "sftp",
+        problem,
+        "SFTP subsystem available",
+        f"no SFTP on the host ({problem}); run files and the bundle travel over it",
+        "enable it in the host's sshd_config: Subsystem sftp /usr/lib/openssh/sftp-server",
     )
     problem = caps.forwarding_problem()
-    forwarding = (
-        Check("port forwarding", Status.OK, "TCP to the host's 127.0.0.1 allowed")
-        if problem is None
-        else Check(
-            "port forwarding",
-            Status.FAIL,
-            f"sshd refuses TCP forwarding ({problem}); the server's port is reached through it",
-            "allow it for this account in sshd_config: AllowTcpForwarding local",
-        )
+    forwarding = _ok_or_fail(
+        "port forwarding",
+        problem,
+        "TCP to the host's 127.0.0.1 allowed",
+        f"sshd refuses TCP forwarding ({problem}); the server's port is reached through it",
+        "allow it for this account in sshd_config: AllowTcpForwarding local",
     )
     return [sessions, sftp, forwarding]
+
+
+def _ok_or_fail(name: str, problem: object, ok: str, failed: str, fix: str) -> Check:
+    """OK with OK's text when PROBLEM is None, else FAIL with FAILED and FIX."""
+    if problem is None:
+        return Check(name, Status.OK, ok)
+    return Check(name, Status.FAIL, failed, fix)
 
 
 @dataclass
