@@ -22,7 +22,6 @@ from bench.records import RequestRecord
 from bench.results import ActiveSource, CellExtras, CellFigures
 from bench.stats import distribution, median
 
-
 # A cell is stalled when no token arrived for the window's last tenth and for ten times the
 # longest gap between chunks seen before. The card's cells end within 0.2 s of their 30 s
 # window ("measured for" 29.8-30.0 s), so this never takes a card-like cell.

@@ -36,6 +36,9 @@ SAMPLES = "samples.jsonl"
 METRICS = "metrics.jsonl"
 TABLES = "tables.md"
 INCOMPLETE = "INCOMPLETE"
+# The server's log: the orchestrator writes it into the run directory before `bench run`
+# starts (its "KV cache size" line is a capacity source), and it belongs in the bundle.
+SERVER_LOG = "server.log"
 
 
 def _key(row: dict[str, Any]) -> tuple[object, object, object, object]:
@@ -66,7 +69,7 @@ class RunDir:
         self.lock()
         self._holds_a_run()  # checked again under the lock: another run may have begun
         try:
-            found = sorted(p.name for p in self.path.iterdir())
+            found = sorted(p.name for p in self.path.iterdir() if p.name != SERVER_LOG)
         except OSError as exc:
             raise DiskError(f"cannot read {self.path}: {exc.strerror}") from None
         if found:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit, UsageError
-from bench.rundir import INCOMPLETE, RunDir
+from bench.rundir import INCOMPLETE, SERVER_LOG, RunDir
 
 
 def test_out_into_a_non_empty_directory_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
@@ -35,6 +35,22 @@ def test_a_new_or_empty_directory_is_taken(tmp_path: Path) -> None:
         rundir.create()
         assert (out / INCOMPLETE).exists()
         rundir.unlock()
+
+
+def test_a_directory_holding_only_the_servers_log_is_taken(tmp_path: Path) -> None:
+    """The orchestrator writes server.log (a KV capacity source, a bundle member) first."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / SERVER_LOG).write_text("INFO GPU KV cache size: 1,835,008 tokens\n")
+    rundir = RunDir(out)
+    rundir.create()
+    assert (out / INCOMPLETE).exists() and (out / SERVER_LOG).exists()
+    rundir.unlock()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / SERVER_LOG).write_text("x\n")
+    (tmp_path / "other" / "stray.txt").write_text("x\n")
+    with pytest.raises(UsageError, match=r"not empty and holds no run \(stray.txt\)"):
+        RunDir(tmp_path / "other").create()
 
 
 def test_a_second_writer_is_refused_in_one_line_while_the_first_holds_it(tmp_path: Path) -> None:
