@@ -38,7 +38,7 @@ from typing import Literal
 from bench import stats
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
-from bench.verdict.reproduce import delta_pct
+from bench.verdict.reproduce import delta_pct, pooled_noise
 
 Mark = Literal["improved", "regressed", "unchanged", "raw", "n/a"]
 CellMark = Literal[
@@ -260,23 +260,6 @@ def _reason(a: Cell | None, b: Cell | None) -> str | None:
             f"{c.status.replace('_', ' ')} in {side}: {c.detail or 'no reason'}" for side, c in bad
         )
     return None
-
-
-def pooled_noise(runs: Sequence[RunFigures]) -> dict[str, stats.PooledNoise]:
-    """Per figure, one trial's relative noise pooled over the valid cells of all runs."""
-    out: dict[str, stats.PooledNoise] = {}
-    for phase in ("prefill", "decode"):
-        for metric in metrics_of(phase):
-            groups = [
-                c.trials.get(metric.name, ())
-                for run in runs
-                for c in run.cells.values()
-                if c.status == "valid" and c.phase == phase
-            ]
-            found = stats.pooled_noise(groups)
-            if found is not None:
-                out[metric.name] = found
-    return out
 
 
 def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:

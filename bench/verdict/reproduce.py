@@ -19,6 +19,7 @@ COMPARABLE unless accepted by name.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -216,13 +217,15 @@ def _interval(
     return ((ci.low / reference - 1) * 100.0, (ci.high / reference - 1) * 100.0)
 
 
-def pooled_by_metric(run: RunFigures) -> dict[str, stats.PooledNoise]:
-    """Per figure, the run-to-run noise of one trial pooled over the run's valid cells."""
+def pooled_noise(runs: Sequence[RunFigures]) -> dict[str, stats.PooledNoise]:
+    """Per figure, one trial's relative noise pooled over the valid cells of all runs
+    (compare pools both sides; reproduce, its one run)."""
     out: dict[str, stats.PooledNoise] = {}
     for phase in ("prefill", "decode"):
         for metric in metrics_of(phase):
             groups = [
                 c.trials.get(metric.name, ())
+                for run in runs
                 for c in run.cells.values()
                 if c.status == "valid" and c.phase == phase
             ]
@@ -230,6 +233,11 @@ def pooled_by_metric(run: RunFigures) -> dict[str, stats.PooledNoise]:
             if found is not None:
                 out[metric.name] = found
     return out
+
+
+def pooled_by_metric(run: RunFigures) -> dict[str, stats.PooledNoise]:
+    """Per figure, the run-to-run noise of one trial pooled over the run's valid cells."""
+    return pooled_noise([run])
 
 
 def _figures(
