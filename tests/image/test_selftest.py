@@ -8,25 +8,17 @@ with its name.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
+from tests.image.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docker" / "image_selftest.py"
-
-
-def _module() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("image_selftest", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_generic_parts_pass_here_and_write_the_facts(tmp_path: Path) -> None:
@@ -49,13 +41,13 @@ def test_generic_parts_pass_here_and_write_the_facts(tmp_path: Path) -> None:
 
 
 def test_a_missing_python_header_is_named(tmp_path: Path) -> None:
-    st = _module()
+    st = load_script("image_selftest")
     with pytest.raises(st.Missing, match=r"Python\.h is missing: install python3\.\d+-dev"):
         st.check_cc({}, include=str(tmp_path))
 
 
 def test_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    st = _module()
+    st = load_script("image_selftest")
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CC", raising=False)
     with pytest.raises(st.Missing, match="no C compiler"):
@@ -63,7 +55,7 @@ def test_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 def test_a_compiler_that_fails_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    st = _module()
+    st = load_script("image_selftest")
     monkeypatch.setenv("CC", "false")
     with pytest.raises(st.Missing, match="does not compile with false"):
         st.check_cc({})

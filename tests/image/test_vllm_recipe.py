@@ -11,7 +11,6 @@ setuptools-scm's own functions.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import re
 import subprocess
@@ -26,6 +25,7 @@ from packaging.version import Version
 
 from tests.image import vllm_sdist
 from tests.image.dockerfile_rules import Dockerfile, parse
+from tests.image.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "Dockerfile").read_text(encoding="utf-8")
@@ -166,15 +166,7 @@ def test_build_requirements_resolve_as_the_stage_installs_them(
 # --- the version rule ---------------------------------------------------------------------
 
 
-def _load(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-vllm_version = _load(ROOT / "docker" / "vllm_version.py", "vllm_version")
+vllm_version = load_script("vllm_version")
 
 
 def upstream_rule(tree: Path) -> Callable[[str, str, str], str]:
