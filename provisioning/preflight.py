@@ -19,7 +19,7 @@ from tabulate import tabulate
 
 from bench.errors import BenchError, HostCheckFailed
 from provisioning import cuda_compat, weights
-from provisioning.remote import CommandResult
+from provisioning.remote import CommandResult, Probe
 from provisioning.requirements import GIB, Requirements
 
 CLOCK_TOLERANCE_S = 2.0
@@ -49,10 +49,6 @@ class Gpu:
     name: str
     memory_mib: int
     driver: str
-
-
-class Probe(Protocol):
-    def run(self, command: str) -> CommandResult: ...
 
 
 class SshCaps(Protocol):

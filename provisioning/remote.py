@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import fabric
 import paramiko
@@ -156,6 +156,12 @@ def is_transient(exc: BaseException) -> bool:
 def _no_such_name(exc: BaseException) -> bool:
     """The resolver says the name does not exist (not a temporary failure: EAI_AGAIN)."""
     return isinstance(exc, socket.gaierror) and exc.errno in (socket.EAI_NONAME, socket.EAI_FAIL)
+
+
+class Probe(Protocol):
+    """What the checks need of a host: run a command (Remote, or a scripted fake in tests)."""
+
+    def run(self, command: str) -> CommandResult: ...
 
 
 class Remote:

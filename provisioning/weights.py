@@ -18,17 +18,12 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from bench.errors import HostCheckFailed
-from provisioning.remote import CommandResult
+from provisioning.remote import Probe
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class Probe(Protocol):
-    def run(self, command: str) -> CommandResult: ...
 
 
 @dataclass(frozen=True)
