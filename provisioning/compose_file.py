@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.launch_profile import LaunchProfile, load_launch_profile
+from provisioning.requirements import load_requirements
 
 # What the `bench` service runs once the server is healthy: the published sweep against
 # whichever server the active profile started (both answer as `server` on the network).
@@ -169,7 +170,9 @@ def _server_env(profile: LaunchProfile) -> str:
 
 
 def _weights_command(profile: LaunchProfile) -> str:
-    model = profile.argv[2]  # `vllm serve MODEL ...`
+    # The model the host check knows for this profile (host_requirements.toml), as the
+    # orchestrator's weights step fetches it.
+    model = load_requirements(profile.name, profile.gpus).hf_model or profile.argv[2]
     revision = ("--revision", profile.model_revision) if profile.model_revision else ()
     return _block(("hf", "download", model, *revision))
 

@@ -158,10 +158,8 @@ def gpu_selftest(
             log_tail=tail,
             hint="the line above names the missing piece; rebuild the image or fix the host",
         )
-    print(
-        f"[{host}] {tail.strip().splitlines()[-1][:300] if tail.strip() else 'self-test passed'}",
-        file=out,
-    )
+    last = tail.strip().splitlines()[-1:] or ["self-test passed"]
+    print(f"[{host}] {last[0][:300]}", file=out)
 
 
 def _counting(chunks: Iterator[bytes], out: TextIO, host: str) -> Iterator[bytes]:
