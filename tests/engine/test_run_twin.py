@@ -253,7 +253,7 @@ def test_without_metrics_active_requests_are_counted_client_side_and_recorded(
     assert cell.figures.average_active == pytest.approx(2.0, abs=0.3)
 
 
-LATE_STAMP_S = 0.005
+LATE_STAMP_S = 0.010  # a descheduled twin on two busy cores: seen up to ~5 ms late
 
 
 def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
