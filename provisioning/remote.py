@@ -292,9 +292,18 @@ class Remote:
         self.connect()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Close the connection; one that already died closes without a word.
+
+        Closing a connection whose transport is gone still tries to send the SFTP
+        channel's close message and raises (seen after a dropped link, mid-reconnect).
+        """
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            conn.close()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            log.debug("ssh_close_on_dead_link", host=self.host.name, error=str(exc) or repr(exc))
 
     @property
     def _c(self) -> fabric.Connection:

@@ -193,3 +193,19 @@ def test_put_then_get_round_trip_and_missing_file_is_one_line(
         assert _on_host(ssh_host, "remote-copy.txt").read_text() == "x" * 1000
         with pytest.raises(TransferFailed, match="does not exist"):
             transfer.get(r, str(_on_host(ssh_host, "nope")), tmp_path / "nope-local")
+
+
+def test_reconnect_after_the_link_died_under_an_open_sftp_channel(
+    ssh_host: SshTestHost, tmp_path: Path
+) -> None:
+    """Closing a connection whose socket is gone must not raise (CI saw paramiko's
+    "Socket is closed" escape from `reconnect` as a traceback mid-sweep)."""
+    src = tmp_path / "a.txt"
+    src.write_text("x")
+    with Remote(_host(ssh_host), retry=FAST) as r:
+        transfer.put(r, src, str(_on_host(ssh_host, "before-drop.txt")))  # SFTP channel open
+        assert r._conn is not None
+        r._conn.transport.sock.close()  # the link dies under the transport, as in a drop
+        r.reconnect()
+        assert r.run("echo back", check=True).stdout.strip() == "back"
+        assert r.reconnects == 1
