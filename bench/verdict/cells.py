@@ -109,6 +109,10 @@ class RunFigures:
     # The settings both sides of a verdict must share (see `bench.verdict.settings`).
     settings: dict[str, str] = field(default_factory=dict)
     twin: bool = False
+    # Server seconds the input's sweeps took, one entry per run (trial bundle): from the
+    # run's start to the end of its last measured window, times the speed factor. Server
+    # starts and image pulls are not in it (a bundle does not record them).
+    server_s: tuple[float, ...] = ()
 
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)

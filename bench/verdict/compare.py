@@ -73,6 +73,7 @@ class FigureDelta:
     mde_pct: float | None = None  # 80 % power at the BH level for one change among m
     sd_log: float | None = None  # relative noise of one trial used
     mark: Mark = "n/a"
+    df: float | None = None  # degrees of freedom of the test (inf: normal)
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,7 @@ def figure_delta(
         r.p_value,
         mde,
         sd,
+        df=r.df,
     )
 
 

@@ -18,15 +18,18 @@
    false-alarm rate and power each reaches, measured the same way.
 
 Sequential design: stage 1 runs every cell 2 times on A and once on B; after each stage,
-a cell is settled when each of its figures has its 95 % interval inside ± the MDE of the
-fixed design ("no change larger than that"); only unsettled cells get the next stage's
-trials, up to (2, 2), (3, 3), (4, 4) a side. Flags are decided once, at the end: compare
-(Benjamini-Hochberg over all cells x figures) on all trials taken.
+a cell is settled when each of its figures is shown equivalent within ± the median MDE of
+the fixed design ("no change larger than that"; Schuirmann's two one-sided tests at 5 %,
+i.e. its 90 % interval inside the margin); only unsettled cells get the next stage's
+trials, up to (2, 2), (3, 3), (5, 5) a side. Flags are decided once, at the end: compare
+(Benjamini-Hochberg over all cells x figures) on all trials taken, so the interim looks
+add no false alarms.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import stats
 from bench.card.figures import context_tokens
 from bench.card.parse import read_card
 from bench.twin import noise, virtual
@@ -42,11 +46,11 @@ from bench.twin import profile as profiles
 from bench.twin.engine import Engine
 from bench.twin.profile import Profile
 from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures, context_order, metrics_of
-from bench.verdict.compare import Comparison, Policy, compare
+from bench.verdict.compare import CellDelta, Comparison, FigureDelta, Policy, compare
 
 CARD = Path(__file__).resolve().parent.parent / "cards"
 CARD_NAME = "qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
-STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (4, 4))
+STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (5, 5))
 
 
 @dataclass(frozen=True)
@@ -149,30 +153,29 @@ def sequential(
     i: int,
     margin: dict[str, float],
     change: tuple[Key, str, float] | None = None,
+    *,
+    stages: tuple[tuple[int, int], ...] = STAGES,
 ) -> Sequential:
     keys = list(base.figures)
     counts_a = dict.fromkeys(keys, 0)
     counts_b = dict.fromkeys(keys, 0)
     open_keys = set(keys)
     last: Comparison | None = None
-    for na, nb in STAGES:
+    most = max(max(st) for st in stages)
+    for na, nb in stages:
         for k in open_keys:
             counts_a[k], counts_b[k] = na, nb
-        a = side(profile, base, _seeds(i, "A", 4), "A", counts=counts_a)
-        b = side(profile, base, _seeds(i, "B", 4), "B", counts=counts_b, change=change)
+        a = side(profile, base, _seeds(i, "A", most), "A", counts=counts_a)
+        b = side(profile, base, _seeds(i, "B", most), "B", counts=counts_b, change=change)
         last = compare(a, b, Policy())
         decided = set()
         for cell in last.cells:
             if cell.key not in open_keys:
                 continue
-            # Stop early only for "no change larger than the margin": a flag is decided
-            # at the last look only (one BH over all data), so early looks add no alarms.
-            ok = all(
-                f.ci_pct is not None
-                and -margin[f.metric.name] <= f.ci_pct[0]
-                and f.ci_pct[1] <= margin[f.metric.name]
-                for f in cell.figures
-            )
+            # Stop early only for "no change larger than the margin" (an equivalence
+            # test, TOST at 5 %: the 90 % interval inside ± margin); a flag is decided at
+            # the last look only (one BH over all data), so early looks add no alarms.
+            ok = all(_equivalent(f, cell, margin[f.metric.name]) for f in cell.figures)
             if ok:
                 decided.add(cell.key)
         open_keys -= decided
@@ -180,6 +183,17 @@ def sequential(
             break
     assert last is not None
     return Sequential(last, sum(counts_a.values()) + sum(counts_b.values()))
+
+
+def _equivalent(f: FigureDelta, cell: CellDelta, margin_pct: float) -> bool:
+    """Schuirmann's two one-sided tests at 5 % each: is |Δ| < margin with 95 % confidence?"""
+    if f.delta_pct is None or f.sd_log is None or f.df is None or cell.a is None or cell.b is None:
+        return False
+    n_a = len(cell.a.trials[f.metric.name])
+    n_b = len(cell.b.trials[f.metric.name])
+    se = f.sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b)
+    q = stats.norm_ppf(0.95) if math.isinf(f.df) else stats.t_quantile(0.95, f.df)
+    return abs(math.log1p(f.delta_pct / 100.0)) + q * se <= math.log1p(margin_pct / 100.0)
 
 
 def _ci(k: int, n: int) -> str:
@@ -199,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.verdict.power")
     p.add_argument("--profile", default="published")
     p.add_argument("--card", type=Path, default=CARD / CARD_NAME)
-    p.add_argument("--comparisons", type=int, default=200)
+    p.add_argument("--comparisons", type=int, default=1000)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--mde-samples", type=int, default=20)
     args = p.parse_args(argv)
@@ -269,10 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         hit = next(x for x in t.comparison.cells if x.key == cell)
         seq_power += any(f.metric.name == metric and f.mark == "regressed" for f in hit.figures)
     print(
-        f"| sequential (2+1, 2+2, 3+3, 4+4) | {_ci(seq_aa, N)} | "
+        f"| sequential ({', '.join(f'{a}+{b}' for a, b in STAGES)}) | {_ci(seq_aa, N)} | "
         f"{_ci(seq_power, N)} | {seq_measurements / N:.0f} (mean) | "
         f"{seq_s / N / 3600:.2f} h = {seq_s / N / fixed_s:.0%} of fixed, "
-        f"+ up to 8 server starts |"
+        f"+ up to {2 * len(STAGES)} server starts |"
     )
     # MDE table.
     print()

@@ -264,6 +264,18 @@ def _metadata(results: Results, env: Any) -> dict[str, str]:
     return out
 
 
+def sweep_server_s(results: Results) -> float | None:
+    """Server seconds of the run's sweep: from its clock anchor to the end of its last
+    measured window (decode cells carry their start and window end), times the speed
+    factor; None when no cell recorded when it ran."""
+    ends = [
+        r.started_at_s + r.extras.window_end_s
+        for r in results.cells
+        if r.started_at_s is not None and r.extras is not None and r.extras.window_end_s is not None
+    ]
+    return max(ends) * results.server.speed_factor if ends else None
+
+
 def from_results(results: Results, env: Any = None, *, name: str = "run") -> RunFigures:
     n = results.server.speed_factor
     by_cell: dict[tuple[str, int], list[CellResult]] = {}
@@ -294,6 +306,7 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         cells=cells,
         contexts=context_order(k[1] for k in cells),
         concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+        server_s=() if (spent := sweep_server_s(results)) is None else (spent,),
     )
 
 
@@ -356,4 +369,5 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         provenance="; ".join(r.provenance for r in runs if r.provenance),
         settings=first.settings,
         twin=first.twin,
+        server_s=tuple(t for r in runs for t in r.server_s),
     )

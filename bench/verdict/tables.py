@@ -183,6 +183,24 @@ def trust_lines(runs: list[RunFigures]) -> list[str]:
     return out
 
 
+def server_time_line(runs: list[RunFigures]) -> str | None:
+    """What the verdict cost in server time, per side: the sum of its runs' sweeps."""
+    parts = [
+        f"{r.name} {sum(r.server_s) / 3600:.2f} h over {len(r.server_s)} "
+        f"run{'s' if len(r.server_s) != 1 else ''}"
+        for r in runs
+        if r.server_s
+    ]
+    if not parts:
+        return None
+    total = sum(sum(r.server_s) for r in runs)
+    return (
+        f"Server time of this verdict: {'; '.join(parts)}; {total / 3600:.2f} h in all "
+        "(each run from its start to the end of its last window, in server time; server "
+        "starts not included)."
+    )
+
+
 def reproduce_markdown(r: Reproduction) -> str:
     head = trust_lines([r.ours])
     settings = r.settings.lines("ours", "card")
@@ -206,6 +224,8 @@ def reproduce_markdown(r: Reproduction) -> str:
         head.append(f"The run is {state}: cells it did not finish are not measured here.")
     if dirty := dirty_note(r.ours.metadata.get("bench version", "")):
         head.append(dirty)
+    if spent := server_time_line([r.ours]):
+        head.append(spent)
     head.append(
         f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
         f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
@@ -235,6 +255,8 @@ def compare_markdown(c: Comparison) -> str:
     settings = c.settings.lines("A", "B")
     if settings:
         lines += [*settings, ""]
+    if spent := server_time_line([c.a, c.b]):
+        lines += [spent, ""]
     p = c.policy
     if c.raw_only:
         lines.append(

@@ -59,6 +59,8 @@ def make_results(
     oc = over_capacity
     cells: list[CellResult] = []
     planned: list[PlannedCell] = []
+    clock = 5.0 / speed  # client seconds since the run's anchor: each cell starts, gates 10
+    # server seconds, measures the 30 s window, then 1 s passes before the next
     for row in card.measurements:
         m = row
         if m.phase != "decode" or (contexts is not None and m.context not in contexts):
@@ -118,7 +120,10 @@ def make_results(
                 ttft=_dist(m.concurrency, m.ttft_s / k / speed, 0.05),
                 tbt=_dist(m.concurrency, tbt / speed, 0.03),
                 chunk_gap=_dist(2000, tbt * 1.9 / speed, 0.4),
+                window_start_s=10.0 / speed,
+                window_end_s=40.0 / speed,
             )
+            started, clock = clock, clock + 41.0 / speed
             cells.append(
                 CellResult(
                     context_label=context,
@@ -128,6 +133,7 @@ def make_results(
                     status="valid",
                     figures=figures,
                     extras=extras,
+                    started_at_s=started,
                 )
             )
     prefill = [

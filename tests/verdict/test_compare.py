@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from bench.card.model import Card
 from bench.errors import Exit
 from bench.results import Results
 from bench.verdict.cells import BY_NAME, Cell
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
-from bench.verdict.run_source import from_results, merge_runs
+from bench.verdict.run_source import from_results, merge_runs, sweep_server_s
 from bench.verdict.tables import compare_markdown
 from tests.verdict.synth import make_results
 
@@ -177,3 +179,22 @@ def test_a_side_from_a_dirty_tree_says_so_in_the_header(card: Card) -> None:
     head = compare_markdown(compare(a, b, Policy())).split("What differs")[0]
     assert "A (a)" not in head
     assert "B (b) was made by bench 0.2.0.dev5+gabc1234.d20261203, from a dirty tree" in head
+
+
+def test_the_verdict_reports_the_server_time_it_took(card: Card) -> None:
+    """Per side: the sum of its runs' sweeps in server time, whatever the speed factor."""
+    runs = [make_results(card, trials=1, noise=0.01, seed=s, speed=5.0) for s in (1, 2, 3)]
+    valid = sum(1 for c in runs[0].cells if c.status == "valid")
+    # 5 s before the first cell, then 41 server seconds per measured cell, the last one
+    # ending 1 s before the next would start: the same at any speed factor.
+    assert sweep_server_s(runs[0]) == pytest.approx(5.0 + 41.0 * valid - 1.0)
+    a = merge_runs([from_results(r, name="a") for r in runs], "A")
+    b = from_results(make_results(card, trials=3, noise=0.01, seed=9), name="B")
+    assert a.server_s == pytest.approx((5.0 + 41.0 * valid - 1.0,) * 3)
+    text = compare_markdown(compare(a, b, Policy()))
+    a_h = 3 * (5.0 + 41.0 * valid - 1.0) / 3600
+    b_h = (5.0 + 41.0 * 3 * valid - 1.0) / 3600  # one run of 3 trials
+    assert (
+        f"Server time of this verdict: A {a_h:.2f} h over 3 runs; "
+        f"B {b_h:.2f} h over 1 run; {a_h + b_h:.2f} h in all"
+    ) in text
