@@ -22,9 +22,8 @@ def make_plan(
 ) -> Plan:
     contexts: list[PlannedContext] = []
     seen: set[str] = set()
-    rows = [(n, True) for n in settings.contexts] + [
-        (n, False) for n in settings.prefill_only_contexts
-    ]
+    rows = [(n, True) for n in settings.contexts]
+    rows += [(n, False) for n in settings.prefill_only_contexts]
     for nominal, decode in rows:
         max_tokens = settings.max_tokens if decode else 1
         prompt = fit(nominal, server.max_model_len, max_tokens)
@@ -34,6 +33,12 @@ def make_plan(
                 hint="lower --max-tokens",
             )
         label = context_label(nominal, prompt)
+        if (
+            decode
+            and settings.cells
+            and not any(_names(w, label, nominal) for w, _ in settings.cells)
+        ):
+            continue  # --cells names none of this row's cells
         if (label, decode) in {(c.label, c.decode) for c in contexts} or (
             not decode and label in seen and _same_size(contexts, label, prompt)
         ):
@@ -55,6 +60,10 @@ def make_plan(
         if not ctx.decode:
             continue
         for c in settings.concurrencies:
+            if settings.cells and not any(
+                _names(w, ctx.label, ctx.nominal_tokens) and c == x for w, x in settings.cells
+            ):
+                continue
             needed = kv_needed(c, ctx.prompt_tokens, ctx.max_tokens)
             reason = over_capacity_reason(needed, kv)
             cells.append(
@@ -67,6 +76,17 @@ def make_plan(
                     reason=reason,
                 )
             )
+    unplanned = [
+        f"{w}:{c}"
+        for w, c in settings.cells
+        if not any(_names(w, p.context_label, _nominal(contexts, p.context_label)) and
+                   p.concurrency == c for p in cells)
+    ]  # fmt: skip
+    if unplanned:
+        raise UsageError(
+            f"--cells {' '.join(unplanned)} names no cell of this sweep",
+            hint="give cells of --contexts x --concurrencies, by label (251K) or size (256K)",
+        )
     estimate = _estimate_s(settings, contexts, cells) / server.speed_factor
     return Plan(
         contexts=tuple(contexts),
@@ -76,6 +96,22 @@ def make_plan(
         estimated_duration_s=estimate,
         prompt_sizing="tokenize" if prompt_sizing == "tokenize" else "usage_calibrated",
     )
+
+
+def _names(word: str, label: str, nominal: int) -> bool:
+    """Does a context as given to --cells (its label, or its nominal size) name this row?"""
+    return word.upper() == label.upper() or _tokens(word) == nominal
+
+
+def _tokens(word: str) -> int | None:
+    text = word.strip().upper()
+    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+    digits = text[:-1] if scale != 1 else text
+    return int(digits) * scale if digits.isdigit() else None
+
+
+def _nominal(contexts: list[PlannedContext], label: str) -> int:
+    return next(c.nominal_tokens for c in contexts if c.decode and c.label == label)
 
 
 def _same_size(contexts: list[PlannedContext], label: str, prompt: int) -> bool:

@@ -57,6 +57,9 @@ class RunSettings(_Model):
     contexts: tuple[int, ...]  # decode contexts, nominal tokens (8K = 8192)
     prefill_only_contexts: tuple[int, ...] = ()
     concurrencies: tuple[int, ...]
+    # (context as given: its label or nominal size, concurrency): only these decode cells of
+    # contexts x concurrencies are planned (a sequential compare's later trials); empty = all.
+    cells: tuple[tuple[str, int], ...] = ()
     duration_s: float  # the window in server time (30 s on the card)
     max_tokens: int
     trials: int = 1

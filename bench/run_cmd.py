@@ -83,6 +83,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="C",
         help="requests at once, per decode cell",
     )
+    p.add_argument(
+        "--cells",
+        nargs="*",
+        default=[],
+        metavar="CTX:C",
+        help="measure only these decode cells of the matrix above, e.g. 8K:64 (their rows' "
+        "prefill scouts run too); a sequential compare gives them to trials after its first",
+    )
     p.add_argument("--duration", type=float, default=30.0, help="window, server seconds")
     p.add_argument("--max-tokens", type=int, default=4096, help="output tokens per request")
     p.add_argument("--trials", type=int, default=1, help="times the whole sweep is measured")
@@ -151,13 +159,23 @@ def _settings(args: argparse.Namespace) -> RunSettings:
         if not c.strip().isdigit() or int(c) <= 0:
             raise UsageError(f"concurrency {c!r} is not a positive integer")
         concurrencies.append(int(c))
+    cells = []
+    for word in _split(args.cells):
+        ctx, sep, conc = word.partition(":")
+        if not sep or not ctx.strip() or not conc.strip().isdigit() or int(conc) <= 0:
+            raise UsageError(
+                f"--cells {word!r} is not CONTEXT:CONCURRENCY", hint="e.g. --cells 8K:64 16K:1"
+            )
+        cells.append((ctx.strip(), int(conc)))
+    contexts = tuple(parse_tokens(c) for c in _split(args.contexts))
     return RunSettings(
         url=check_url(args.url or "http://127.0.0.1:8000"),
         api=args.api,
         model=args.model,
-        contexts=tuple(parse_tokens(c) for c in _split(args.contexts)),
+        contexts=contexts,
         prefill_only_contexts=tuple(parse_tokens(c) for c in _split(args.prefill_only_contexts)),
         concurrencies=tuple(concurrencies),
+        cells=tuple(sorted(set(cells))),
         duration_s=args.duration,
         max_tokens=args.max_tokens,
         trials=args.trials,
@@ -176,6 +194,7 @@ def _only_url_with_resume(args: argparse.Namespace) -> None:
         "contexts": list(PUBLISHED_CONTEXTS),
         "prefill_only_contexts": list(PUBLISHED_PREFILL_ONLY),
         "concurrencies": list(PUBLISHED_CONCURRENCIES),
+        "cells": [],
         "duration": 30.0,
         "max_tokens": 4096,
         "trials": 1,

@@ -113,6 +113,9 @@ class RunFigures:
     # run's start to the end of its last measured window, times the speed factor. Server
     # starts and image pulls are not in it (a bundle does not record them).
     server_s: tuple[float, ...] = ()
+    # The cells the input set out to measure (its plan's decode cells and prefill rows);
+    # None = every cell it has. A run of a sequential compare plans the open cells only.
+    planned: frozenset[Key] | None = None
 
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)

@@ -17,19 +17,15 @@
 6. Server time per verdict: fixed 3 trials a side vs a sequential design (below), at the
    false-alarm rate and power each reaches, measured the same way.
 
-Sequential design: stage 1 runs every cell 2 times on A and once on B; after each stage,
-a cell is settled when each of its figures is shown equivalent within ± the median MDE of
-the fixed design ("no change larger than that"; Schuirmann's two one-sided tests at 5 %,
-i.e. its 90 % interval inside the margin); only unsettled cells get the next stage's
-trials, up to (2, 2), (3, 3), (5, 5) a side. Flags are decided once, at the end: compare
-(Benjamini-Hochberg over all cells x figures) on all trials taken, so the interim looks
-add no false alarms.
+Sequential design: `bench.verdict.sequential`, the scheduler `make compare-images` and
+`make compare-commits` use with ORDER=sequential, each trial a virtual run of the same
+seeds as the fixed design's (its first 3 trials a side are the fixed design's).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
 import random
 import statistics
 import sys
@@ -38,19 +34,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import stats
 from bench.card.figures import context_tokens
 from bench.card.parse import read_card
 from bench.twin import noise, virtual
 from bench.twin import profile as profiles
 from bench.twin.engine import Engine
 from bench.twin.profile import Profile
+from bench.verdict import sequential as sequential_mod
 from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures, context_order, metrics_of
-from bench.verdict.compare import CellDelta, Comparison, FigureDelta, Policy, compare
+from bench.verdict.compare import Comparison, Policy, compare
+from bench.verdict.sequential import STAGES
 
 CARD = Path(__file__).resolve().parent.parent / "cards"
 CARD_NAME = "qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
-STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (5, 5))
 
 
 @dataclass(frozen=True)
@@ -141,59 +137,24 @@ def fixed(
     return compare(a, b, Policy())
 
 
-@dataclass(frozen=True)
-class Sequential:
-    comparison: Comparison
-    measurements: int  # cell measurements taken, both sides
-
-
 def sequential(
     profile: Profile,
     base: Base,
     i: int,
-    margin: dict[str, float],
     change: tuple[Key, str, float] | None = None,
-    *,
-    stages: tuple[tuple[int, int], ...] = STAGES,
-) -> Sequential:
-    keys = list(base.figures)
-    counts_a = dict.fromkeys(keys, 0)
-    counts_b = dict.fromkeys(keys, 0)
-    open_keys = set(keys)
-    last: Comparison | None = None
-    most = max(max(st) for st in stages)
-    for na, nb in stages:
-        for k in open_keys:
-            counts_a[k], counts_b[k] = na, nb
-        a = side(profile, base, _seeds(i, "A", most), "A", counts=counts_a)
-        b = side(profile, base, _seeds(i, "B", most), "B", counts=counts_b, change=change)
-        last = compare(a, b, Policy())
-        decided = set()
-        for cell in last.cells:
-            if cell.key not in open_keys:
-                continue
-            # Stop early only for "no change larger than the margin" (an equivalence
-            # test, TOST at 5 %: the 90 % interval inside ± margin); a flag is decided at
-            # the last look only (one BH over all data), so early looks add no alarms.
-            ok = all(_equivalent(f, cell, margin[f.metric.name]) for f in cell.figures)
-            if ok:
-                decided.add(cell.key)
-        open_keys -= decided
-        if not open_keys:
-            break
-    assert last is not None
-    return Sequential(last, sum(counts_a.values()) + sum(counts_b.values()))
+) -> sequential_mod.Outcome:
+    """Comparison i by the product's sequential scheduler, each trial a virtual run."""
 
+    def measure(which: str, trial: int, cells: frozenset[Key] | None) -> RunFigures:
+        label = "A" if which == "a" else "B"
+        seed = _seeds(i, label, trial)[-1]
+        run = side(profile, base, [seed], label, change=change if which == "b" else None)
+        if cells is None:
+            return run
+        kept = {k: c for k, c in run.cells.items() if k in cells}
+        return dataclasses.replace(run, cells=kept, planned=cells)
 
-def _equivalent(f: FigureDelta, cell: CellDelta, margin_pct: float) -> bool:
-    """Schuirmann's two one-sided tests at 5 % each: is |Δ| < margin with 95 % confidence?"""
-    if f.delta_pct is None or f.sd_log is None or f.df is None or cell.a is None or cell.b is None:
-        return False
-    n_a = len(cell.a.trials[f.metric.name])
-    n_b = len(cell.b.trials[f.metric.name])
-    se = f.sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b)
-    q = stats.norm_ppf(0.95) if math.isinf(f.df) else stats.t_quantile(0.95, f.df)
-    return abs(math.log1p(f.delta_pct / 100.0)) + q * se <= math.log1p(margin_pct / 100.0)
+    return sequential_mod.run(measure, Policy())
 
 
 def _ci(k: int, n: int) -> str:
@@ -230,7 +191,6 @@ def main(argv: list[str] | None = None) -> int:
     # A/A and power, fixed design.
     aa_flagged = 0
     power_hits = 0
-    margin_samples: dict[str, list[float]] = {m: [] for m in names}
     rng = random.Random(14)
     changes: list[tuple[Key, str, float]] = []
     for i in range(N):
@@ -246,16 +206,11 @@ def main(argv: list[str] | None = None) -> int:
             if f.metric.name == metric
         )
         assert printed is not None
-        for x in c.cells:
-            for f in x.figures:
-                if f.mde_pct is not None:
-                    margin_samples[f.metric.name].append(f.mde_pct)
         change = (cell, metric, printed)
         changes.append(change)
         changed = fixed(profile, base, i, n, change)
         hit = next(x for x in changed.cells if x.key == cell)
         power_hits += any(f.metric.name == metric and f.mark == "regressed" for f in hit.figures)
-    margin = {m: statistics.median(v) for m, v in margin_samples.items() if v}
     print()
     print("| design | A/A: comparisons flagging anything | power at the printed MDE | "
           "cell measurements per verdict | server time per verdict |")  # fmt: skip
@@ -266,27 +221,24 @@ def main(argv: list[str] | None = None) -> int:
         f"{_ci(power_hits, N)} | {2 * n * len(base.figures)} | "
         f"{fixed_s / 3600:.2f} h + {2 * n} server starts |"
     )
-    # Sequential design at the fixed design's MDE as its equivalence margin.
+    # The product's sequential scheduler (bench.verdict.sequential) on the same seeds.
     seq_aa = seq_power = 0
     seq_measurements = 0
     seq_s = 0.0
     for i in range(N):
-        s = sequential(profile, base, i, margin)
+        s = sequential(profile, base, i)
         seq_aa += bool(s.comparison.flagged)
-        seq_measurements += s.measurements
-        counts = {k: len(s.comparison.a.cells[k].trials[next(iter(base.figures[k]))]) +
-                  len(s.comparison.b.cells[k].trials[next(iter(base.figures[k]))])
-                  for k in base.figures}  # fmt: skip
-        seq_s += _cell_seconds(base, lambda k, c=counts: c[k])  # type: ignore[misc]
+        seq_measurements += sum(s.measurements.values())
+        seq_s += _cell_seconds(base, lambda k, m=s.measurements: m.get(k, 0))  # type: ignore[misc]
         cell, metric, _ = changes[i]
-        t = sequential(profile, base, i, margin, changes[i])
+        t = sequential(profile, base, i, changes[i])
         hit = next(x for x in t.comparison.cells if x.key == cell)
         seq_power += any(f.metric.name == metric and f.mark == "regressed" for f in hit.figures)
     print(
         f"| sequential ({', '.join(f'{a}+{b}' for a, b in STAGES)}) | {_ci(seq_aa, N)} | "
         f"{_ci(seq_power, N)} | {seq_measurements / N:.0f} (mean) | "
         f"{seq_s / N / 3600:.2f} h = {seq_s / N / fixed_s:.0%} of fixed, "
-        f"+ up to {2 * len(STAGES)} server starts |"
+        f"+ up to {sum(STAGES[-1])} server starts |"
     )
     # MDE table.
     print()

@@ -307,6 +307,10 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         contexts=context_order(k[1] for k in cells),
         concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
         server_s=() if (spent := sweep_server_s(results)) is None else (spent,),
+        planned=frozenset(
+            [("decode", c.context_label, c.concurrency) for c in results.plan.cells]
+            + [("prefill", c.label, 1) for c in results.plan.contexts]
+        ),
     )
 
 
@@ -337,19 +341,22 @@ def _merge_cell(cells: list[Cell]) -> Cell:
 
 def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
     """Several bundles of one side (one server start each) as one side whose trials are
-    all of theirs; a cell not valid in any of them is not valid here."""
+    all of theirs; a cell not valid in any of them is not valid here. A cell that a run
+    did not plan (a sequential compare's later runs measure the open cells only) is not
+    missing from it; one it planned and did not measure is."""
     if len(runs) == 1:
         return runs[0]
     keys = {k for r in runs for k in r.cells}
     cells: dict[Key, Cell] = {}
     for key in keys:
         found = [r.cells[key] for r in runs if key in r.cells]
+        asked = sum(1 for r in runs if r.planned is None or key in r.planned or key in r.cells)
         merged = _merge_cell(found)
-        if len(found) < len(runs):
+        if len(found) < asked:
             merged = dataclasses.replace(
                 merged,
                 status="failed" if merged.status == "valid" else merged.status,
-                detail=f"measured in {len(found)} of {len(runs)} runs",
+                detail=f"measured in {len(found)} of the {asked} runs that planned it",
             )
         cells[key] = merged
     order: list[Trust] = ["unverified", "unsigned", "signed", "card"]

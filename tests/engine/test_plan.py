@@ -163,3 +163,51 @@ def test_bad_context_text_is_a_usage_error() -> None:
     assert parse_tokens("8k") == 8192
     with pytest.raises(UsageError):
         parse_tokens("eight")
+
+
+def test_cells_plans_only_the_named_decode_cells_and_their_rows() -> None:
+    """A sequential compare's later trials: the open cells only, each row's scout with them."""
+    settings = RunSettings(
+        url="http://x",
+        contexts=(8192, 16384, 32768),
+        prefill_only_contexts=(262_144,),
+        concurrencies=(1, 64, 128),
+        cells=(("8K", 64), ("32768", 1), ("32k", 128)),
+        duration_s=30,
+        max_tokens=4096,
+    )
+    p = plan.make_plan(settings, CARD_SERVER, capacity.kv_capacity(None, 1_800_000),
+                       prompt_sizing="tokenize")  # fmt: skip
+    assert [(c.label, c.decode) for c in p.contexts] == [
+        ("8K", True), ("32K", True), ("256K", False),
+    ]  # fmt: skip
+    assert [(c.context_label, c.concurrency) for c in p.cells] == [
+        ("8K", 64), ("32K", 1), ("32K", 128),
+    ]  # fmt: skip
+
+
+def test_cells_outside_the_matrix_or_malformed_are_one_line_usage_errors() -> None:
+    from bench.cli import build_parser
+    from bench.run_cmd import _settings
+
+    parser = build_parser()
+    base = ["run", "--contexts", "8K", "--concurrencies", "1", "64"]
+    ok = _settings(parser.parse_args([*base, "--cells", "8K:64"]))
+    assert ok.cells == (("8K", 64),)
+    with pytest.raises(UsageError, match="is not CONTEXT:CONCURRENCY"):
+        _settings(parser.parse_args([*base, "--cells", "8K"]))
+    bad = _settings(parser.parse_args([*base, "--cells", "8K:64", "16K:1"]))
+    with pytest.raises(UsageError, match=r"^--cells 16K:1 names no cell of this sweep$"):
+        plan.make_plan(bad, CARD_SERVER, capacity.kv_capacity(None, 1_800_000),
+                       prompt_sizing="tokenize")  # fmt: skip
+
+
+def test_cells_name_a_trimmed_row_by_its_label_or_its_nominal_size() -> None:
+    for word in ("251K", "256K"):
+        settings = RunSettings(
+            url="http://x", contexts=(262_144,), concurrencies=(1, 4), cells=((word, 4),),
+            duration_s=30, max_tokens=4096,
+        )  # fmt: skip
+        p = plan.make_plan(settings, CARD_SERVER, capacity.kv_capacity(None, 1_800_000),
+                           prompt_sizing="tokenize")  # fmt: skip
+        assert [(c.context_label, c.concurrency) for c in p.cells] == [("251K", 4)]
