@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_the_first_stage_measures_everything_then_only_open_cells(
     later = [c for _, _, c in calls[3:]]
     assert all(c is not None and len(c) < 40 for c in later)
     # a stage's cells never grow: what settled stays settled
-    for before, after in zip(later, later[1:], strict=False):
+    for before, after in itertools.pairwise(later):
         assert after is not None and before is not None and after <= before
     assert not out.comparison.flagged
     assert sum(out.measurements.values()) < 6 * 40  # cheaper than 3 + 3 everywhere
