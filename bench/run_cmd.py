@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--api", choices=("chat", "completions"), default="chat", help="API to use")
     p.add_argument(
         "--contexts",
-        nargs="+",
+        nargs="*",
         default=list(PUBLISHED_CONTEXTS),
         metavar="N",
         help="decode contexts in tokens (8K = 8192)",
@@ -168,6 +168,11 @@ def _settings(args: argparse.Namespace) -> RunSettings:
             )
         cells.append((ctx.strip(), int(conc)))
     contexts = tuple(parse_tokens(c) for c in _split(args.contexts))
+    if not contexts and not _split(args.prefill_only_contexts):
+        raise UsageError(
+            "nothing to measure: no --contexts and no --prefill-only-contexts",
+            hint="e.g. --contexts 8K 16K",
+        )
     return RunSettings(
         url=check_url(args.url or "http://127.0.0.1:8000"),
         api=args.api,

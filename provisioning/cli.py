@@ -72,11 +72,12 @@ def _add_pair_outputs(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--order",
-        choices=("interleaved", "blocked"),
+        choices=("interleaved", "blocked", "sequential"),
         default="interleaved",
         help="interleaved (default): A B B A A B ..., so drift over hours is balanced; "
         "blocked: all A, then all B (fewer image switches; the verdict says drift is not "
-        "controlled)",
+        "controlled); sequential: A B A, then more sweeps of the cells still open only, "
+        "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored)",
     )
 
 

@@ -25,6 +25,8 @@ from bench import __version__, image_tag
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.settings import Settings
+from bench.verdict import sequential
+from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit, load_reference
 from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
@@ -330,6 +332,53 @@ def sweep_order(trials: int, order: str) -> list[str]:
     return [x for i in range(trials) for x in (("a", "b") if i % 2 == 0 else ("b", "a"))]
 
 
+class _SweepStopped(Exception):
+    """A sweep of a sequential compare failed or was interrupted: stop the compare."""
+
+
+@dataclass
+class _Sweeps:
+    """The sweeps of one compare on one host, each a HostRun with its own signed bundle."""
+
+    args: argparse.Namespace
+    settings: Settings
+    target: Target
+    images: tuple[str, str]
+    base: str
+    allowed: Path
+    numbered: bool  # run ids <base>-a1, -b1 ... (else <base>-a, -b)
+
+    def __post_init__(self) -> None:
+        self.workers: list[_Worker] = []
+
+    def sweep(self, label: str, trial: int, extra: tuple[str, ...] = ()) -> RunFigures | None:
+        """One sweep of side `label`, its bundle verified and read; None when it failed or
+        was interrupted (the summary says which)."""
+        opts = Options(
+            profile=self.target.profile,
+            requirements=self.target.requirements,
+            image_ref=self.images[0] if label == "a" else self.images[1],
+            run_id=f"{self.base}-{label}{trial}" if self.numbered else f"{self.base}-{label}",
+            results_dir=self.args.results,
+            allowed_signers=self.allowed,
+            bench_args=(*self.args.bench_args, *extra),
+            secrets=Secrets(api_key=self.settings.api_key, hf_token=hf_token(dict(os.environ))),
+        )
+        worker = _Worker(HostRun(self.target.host, opts, remote=Remote(self.target.host)))
+        stopped = _run_all([worker]) or worker.error is not None
+        self.workers.append(worker)
+        if stopped or worker.outcome.local_dir is None:
+            return None
+        return load_run(worker.outcome.local_dir, Verification((self.allowed,)))
+
+    def host_time_line(self) -> str:
+        spent = sum(sum(w.outcome.timings_s.values()) for w in self.workers)
+        return (
+            f"host time of these sweeps, server starts and transfers included: "
+            f"{spent / 60:.1f} min over {len(self.workers)} sweeps"
+        )
+
+
 def _sweep_both(
     args: argparse.Namespace,
     settings: Settings,
@@ -338,48 +387,57 @@ def _sweep_both(
     title: str,
 ) -> int:
     """Sweeps of A and B in the order asked, one signed bundle each; then B against A."""
-    environ = dict(os.environ)
-    base = args.run_id or new_run_id()
-    allowed = args.allowed_signers or signing.default_allowed_signers()
     trials = getattr(args, "trials_per_side", 1)
     order = getattr(args, "order", "interleaved")
-    workers: list[_Worker] = []
+    sweeps = _Sweeps(
+        args, settings, target, images, args.run_id or new_run_id(),
+        args.allowed_signers or signing.default_allowed_signers(),
+        numbered=trials > 1 or order == "sequential",
+    )  # fmt: skip
+    if order == "sequential":
+        return _sequential(sweeps, title)
+    sides: dict[str, list[RunFigures]] = {"a": [], "b": []}
     done = {"a": 0, "b": 0}
-    sides: dict[str, list[Path]] = {"a": [], "b": []}
     for label in sweep_order(trials, order):
         done[label] += 1
-        run_id = f"{base}-{label}" if trials == 1 else f"{base}-{label}{done[label]}"
-        opts = Options(
-            profile=target.profile,
-            requirements=target.requirements,
-            image_ref=images[0] if label == "a" else images[1],
-            run_id=run_id,
-            results_dir=args.results,
-            allowed_signers=allowed,
-            bench_args=tuple(args.bench_args),
-            secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
-        )
-        worker = _Worker(HostRun(target.host, opts, remote=Remote(target.host)))
-        if _run_all([worker]) or worker.error is not None:
-            return _summarise([*workers, worker], allowed, None)
-        workers.append(worker)
-        assert worker.outcome.local_dir is not None
-        sides[label].append(worker.outcome.local_dir)
-    _summarise(workers, allowed, None)
-    how = Verification((allowed,))
-    a = merge_runs([load_run(d, how) for d in sides["a"]], f"{base}-a")
-    b = merge_runs([load_run(d, how) for d in sides["b"]], f"{base}-b")
+        figures = sweeps.sweep(label, done[label])
+        if figures is None:
+            return _summarise(sweeps.workers, sweeps.allowed, None)
+        sides[label].append(figures)
+    _summarise(sweeps.workers, sweeps.allowed, None)
+    a = merge_runs(sides["a"], f"{sweeps.base}-a")
+    b = merge_runs(sides["b"], f"{sweeps.base}-b")
     result = compare(a, b, Policy())
-    server_s = sum(sum(w.outcome.timings_s.values()) for w in workers)
     print(f"\n## {title}\n")
     sequence = " ".join(x.upper() for x in sweep_order(trials, order))
     drift = ""
     if order == "blocked" and trials > 1:
         drift = " (blocked: drift over time is NOT controlled and may read as a change)"
     print(f"{trials} sweep(s) a side, order {sequence}{drift}")
-    print(f"server time of this verdict: {server_s / 60:.1f} min over {len(workers)} sweeps\n")
+    print(sweeps.host_time_line() + "\n")
     print(compare_markdown(result))
     return int(compare_exit([result]))
+
+
+def _sequential(sweeps: _Sweeps, title: str) -> int:
+    """The sequential design (`bench.verdict.sequential`): trials go to open cells only."""
+
+    def measure(side: sequential.Side, trial: int, cells: frozenset[Key] | None) -> RunFigures:
+        figures = sweeps.sweep(side, trial, sequential.run_args(cells))
+        if figures is None:
+            raise _SweepStopped
+        return figures
+
+    try:
+        outcome = sequential.run(measure, Policy(), names=(f"{sweeps.base}-a", f"{sweeps.base}-b"))
+    except _SweepStopped:
+        return _summarise(sweeps.workers, sweeps.allowed, None)
+    _summarise(sweeps.workers, sweeps.allowed, None)
+    print(f"\n## {title}\n")
+    print("\n".join(outcome.lines()))
+    print(sweeps.host_time_line() + "\n")
+    print(compare_markdown(outcome.comparison))
+    return int(compare_exit([outcome.comparison]))
 
 
 def _default_card(profile: LaunchProfile) -> Path | None:

@@ -69,6 +69,23 @@ class Outcome:
         ]
 
 
+def run_args(cells: frozenset[Key] | None) -> tuple[str, ...]:
+    """`bench run` arguments that measure exactly these cells (after the sweep's own: the
+    last occurrence of a flag wins): the open decode cells by label, and the rows whose
+    prefill is open but none of whose decode cells are, as prefill-only rows."""
+    if cells is None:
+        return ()
+    decode = sorted((k for k in cells if k[0] == "decode"), key=lambda k: (k[1], k[2]))
+    rows = {k[1] for k in decode}
+    prefill = sorted(k[1] for k in cells if k[0] == "prefill" and k[1] not in rows)
+    out = ["--prefill-only-contexts", *prefill]
+    if decode:
+        out += ["--cells", *(f"{k[1]}:{k[2]}" for k in decode)]
+    else:
+        out.append("--contexts")  # no decode row at all
+    return tuple(out)
+
+
 def fixed_mde_pct(f: FigureDelta, comparison: Comparison, policy: Policy) -> float | None:
     """The MDE of the fixed design for this figure: from the figure's noise pooled over all
     cells when pooling is sound (else this cell's), with normal quantiles. It is the

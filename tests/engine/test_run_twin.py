@@ -418,3 +418,34 @@ def test_results_and_environment_name_the_checkouts_git_version(small_run: Path)
     assert results.bench_version == bench.__version__
     environment = json.loads((small_run / "environment.json").read_text())
     assert environment["bench"]["version"] == bench.__version__
+
+
+def test_a_sequential_stage_measures_only_its_open_cells(
+    twin: TwinProcess, small_run: Path, tmp_path: Path
+) -> None:
+    """`bench run` with the arguments a sequential compare adds after the sweep's own: the
+    open decode cell and an open prefill row only; merged with a full run, nothing that
+    the later run did not plan counts as missing."""
+    from bench.verdict.run_source import Verification, load_run, merge_runs
+    from bench.verdict.sequential import run_args
+
+    open_cells = frozenset({("decode", "256", 2), ("prefill", "1K", 1)})
+    extra = run_args(open_cells)
+    assert extra == ("--prefill-only-contexts", "1K", "--cells", "256:2")
+    out = tmp_path / "stage2"
+    rc, _, stderr = finish(
+        bench("--url", twin.url, *SMALL, "--duration", "2", "--out", str(out), *extra)
+    )
+    assert rc == 0, stderr[-2000:]
+    results = Results.model_validate_json((out / "results.json").read_text())
+    assert [(c.context_label, c.concurrency) for c in results.cells] == [("256", 2)]
+    assert sorted(p.context_label for p in results.prefill) == ["1K", "256"]
+    trusted = Verification(unverified=True)
+    full, part = load_run(small_run, trusted), load_run(out, trusted)
+    assert part.planned == frozenset(
+        {("decode", "256", 2), ("prefill", "256", 1), ("prefill", "1K", 1)}
+    )
+    side = merge_runs([full, part], "A")
+    assert len(side.cells[("decode", "256", 2)].trials["tbt_s"]) == 2
+    assert len(side.cells[("decode", "256", 1)].trials["tbt_s"]) == 1
+    assert side.cells[("decode", "256", 1)].status == "valid"
