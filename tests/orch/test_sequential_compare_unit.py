@@ -25,6 +25,7 @@ class VirtualSweeps(orchestrate._Sweeps):
     """Sweeps that are virtual runs of the twin: B is 8 % slower at 32K x 32 if asked."""
 
     slower_b = False
+    asked: list[tuple[str, int, tuple[str, ...]]]
 
     def sweep(self, label: str, trial: int, extra: tuple[str, ...] = ()) -> RunFigures | None:
         self.asked.append((label, trial, extra))
@@ -33,9 +34,6 @@ class VirtualSweeps(orchestrate._Sweeps):
         run = power.side(profiles.load("published"), BASE, [seed], label.upper(),
                          change=change if label == "b" else None)  # fmt: skip
         if "--cells" in extra or "--contexts" in extra:
-            args = cli.build_parser().parse_args(["compare", "h", "--image-a", "x",
-                                                  "--image-b", "y"])  # fmt: skip
-            assert args is not None
             cells = {
                 ("decode", *w.rsplit(":", 1)) for w in extra[extra.index("--cells") + 1 :]
             } if "--cells" in extra else set()  # fmt: skip
@@ -50,7 +48,7 @@ def _sweeps(tmp_path: Path, *, slower_b: bool) -> VirtualSweeps:
     args = argparse.Namespace(bench_args=["--duration", "30"], results=tmp_path)
     s = VirtualSweeps(args, Settings(), None, ("img-a", "img-b"), "seq", tmp_path / "allowed",  # type: ignore[arg-type]
                       numbered=True)  # fmt: skip
-    s.asked = []  # type: ignore[attr-defined]
+    s.asked = []
     s.slower_b = slower_b
     return s
 
@@ -61,7 +59,7 @@ def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
     sweeps = _sweeps(tmp_path, slower_b=True)
     code = orchestrate._sequential(sweeps, "A vs B")
     out = capsys.readouterr().out
-    asked = sweeps.asked  # type: ignore[attr-defined]
+    asked = sweeps.asked
     assert [(side, trial, extra) for side, trial, extra in asked[:3]] == [
         ("a", 1, ()), ("b", 1, ()), ("a", 2, ()),
     ]  # fmt: skip
