@@ -109,6 +109,11 @@ class RunFigures:
     # The settings both sides of a verdict must share (see `bench.verdict.settings`).
     settings: dict[str, str] = field(default_factory=dict)
     twin: bool = False
+    # Where the run's software and weights came from (`bench.provenance`), for the header.
+    weights: str = ""  # "weights: M at REV, pinned" / "not pinned" / "not applicable (twin)"
+    model_revision: str | None = None
+    image_id: str | None = None
+    packages: dict[str, str] | None = None  # the server's package freeze, name -> version
 
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bench import provenance
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
@@ -284,9 +285,14 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         by_context.setdefault(p.context_label, []).append(p)
     for label, samples in by_context.items():
         cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
+    twin = run_settings.is_twin(results)
     return RunFigures(
         settings=run_settings.from_run(results, env),
-        twin=run_settings.is_twin(results),
+        twin=twin,
+        weights=provenance.weights_line(env, twin=twin),
+        model_revision=provenance.model_revision(env),
+        image_id=provenance.image_id(env),
+        packages=provenance.server_packages(env, twin=twin),
         name=name,
         kind="run",
         speed_factor=n,
@@ -356,4 +362,8 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         provenance="; ".join(r.provenance for r in runs if r.provenance),
         settings=first.settings,
         twin=first.twin,
+        weights=first.weights,
+        model_revision=first.model_revision,
+        image_id=first.image_id,
+        packages=first.packages,
     )
