@@ -42,7 +42,8 @@ class Verified:
     provenance: tuple[str, ...] = field(default=())  # what was found, one line each
 
 
-def _environment(root: Path) -> dict[str, object] | None:
+def read_environment(root: Path) -> dict[str, object] | None:
+    """environment.json as a JSON object (bounded), or None."""
     path = root / ENVIRONMENT_NAME
     try:
         if path.stat().st_size > _ENVIRONMENT_MAX_BYTES:
@@ -66,7 +67,7 @@ def check_provenance(root: Path, results: Results) -> tuple[str, ...]:
     except VerifyFailed as exc:
         recipe = None
         problems.append(exc.message)
-    env = _environment(root)
+    env = read_environment(root)
     twin = "twin" in results.server.version_payload
     if env is None:
         problems.append(f"{ENVIRONMENT_NAME}: missing or not a readable JSON object")
