@@ -73,9 +73,9 @@ def check_provenance(root: Path, results: Results) -> tuple[str, ...]:
         problems.append(f"{ENVIRONMENT_NAME}: missing or not a readable JSON object")
     else:
         image = env.get("image")
-        in_image = (isinstance(image, dict) and bool(image.get("in_container"))) or (
-            recipe is not None and recipe.server.kind == "image"
-        )
+        # The orchestrator's runs are in an image it knows the id of. (Being in a container
+        # alone says nothing: the twin may run in any, and bench cannot see an image's id.)
+        in_image = recipe is not None and recipe.server.kind == "image"
         if not isinstance(image, dict):
             problems.append(f"{ENVIRONMENT_NAME}: no image record")
         elif in_image and not prov.image_id(env):

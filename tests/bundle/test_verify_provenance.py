@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from bench import cli
+from bench import recipe as recipe_mod
 from bench.bundle import seal
 from bench.errors import Exit
-from bench.recipe import RECIPE_NAME, Recipe
+from bench.recipe import RECIPE_NAME, ImageServer, Recipe
 
 from .conftest import Keys
 from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
@@ -49,6 +50,20 @@ def test_a_complete_bundle_verifies_and_shows_its_provenance(
     assert ", pinned" in line
 
 
+def _image_recipe(root: Path) -> None:
+    server = ImageServer(
+        image_id=None, image_ref="bench-vllm:x", launch_profile="published", launch_argv=("vllm",)
+    )
+    made = recipe_mod.for_image(
+        small_results(),
+        server=server,
+        host_requirements={"gpus": "4"},
+        build_command=None,
+        orchestrate=["python", "-m", "provisioning", "bench", "gpu01"],
+    )
+    recipe_mod.write(root, made)
+
+
 def _without(key: str) -> Callable[[dict[str, Any]], None]:
     def edit(env: dict[str, Any]) -> None:
         env.pop(key)
@@ -62,6 +77,7 @@ def _no_freeze(env: dict[str, Any]) -> None:
 
 def _no_image_id(env: dict[str, Any]) -> None:
     env["image"] = {**env["image"], "digest": None}
+    env["recipe"] = "image"  # (read by the test: the orchestrator's recipe names an image)
 
 
 def _weights_without_hashes(env: dict[str, Any]) -> None:
@@ -89,6 +105,8 @@ def test_a_missing_provenance_field_fails_in_one_line(
     root = write_run_dir(tmp_path / "run")
     env = json.loads(json.dumps(SMALL_ENVIRONMENT))
     edit(env)
+    if env.pop("recipe", None) == "image":
+        _image_recipe(root)
     (root / "environment.json").write_text(json.dumps(env))
     _sealed(root, keys)
     assert cli.main(_verify(root, keys)) == Exit.VERIFY_FAILED
