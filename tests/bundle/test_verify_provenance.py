@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from bench import cli
@@ -154,3 +155,25 @@ def test_a_twin_bundle_states_no_image_and_no_weights_and_verifies(
     out = capsys.readouterr().out
     assert "image: none (not run in a container)" in out
     assert "weights: not applicable (twin)" in out
+
+
+def test_the_published_schema_describes_recipe_json_and_the_provenance(tmp_path: Path) -> None:
+    """docs/results.schema.json carries recipe.json's schema (#/$defs/Recipe) and says what
+    environment.json must record: a stock JSON Schema tool checks a bundle's recipe."""
+    published = json.loads((Path(__file__).parents[2] / "docs" / "results.schema.json").read_text())
+    assert "recipe.json" in published["description"]
+    assert "weights" in published["description"] and "package freeze" in published["description"]
+    assert "dirty" in published["properties"]["bench_version"]["description"]
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": "#/$defs/Recipe", "$defs": published["$defs"]}
+    )
+    root = write_run_dir(tmp_path / "run")
+    seal.write_default_recipe(root)
+    recipe = json.loads((root / RECIPE_NAME).read_text())
+    assert list(validator.iter_errors(recipe)) == []
+    _image_recipe(root)
+    assert list(validator.iter_errors(json.loads((root / RECIPE_NAME).read_text()))) == []
+    del recipe["commands"]
+    assert [e.message for e in validator.iter_errors(recipe)] == [
+        "'commands' is a required property"
+    ]
