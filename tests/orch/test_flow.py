@@ -82,9 +82,15 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
     assert "recipe: recipe.json (image server)" in found and "weights: not applicable" in found
     assert re.search(r"image: sha256:[0-9a-f]{64}", found) and "server packages: " in found
     recipe = Recipe.model_validate_json((bundle / RECIPE_NAME).read_text())
-    assert recipe.commands[-1].startswith(
-        f"python -m provisioning bench {ssh_host.alias} --profile twin --image {bench_image} -- "
+    last = recipe.commands[-1]
+    assert last.startswith(
+        f"python -m provisioning bench {ssh_host.alias} --profile twin --image {bench_image} "
     )
+    assert last.endswith(
+        "-- --api chat --contexts 8K --prefill-only-contexts --concurrencies 1 "
+        "--duration 2 --max-tokens 512 --trials 1 --seed 0 --request-timeout 600"
+    )
+    assert any(c.startswith("docker build --target bench ") for c in recipe.commands)
     assert "complete" in out and str(bundle) in out
     assert _containers(run_id) == []
     for path in bundle.rglob("*"):
