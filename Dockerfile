@@ -95,6 +95,18 @@ RUN channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml) \
         | sh -s -- -y --profile minimal --default-toolchain "${channel}" \
     && cargo --version
 
+# The server's Python as locked for this commit (docs/reproducibility.md): every pip install
+# of this stage reads requirements/vllm/vllm-${VLLM_COMMIT}.constraints through PIP_CONSTRAINT
+# when the repository has one. Without one, or with VLLM_CONSTRAINTS=none (what `make
+# lock-vllm` builds to re-resolve), the file is empty and the versions float.
+ARG VLLM_CONSTRAINTS=auto
+COPY requirements/vllm/ /opt/constraints/
+RUN c="/opt/constraints/vllm-${VLLM_COMMIT}.constraints" \
+    && if [ "${VLLM_CONSTRAINTS}" = auto ] && [ -f "${c}" ]; then cp "${c}" /opt/vllm.constraints; \
+       else : > /opt/vllm.constraints; fi \
+    && echo "vllm-build: $(grep -c '==' /opt/vllm.constraints || true) pinned packages"
+ENV PIP_CONSTRAINT=/opt/vllm.constraints
+
 # Build requirements: vLLM keeps them per device in requirements/build/ (cuda.txt pins
 # torch). torch comes from the cu132 index first, at exactly the version cuda.txt pins;
 # then the rest of cuda.txt from the package index, with torch already satisfied.
