@@ -103,9 +103,7 @@ def _host(env: Any) -> list[str]:
     return out or ["host         not recorded"]
 
 
-def chain(
-    root: Path, shown: Path, results: Results, env: Any, trust: str
-) -> tuple[list[str], recipe_mod.Recipe | None]:
+def chain(root: Path, shown: Path, results: Results, env: Any, trust: str) -> list[str]:
     hashes = _hashes(root)
     twin = "twin" in results.server.version_payload
     out = [f"Provenance of run {results.run_id} ({shown})", ""]
@@ -151,7 +149,7 @@ def chain(
             + (f", sha256 {sha}" if sha else "")
             + f": bench provenance {shown} --recipe"
         )
-    return out, recipe
+    return out
 
 
 def recipe_text(recipe: recipe_mod.Recipe, shown: Path, trust: str) -> str:
@@ -177,6 +175,6 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             recipe = recipe_mod.read(root)
             sys.stdout.write(recipe_text(recipe, path, trust))
             return 0
-        lines, _ = chain(root, path, results, env, trust)
+        lines = chain(root, path, results, env, trust)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -4,7 +4,8 @@ flow"), in order.
     preflight → image (present by id, else streamed or built on the host) → weights
     → server container
     → readiness (log followed, exit = error with log tail) → `bench run` inside it
-    → the image's id and labels into environment.json → manifest in the container,
+    → the image's id and labels into environment.json, recipe.json (provisioning.run_recipe)
+    → manifest in the container,
     signature on the host → pack → pull back → verify
     → clean-up (always: success, error, Ctrl-C; --keep leaves the server up)
 

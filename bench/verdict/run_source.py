@@ -350,6 +350,16 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
     first = runs[0]
     metadata = dict(first.metadata)
     metadata["runs"] = str(len(runs))
+    # The side's provenance is its first bundle's; bundles of one side that ran other
+    # weights or another package set say so in the header instead of hiding behind it.
+    revisions = sorted({r.model_revision for r in runs if r.model_revision})
+    weights = first.weights
+    if len(revisions) > 1:
+        weights += (
+            f" (its {len(runs)} runs used {len(revisions)} revisions: {', '.join(revisions)})"
+        )
+    if any(r.packages != first.packages for r in runs[1:]):
+        weights += f" (its {len(runs)} runs' package freezes differ; the first's is compared)"
     return RunFigures(
         name=name,
         kind="run",
@@ -362,7 +372,7 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         provenance="; ".join(r.provenance for r in runs if r.provenance),
         settings=first.settings,
         twin=first.twin,
-        weights=first.weights,
+        weights=weights,
         model_revision=first.model_revision,
         image_id=first.image_id,
         packages=first.packages,

@@ -115,3 +115,15 @@ def test_compare_of_twins_says_weights_not_applicable_and_uses_benchs_freeze(
     head = capsys.readouterr().out.split("### ")[0]
     assert "- A (a): weights: not applicable (twin); image not recorded" in head
     assert "  - httpx: 0.28.1 → 0.28.2" in head
+
+
+def test_a_side_whose_runs_loaded_other_weights_says_so(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pk = {"torch": "2.9.0"}
+    a1 = _run_dir(tmp_path, "a1", make_results(card, seed=1), _env("i", pk, REV_A, pinned=False))
+    a2 = _run_dir(tmp_path, "a2", make_results(card, seed=2), _env("i", pk, REV_B, pinned=False))
+    b = _run_dir(tmp_path, "b", make_results(card, seed=3), _env("i", pk, REV_A, pinned=True))
+    main(["compare", str(a1), str(a2), "--vs", str(b)])
+    head = capsys.readouterr().out.split("### ")[0]
+    assert f"(its 2 runs used 2 revisions: {REV_A}, {REV_B})" in head
