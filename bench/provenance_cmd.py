@@ -117,7 +117,9 @@ def chain(root: Path, shown: Path, results: Results, env: Any, trust: str) -> li
     out.append(f"made by      {prov.bench_identity(results.bench_version)}")
     out.append(f"server       {_server(results)}")
     if env is None:
-        out.append(f"environment  {ENVIRONMENT_NAME} missing: no image, packages or weights")
+        out.append(
+            f"environment  {ENVIRONMENT_NAME} missing or unreadable: no image, packages or weights"
+        )
     else:
         image = prov.image_id(env) or "none recorded (not run in a container)"
         out.append(f"image        {image}; labels: {_labels(env)}")
