@@ -38,6 +38,8 @@ ARG CUDA_VERSION=13.2
 # torch.version.cuda against this, so the label below states what actually runs.
 ARG TORCH_CUDA=13.2
 ARG BENCH_VERSION=0.0.0+unknown
+# The times written into the bench wheel (1980-01-01, the earliest a zip file can hold).
+ARG SOURCE_DATE_EPOCH=315532800
 
 # ---------------------------------------------------------------------------------------
 FROM ${CUDA_DEVEL_IMAGE} AS vllm-build
@@ -95,6 +97,18 @@ RUN channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml) \
         | sh -s -- -y --profile minimal --default-toolchain "${channel}" \
     && cargo --version
 
+# The server's Python as locked for this commit (docs/reproducibility.md): every pip install
+# of this stage reads requirements/vllm/vllm-${VLLM_COMMIT}.constraints through PIP_CONSTRAINT
+# when the repository has one. Without one, or with VLLM_CONSTRAINTS=none (what `make
+# lock-vllm` builds to re-resolve), the file is empty and the versions float.
+ARG VLLM_CONSTRAINTS=auto
+COPY requirements/vllm/ /opt/constraints/
+RUN c="/opt/constraints/vllm-${VLLM_COMMIT}.constraints" \
+    && if [ "${VLLM_CONSTRAINTS}" = auto ] && [ -f "${c}" ]; then cp "${c}" /opt/vllm.constraints; \
+       else : > /opt/vllm.constraints; fi \
+    && echo "vllm-build: $(grep -c '==' /opt/vllm.constraints || true) pinned packages"
+ENV PIP_CONSTRAINT=/opt/vllm.constraints
+
 # Build requirements: vLLM keeps them per device in requirements/build/ (cuda.txt pins
 # torch). torch comes from the cu132 index first, at exactly the version cuda.txt pins;
 # then the rest of cuda.txt from the package index, with torch already satisfied.
@@ -143,6 +157,7 @@ RUN got=$(python -P -c 'import vllm; print(vllm.__version__)') \
 FROM ${PYTHON_BASE} AS bench
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG BENCH_VERSION
+ARG SOURCE_DATE_EPOCH
 ARG PYTHON_BASE
 LABEL org.opencontainers.image.title="bench" \
       org.opencontainers.image.description="LLM inference benchmark appliance: bench CLI and the vLLM twin (CPU-only)" \
@@ -166,9 +181,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --require-hashes -r runtime.lock
 COPY pyproject.toml ./
 COPY bench ./bench
+# The wheel is built first and kept (/opt/bench/wheel): SOURCE_DATE_EPOCH fixes the times in
+# it, so the same checkout gives the same wheel, byte for byte (tests/image/test_rebuild.py).
 RUN --mount=type=cache,target=/root/.cache/pip \
-    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" \
-        pip install --no-deps --no-build-isolation . \
+    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" \
+        pip wheel --no-deps --no-build-isolation . --wheel-dir /opt/bench/wheel \
+    && pip install --no-deps /opt/bench/wheel/bench-*.whl \
     && test "$(bench --version)" = "bench ${BENCH_VERSION}"
 # The self-test's generic part (this image runs no JIT compiler, so no `cc` part).
 COPY docker/image_selftest.py /usr/local/bin/image-selftest
@@ -186,6 +204,7 @@ ARG VLLM_VERSION
 ARG CUDA_VERSION
 ARG TORCH_CUDA
 ARG BENCH_VERSION
+ARG SOURCE_DATE_EPOCH
 ARG CUDA_DEVEL_IMAGE
 ARG CUDA_RUNTIME_IMAGE
 # FlashInfer's ahead-of-time kernels for this CUDA (vLLM's own image installs them the same
@@ -246,9 +265,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --require-hashes -r runtime.lock
 COPY pyproject.toml ./
 COPY bench ./bench
+# The wheel is built first and kept (/opt/bench/wheel): SOURCE_DATE_EPOCH fixes the times in
+# it, so the same checkout gives the same wheel, byte for byte (tests/image/test_rebuild.py).
 RUN --mount=type=cache,target=/root/.cache/pip \
-    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" \
-        pip install --no-deps --no-build-isolation . \
+    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" \
+        pip wheel --no-deps --no-build-isolation . --wheel-dir /opt/bench/wheel \
+    && pip install --no-deps /opt/bench/wheel/bench-*.whl \
     && test "$(bench --version)" = "bench ${BENCH_VERSION}"
 # The self-test, last: a missing header, compiler, nvcc or library fails the build here,
 # naming it, instead of the server's start on a GPU host.

@@ -40,6 +40,7 @@ help:
 	@echo "make perf                 the performance benchmark (perf.json)"
 	@echo "make perf-sweep           its sweep-efficiency part alone [SWEEP_SPEED=5 SWEEP_ARGS='...']"
 	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve the Python locks and base digests"
+	@echo "make lock-vllm            re-resolve the vLLM build's dependencies into requirements/vllm/ (needs a build host)"
 
 # Exactly the locked versions (requirements/dev.lock, hashes checked; docs/reproducibility.md),
 # then bench itself, editable, without touching them. pip-sync takes out whatever an older
@@ -153,6 +154,13 @@ lock-images:          ## re-resolve the base images' digests (needs the registry
 	bash docker/lock.sh
 
 lock: lock-python lock-images ## both
+
+# The server's Python (issue 16): the vllm-build stage resolved without constraints for the
+# pinned commit, its freeze kept as requirements/vllm/vllm-<commit>.constraints, which the
+# stage then installs against. Needs the registry and a host that can build vLLM (no GPU).
+.PHONY: lock-vllm
+lock-vllm: docker-up  ## re-resolve the vLLM build's dependencies (requirements/vllm/)
+	bash docker/lock_vllm.sh
 
 compose: setup        ## regenerate compose.yaml from the launch profiles
 	$(BIN)/python -m provisioning.compose_file > compose.yaml

@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench.verdict.command",
     "bench.local_cmd",
     "bench.report.command",
+    "bench.provenance_cmd",
 )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -90,6 +91,9 @@ class Host(_Model):
 class BenchInfo(_Model):
     version: str
     settings: dict[str, Any]
+    # The Python that ran bench, name -> version. Inside the server's image that is the
+    # image's own set; for the twin (which runs in this Python) it is the server's freeze.
+    packages: dict[str, str] = {}
 
 
 class ServerStart(_Model):
@@ -263,6 +267,19 @@ def _selftest(root: Path) -> dict[str, object] | None:
     return raw if isinstance(raw, dict) else None
 
 
+def python_packages() -> dict[str, str]:
+    """Every distribution installed in this Python, lower-cased name -> version (sorted)."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[str(name).lower()] = str(dist.version)
+    return dict(sorted(found.items()))
+
+
+TWIN_WEIGHTS = WeightsInfo(note="not applicable: the twin loads no weights")
+
+
 def _first_match(path: Path, pattern: str) -> str | None:
     try:
         found = re.search(pattern, path.read_text(), re.M)
@@ -299,6 +316,7 @@ def capture(
     image_labels_file: Path | None = None,
     gpu_inventory: gpu.GpuInventory | None = None,
     root: Path = Path("/"),
+    twin: bool = False,
 ) -> Environment:
     proc = root / "proc"
     pid = server_pid
@@ -315,7 +333,12 @@ def capture(
         host=host_info(root),
         vllm_version=vllm_version,
         gpu=gpu_inventory if gpu_inventory is not None else gpu.inventory(),
-        bench=BenchInfo(version=__version__, settings=redact_settings(settings.redacted())),
+        bench=BenchInfo(
+            version=__version__,
+            settings=redact_settings(settings.redacted()),
+            packages=python_packages(),
+        ),
+        weights=TWIN_WEIGHTS if twin else None,
     )
 
 
@@ -368,17 +391,29 @@ def _environment(args: argparse.Namespace, settings: Settings) -> int:
         vllm_version=args.vllm_version or server_version_of(out),
         image_digest=args.image_digest,
         image_labels_file=args.image_labels,
+        twin=server_is_twin(out),
     )
     print(write(out, env))
     return 0
 
 
-def server_version_of(run_dir: Path) -> str | None:
-    """The server's /version as `bench run` recorded it in results.json, if it did."""
+def _server_of(run_dir: Path) -> dict[str, Any]:
+    """results.json's `server` as `bench run` recorded it, or {}."""
     try:
         doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
-        return None
+        return {}
     server = doc.get("server") if isinstance(doc, dict) else None
-    version = server.get("version") if isinstance(server, dict) else None
+    return server if isinstance(server, dict) else {}
+
+
+def server_version_of(run_dir: Path) -> str | None:
+    """The server's /version as `bench run` recorded it in results.json, if it did."""
+    version = _server_of(run_dir).get("version")
     return version if isinstance(version, str) else None
+
+
+def server_is_twin(run_dir: Path) -> bool:
+    """Did `bench run` measure the twin (its /version names it)?"""
+    payload = _server_of(run_dir).get("version_payload")
+    return isinstance(payload, dict) and "twin" in payload

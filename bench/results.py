@@ -252,7 +252,11 @@ class Measurement(_Model):
 
 class Results(_Model):
     schema_version: int = SCHEMA_VERSION
-    bench_version: str
+    bench_version: str = Field(
+        description="bench's version, from git (setuptools-scm): `+g<commit>` names the commit "
+        "of bench that made the run, `.dYYYYMMDD` after it marks a tree with uncommitted "
+        "changes (dirty); `bench verify` requires the commit"
+    )
     run_id: str
     created_at: str  # ISO 8601 UTC: the run's one wall-clock anchor
     state: RunState = "running"

@@ -316,6 +316,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
                 now=dt.datetime.now(dt.UTC),
                 server_port=environment.local_port(run_settings.url),
                 vllm_version=info.version,
+                twin="twin" in info.version_payload,
             )
             environment.write(rundir.path, found)
         todo = sum(

@@ -34,6 +34,8 @@ args=(--build-arg "BENCH_VERSION=$bench_version")
 for name in CUDA_ARCHS MAX_JOBS NVCC_THREADS VLLM_COMMIT VLLM_VERSION TORCH_INDEX_URL; do
     if [ -n "${!name:-}" ]; then args+=(--build-arg "$name=${!name}"); fi
 done
+# BUILD_NO_CACHE=1: every step runs again (tests/image/test_rebuild.py builds twice so).
+[ -z "${BUILD_NO_CACHE:-}" ] || args+=(--no-cache)
 
 docker version >/dev/null 2>&1 || die "no Docker engine answers (start dockerd, or run tests/setup/docker.sh)"
 

@@ -4,7 +4,8 @@ flow"), in order.
     preflight → image (present by id, else streamed or built on the host) → weights
     → server container
     → readiness (log followed, exit = error with log tail) → `bench run` inside it
-    → the image's id and labels into environment.json → manifest in the container,
+    → the image's id and labels into environment.json, recipe.json (provisioning.run_recipe)
+    → manifest in the container,
     signature on the host → pack → pull back → verify
     → clean-up (always: success, error, Ctrl-C; --keep leaves the server up)
 
@@ -26,13 +27,16 @@ from pathlib import Path
 from typing import TextIO
 
 import structlog
+from pydantic import ValidationError
 
 from bench import environment, rundir
+from bench import recipe as recipe_mod
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import BenchError, Interrupted, RunFailed, ServerError
-from provisioning import image, signing, transfer, weights
+from bench.results import Results
+from provisioning import image, run_recipe, signing, transfer, weights
 from provisioning.containers import (
     ContainerFailed,
     ContainerSpec,
@@ -560,6 +564,7 @@ class HostRun:
             if self.server_log:
                 self.remote.write_text(f"{run_dir}/server.log", "\n".join(self.server_log) + "\n")
             self._record_image()
+            self._record_recipe()
         except TRANSIENT as exc:  # an SFTP status error (no such file...) is not a drop
             if isinstance(exc, FileNotFoundError | PermissionError) or not is_transient(exc):
                 raise
@@ -625,6 +630,27 @@ class HostRun:
                 "jit_cache_was_empty": self.jit_cache_was_empty,
             }
         self.remote.write_text(path, json.dumps(doc, indent=2) + "\n")
+
+    def _record_recipe(self) -> None:
+        """recipe.json: the commands that re-create this run (provisioning.run_recipe),
+        before the manifest hashes it. Made from results.json as this checkout's bench
+        reads it; one it cannot read (another bench's schema) gets no recipe, and `bench
+        verify` then says the bundle lacks one."""
+        path = f"{self._host_run_dir}/{rundir.RESULTS}"
+        try:
+            results = Results.model_validate_json(self.remote.read_text(path))
+        except (ValidationError, FileNotFoundError) as exc:
+            log.warning("recipe_not_written", host=self.host.name, error=str(exc).splitlines()[0])
+            return
+        made = run_recipe.recipe_for(
+            results,
+            self.opts,
+            host=self.host.name,
+            image_id=self.outcome.image_id,
+            weights=self.weights_doc,
+        )
+        target = f"{self._host_run_dir}/{recipe_mod.RECIPE_NAME}"
+        self.remote.write_text(target, recipe_mod.dumps(made))
 
     def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
         """A short-lived container of the run's image over the run directory."""

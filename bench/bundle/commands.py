@@ -41,6 +41,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("verify", help="check a bundle's signature, hashes and schema")
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a .tar.gz or a directory")
     p.add_argument("--allowed-signers", type=Path, required=True, metavar="FILE")
+    p.add_argument(
+        "--integrity-only",
+        action="store_true",
+        help="check the signature, hashes and schema only, not that the bundle records "
+        "its provenance (bench commit, image, package freeze, weights, recipe.json)",
+    )
     p.set_defaults(func=_verify)
 
     p = sub.add_parser("schema", help="print the JSON Schema of results.json")
@@ -94,7 +100,7 @@ def _finished_signing(root: Path) -> None:
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
-    ok = verify_bundle(args.bundle, args.allowed_signers)
+    ok = verify_bundle(args.bundle, args.allowed_signers, provenance=not args.integrity_only)
     print(
         f"OK {args.bundle}: run {ok.run_id}, {ok.files} files match manifest.json, "
         f"results.json valid (schema v{ok.results_schema_version})"
@@ -103,6 +109,8 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
         f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}) "
         f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
     )
+    if ok.provenance:
+        print("provenance: " + "; ".join(ok.provenance))
     return 0
 
 

@@ -6,9 +6,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+from pydantic import ValidationError
+
+from bench import recipe
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, sign
 from bench.errors import UsageError
+from bench.results import Results
 
 _CHUNK_BYTES = 1 << 20
 # Shorter "secrets" would match by chance (and are no secret worth the name).
@@ -32,10 +36,24 @@ def find_secret(root: Path, secrets: Iterable[str]) -> str | None:
     return None
 
 
+def write_default_recipe(root: Path) -> None:
+    """recipe.json from results.json when whoever ran the server wrote none (`bench local`
+    and the orchestrator write their own first). A results.json that does not parse gets
+    none: verify names results.json then."""
+    if (root / recipe.RECIPE_NAME).exists():
+        return
+    try:
+        results = Results.model_validate_json((root / schema.RESULTS_NAME).read_bytes())
+    except (OSError, ValidationError):
+        return
+    recipe.write(root, recipe.from_results(results))
+
+
 def seal(
     root: Path, key: Path, *, now: datetime, secrets: Iterable[str] = ()
 ) -> manifest_mod.Manifest:
-    """Write results.schema.json and manifest.json into root, then manifest.json.sig."""
+    """Write results.schema.json (and recipe.json when there is none) and manifest.json
+    into root, then manifest.json.sig."""
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
     sign.check_private_key(key)
@@ -47,6 +65,7 @@ def seal(
         )
     if (root / schema.RESULTS_NAME).is_file():
         schema.write_json_schema(root)
+        write_default_recipe(root)
     (root / manifest_mod.SIGNATURE_NAME).unlink(missing_ok=True)
     manifest = manifest_mod.build(root, run_id=manifest_mod.run_id_of(root), created_at=now)
     path = manifest_mod.write(root, manifest)

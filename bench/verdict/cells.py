@@ -116,6 +116,11 @@ class RunFigures:
     # The cells the input set out to measure (its plan's decode cells and prefill rows);
     # None = every cell it has. A run of a sequential compare plans the open cells only.
     planned: frozenset[Key] | None = None
+    # Where the run's software and weights came from (`bench.provenance`), for the header.
+    weights: str = ""  # "weights: M at REV, pinned" / "not pinned" / "not applicable (twin)"
+    model_revision: str | None = None
+    image_id: str | None = None
+    packages: dict[str, str] | None = None  # the server's package freeze, name -> version
 
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)

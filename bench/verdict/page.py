@@ -13,7 +13,14 @@ from bench.verdict import plots
 from bench.verdict.cells import MetricSpec, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
-from bench.verdict.tables import Table, compare_tables, pct, reproduce_tables, trust_lines
+from bench.verdict.tables import (
+    Table,
+    compare_tables,
+    pct,
+    provenance_lines,
+    reproduce_tables,
+    trust_lines,
+)
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -116,6 +123,7 @@ def reproduce_page(r: Reproduction) -> str:
 
     word = "pass" if r.reproduced else "fail"
     head = trust_lines([r.ours]) + r.settings.lines("ours", "card")
+    head.append(f"The run's {r.ours.weights or 'weights: not recorded'}.")
     parts = [
         *(f"<p>{html.escape(line)}</p>" for line in head if line),
         f"<p>Bundle <code>{html.escape(r.ours.name)}</code> against card "
@@ -198,7 +206,8 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
             )
         flagged = len(c.flagged)
         word = "fail" if flagged or c.cannot_compare or c.raw_only else "pass"
-        for line in trust_lines([c.a, c.b]) + c.settings.lines("A", "B"):
+        lines = trust_lines([c.a, c.b]) + c.settings.lines("A", "B") + provenance_lines(c)
+        for line in lines:
             if line:
                 parts.append(f"<p>{html.escape(line)}</p>")
         parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')

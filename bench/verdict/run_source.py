@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bench import provenance
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
@@ -296,9 +297,14 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         by_context.setdefault(p.context_label, []).append(p)
     for label, samples in by_context.items():
         cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
+    twin = run_settings.is_twin(results)
     return RunFigures(
         settings=run_settings.from_run(results, env),
-        twin=run_settings.is_twin(results),
+        twin=twin,
+        weights=provenance.weights_line(env, twin=twin),
+        model_revision=provenance.model_revision(env),
+        image_id=provenance.image_id(env),
+        packages=provenance.server_packages(env, twin=twin),
         name=name,
         kind="run",
         speed_factor=n,
@@ -364,6 +370,16 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
     first = runs[0]
     metadata = dict(first.metadata)
     metadata["runs"] = str(len(runs))
+    # The side's provenance is its first bundle's; bundles of one side that ran other
+    # weights or another package set say so in the header instead of hiding behind it.
+    revisions = sorted({r.model_revision for r in runs if r.model_revision})
+    weights = first.weights
+    if len(revisions) > 1:
+        weights += (
+            f" (its {len(runs)} runs used {len(revisions)} revisions: {', '.join(revisions)})"
+        )
+    if any(r.packages != first.packages for r in runs[1:]):
+        weights += f" (its {len(runs)} runs' package freezes differ; the first's is compared)"
     return RunFigures(
         name=name,
         kind="run",
@@ -377,4 +393,8 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         settings=first.settings,
         twin=first.twin,
         server_s=tuple(t for r in runs for t in r.server_s),
+        weights=weights,
+        model_revision=first.model_revision,
+        image_id=first.image_id,
+        packages=first.packages,
     )

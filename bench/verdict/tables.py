@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench import dirty_note
+from bench import dirty_note, provenance
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import (
@@ -201,6 +201,34 @@ def server_time_line(runs: list[RunFigures]) -> str | None:
     )
 
 
+def _image(run: RunFigures) -> str:
+    return f"image {run.image_id}" if run.image_id else "image not recorded"
+
+
+def provenance_lines(c: Comparison) -> list[str]:
+    """Above the tables: each side's weights, a model revision that differs, and the
+    server packages whose versions differ between the sides' images (from the package
+    freeze each bundle's environment.json carries)."""
+    a, b = c.a, c.b
+    out = ["Provenance:"]
+    out += [f"- {side} ({run.name}): {run.weights or 'weights: not recorded'}; {_image(run)}"
+            for side, run in (("A", a), ("B", b))]  # fmt: skip
+    if a.model_revision and b.model_revision and a.model_revision != b.model_revision:
+        out.append(f"- model revision differs: {a.model_revision} (A) → {b.model_revision} (B)")
+    if a.packages is None or b.packages is None:
+        missing = " and ".join(s for s, run in (("A", a), ("B", b)) if run.packages is None)
+        out.append(f"- server packages: not recorded for {missing} (no package freeze)")
+    else:
+        changes = provenance.package_changes(a.packages, b.packages)
+        images = f"{_image(a)} (A) → {_image(b)} (B)"
+        if not changes:
+            out.append(f"- server packages: the same {len(a.packages)} on both sides ({images})")
+        else:
+            out.append(f"- server packages that differ, {images}: {len(changes)}")
+            out += [f"  - {name}: {va} → {vb}" for name, va, vb in changes]
+    return out
+
+
 def reproduce_markdown(r: Reproduction) -> str:
     head = trust_lines([r.ours])
     settings = r.settings.lines("ours", "card")
@@ -226,6 +254,7 @@ def reproduce_markdown(r: Reproduction) -> str:
         head.append(dirty)
     if spent := server_time_line([r.ours]):
         head.append(spent)
+    head.append(f"The run's {r.ours.weights or 'weights: not recorded'}.")
     head.append(
         f"Tolerances: throughput ±{r.tolerances.throughput_pct:g} %, "
         f"latency ±{r.tolerances.latency_pct:g} %. Δ = (ours − card) / card."
@@ -257,6 +286,7 @@ def compare_markdown(c: Comparison) -> str:
         lines += [*settings, ""]
     if spent := server_time_line([c.a, c.b]):
         lines += [spent, ""]
+    lines += [*provenance_lines(c), ""]
     p = c.policy
     if c.raw_only:
         lines.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bench.results import (
@@ -31,7 +32,7 @@ def small_results(run_id: str = "run-20261202T1130Z-abc") -> Results:
         measured_for_s=30.0,
     )
     return Results(
-        bench_version="0.1.0",
+        bench_version="0.2.0.dev3+g81a476982",
         run_id=run_id,
         created_at="2026-12-02T11:30:00Z",
         state="complete",
@@ -108,8 +109,27 @@ def write_run_dir(root: Path) -> Path:
     (root / "tables.md").write_text("| Context | 1 |\n|---|---|\n| 8K | 73.0 |\n")
     (root / "samples").mkdir()
     (root / "samples" / "requests.jsonl").write_text('{"cell": "8K x1", "tokens": 2191}\n')
-    (root / "environment.json").write_text('{"host": {"hostname": "gpu01"}}\n')
+    (root / "environment.json").write_text(json.dumps(SMALL_ENVIRONMENT) + "\n")
     return root
+
+
+# What the orchestrator records for a GPU run: the image (id, labels, its self-test's package
+# freeze) and the weights (revision, sha256 of every file).
+SMALL_ENVIRONMENT = {
+    "host": {"hostname": "gpu01"},
+    "image": {
+        "in_container": True,
+        "digest": "sha256:" + "1" * 64,
+        "labels": {"bench.version": "0.2.0.dev3+g81a476982", "bench.vllm.commit": "73a5831127a9"},
+        "selftest": {"packages": {"torch": "2.9.0", "vllm": "0.30.1rc1.dev452+g73a583112"}},
+    },
+    "weights": {
+        "model": "Qwen/Qwen3.5-397B-A17B-GPTQ-Int4",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "pinned": True,
+        "files": {"config.json": "2" * 64, "model-00001-of-00002.safetensors": "3" * 64},
+    },
+}
 
 
 CARD_CSV = Path(__file__).parent / "data" / "published_card_measurements.csv"
@@ -185,7 +205,7 @@ def card_results(speed_factor: float = 1.0) -> Results:
             )
         )  # fmt: skip
     return Results(
-        bench_version="0.1.0",
+        bench_version="0.2.0.dev3+g81a476982",
         run_id="card-73a5831127a9",
         created_at="2026-12-02T11:30:00Z",
         state="complete",

@@ -209,3 +209,31 @@ def test_the_images_self_test_facts_travel_into_the_environment(tmp_path: Path) 
     assert envmod.image_info(root, None, None).selftest is None
     (root / "opt" / "bench" / "image.json").write_text("x" * (65 * 1024))  # over the bound
     assert envmod.image_info(root, None, None).selftest is None
+
+
+@pytest.mark.parametrize("twin", [False, True])
+def test_the_cli_records_benchs_freeze_and_for_the_twin_that_no_weights_are_loaded(
+    tmp_path: Path, twin: bool
+) -> None:
+    """Issue 16: bench's own packages (the twin's server packages, since it runs in this
+    Python), and for a twin run a weights record that says none are loaded."""
+    import importlib.metadata
+
+    from bench import cli
+
+    server: dict[str, object] = {"version": "0.32.0"}
+    if twin:
+        server["version_payload"] = {"twin": {"profile": "tiny", "speed": 10, "seed": 0}}
+    (tmp_path / "results.json").write_text(json.dumps({"server": server}))
+    assert cli.main(["environment", "--out", str(tmp_path), "--launch-argv", "x"]) == 0
+    env = json.loads((tmp_path / "environment.json").read_text())
+    packages = env["bench"]["packages"]
+    assert packages["pydantic"] == importlib.metadata.version("pydantic")
+    assert list(packages) == sorted(packages)
+    if twin:
+        assert env["weights"] == {
+            "model": None, "revision": None, "pinned": None, "files": {},
+            "note": "not applicable: the twin loads no weights",
+        }  # fmt: skip
+    else:
+        assert env["weights"] is None  # the orchestrator records them, when it ran the server

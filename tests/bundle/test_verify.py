@@ -17,6 +17,7 @@ from bench.bundle.pack import open_bundle, pack
 from bench.bundle.schema import SCHEMA_NAME
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit, UsageError, VerifyFailed
+from bench.recipe import RECIPE_NAME
 
 from .conftest import Keys
 from .runs import write_run_dir
@@ -46,13 +47,14 @@ def test_round_trip_directory_and_archive(run_dir: Path, keys: Keys, tmp_path: P
     listed = {f["path"] for f in manifest["files"]}
     assert listed == {
         "environment.json", "results.json", "samples/requests.jsonl", "tables.md", SCHEMA_NAME,
+        RECIPE_NAME,
     }  # fmt: skip
     for entry in manifest["files"]:
         assert entry["size_bytes"] == (run_dir / entry["path"]).stat().st_size
     ok = verify_bundle(run_dir, keys.allowed)
     assert (ok.signer.principal, ok.files, ok.run_id) == (
         "alice@example.org",
-        5,
+        6,
         manifest["run_id"],
     )
     archive = pack(run_dir, tmp_path / "bundle.tar.gz")
@@ -87,7 +89,7 @@ def test_stock_openssh_checks_a_packed_bundle(run_dir: Path, keys: Keys, tmp_pat
 
 def _every_file(tmp_path: Path) -> list[str]:
     probe = write_run_dir(tmp_path / "probe")
-    return sorted([*_all_files(probe), SCHEMA_NAME])
+    return sorted([*_all_files(probe), SCHEMA_NAME, RECIPE_NAME])
 
 
 @pytest.mark.parametrize(
@@ -98,6 +100,7 @@ def _every_file(tmp_path: Path) -> list[str]:
         "samples/requests.jsonl",
         "tables.md",
         SCHEMA_NAME,
+        RECIPE_NAME,
         MANIFEST_NAME,
         SIGNATURE_NAME,
     ],
@@ -191,7 +194,7 @@ def test_cli_round_trip_and_failure_exit_codes(
         == 0
     )
     out = capsys.readouterr().out
-    assert "OK " in out and "5 files match manifest.json" in out
+    assert "OK " in out and "6 files match manifest.json" in out
     assert "signed by alice@example.org (ssh-ed25519 SHA256:" in out
     assert ") at 20" in out and "when manifest.json was written and signed" in out
     (run_dir / "tables.md").write_text("tampered\n")
@@ -208,7 +211,7 @@ def test_opened_archive_is_verified_where_it_was_opened(
     archive = pack(_signed(run_dir, keys), tmp_path / "b.tar.gz")
     opened = open_bundle(archive, tmp_path / "opened")
     shutil.rmtree(run_dir)  # nothing is read from the original directory
-    assert verify_bundle(opened, keys.allowed).files == 5
+    assert verify_bundle(opened, keys.allowed).files == 6
 
 
 def test_secret_scan_finds_a_key_straddling_read_chunks(tmp_path: Path) -> None:

@@ -45,10 +45,22 @@ def test_local_flow_leaves_a_signed_verified_bundle_and_a_verdict(tmp_path: Path
         check=False, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert check.returncode == 0, check.stderr
+    # ... including its provenance (issue 16): the twin needs no image and loads no weights.
+    assert "weights: not applicable (twin)" in check.stdout
+    assert "recipe: recipe.json (twin server)" in check.stdout
+    recipe = subprocess.run(
+        [sys.executable, "-m", "bench", "provenance", str(bundle), "--recipe",
+         "--allowed-signers", str(allowed)],
+        check=False, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert recipe.returncode == 0, recipe.stderr
+    last = recipe.stdout.splitlines()[-1]
+    assert last.startswith(".venv/bin/bench local --profile published --speed 20 -- "), last
+    assert "--contexts 8K --prefill-only-contexts --concurrencies 1 2 --duration 10" in last
     with tarfile.open(bundle) as tar:
         names = {Path(n).name for n in tar.getnames()}
     for expected in ("manifest.json", "manifest.json.sig", "results.json", "tables.md",
-                     "environment.json", "report.html"):  # fmt: skip
+                     "environment.json", "report.html", "recipe.json"):  # fmt: skip
         assert expected in names
     # The verdict names the measured cells with their deltas against the card.
     assert "| 8K | 1 |" in proc.stdout

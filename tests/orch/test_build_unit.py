@@ -186,7 +186,11 @@ def test_the_context_is_what_dockerignore_lets_through_plus_the_engine_dockerfil
     assert {"pyproject.toml", "bench/__init__.py", "bench/cli.py"} <= names
     # The images install bench's dependencies from the runtime lock, never the dev one.
     assert "requirements/runtime.lock" in names
-    assert not any(n.startswith("requirements/") and "runtime" not in n for n in names)
+    assert "requirements/dev.lock" not in names
+    # ... and the vllm-build stage its constraints per vLLM commit (requirements/vllm/).
+    assert "requirements/vllm/README.md" in names
+    others = {"requirements/runtime.lock", "requirements/vllm"}
+    assert not any(n.startswith("requirements/") and not n.startswith(tuple(others)) for n in names)
     assert not any(n.startswith(("tests", "provisioning", ".venv", "docs")) for n in names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert "Dockerfile" not in names

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.bundle.verify import verify_bundle
+from bench.recipe import RECIPE_NAME, Recipe
 from provisioning.flow import scope_of
 from tests.orch.conftest import ROOT, SshTestHost
 
@@ -73,8 +74,23 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
     for name in ("results.json", "manifest.json", "manifest.json.sig", "tables.md", "server.log"):
         assert (bundle / name).is_file(), name
     assert not (bundle / "INCOMPLETE").exists()
-    ok = verify_bundle(archive, tmp_path / "allowed_signers")
+    ok = verify_bundle(archive, tmp_path / "allowed_signers", provenance=True)
     assert ok.signer.principal == f"vllm-bench@{ssh_host.alias}"
+    # Its provenance (issue 16): bench's commit, the image's id and package freeze, the
+    # twin's weights stated as not applicable, and the orchestrator's recipe.
+    found = "; ".join(ok.provenance)
+    assert "recipe: recipe.json (image server)" in found and "weights: not applicable" in found
+    assert re.search(r"image: sha256:[0-9a-f]{64}", found) and "server packages: " in found
+    recipe = Recipe.model_validate_json((bundle / RECIPE_NAME).read_text())
+    last = recipe.commands[-1]
+    assert last.startswith(
+        f"python -m provisioning bench {ssh_host.alias} --profile twin --image {bench_image} "
+    )
+    assert last.endswith(
+        "-- --api chat --contexts 8K --prefill-only-contexts --concurrencies 1 "
+        "--duration 2 --max-tokens 512 --trials 1 --seed 0 --request-timeout 600"
+    )
+    assert any(c.startswith("docker build --target bench ") for c in recipe.commands)
     assert "complete" in out and str(bundle) in out
     assert _containers(run_id) == []
     for path in bundle.rglob("*"):

@@ -16,12 +16,14 @@ import pytest
 
 from bench.errors import Exit, RunFailed
 from bench.launch_profile import load_launch_profile
+from bench.recipe import ImageServer, Recipe
 from provisioning.containers import EngineUnreachable
 from provisioning.flow import HostLost, HostRun
 from provisioning.hosts import Host
 from provisioning.remote import CommandResult, Remote, RetryPolicy, SshUnreachable
 from provisioning.requirements import load_requirements
 from provisioning.run_options import Options
+from tests.bundle.runs import small_results
 
 HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)
 
@@ -80,6 +82,7 @@ class ScriptedRemote:
         self.finished = finished
         self.reconnects = 0
         self.commands: list[str] = []
+        self.written: dict[str, str] = {}
 
     def reconnect(self) -> None:
         self.reconnects += 1
@@ -89,6 +92,14 @@ class ScriptedRemote:
     def run(self, command: str, **_: Any) -> CommandResult:
         self.commands.append(command)
         return CommandResult(command, 0 if self.finished else 1, "", "")
+
+    def read_text(self, remote_path: str) -> str:
+        if remote_path.endswith("/results.json"):
+            return small_results().model_dump_json()
+        raise FileNotFoundError(remote_path)
+
+    def write_text(self, remote_path: str, text: str) -> None:
+        self.written[remote_path] = text
 
 
 def _host_run(engine: ScriptedEngine, remote: ScriptedRemote, tmp_path: Path) -> HostRun:
@@ -227,6 +238,29 @@ def test_signing_dropped_twice_is_redone_whole_and_signed_with_one_command(
     (sign,) = [c for c in remote.commands if "ssh-keygen -Y sign" in c]
     assert sign.startswith("rm -f ") and " && ssh-keygen -Y sign" in sign  # safe to rerun
     assert cast(io.StringIO, run.out).getvalue().count("reconnected; signing again") == 2
+
+
+def test_the_recipe_is_written_into_the_run_directory_before_the_manifest(
+    tmp_path: Path,
+) -> None:
+    run, engine, remote = _sealing(0, tmp_path)
+    run.outcome.image_id = None  # (no environment.json to edit here)
+    run._seal()
+    written = remote.written["/home/bench/.cache/vllm-bench/runs/r1-gpu01/recipe.json"]
+    recipe = Recipe.model_validate_json(written)
+    assert isinstance(recipe.server, ImageServer)
+    assert (recipe.server.launch_profile, recipe.server.image_ref) == ("twin", "bench:test")
+    assert recipe.server.launch_argv == load_launch_profile("twin").argv
+    assert recipe.bench.commit == "81a476982"
+    assert recipe.host_requirements["gpus"] == "0"
+    assert recipe.commands[0].startswith("git checkout 81a476982")
+    assert "make bench-image" in recipe.commands
+    last = recipe.commands[-1]
+    assert last.startswith(
+        "python -m provisioning bench gpu01 --profile twin --image bench:test -- "
+    )
+    assert "--contexts 8K" in last
+    assert engine.started[0] == "manifest"  # hashed after it was written
 
 
 def test_signing_that_keeps_dropping_gives_up_in_one_line_after_bounded_attempts(

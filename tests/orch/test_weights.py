@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import provenance
 from provisioning import hosts, preflight, weights
 from provisioning.preflight import Status
 from provisioning.remote import Remote
@@ -80,6 +81,8 @@ def test_a_pinned_revision_is_recorded_with_every_files_sha256(ssh_host: SshTest
     assert (cache / "hub" / "models--tiny-org--tiny-model" / "refs" / "main").read_text() == PINNED
     assert json.loads(json.dumps(found.as_json()))["files"] == expected
     assert found.banner() == f"weights: {MODEL} at {PINNED}, pinned by the launch profile"
+    env = {"weights": json.loads(json.dumps(found.as_json()))}
+    assert provenance.weights_line(env, twin=False) == f"weights: {MODEL} at {PINNED}, pinned"
 
 
 def test_an_unpinned_profile_records_what_refs_main_resolved(ssh_host: SshTestHost) -> None:
@@ -88,6 +91,9 @@ def test_an_unpinned_profile_records_what_refs_main_resolved(ssh_host: SshTestHo
         found = weights.record(remote, str(cache), MODEL, None)
     assert found is not None and (found.revision, found.pinned) == (OTHER, False)
     assert found.banner().endswith("not pinned by the profile")
+    # What the orchestrator writes into environment.json is what the verdicts' header reads.
+    env = {"weights": json.loads(json.dumps(found.as_json()))}
+    assert provenance.weights_line(env, twin=False) == f"weights: {MODEL} at {OTHER}, not pinned"
 
 
 def test_preflight_refuses_an_absent_pin_when_downloads_are_off(ssh_host: SshTestHost) -> None:
