@@ -184,7 +184,8 @@ PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
 	$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS)
 
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
-# default) or blocked (all A, then all B: fewer switches, drift not controlled).
+# default) or blocked (all A, then all B: fewer switches, drift not controlled) or
+# sequential (A B A, then sweeps of the still-open cells only, up to 5 a side; TRIALS unused).
 TRIALS ?= 3
 ORDER ?= interleaved
 PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER)

@@ -169,26 +169,26 @@ def run_row(
 ) -> tuple[float, list[CellFigures]]:
     """The scout's TTFT and the figures of each decode cell of one context row.
 
-    With `run_seed`, the profile's run-to-run noise applies (see `bench.twin.noise`): each
-    cell (the scout is cell (context, 1) of prefill, concurrency 0) runs on an engine whose
-    step costs carry that cell's factor for this run and trial. Without it: no noise.
+    One engine serves the whole row, as one server does: the scout's prefix stays cached
+    and each cell starts from what the one before left. With `run_seed`, the profile's
+    run-to-run noise applies (see `bench.twin.noise`): while a cell runs (the scout is cell
+    (context, concurrency 0)), the engine's step costs carry that cell's factor for this run
+    and trial. Without it: no noise, the path `bench.twin.calibrate` fits.
     """
+    engine = Engine(profile, seed)
 
-    def engine_for(concurrency: int) -> Engine:
+    def cell_profile(concurrency: int) -> Profile:
         if run_seed is None:
-            return Engine(profile, seed)
-        f = noise.cell_factor(profile, run_seed, trial, context, concurrency)
-        return Engine(noise.scaled(profile, f), seed)
+            return profile
+        return noise.scaled(
+            profile, noise.cell_factor(profile, run_seed, trial, context, concurrency)
+        )
 
     ids = prompt_ids(context, tag)
-    if run_seed is None:
-        engine = Engine(profile, seed)
-        ttft = prefill_ttft_s(engine, ids)
-        return ttft, [decode_cell(engine, ids, c) for c in concurrencies]
-    ttft = prefill_ttft_s(engine_for(0), ids)
+    engine.profile = cell_profile(0)
+    ttft = prefill_ttft_s(engine, ids)
     cells = []
     for c in concurrencies:
-        engine = engine_for(c)
-        prefill_ttft_s(engine, ids)  # warm the prefix cache, as the scout did
+        engine.profile = cell_profile(c)
         cells.append(decode_cell(engine, ids, c))
     return ttft, cells

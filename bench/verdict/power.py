@@ -36,6 +36,8 @@ from pathlib import Path
 
 from bench.card.figures import context_tokens
 from bench.card.parse import read_card
+from bench.prompts import context_label, fit
+from bench.run_cmd import PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.twin import noise, virtual
 from bench.twin import profile as profiles
 from bench.twin.engine import Engine
@@ -55,9 +57,23 @@ class Base:
     server_s: dict[Key, float]  # server seconds one measurement of the cell costs
 
 
+def prompt_sizes(profile: Profile, max_tokens: int) -> dict[tuple[str, bool], int]:
+    """(row label, decode?) -> the prompt tokens `bench run` sends for the published
+    contexts on this server: the card's 251K row is 256K trimmed to fit max_model_len
+    (257,984 tokens, not 251 x 1024), and the twin's TTFT depends on it."""
+    out: dict[tuple[str, bool], int] = {}
+    rows = [(n, True) for n in PUBLISHED_CONTEXTS] + [(n, False) for n in PUBLISHED_PREFILL_ONLY]
+    for word, decode in rows:
+        nominal = context_tokens(word)
+        prompt = fit(nominal, profile.max_model_len, max_tokens if decode else 1)
+        out[(context_label(nominal, prompt), decode)] = prompt
+    return out
+
+
 def simulate_card(profile: Profile, card_path: Path) -> Base:
     card = read_card(card_path)
     quiet = noise.without_noise(profile)
+    sizes = prompt_sizes(profile, card.max_output_tokens or 4096)
     figures: dict[Key, dict[str, float]] = {}
     server_s: dict[Key, float] = {}
     rows: dict[str, list[int]] = {}
@@ -65,7 +81,7 @@ def simulate_card(profile: Profile, card_path: Path) -> Base:
         if c.status == "valid":
             rows.setdefault(c.context, []).append(c.concurrency)
     for ctx, levels in rows.items():
-        tokens = context_tokens(ctx)
+        tokens = sizes.get((ctx, True), context_tokens(ctx))
         scout, cells = virtual.run_row(quiet, tokens, sorted(levels))
         for cell in cells:
             key: Key = ("decode", ctx, cell.concurrency)
@@ -79,7 +95,7 @@ def simulate_card(profile: Profile, card_path: Path) -> Base:
         first = ("decode", ctx, min(levels))
         server_s[first] += scout
     for p in card.prefill:
-        tokens = context_tokens(p.context)
+        tokens = sizes.get((p.context, p.context in rows), context_tokens(p.context))
         ttft = virtual.prefill_ttft_s(Engine(quiet, 0), virtual.prompt_ids(tokens, 1))
         key = ("prefill", p.context, 1)
         figures[key] = {"prefill_tok_s": tokens / ttft, "prefill_ttft_s": ttft}
