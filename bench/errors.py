@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from pydantic import ValidationError
+
 
 class Exit(IntEnum):
     """Named exit codes, documented in the README."""
@@ -100,3 +102,12 @@ class DiskError(BenchError):
 
 class Interrupted(BenchError):
     exit_code = Exit.INTERRUPTED
+
+
+def first_problem(exc: ValidationError, whole: str = "") -> tuple[str, str]:
+    """(where, what) of a validation error's first problem, for a one-line message: the
+    dotted path of the field (`whole` when it is the document itself) and pydantic's
+    message without its "Value error, " prefix."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or whole
+    return where, str(first["msg"]).removeprefix("Value error, ")

@@ -41,7 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.errors import ProfileError
+from bench.errors import ProfileError, first_problem
 
 LAUNCH_PROFILE_DIR = Path(__file__).with_name("launch_profiles")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -176,9 +176,7 @@ def load_launch_profile(ref: str | Path) -> LaunchProfile:
     try:
         profile = LaunchProfile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        what = first["msg"].removeprefix("Value error, ")
+        where, what = first_problem(exc)
         raise ProfileError(
             f"launch profile {path}: {where + ': ' if where else ''}{what}",
             hint="fix the file",

@@ -26,7 +26,7 @@ from bench.bundle.verify import ENVIRONMENT_NAME, read_environment
 from bench.errors import UsageError, VerifyFailed
 from bench.results import Results
 from bench.settings import Settings
-from bench.verdict.run_source import DEFAULT_ALLOWED_SIGNERS, Verification, check, load_results
+from bench.verdict.run_source import Verification, add_verification_args, check, load_results
 from bench.verdict.run_source import opened as opened_run
 
 
@@ -36,18 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--recipe", action="store_true", help="print the commands that re-create the run"
     )
-    defaults = " or ".join(str(x) for x in DEFAULT_ALLOWED_SIGNERS)
-    p.add_argument(
-        "--allowed-signers",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help=f"trusted signers (repeatable); default {defaults}",
-    )
-    p.add_argument(
-        "--unverified", action="store_true", help="read a bundle that does not verify, saying so"
-    )
+    add_verification_args(p, "the bundle")
     p.set_defaults(func=handle)
 
 

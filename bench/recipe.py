@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench import is_dirty, provenance
-from bench.errors import VerifyFailed
+from bench.errors import VerifyFailed, first_problem
 from bench.results import Results, RunSettings
 
 RECIPE_NAME = "recipe.json"
@@ -237,9 +237,8 @@ def read(root: Path) -> Recipe:
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise VerifyFailed(f"{RECIPE_NAME}: malformed at {where}: {first['msg']}") from None
+        where, what = first_problem(exc, "document")
+        raise VerifyFailed(f"{RECIPE_NAME}: malformed at {where}: {what}") from None
 
 
 def json_schema() -> dict[str, object]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.errors import ToolMissing, UsageError
+from bench.errors import ToolMissing, UsageError, first_problem
 
 DEFAULT_MODEL_CACHE = "~/.cache/huggingface"
 
@@ -99,10 +99,9 @@ def load_inventory(path: Path | None) -> Inventory:
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}", hint="fix the inventory file") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where, what = first_problem(exc)
         raise UsageError(
-            f"{path}: {where}: {first['msg']}",
+            f"{path}: {where}: {what}",
             hint="allowed per host: hostname, user, port, key, profile, model_cache",
         ) from None
 

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.errors import UsageError, VerifyFailed
+from bench.errors import UsageError, VerifyFailed, first_problem
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -100,9 +100,8 @@ def read(root: Path) -> Manifest:
     try:
         manifest = Manifest.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise VerifyFailed(f"{MANIFEST_NAME}: malformed at {where}: {first['msg']}") from None
+        where, what = first_problem(exc, "document")
+        raise VerifyFailed(f"{MANIFEST_NAME}: malformed at {where}: {what}") from None
     if manifest.schema_version != MANIFEST_SCHEMA_VERSION:
         raise VerifyFailed(
             f"{MANIFEST_NAME}: schema version {manifest.schema_version} is not "

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench import recipe
-from bench.errors import VerifyFailed
+from bench.errors import VerifyFailed, first_problem
 from bench.results import SCHEMA_VERSION, Results
 
 RESULTS_NAME = "results.json"
@@ -72,9 +72,8 @@ def validate_results(root: Path) -> Results:
     try:
         return Results.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
+        where, what = first_problem(exc, "document")
         raise VerifyFailed(
-            f"{RESULTS_NAME}: does not match the schema at {where}: {first['msg']}"
+            f"{RESULTS_NAME}: does not match the schema at {where}: {what}"
             + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
         ) from None

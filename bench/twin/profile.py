@@ -16,7 +16,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.errors import ProfileError
+from bench.errors import ProfileError, first_problem
 
 PROFILE_DIR = pathlib.Path(__file__).with_name("profiles")
 
@@ -189,9 +189,8 @@ def load(name_or_path: str) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "profile"
+        where, what = first_problem(exc, "profile")
         raise ProfileError(
-            f"twin profile {path} is malformed: {where}: {first['msg']}",
+            f"twin profile {path} is malformed: {where}: {what}",
             hint="fix the file or pick a built-in profile",
         ) from None

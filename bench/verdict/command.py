@@ -19,8 +19,8 @@ from bench.verdict.cells import RunFigures
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import (
-    DEFAULT_ALLOWED_SIGNERS,
     Verification,
+    add_verification_args,
     load_run,
     merge_runs,
 )
@@ -39,15 +39,7 @@ def _percent(text: str) -> float:
 
 
 def _add_verification(p: argparse.ArgumentParser) -> None:
-    defaults = " or ".join(str(x) for x in DEFAULT_ALLOWED_SIGNERS)
-    p.add_argument(
-        "--allowed-signers",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help=f"trusted signers of the bundles (repeatable); default {defaults}",
-    )
+    add_verification_args(p)
     p.add_argument(
         "--accept",
         action="append",
@@ -56,11 +48,6 @@ def _add_verification(p: argparse.ArgumentParser) -> None:
         help="settings allowed to differ, comma-separated: "
         "window_s,max_tokens,api,model,engine_version,engine_commit,launch_flags,"
         "gpu_count,gpu_model (or all)",
-    )
-    p.add_argument(
-        "--unverified",
-        action="store_true",
-        help="read bundles that do not verify; the verdict's first line then says UNVERIFIED",
     )
 
 

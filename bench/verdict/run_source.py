@@ -8,6 +8,7 @@ multiplied by N (`CellFigures.at_server_speed`) before any comparison.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
@@ -23,7 +24,7 @@ from bench import provenance
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
-from bench.errors import BenchError, UsageError, VerifyFailed
+from bench.errors import BenchError, UsageError, VerifyFailed, first_problem
 from bench.results import CellResult, PrefillSample, Results
 from bench.verdict import settings as run_settings
 from bench.verdict.cells import (
@@ -45,6 +46,24 @@ DEFAULT_ALLOWED_SIGNERS = (
     Path.home() / ".config" / "bench" / "allowed_signers",
     Path.home() / ".config" / "vllm-bench" / "allowed_signers",
 )
+
+
+def add_verification_args(p: argparse.ArgumentParser, signers_of: str = "the bundles") -> None:
+    """--allowed-signers (repeatable, with the default files named) and --unverified."""
+    defaults = " or ".join(str(x) for x in DEFAULT_ALLOWED_SIGNERS)
+    p.add_argument(
+        "--allowed-signers",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"trusted signers of {signers_of} (repeatable); default {defaults}",
+    )
+    p.add_argument(
+        "--unverified",
+        action="store_true",
+        help="read a bundle that does not verify anyway; the output says UNVERIFIED first",
+    )
 
 
 @dataclass(frozen=True)
@@ -124,11 +143,9 @@ def load_results(directory: Path) -> Results:
     try:
         return Results.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where, what = first_problem(exc)
         raise UsageError(
-            f"{directory / RESULTS_NAME}: does not match the results schema at {where}: "
-            f"{first['msg']}",
+            f"{directory / RESULTS_NAME}: does not match the results schema at {where}: {what}",
             hint="was it written by this version of bench?",
         ) from None
 
