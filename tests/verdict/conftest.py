@@ -6,6 +6,8 @@ import pytest
 
 from bench.card.model import Card
 from bench.card.parse import read_card
+from bench.twin import profile as profiles
+from bench.verdict import power
 from tests.bundle.conftest import Keys
 from tests.card.conftest import SHIPPED
 
@@ -32,3 +34,10 @@ def card() -> Card:
 @pytest.fixture
 def card_path() -> pathlib.Path:
     return SHIPPED
+
+
+@pytest.fixture(scope="session")
+def published() -> tuple[profiles.Profile, power.Base]:
+    """The twin's `published` profile and the card's matrix simulated on it in virtual time."""
+    p = profiles.load("published")
+    return p, power.simulate_card(p, SHIPPED)

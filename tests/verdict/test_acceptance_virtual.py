@@ -20,12 +20,6 @@ from tests.card.conftest import SHIPPED
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def published() -> tuple[profiles.Profile, power.Base]:
-    p = profiles.load("published")
-    return p, power.simulate_card(p, SHIPPED)
-
-
 def test_full_card_reproduce_of_published_with_3_trials_passes(
     published: tuple[profiles.Profile, power.Base],
 ) -> None:

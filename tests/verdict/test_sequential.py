@@ -11,15 +11,8 @@ from bench.twin import profile as profiles
 from bench.verdict import power, sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import Policy
-from tests.card.conftest import SHIPPED
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def published() -> tuple[profiles.Profile, power.Base]:
-    p = profiles.load("published")
-    return p, power.simulate_card(p, SHIPPED)
 
 
 def _measure(
