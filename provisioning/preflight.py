@@ -310,9 +310,14 @@ def check_runtime(probe: Probe, req: Requirements, info: dict[str, object]) -> C
     )
 
 
+def _shell_path(path: str) -> str:
+    """PATH as a POSIX shell word, a leading ~ as the account's "$HOME"."""
+    return '"$HOME"' + shlex.quote(path[1:]) if path.startswith("~") else shlex.quote(path)
+
+
 def _free_bytes(probe: Probe, path: str) -> tuple[int, str] | None:
     """Free bytes on the filesystem that holds PATH (its nearest existing parent)."""
-    quoted = '"$HOME"' + shlex.quote(path[1:]) if path.startswith("~") else shlex.quote(path)
+    quoted = _shell_path(path)
     script = f'p={quoted}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
     res = probe.run(f"sh -c {shlex.quote(script)}")
     if not res.ok:
@@ -322,7 +327,7 @@ def _free_bytes(probe: Probe, path: str) -> tuple[int, str] | None:
 
 
 def _present_bytes(probe: Probe, cache: str, model: str) -> int:
-    quoted = '"$HOME"' + shlex.quote(cache[1:]) if cache.startswith("~") else shlex.quote(cache)
+    quoted = _shell_path(cache)
     sub = shlex.quote("/hub/models--" + model.replace("/", "--"))
     res = probe.run(f"sh -c {shlex.quote(f'du -sb {quoted}{sub} 2>/dev/null || echo 0')}")
     try:
