@@ -87,7 +87,7 @@ def closing_lines(
     """Where everything is, and how to check the bundle, as commands with this run's paths
     (docs/first-hour.md follows them; a test runs them as printed)."""
     q = shlex.quote
-    bundle, allowed = bundle.resolve(), allowed.resolve()
+    bundle, allowed, key, page = bundle.resolve(), allowed.resolve(), key.resolve(), page.resolve()
     check = bundle.with_name(bundle.name.removesuffix(".tar.gz") + "-check")
     top = bundle.name.removesuffix(".tar.gz")
     hashes = (
