@@ -94,14 +94,21 @@ def closing_lines(
         'python3 -c \'import json; [print(f["sha256"] + "  " + f["path"]) '
         'for f in json.load(open("manifest.json"))["files"]]\' | sha256sum -c -'
     )
+    # The console script beside this Python: `python -m bench` run from the folder that
+    # holds the clone (named bench) would import that folder instead of the package.
+    script = Path(sys.executable).with_name("bench")
+    verify = (
+        f"{q(str(script))} verify"
+        if script.is_file()
+        else f"{q(sys.executable)} -P -m bench verify"
+    )
     return [
         "",
         f"bundle: {bundle} ({files} files, signed by {principal})",
         f"signing key: {key} (made on first use; public half {key}.pub, trusted in {allowed})",
         f"verdict against the card, as a page: {page}",
         "verify the bundle:",
-        f"  {q(sys.executable)} -m bench verify {q(str(bundle))}"
-        f" --allowed-signers {q(str(allowed))}",
+        f"  {verify} {q(str(bundle))} --allowed-signers {q(str(allowed))}",
         "or with stock OpenSSH and coreutils, in a new directory:",
         f"  mkdir {q(str(check))} && tar -xzf {q(str(bundle))} -C {q(str(check))}"
         f" && cd {q(str(check / top))}",

@@ -58,7 +58,7 @@ def test_bench_local_ends_saying_where_the_bundle_key_and_page_are_and_how_to_ve
     text = "\n".join(lines)
     assert "bundle: /r/run1.tar.gz (9 files, signed by me@host)" in text
     assert "signing key: /k/signing_ed25519 (made on first use; public half " in text
-    assert "-m bench verify /r/run1.tar.gz --allowed-signers /k/allowed_signers" in text
+    assert "bench verify /r/run1.tar.gz --allowed-signers /k/allowed_signers" in text
     assert "verdict against the card, as a page: /r/run1-reproduce.html" in text
     assert (
         "  mkdir /r/run1-check && tar -xzf /r/run1.tar.gz -C /r/run1-check && cd /r/run1-check/run1"
@@ -175,6 +175,8 @@ def test_the_first_hour_walk_through_runs_as_printed(tmp_path: Path) -> None:
     assert len(printed) == 4, lines[start:]
     assert all(str(bundle) in x for x in printed[:2])
     assert printed[2].startswith("ssh-keygen -Y verify -f ")  # stock OpenSSH, as the page says
+    # Run from the folder that holds the clone (named bench, as the page clones it): the
+    # printed `python -m bench verify` imported that folder instead of the package.
     ran = subprocess.run(["bash", "-c", "set -euo pipefail\n" + "\n".join(printed) + "\n"],
                          capture_output=True, text=True, timeout=120, check=False, env=env,
                          cwd=tmp_path)  # fmt: skip
