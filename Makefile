@@ -18,11 +18,11 @@ qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 set = $(strip $(value $(1)))
 
 # GNU make exits 2 whenever a recipe fails, whatever the program's own named code (README,
-# "Exit codes"), and has no way to pass that code on. The recipes below that run bench or
-# provision start with BENCH_MAKE_TARGET=<target> (one simple command still: the shell execs
-# it, so signals reach the program as before); a failure then ends with one line,
-# `make TARGET: bench exited N (NAME: meaning); make itself exits 2, scripts should call
-# COMMAND to get the code`.
+# "Exit codes"), and has no way to pass that code on. The recipes below that run bench,
+# provision or bench.reproduce_twin start with BENCH_MAKE_TARGET=<target> (one simple
+# command still: the shell execs it, so signals reach the program as before); a failure
+# then ends with one line, `make TARGET: bench exited N (NAME: meaning); make itself exits
+# 2, scripts should call COMMAND to get the code`.
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER
@@ -242,7 +242,7 @@ REPRO_TRIALS ?= 1
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
-	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
+	BENCH_MAKE_TARGET=reproduce-twin $(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
 
 # Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
 # pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).

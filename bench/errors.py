@@ -70,8 +70,10 @@ MAKE_TARGET_ENV = "BENCH_MAKE_TARGET"
 
 
 def direct_command() -> str:
-    """This process's command line as a shell takes it (`python -m X` when run so)."""
-    if sys.argv and sys.argv[0].endswith("__main__.py"):
+    """This process's command line as a shell takes it (`python -m X` when run so: then
+    sys.argv[0] is the module's file, and the interpreter's own words come first)."""
+    head = sys.orig_argv[: len(sys.orig_argv) - len(sys.argv) + 1]
+    if "-m" in head:
         return shlex.join(sys.orig_argv)
     return shlex.join(sys.argv)
 

@@ -181,3 +181,25 @@ def test_a_code_with_no_name_is_said_so() -> None:
         "make bench: bench exited 77 (not a named code); make itself exits 2, scripts should "
         "call x to get the code"
     )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+@pytest.mark.skipif(not (ROOT / ".venv/bin/python").exists(), reason="needs the .venv")
+def test_an_argument_error_through_make_names_the_python_m_command_that_returns_it(
+    tmp_path: Path,
+) -> None:
+    """argparse's own exit (before the program's main body) gets the line too, and a module
+    run with `python -m` is named so, not by its file."""
+    got = _make(["reproduce-twin", "REPRO_SPEED=abc", f"REPRO_OUT={tmp_path}/r"], tmp_path)
+    assert got.returncode == 2, got.stderr
+    (line,) = [x for x in got.stderr.splitlines() if x.startswith("make reproduce-twin: ")]
+    assert line.startswith(
+        "make reproduce-twin: bench.reproduce_twin exited 2 (USAGE: bad input: arguments, "
+        "settings, profile, card); make itself exits 2, scripts should call "
+        ".venv/bin/python -m bench.reproduce_twin --speed abc --card "
+    )
+    command = line.split("scripts should call ", 1)[1].removesuffix(" to get the code")
+    direct = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                            timeout=60, check=False, cwd=ROOT)  # fmt: skip
+    assert direct.returncode == 2 and "invalid float value: 'abc'" in direct.stderr
+    assert not (tmp_path / "r").exists()
