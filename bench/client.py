@@ -423,7 +423,8 @@ def _not_an_event_stream(headers: httpx.Headers) -> str | None:
 async def _http_error(response: httpx.Response) -> str:
     """`HTTP N: <body start>` from at most MAX_ERROR_BODY bytes (a redirect: where to)."""
     got = bytearray()
-    async for part in response.aiter_raw():
+    parts = _once(response.content) if response.is_stream_consumed else response.aiter_raw()
+    async for part in parts:  # (consumed already: a response made whole in memory)
         got += part
         if len(got) >= MAX_ERROR_BODY:
             break  # the rest is never read: leaving the stream closes the connection

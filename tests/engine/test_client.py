@@ -271,3 +271,20 @@ def test_a_usage_count_of_2_to_the_63_is_one_line_on_the_record_not_a_traceback(
             assert record.error is not None
             assert record.error.startswith("implausible usage: completion_tokens 9")
             assert record.error.endswith("(over 12 digits)") and "\n" not in record.error
+
+
+def test_an_error_response_made_whole_in_memory_is_read_like_a_streamed_one() -> None:
+    clock = ScriptedClock()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, content=b"x" * 1000, headers={"location": "/elsewhere"})
+
+    async def go() -> RequestRecord:
+        client = Client("http://s", clock=clock, transport=httpx.MockTransport(handler))
+        record = RequestRecord(worker=0, start_s=clock())
+        await client.stream("/v1/chat/completions", {}, record)
+        await client.aclose()
+        return record
+
+    record = asyncio.run(go())
+    assert record.error == "HTTP 503: (Location: /elsewhere) " + "x" * 300
