@@ -7,6 +7,7 @@ a self-signed certificate made here by `openssl`.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,9 @@ from bench.client import (
     NO_PROGRESS_FACTOR,
     Client,
 )
-from bench.errors import ServerError
+from bench.errors import Exit, ServerError
 from bench.records import RequestRecord
+from tests.hostile.test_hostile_server import Ran
 
 pytestmark = [
     pytest.mark.integration,
@@ -185,3 +187,65 @@ def test_an_https_setup_call_reads_a_normal_answer(tls_hostile: TlsHostile) -> N
 
     status, text = asyncio.run(go())
     assert status == 200 and '"id": "hostile-model"' in text
+
+
+# `bench run` itself over https (BENCH_CA_FILE trusts the test's certificate): the cells and
+# the run say what they say over http (tests/hostile/test_hostile_server.py).
+CLI_FAULTS = ("trickle", "huge-error", "redirect", "http-500", "gzip", "html")
+
+
+def _bench_run(h: TlsHostile, spec: str, out: Path) -> Ran:
+    from tests.hostile.test_hostile_server import SMALL, bench_run
+
+    return bench_run("--url", h.base(spec), *SMALL, out=out,
+                     env={"BENCH_CA_FILE": str(h.cert)})  # fmt: skip
+
+
+def test_bench_run_measures_a_well_behaved_https_server(
+    tls_hostile: TlsHostile, tmp_path: Path
+) -> None:
+    ran = _bench_run(tls_hostile, "stream=ok", tmp_path / "r")
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None and ran.results["state"] == "complete"
+    (cell,) = ran.results["cells"]
+    assert cell["status"] == "valid", cell
+    assert json.dumps(ran.results).count('"read_times": "client_clock"') == 1  # httpx's path
+
+
+@pytest.mark.parametrize("how", CLI_FAULTS)
+def test_bench_run_over_https_puts_each_fault_on_the_cell_in_bounded_time(
+    tls_hostile: TlsHostile, tmp_path: Path, how: str
+) -> None:
+    ran = _bench_run(tls_hostile, f"stream={how}", tmp_path / "r")
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert "Traceback" not in ran.err and ran.took_s < 30
+    assert ran.results is not None and ran.results["state"] == "complete"
+    why = HTTPS_FAULTS[how][:80]
+    (scout,) = ran.results["prefill"]
+    (cell,) = ran.results["cells"]
+    assert scout["status"] == "invalid" and scout["reason"].startswith(why), scout
+    assert cell["status"] == "invalid" and cell["figures"] is None
+    assert cell["reason"].startswith("1 request(s) failed, first: " + why), cell
+
+
+def test_bench_run_over_https_stops_a_gzip_bomb_at_its_limit_exit_server(
+    tls_hostile: TlsHostile, tmp_path: Path
+) -> None:
+    out = tmp_path / "r"
+    ran = _bench_run(tls_hostile, "models=gzip-bomb", out)
+    lines = [x for x in ran.err.splitlines() if not x.startswith("{")]
+    assert ran.rc == Exit.SERVER, ran.err[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("bench: error: ")
+    assert "/v1/models answered more than 4 MiB (the limit MAX_SETUP_BODY_BYTES" in lines[0]
+    assert not out.exists()
+
+
+def test_without_the_certificate_bench_run_over_https_is_one_line_exit_server(
+    tls_hostile: TlsHostile, tmp_path: Path
+) -> None:
+    from tests.hostile.test_hostile_server import SMALL, bench_run
+
+    ran = bench_run("--url", tls_hostile.base("stream=ok"), *SMALL, out=tmp_path / "r")
+    lines = [x for x in ran.err.splitlines() if not x.startswith("{")]
+    assert ran.rc == Exit.SERVER, ran.err[-2000:]
+    assert len(lines) == 1 and "CERTIFICATE_VERIFY_FAILED" in lines[0], lines
