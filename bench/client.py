@@ -421,13 +421,21 @@ def _not_an_event_stream(headers: httpx.Headers) -> str | None:
 
 
 async def _http_error(response: httpx.Response) -> str:
-    """`HTTP N: <body start>` from at most MAX_ERROR_BODY bytes (a redirect: where to)."""
+    """`HTTP N: <body start>` from at most MAX_ERROR_BODY bytes (a redirect: where to).
+
+    The body's end is never read: leaving a response before its end closes the connection
+    instead of pooling it, as bench.http1 closes one after an error (a server that closes
+    it without saying so would otherwise fail the next request, reusing it at once)."""
     got = bytearray()
+    length = response.headers.get("content-length", "")
+    expected = int(length) if length.isdigit() and len(length) <= 18 else None
     parts = _once(response.content) if response.is_stream_consumed else response.aiter_raw()
+    if expected == 0:
+        parts = _once(b"")
     async for part in parts:  # (consumed already: a response made whole in memory)
         got += part
-        if len(got) >= MAX_ERROR_BODY:
-            break  # the rest is never read: leaving the stream closes the connection
+        if len(got) >= MAX_ERROR_BODY or (expected is not None and len(got) >= expected):
+            break
     text = bytes(got[:MAX_ERROR_BODY]).decode("utf-8", "replace").strip()
     location = response.headers.get("location")
     if location:  # a redirect is not followed: say where it pointed

@@ -184,10 +184,9 @@ class Hostile:
         if how == "bad-status-line":
             w(b"HTTP/1.1 OK-ish\r\n\r\n")
         elif how == "redirect":
-            # Says it closes, as every stream here does (RFC 9112 9.6): httpx keeps a
-            # connection whose answer was complete, and would reuse it at once.
+            # Closes the connection after, without saying so (no `connection: close`).
             w(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/v1\r\n"
-              b"connection: close\r\ncontent-length: 0\r\n\r\n")  # fmt: skip
+              b"content-length: 0\r\n\r\n")  # fmt: skip
         elif how == "huge-error":  # a 64 MiB error body: only its start may be read
             w(b"HTTP/1.1 500 X\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n"
               % (64 << 20))  # fmt: skip
@@ -202,8 +201,7 @@ class Hostile:
                 await asyncio.sleep(0.1)
         elif how == "http-500":
             body = b'{"error": {"message": "hostile failure"}}'
-            w(b"HTTP/1.1 500 X\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%b"
-              % (len(body), body))  # fmt: skip
+            w(b"HTTP/1.1 500 X\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
         elif how == "html":
             body = b"<html>not an event stream</html>"
             w(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%b"
