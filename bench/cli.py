@@ -17,7 +17,7 @@ from typing import Protocol
 import structlog
 
 from bench import __version__, logs
-from bench.errors import BenchError, Exit, Interrupted
+from bench.errors import BenchError, Exit, Interrupted, exit_through_make
 from bench.settings import Settings, load_settings
 
 # Modules that define subcommands (imported lazily so `bench --help` stays fast).
@@ -58,6 +58,10 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return exit_through_make("bench", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # The words as typed: a handler can tell a flag given with its default value from none.

@@ -16,8 +16,18 @@ Limits on what a server may send (a hostile one must not exhaust memory or time)
                             stops here too)                         -> ServerError, exit 3
     MAX_METRICS_BODY_BYTES  body of one /metrics scrape             -> ServerError, exit 3
     MAX_SSE_LINE            one line of the measured stream         -> record.error
+    MAX_ERROR_BODY          bytes of a non-200 stream's body read for its message (the
+                            rest is never read)                     -> record.error "HTTP N: ..."
     a small call's whole answer takes at most twice its read time-out (a server that
     trickles bytes cannot hold a run forever)
+    a measured stream that makes no progress (no token, no text, no end) for
+    NO_PROGRESS_FACTOR x its read time-out ends, even while bytes keep coming
+                                            -> record.error "read time-out: no token for N s"
+
+The measured stream goes over bench.http1 for http:// and over httpx for https://; both
+apply the limits above with the same messages, ask for an identity-encoded event stream and
+refuse at the head a 200 that is encoded or not text/event-stream (an encoded stream would
+only fail at its end, or inflate in memory).
 
 Secrets: a URL with credentials (http://user:pass@host) is refused (`check_url`): the API
 key comes from VLLM_API_KEY or BENCH_API_KEY only. For a loopback server no proxy from
@@ -37,7 +47,9 @@ import asyncio
 import ipaddress
 import json
 import re
-from collections.abc import Callable
+import ssl
+import zlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -63,10 +75,21 @@ _MAX_COUNT_DIGITS = 12
 
 
 _JSON_HEADERS = {"content-type": "application/json"}
+# The measured stream's request, as bench.http1 sends it.
+_STREAM_HEADERS = {
+    "content-type": "application/json",
+    "accept": "text/event-stream",
+    "accept-encoding": "identity",
+}
 _MIB = 1 << 20
 MAX_SETUP_BODY_BYTES = 4 * _MIB
 MAX_METRICS_BODY_BYTES = 16 * _MIB
 MAX_SSE_LINE = 1 * _MIB
+MAX_ERROR_BODY = http1.MAX_ERROR_BODY
+# bench.http1's watchdog ends a stream after five quarters of the read time-out without
+# progress; the httpx path uses the same deadline (a silent server meets httpx's own read
+# time-out first, as it meets the watchdog's "no byte" rule first on bench.http1).
+NO_PROGRESS_FACTOR = 1.25
 
 
 def is_loopback(host: str) -> bool:
@@ -136,7 +159,10 @@ class Client:
         max_connections: int = 2048,
         transport: httpx.AsyncBaseTransport | None = None,
         raw_http1: bool = True,
+        ca_file: str | None = None,
     ) -> None:
+        """`ca_file`: a PEM file of the CA (or self-signed certificate) an https:// server
+        is checked against, instead of the system's (a server with a private CA)."""
         headers = {}
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
@@ -151,6 +177,7 @@ class Client:
             timeout=httpx.Timeout(read_timeout_s, connect=30.0),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=None),
             transport=transport,
+            verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
             # The environment's proxies never carry a request (and its key) to a server on
             # this machine: the same rule as the measured stream on bench.http1.
             trust_env=not is_loopback(url.host),
@@ -221,16 +248,33 @@ class Client:
         self, method: str, path: str, timeout: float, limit: int, content: bytes | None = None
     ) -> tuple[int, bytes, str | None]:
         """One small request, its (decoded) body read up to `limit` bytes and within twice
-        `timeout` in all; over either, a one-line ServerError / time-out."""
-        headers = _JSON_HEADERS if content is not None else None
+        `timeout` in all; over either, a one-line ServerError / time-out. A gzip or deflate
+        body is inflated here at most `limit` bytes at a time (httpx would inflate each read
+        whole: a 64 KB bomb was 64 MiB at once); other encodings are refused."""
+        headers = {**_JSON_HEADERS} if content is not None else {}
+        headers["accept-encoding"] = "gzip, deflate"
         got = bytearray()
         try:
             async with asyncio.timeout(2 * timeout):
                 async with self._http.stream(
                     method, path, content=content, headers=headers, timeout=timeout
                 ) as r:
-                    async for part in r.aiter_bytes():
-                        got += part
+                    if r.is_stream_consumed:
+                        # A response made whole in memory (httpx.MockTransport's): httpx
+                        # has decoded it already.
+                        inflate, parts = None, _once(r.content)
+                    else:
+                        inflate = _inflater(r.headers.get("content-encoding", ""))
+                        parts = r.aiter_raw()
+                    async for part in parts:
+                        if inflate is None:
+                            got += part
+                        else:
+                            data = inflate.decompress(part, limit + 1 - len(got))
+                            got += data
+                            while inflate.unconsumed_tail and len(got) <= limit:
+                                tail = inflate.unconsumed_tail
+                                got += inflate.decompress(tail, limit + 1 - len(got))
                         if len(got) > limit:
                             name = (
                                 "MAX_METRICS_BODY_BYTES"
@@ -245,9 +289,9 @@ class Client:
                     return r.status_code, bytes(got), r.charset_encoding
         except TimeoutError:
             raise httpx.ReadTimeout(f"no whole answer within {2 * timeout:g} s") from None
-        except httpx.DecodingError as exc:
+        except (zlib.error, _NotDecoded) as exc:
             raise ServerError(
-                f"{self.base_url}{path} sent a body that does not decode: {_describe(exc)}"
+                f"{self.base_url}{path} sent a body that does not decode: {exc}"
             ) from None
 
     # -- the measured stream ------------------------------------------------------------
@@ -271,19 +315,33 @@ class Client:
             if event.endswith("send_request_headers.started"):
                 record.sent_s = clock()
 
+        stuck_s = NO_PROGRESS_FACTOR * self.read_timeout_s
         try:
-            async with self._http.stream(
-                "POST", path, content=content, headers=_JSON_HEADERS, extensions={"trace": trace}
-            ) as response:
-                record.http_status = response.status_code
-                if response.status_code != 200:
-                    text = (await response.aread())[:300].decode("utf-8", "replace")
-                    record.error = f"HTTP {response.status_code}: {text.strip()}"
-                    return
-                await self._read_events(response, record, clock)
+            # The deadline moves on with every token (bench.http1's watchdog rule): bytes
+            # that are not progress (keep-alive comments, a trickled head or error body)
+            # cannot hold a request past it.
+            async with asyncio.timeout(stuck_s) as deadline:
+                async with self._http.stream(
+                    "POST", path, content=content, headers=_STREAM_HEADERS,
+                    extensions={"trace": trace},
+                ) as response:  # fmt: skip
+                    record.http_status = response.status_code
+                    if response.status_code != 200:
+                        record.error = await _http_error(response)
+                        return
+                    problem = _not_an_event_stream(response.headers)
+                    if problem is not None:
+                        record.error = f"transport error: {problem}"
+                        return
+                    await self._read_events(response, record, clock, deadline, stuck_s)
         except asyncio.CancelledError:
             record.cancelled = True
             raise
+        except TimeoutError:
+            record.error = (
+                f"read time-out: no token for {self.read_timeout_s:g} s "
+                "(the server kept sending other bytes)"
+            )
         except httpx.TimeoutException:
             record.error = f"read time-out after {self.read_timeout_s:g} s"
         except httpx.HTTPError as exc:
@@ -306,15 +364,83 @@ class Client:
             _check_complete(record)
 
     async def _read_events(
-        self, response: httpx.Response, record: RequestRecord, clock: Clock
+        self,
+        response: httpx.Response,
+        record: RequestRecord,
+        clock: Clock,
+        deadline: asyncio.Timeout,
+        stuck_s: float,
     ) -> None:
         events = _Events(record)
-        # Raw bytes skip httpx's decoder chain when the body is not encoded (vLLM's is not).
-        encoded = response.headers.get("content-encoding", "identity") != "identity"
-        reads = response.aiter_bytes() if encoded else response.aiter_raw()
-        async for data in reads:
+        loop = asyncio.get_running_loop()
+        mark = _progress(record)
+        # Raw bytes: the body is identity-encoded (checked at the head), no decoder runs.
+        async for data in response.aiter_raw():
             if events.feed(data, clock()):
                 return
+            now = _progress(record)
+            if now != mark:
+                mark = now
+                deadline.reschedule(loop.time() + stuck_s)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+class _NotDecoded(Exception):
+    pass
+
+
+def _inflater(encoding: str) -> Any:
+    """A zlib decompressor for a gzip or deflate body, None for identity; else refused."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise _NotDecoded(f"content-encoding {encoding[:40]!r} (asked for gzip, deflate or none)")
+
+
+def _progress(record: RequestRecord) -> tuple[object, ...]:
+    """What moves on when a stream makes progress (bench.http1's watchdog reads the same)."""
+    return (record.first_token_s is not None, record.tokens, record.unattributed)
+
+
+def _not_an_event_stream(headers: httpx.Headers) -> str | None:
+    """Why a 200's head is no measured stream (bench.http1 says the same), or None."""
+    encoding = headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        return f"the response is content-encoding {encoding[:40]!r}, not identity"
+    ctype = headers.get("content-type", "").strip().lower()
+    if ctype and not ctype.startswith("text/event-stream"):
+        return f"the response is {ctype[:60]!r}, not text/event-stream"
+    return None
+
+
+async def _http_error(response: httpx.Response) -> str:
+    """`HTTP N: <body start>` from at most MAX_ERROR_BODY bytes (a redirect: where to).
+
+    The body's end is never read: leaving a response before its end closes the connection
+    instead of pooling it, as bench.http1 closes one after an error (a server that closes
+    it without saying so would otherwise fail the next request, reusing it at once)."""
+    got = bytearray()
+    length = response.headers.get("content-length", "")
+    expected = int(length) if length.isdigit() and len(length) <= 18 else None
+    parts = _once(response.content) if response.is_stream_consumed else response.aiter_raw()
+    if expected == 0:
+        parts = _once(b"")
+    async for part in parts:  # (consumed already: a response made whole in memory)
+        got += part
+        if len(got) >= MAX_ERROR_BODY or (expected is not None and len(got) >= expected):
+            break
+    text = bytes(got[:MAX_ERROR_BODY]).decode("utf-8", "replace").strip()
+    location = response.headers.get("location")
+    if location:  # a redirect is not followed: say where it pointed
+        text = f"(Location: {location.strip()[:200]}) {text}".strip()
+    return f"HTTP {response.status_code}: {text}"
 
 
 class _Events:

@@ -19,6 +19,10 @@ The CLI (`bench.cli`) is the one place that turns these into a message and an ex
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
+from collections.abc import Callable
 from enum import IntEnum
 
 from pydantic import ValidationError
@@ -40,6 +44,68 @@ class Exit(IntEnum):
     NOT_COMPARABLE = 10  # settings differ from the card's / between the runs (not --accept-ed)
     INCONCLUSIVE = 11  # reproduce with trials: an interval straddles the tolerance band
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; finished cells are kept
+
+
+# What each code means, as the README's "Exit codes" table says it (a test holds them equal).
+MEANING: dict[Exit, str] = {
+    Exit.OK: 'done; a reproduce/compare verdict of "yes"',
+    Exit.NOT_REPRODUCED: 'a verdict of "no": a cell outside tolerance, or a change found',
+    Exit.USAGE: "bad input: arguments, settings, profile, card",
+    Exit.SERVER: "the server under test could not be reached or misbehaved",
+    Exit.RUN_FAILED: "the sweep stopped before finishing (finished cells are kept)",
+    Exit.VERIFY_FAILED: "a bundle failed its hash, signature or schema check",
+    Exit.HOST_CHECK: "the GPU host failed preflight",
+    Exit.TOOL_MISSING: "an external tool the step needs is not installed",
+    Exit.DISK: "results could not be written",
+    Exit.PARTIAL: "a verdict on part only: the run covers part of the card, or compare cannot "
+    "compare some cells",
+    Exit.NOT_COMPARABLE: "settings differ from the card's (or between compared runs) and were "
+    "not `--accept`-ed",
+    Exit.INCONCLUSIVE: "reproduce with trials: a cell's 95 % interval straddles the tolerance band",
+    Exit.INTERRUPTED: "Ctrl-C or SIGTERM; finished cells are kept",
+}
+
+# GNU make exits 2 whenever a recipe fails, whatever the program's code (make has no way to
+# pass it on). The Makefile's recipes set this to their target's name; a program that fails
+# under it ends with one line giving its own code and the command a script should call.
+MAKE_TARGET_ENV = "BENCH_MAKE_TARGET"
+
+
+def direct_command() -> str:
+    """This process's command line as a shell takes it (`python -m X` when run so: then
+    sys.argv[0] is the module's file, and the interpreter's own words come first)."""
+    head = sys.orig_argv[: len(sys.orig_argv) - len(sys.argv) + 1]
+    if "-m" in head:
+        return shlex.join(sys.orig_argv)
+    return shlex.join(sys.argv)
+
+
+def make_line(target: str, program: str, code: int, command: str) -> str:
+    """The line a failed recipe of `make TARGET` ends with."""
+    try:
+        named = f"{Exit(code).name}: {MEANING[Exit(code)]}"
+    except ValueError:
+        named = "not a named code"
+    return (
+        f"make {target}: {program} exited {code} ({named}); make itself exits 2, "
+        f"scripts should call {command} to get the code"
+    )
+
+
+def exit_through_make(program: str, main: Callable[[], int]) -> int:
+    """Run a CLI's `main`; when a Makefile recipe ran it (MAKE_TARGET_ENV) and it fails, say
+    its named code on stderr. Taken out of the environment so commands it starts stay quiet."""
+    target = os.environ.pop(MAKE_TARGET_ENV, "")
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse's own exit (2 on bad arguments, 0 for --help)
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if target and status:
+            print(make_line(target, program, status, direct_command()), file=sys.stderr)
+        raise
+    if target and code:
+        print(make_line(target, program, code, direct_command()), file=sys.stderr)
+    return code
 
 
 class BenchError(Exception):

@@ -45,7 +45,8 @@ MAX_CHUNK_LINE = 4096
 # 16 hex digits already say 2^64 bytes; more (or leading zeros past that) is hostile.
 MAX_CHUNK_SIZE_DIGITS = 16
 _HEX = frozenset(b"0123456789abcdefABCDEF")
-_ERROR_BODY = 300
+# Bytes of a non-200 body read for the record's message; the rest is never read.
+MAX_ERROR_BODY = 300
 _BODY_END_WAIT_S = 0.05
 _READ_SIZE = 65_536
 
@@ -131,7 +132,7 @@ class _Exchange:
             return
         if self.status != 200:
             self.err += payload
-            if self.complete or len(self.err) >= _ERROR_BODY:
+            if self.complete or len(self.err) >= MAX_ERROR_BODY:
                 self._http_error()
             return
         if payload and not self.stopped and self.reader.feed(payload, now):
@@ -246,7 +247,7 @@ class _Exchange:
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _http_error(self) -> None:
-        text = self.err[:_ERROR_BODY].decode("utf-8", "replace").strip()
+        text = self.err[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
         if self.location:  # a redirect is not followed: say where it pointed
             text = f"(Location: {self.location}) {text}".strip()
         self.close = True

@@ -87,12 +87,20 @@ def closing_lines(
     """Where everything is, and how to check the bundle, as commands with this run's paths
     (docs/first-hour.md follows them; a test runs them as printed)."""
     q = shlex.quote
-    bundle, allowed = bundle.resolve(), allowed.resolve()
+    bundle, allowed, key, page = bundle.resolve(), allowed.resolve(), key.resolve(), page.resolve()
     check = bundle.with_name(bundle.name.removesuffix(".tar.gz") + "-check")
     top = bundle.name.removesuffix(".tar.gz")
     hashes = (
         'python3 -c \'import json; [print(f["sha256"] + "  " + f["path"]) '
         'for f in json.load(open("manifest.json"))["files"]]\' | sha256sum -c -'
+    )
+    # The console script beside this Python: `python -m bench` run from the folder that
+    # holds the clone (named bench) would import that folder instead of the package.
+    script = Path(sys.executable).with_name("bench")
+    verify = (
+        f"{q(str(script))} verify"
+        if script.is_file()
+        else f"{q(sys.executable)} -P -m bench verify"
     )
     return [
         "",
@@ -100,8 +108,7 @@ def closing_lines(
         f"signing key: {key} (made on first use; public half {key}.pub, trusted in {allowed})",
         f"verdict against the card, as a page: {page}",
         "verify the bundle:",
-        f"  {q(sys.executable)} -m bench verify {q(str(bundle))}"
-        f" --allowed-signers {q(str(allowed))}",
+        f"  {verify} {q(str(bundle))} --allowed-signers {q(str(allowed))}",
         "or with stock OpenSSH and coreutils, in a new directory:",
         f"  mkdir {q(str(check))} && tar -xzf {q(str(bundle))} -C {q(str(check))}"
         f" && cd {q(str(check / top))}",

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.errors import exit_through_make
 from bench.twin.process import start_twin
 from bench.verdict.command import load_reference
 from bench.verdict.reproduce import Tolerances, reproduce
@@ -56,4 +57,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_through_make("bench.reproduce_twin", main))

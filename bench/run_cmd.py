@@ -273,6 +273,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         settings.api_key,
         clock=clock,
         read_timeout_s=run_settings.request_timeout_s,
+        ca_file=settings.ca_file,
     )
     try:
         info, snapshot = await detect(

@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     # The API key of the server under test. Only from the environment (BENCH_API_KEY,
     # or VLLM_API_KEY as vLLM itself reads it); never a command-line flag.
     api_key: SecretStr | None = None
+    # A PEM file of the CA (or the self-signed certificate) an https:// server under test
+    # is checked against instead of the system's (BENCH_CA_FILE).
+    ca_file: str | None = None
 
     def redacted(self) -> dict[str, Any]:
         """The resolved settings as recorded in bundles: secrets as ********."""

@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 
 from bench import logs
-from bench.errors import BenchError, Exit, Interrupted
+from bench.errors import BenchError, Exit, Interrupted, exit_through_make
 from bench.settings import load_settings
 from provisioning import orchestrate
 from provisioning.build import SOURCES
@@ -176,6 +176,10 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return exit_through_make("provision", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after `--` is for `bench run` inside the container, untouched by argparse.
     cut = argv.index("--") if "--" in argv else len(argv)

@@ -32,6 +32,9 @@ Status = Literal[
 ]
 # A cell measured but not to be trusted: never "reproduced" nor "unchanged".
 UNTRUSTED: frozenset[str] = frozenset({"failed", "not_ready", "invalid", "interrupted"})
+# No figures at all: the cell did not fit (over capacity) or was not run. A cell with this
+# status on both sides was measured by neither: never counted among the compared cells.
+UNMEASURED: frozenset[str] = frozenset({"over_capacity", "not_run"})
 Trust = Literal["card", "signed", "unsigned", "unverified"]
 Kind = Literal["throughput", "latency"]
 Key = tuple[str, str, int]  # phase, context label, concurrency

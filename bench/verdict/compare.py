@@ -37,12 +37,20 @@ from typing import Literal
 
 from bench import stats
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
+from bench.verdict.cells import UNMEASURED, UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
 from bench.verdict.reproduce import delta_pct, pooled_noise
 
 Mark = Literal["improved", "regressed", "unchanged", "raw", "n/a"]
 CellMark = Literal[
-    "improved", "regressed", "mixed", "unchanged", "status changed", "cannot compare", "raw", "n/a"
+    "improved",
+    "regressed",
+    "mixed",
+    "unchanged",
+    "status changed",
+    "cannot compare",
+    "not measured",
+    "raw",
+    "n/a",
 ]
 POWER = 0.80
 
@@ -112,6 +120,11 @@ class Comparison:
         return [c for c in self.cells if c.mark == "cannot compare"]
 
     @property
+    def unmeasured(self) -> list[CellDelta]:
+        """Cells neither side measured (over capacity or not run on both): not compared."""
+        return [c for c in self.cells if c.mark == "not measured"]
+
+    @property
     def raw_only(self) -> bool:
         """One trial a side and no noise estimate: noise cannot be told from change."""
         figs = [f for c in self.cells for f in c.figures if f.delta_pct is not None]
@@ -126,11 +139,13 @@ class Comparison:
         if self.raw_only:
             parts.append("CANNOT TELL NOISE FROM CHANGE (one trial a side): raw Δ only")
         elif flagged:
-            parts.append(f"{flagged} of {len(self.cells)} cells changed")
+            parts.append(f"{flagged} of {len(self.cells) - len(self.unmeasured)} cells changed")
         else:
             parts.append("no cell changed")
         if self.cannot_compare:
             parts.append(f"cannot compare {len(self.cannot_compare)} cells")
+        if self.unmeasured:
+            parts.append(f"not measured by either side: {len(self.unmeasured)}")
         return "; ".join(parts).upper()
 
     def summaries(self) -> list[str]:
@@ -242,6 +257,8 @@ def _cell_mark(a: Cell | None, b: Cell | None, figures: tuple[FigureDelta, ...])
         return "cannot compare"
     if a.status in UNTRUSTED or b.status in UNTRUSTED:
         return "cannot compare"
+    if a.status in UNMEASURED and b.status in UNMEASURED:
+        return "not measured"
     if a.status != b.status:
         return "status changed"
     marks = {f.mark for f in figures}

@@ -26,7 +26,7 @@ from typing import Literal
 from bench import stats
 from bench.errors import Exit
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
+from bench.verdict.cells import UNMEASURED, UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
 
 CellVerdict = Literal[
     "pass",
@@ -41,9 +41,13 @@ CellVerdict = Literal[
     "interrupted here",
     "not measured here",
     "not run on card",
+    "not run on either side",
 ]
-PASSING: frozenset[str] = frozenset({"pass", "both over capacity"})
-NEUTRAL: frozenset[str] = frozenset({"not measured here", "not run on card"})
+PASSING: frozenset[str] = frozenset({"pass"})
+# Cells with no figures on either side (over capacity or not run, on the card and here):
+# shown, never counted among the compared cells nor as reproduced.
+NEITHER: frozenset[str] = frozenset({"both over capacity", "not run on either side"})
+NEUTRAL: frozenset[str] = frozenset({"not measured here", "not run on card"}) | NEITHER
 NOT_VALID_HERE: frozenset[str] = frozenset(
     {"failed here", "not ready here", "invalid here", "interrupted here"}
 )
@@ -139,6 +143,11 @@ class Reproduction:
         return [c for c in self.cells if c.verdict == "inconclusive"]
 
     @property
+    def unmeasured(self) -> list[CellCheck]:
+        """Cells neither the card nor this run measured (both over capacity, or not run)."""
+        return [c for c in self.cells if c.verdict in NEITHER]
+
+    @property
     def missing(self) -> list[CellCheck]:
         return [c for c in self.cells if c.verdict == "not measured here"]
 
@@ -180,6 +189,8 @@ class Reproduction:
             line += f"; {len(self.not_valid)} not valid here (not ready, invalid, interrupted)"
         if self.inconclusive:
             line += f"; {len(self.inconclusive)} inconclusive (interval straddles the band)"
+        if self.unmeasured:
+            line += f"; not measured by either side: {len(self.unmeasured)}"
         if self.missing:
             line += f"; PARTIAL: {len(self.missing)} of the card's {total} cells not measured here"
         if not self.settings.comparable:
@@ -263,12 +274,13 @@ def _verdict(ours: Cell | None, card: Cell, checks: tuple[FigureCheck, ...]) -> 
             "interrupted": "interrupted here",
         }
         return here.get(ours.status, "failed here")
+    if ours is not None and card.status in UNMEASURED and ours.status in UNMEASURED:
+        both = card.status == ours.status == "over_capacity"
+        return "both over capacity" if both else "not run on either side"
     if card.status == "over_capacity":
         if ours is None:
             return "not measured here"
-        return (
-            "both over capacity" if ours.status == "over_capacity" else "over capacity on card only"
-        )
+        return "over capacity on card only"
     if ours is None:
         return "not measured here"
     if ours.status == "over_capacity":

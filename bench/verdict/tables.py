@@ -9,8 +9,8 @@ from bench import dirty_note, provenance
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import (
+    NEITHER,
     NOT_VALID_HERE,
-    PASSING,
     CellCheck,
     FigureCheck,
     Reproduction,
@@ -64,7 +64,7 @@ def _verdict_css(check: CellCheck) -> str:
         return "warn"
     if check.verdict == "both over capacity":
         return "oc"
-    if check.verdict in ("not measured here", "not run on card"):
+    if check.verdict in ("not measured here", "not run on card", "not run on either side"):
         return "na"
     if "over capacity" in check.verdict:
         return "warn"
@@ -87,8 +87,9 @@ def reproduce_tables(r: Reproduction) -> list[Table]:
             by_metric = {f.metric.name: f for f in check.figures}
             bad = check.verdict.removesuffix(" here") if check.verdict in NOT_VALID_HERE else None
             for m in metrics:
-                if check.verdict in PASSING and check.verdict != "pass":
-                    row += [TCell("Over capacity", "oc"), TCell("", "oc")]
+                if check.verdict in NEITHER:
+                    text = "Over capacity" if check.verdict == "both over capacity" else "Not run"
+                    row += [TCell(text, "oc"), TCell("", "oc")]
                 else:
                     row += _repro_figure(by_metric.get(m.name), m, bad)
             note = f" ({check.note})" if check.note else ""
@@ -301,6 +302,11 @@ def compare_markdown(c: Comparison) -> str:
             "means; [95 % CI]; MDE at 80 % power for one change among them."
         )
         lines += c.noise_lines()
+    if c.unmeasured:
+        lines.append(
+            f"Not measured by either side: {len(c.unmeasured)} cells (over capacity or not run "
+            "on both sides), not counted among the compared cells."
+        )
     if c.cannot_compare:
         lines.append(f"Cannot compare {len(c.cannot_compare)} cells:")
         lines += [f"- {x.key[0]} {x.key[1]} x {x.key[2]}: {x.reason}" for x in c.cannot_compare]

@@ -180,7 +180,9 @@ def test_malformed_chunk_is_a_failure() -> None:
     assert record.error is not None and record.error.startswith("malformed chunk")
 
 
-def test_an_encoded_body_is_decoded_before_parsing() -> None:
+def test_an_encoded_stream_is_refused_at_its_head_as_on_bench_http1() -> None:
+    """The stream asks for identity; a server that gzips it anyway is refused at once with
+    bench.http1's words (decoding it would inflate each read whole in memory)."""
     import gzip
 
     body = gzip.compress(
@@ -199,7 +201,8 @@ def test_an_encoded_body_is_decoded_before_parsing() -> None:
         return record
 
     record = asyncio.run(go())
-    assert record.error is None and record.tokens == 2
+    assert record.error == "transport error: the response is content-encoding 'gzip', not identity"
+    assert record.tokens == 0 and not record.finished
 
 
 def test_a_get_on_a_connection_the_server_closed_is_sent_once_more() -> None:
@@ -268,3 +271,20 @@ def test_a_usage_count_of_2_to_the_63_is_one_line_on_the_record_not_a_traceback(
             assert record.error is not None
             assert record.error.startswith("implausible usage: completion_tokens 9")
             assert record.error.endswith("(over 12 digits)") and "\n" not in record.error
+
+
+def test_an_error_response_made_whole_in_memory_is_read_like_a_streamed_one() -> None:
+    clock = ScriptedClock()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, content=b"x" * 1000, headers={"location": "/elsewhere"})
+
+    async def go() -> RequestRecord:
+        client = Client("http://s", clock=clock, transport=httpx.MockTransport(handler))
+        record = RequestRecord(worker=0, start_s=clock())
+        await client.stream("/v1/chat/completions", {}, record)
+        await client.aclose()
+        return record
+
+    record = asyncio.run(go())
+    assert record.error == "HTTP 503: (Location: /elsewhere) " + "x" * 300

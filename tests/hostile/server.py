@@ -1,7 +1,8 @@
 """A small hostile OpenAI-compatible server: one asyncio process on 127.0.0.1, told per
 request how to misbehave by the first segment of the path.
 
-    python -m tests.hostile.server [--log FILE]     prints "PORT\n" once it listens
+    python -m tests.hostile.server [--log FILE] [--tls CERT KEY]   prints "PORT\n" once
+                                                    it listens (https with --tls)
 
 A client is pointed at http://127.0.0.1:PORT/h/<spec>, where <spec> is comma-separated
 key=value pairs, e.g. `stream=neg-chunk` or `stream=ok,model=m2,version=0.2`:
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import gzip
 import json
+import ssl
 import sys
 from typing import Any
 
@@ -31,7 +33,7 @@ STREAMS = (
     "ok", "neg-chunk", "hex-prefix", "no-crlf", "long-size-line", "huge-line", "usage-last",
     "lying-usage", "huge-usage", "html", "gzip", "early-close", "close-mid", "redirect",
     "stall", "stall-head", "malformed-json", "bad-status-line", "http-500", "over-max",
-    "trickle",
+    "trickle", "huge-error", "trickle-error",
 )  # fmt: skip
 
 
@@ -70,7 +72,7 @@ class Hostile:
         try:
             while await self._one(reader, writer):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        except (OSError, asyncio.IncompleteReadError, ValueError):  # OSError: TLS too
             pass
         finally:
             writer.close()
@@ -182,8 +184,21 @@ class Hostile:
         if how == "bad-status-line":
             w(b"HTTP/1.1 OK-ish\r\n\r\n")
         elif how == "redirect":
+            # Closes the connection after, without saying so (no `connection: close`).
             w(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/v1\r\n"
               b"content-length: 0\r\n\r\n")  # fmt: skip
+        elif how == "huge-error":  # a 64 MiB error body: only its start may be read
+            w(b"HTTP/1.1 500 X\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n"
+              % (64 << 20))  # fmt: skip
+            for _ in range(64):
+                w(b"E" * (1 << 20))
+                await writer.drain()
+        elif how == "trickle-error":  # an error body one byte at a time, forever
+            w(b"HTTP/1.1 500 X\r\ncontent-type: text/plain\r\ncontent-length: 1000000\r\n\r\n")
+            for _ in range(36_000):
+                w(b"e")
+                await writer.drain()
+                await asyncio.sleep(0.1)
         elif how == "http-500":
             body = b'{"error": {"message": "hostile failure"}}'
             w(b"HTTP/1.1 500 X\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
@@ -256,9 +271,14 @@ class Hostile:
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", default=None)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
     args = parser.parse_args(argv)
     hostile = Hostile(args.log)
-    server = await asyncio.start_server(hostile.handle, "127.0.0.1", 0, limit=1 << 20)
+    tls = None
+    if args.tls:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(*args.tls)
+    server = await asyncio.start_server(hostile.handle, "127.0.0.1", 0, limit=1 << 20, ssl=tls)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:
         await server.serve_forever()

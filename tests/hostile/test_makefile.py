@@ -112,3 +112,94 @@ def test_defaults_and_plain_values_still_reach_the_commands() -> None:
     )  # fmt: skip
     line = " ".join(got.stdout.replace("\\\n", " ").split())
     assert "provisioning bench 'gpu01,gpu02' --keep -- '--contexts' '8K' '16K'" in line
+
+
+def _make(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    stamp = tmp_path / "stamp"
+    stamp.touch()  # `setup` has nothing to do: the real .venv/bin runs
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), *args, f"STAMP={stamp}"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", *ALL)},
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+@pytest.mark.skipif(not (ROOT / ".venv/bin/bench").exists(), reason="needs the .venv")
+def test_a_failing_recipe_names_the_programs_own_code_and_the_command_that_returns_it(
+    tmp_path: Path,
+) -> None:
+    """make exits 2 whatever the program's code; the recipe's last line says the code (5 for
+    a bundle that does not verify) and the direct command, which then exits with it."""
+    bundle = tmp_path / "run 1.tar.gz"  # a space: the printed command quotes it
+    bundle.write_bytes(b"not a gzip file")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text("")
+    got = _make(["verify", f"BUNDLE={bundle}", f"ALLOWED={allowed}"], tmp_path)
+    assert got.returncode == 2, got.stderr
+    lines = [x for x in got.stderr.splitlines() if x.startswith("make verify: ")]
+    command = f".venv/bin/bench verify '{bundle}' --allowed-signers {allowed}"
+    assert lines == [
+        "make verify: bench exited 5 (VERIFY_FAILED: a bundle failed its hash, signature or "
+        f"schema check); make itself exits 2, scripts should call {command} to get the code"
+    ]
+    direct = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                            timeout=60, check=False, cwd=ROOT)  # fmt: skip
+    assert direct.returncode == 5, direct.stderr
+    assert "make verify:" not in direct.stderr  # only under make
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+@pytest.mark.skipif(not (ROOT / ".venv/bin/python").exists(), reason="needs the .venv")
+def test_a_failing_orchestrator_recipe_names_its_code_and_the_python_m_command(
+    tmp_path: Path,
+) -> None:
+    got = _make(["preflight", "HOST=a..b"], tmp_path)  # refused before any connection
+    assert got.returncode == 2, got.stderr
+    assert (
+        "make preflight: provision exited 2 (USAGE: bad input: arguments, settings, profile, "
+        "card); make itself exits 2, scripts should call .venv/bin/python -m provisioning "
+        "preflight a..b to get the code"
+    ) in got.stderr.splitlines()
+
+
+def test_the_readme_exit_code_table_is_the_one_the_make_line_names() -> None:
+    from bench.errors import MEANING, Exit
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
+    rows = [r.strip("|").split("|") for r in table.splitlines()[2:]]
+    assert [(int(c), n.strip(), m.strip()) for c, n, m in rows] == [
+        (int(e), e.name, MEANING[e]) for e in sorted(Exit)
+    ]
+
+
+def test_a_code_with_no_name_is_said_so() -> None:
+    from bench.errors import make_line
+
+    assert make_line("bench", "bench", 77, "x") == (
+        "make bench: bench exited 77 (not a named code); make itself exits 2, scripts should "
+        "call x to get the code"
+    )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+@pytest.mark.skipif(not (ROOT / ".venv/bin/python").exists(), reason="needs the .venv")
+def test_an_argument_error_through_make_names_the_python_m_command_that_returns_it(
+    tmp_path: Path,
+) -> None:
+    """argparse's own exit (before the program's main body) gets the line too, and a module
+    run with `python -m` is named so, not by its file."""
+    got = _make(["reproduce-twin", "REPRO_SPEED=abc", f"REPRO_OUT={tmp_path}/r"], tmp_path)
+    assert got.returncode == 2, got.stderr
+    (line,) = [x for x in got.stderr.splitlines() if x.startswith("make reproduce-twin: ")]
+    assert line.startswith(
+        "make reproduce-twin: bench.reproduce_twin exited 2 (USAGE: bad input: arguments, "
+        "settings, profile, card); make itself exits 2, scripts should call "
+        ".venv/bin/python -m bench.reproduce_twin --speed abc --card "
+    )
+    command = line.split("scripts should call ", 1)[1].removesuffix(" to get the code")
+    direct = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                            timeout=60, check=False, cwd=ROOT)  # fmt: skip
+    assert direct.returncode == 2 and "invalid float value: 'abc'" in direct.stderr
+    assert not (tmp_path / "r").exists()

@@ -137,7 +137,9 @@ def test_not_valid_cells_cannot_be_compared_and_are_listed(card: Card) -> None:
     assert c.cannot_compare == [bad]
     text = compare_markdown(c)
     assert "- decode 8K x 8: not ready in B: 3 of 3 trials not ready: gate never held" in text
-    assert text.rstrip().endswith("NO CELL CHANGED; CANNOT COMPARE 1 CELLS")
+    assert text.rstrip().endswith(
+        "NO CELL CHANGED; CANNOT COMPARE 1 CELLS; NOT MEASURED BY EITHER SIDE: 15"
+    )
     assert compare_exit([c]) == Exit.PARTIAL
 
 
@@ -166,7 +168,7 @@ def test_status_change_and_metadata_are_listed(card: Card) -> None:
     text = compare_markdown(c)
     assert "- server version: 0.30.1rc1.dev452+g73a583112 → 0.31.0" in text
     assert "Total tok/s: 0 improved, 0 regressed, 32 unchanged of 32" in text
-    assert "1 OF 55 CELLS CHANGED" in text
+    assert "1 OF 40 CELLS CHANGED; NOT MEASURED BY EITHER SIDE: 15" in text
     assert c.settings.comparable  # the engine is what compare compares
     assert dataclasses.replace(c, cells=()).flagged == []
 
@@ -198,3 +200,25 @@ def test_the_verdict_reports_the_server_time_it_took(card: Card) -> None:
         f"Server time of this verdict: A {a_h:.2f} h over 3 runs; "
         f"B {b_h:.2f} h over 1 run; {a_h + b_h:.2f} h in all"
     ) in text
+
+
+def test_cells_neither_side_measured_are_not_counted_as_compared(card: Card) -> None:
+    """The card's 15 over-capacity cells are over capacity in A and in B: no figures on
+    either side. They are listed as not measured by either side, never among the cells
+    compared (issue 15: "1 of 55 cells changed")."""
+
+    def slower(ctx: str, conc: int) -> float:
+        return 1 / 1.2 if (ctx, conc) == ("8K", 64) else 1.0
+
+    a = from_results(make_results(card, trials=3, noise=0.01, seed=1), name="a")
+    b = from_results(make_results(card, trials=3, noise=0.01, seed=2, scale=slower), name="b")
+    c = compare(a, b, Policy())
+    assert len(c.cells) == 55 and len(c.unmeasured) == 15
+    assert {x.a.status for x in c.unmeasured if x.a} == {"over_capacity"}
+    assert {x.key for x in c.flagged} == {("decode", "8K", 64)}
+    verdict = c.verdict()
+    assert verdict.startswith("1 OF 40 CELLS CHANGED")
+    assert "NOT MEASURED BY EITHER SIDE: 15" in verdict
+    text = compare_markdown(c)
+    assert "Not measured by either side: 15 cells" in text
+    assert compare_exit([c]) == Exit.NOT_REPRODUCED

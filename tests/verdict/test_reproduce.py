@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 
 from bench.card.model import Card
@@ -26,15 +27,19 @@ def test_the_card_at_twin_speed_10_reproduces_every_cell(card: Card) -> None:
         from_results(make_results(card, speed=10.0), name="b"), from_card(card), Tolerances()
     )
     assert r.reproduced
-    assert len(r.judged) == 55 and r.failed == []
+    # The card's 15 over-capacity cells are over capacity here too: measured by neither side,
+    # shown, never counted among the compared cells (issue 15: they were, 55 of 55).
+    assert len(r.judged) == 40 and r.failed == []
     verdicts = [c.verdict for c in r.cells]
-    assert verdicts.count("both over capacity") == 15
+    assert verdicts.count("both over capacity") == 15 == len(r.unmeasured)
     assert verdicts.count("pass") == 40
     # Our figures were divided back by the speed factor: equal to the card's.
     check = next(c for c in r.cells if c.key == ("decode", "8K", 128))
     total = next(f for f in check.figures if f.metric.name == "total_tok_s")
     assert total.ours is not None and abs(total.ours - 1259.4) < 1e-9
-    assert "REPRODUCED: 55 of 55" in reproduce_markdown(r)
+    assert r.summary().startswith("REPRODUCED: 40 of 40 compared cells")
+    assert r.summary().endswith("; not measured by either side: 15")
+    assert "REPRODUCED: 40 of 40" in reproduce_markdown(r)
 
 
 def test_ignoring_the_speed_factor_would_fail(card: Card) -> None:
@@ -53,7 +58,7 @@ def test_one_cell_cut_by_10_percent_is_the_only_failure(card: Card) -> None:
     assert [c.key for c in r.failed] == [("decode", "32K", 8)]
     bad = {f.metric.name: round(f.delta_pct or 0, 1) for f in r.failed[0].figures}
     assert bad["total_tok_s"] == -10.0
-    assert "NOT REPRODUCED: 54 of 55" in r.summary()
+    assert "NOT REPRODUCED: 39 of 40" in r.summary()
 
 
 def test_tolerances_are_configurable(card: Card) -> None:
@@ -88,10 +93,12 @@ def test_a_subset_run_is_judged_on_what_it_measured(card: Card) -> None:
     )
     # Issue 14: part of the card is PARTIAL with the count and its own exit code, never 0.
     assert not r.reproduced and r.overall == "PARTIAL" and r.exit_code == Exit.PARTIAL
-    assert len(r.judged) == 16 + 2  # two decode rows and their prefill rows
+    # two decode rows and their prefill rows, less 64K's three over capacity on both sides
+    assert len(r.judged) == 16 + 2 - 3
     assert sum(c.verdict == "not measured here" for c in r.cells) == 55 - 18
     assert "PARTIAL: 37 of the card's 55 cells not measured here" in r.summary()
-    assert r.summary().startswith("PARTIAL: 18 of 18 compared cells")
+    assert r.summary().startswith("PARTIAL: 15 of 15 compared cells")
+    assert "; not measured by either side: 3;" in r.summary()
 
 
 def test_a_failed_cell_fails(card: Card) -> None:
@@ -238,3 +245,22 @@ def test_a_run_from_a_dirty_tree_says_so_in_the_header(card: Card) -> None:
         "The run was made by bench 0.2.0.dev5+gabc1234.d20261203, from a dirty tree: tracked "
         "files had uncommitted changes" in head
     )
+
+
+def test_cells_not_run_on_the_card_and_over_capacity_here_are_measured_by_neither(
+    card: Card,
+) -> None:
+    """A card whose over-capacity cells read "not run" instead: no figures on either side,
+    neither a pass nor a failure; listed as not measured by either side."""
+    published = from_card(card)
+    cells = {
+        k: dataclasses.replace(c, status="not_run") if c.status == "over_capacity" else c
+        for k, c in published.cells.items()
+    }
+    published = dataclasses.replace(published, cells=cells)
+    r = reproduce(from_results(make_results(card), name="b"), published, Tolerances())
+    assert [c.verdict for c in r.cells].count("not run on either side") == 15
+    assert len(r.judged) == 40 and r.failed == [] and r.overall == "REPRODUCED"
+    assert r.summary().startswith("REPRODUCED: 40 of 40 compared cells")
+    assert r.summary().endswith("; not measured by either side: 15")
+    assert "| Not run |" in reproduce_markdown(r)
