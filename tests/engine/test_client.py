@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -24,6 +24,19 @@ def _run(parts: Sequence[bytes | Exception], status: int = 200) -> tuple[Request
         return record
 
     return asyncio.run(go()), clock.now_s
+
+
+def _one(handler: Callable[[httpx.Request], httpx.Response], clock: ScriptedClock) -> RequestRecord:
+    """One streamed request against a handler that answers it in memory."""
+
+    async def go() -> RequestRecord:
+        client = Client("http://s", clock=clock, transport=httpx.MockTransport(handler))
+        record = RequestRecord(worker=0, start_s=clock())
+        await client.stream("/v1/chat/completions", {}, record)
+        await client.aclose()
+        return record
+
+    return asyncio.run(go())
 
 
 def test_ttft_is_the_first_text_chunk_not_the_role_chunk() -> None:
@@ -193,14 +206,7 @@ def test_an_encoded_stream_is_refused_at_its_head_as_on_bench_http1() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=body, headers={"content-encoding": "gzip"})
 
-    async def go() -> RequestRecord:
-        client = Client("http://s", clock=clock, transport=httpx.MockTransport(handler))
-        record = RequestRecord(worker=0, start_s=clock())
-        await client.stream("/v1/chat/completions", {}, record)
-        await client.aclose()
-        return record
-
-    record = asyncio.run(go())
+    record = _one(handler, clock)
     assert record.error == "transport error: the response is content-encoding 'gzip', not identity"
     assert record.tokens == 0 and not record.finished
 
@@ -279,12 +285,5 @@ def test_an_error_response_made_whole_in_memory_is_read_like_a_streamed_one() ->
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(503, content=b"x" * 1000, headers={"location": "/elsewhere"})
 
-    async def go() -> RequestRecord:
-        client = Client("http://s", clock=clock, transport=httpx.MockTransport(handler))
-        record = RequestRecord(worker=0, start_s=clock())
-        await client.stream("/v1/chat/completions", {}, record)
-        await client.aclose()
-        return record
-
-    record = asyncio.run(go())
+    record = _one(handler, clock)
     assert record.error == "HTTP 503: (Location: /elsewhere) " + "x" * 300
