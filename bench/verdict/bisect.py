@@ -1,0 +1,184 @@
+"""Which commit moved a figure? A k-ary search over the commits from GOOD to BAD.
+
+The commits are in order, GOOD first and BAD last. Every test measures one commit (trials
+of the one cell, each its own run) and compares it with GOOD by `bench compare`'s test on
+that cell's figure: Welch's t on log values, at `alpha` (one test per commit, not a
+matrix: no false-discovery correction, but a stricter level than a matrix's 5 %, since a
+wrong answer sends the search the wrong way). A commit "moved" when the figure changed in
+the direction BAD moved it; it is "the same" otherwise. A commit that cannot be measured
+(its image does not build or its server does not start) is skipped, as `git bisect skip`
+does, and the search tests its neighbours instead.
+
+With k workers each round tests k commits spread evenly over the open range, so the range
+shrinks k + 1 times per round: ceil(log_(k+1) n) rounds for n commits (k = 1: binary search,
+ceil(log2 n) steps). The search assumes, as `git bisect` does, that once a commit moved the
+figure every later commit has it moved too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bench.verdict.cells import BY_NAME, Key, RunFigures
+from bench.verdict.compare import FigureDelta, Policy, figure_delta
+
+Verdict = Literal["moved", "same", "skipped"]
+# measure(the commits of one round) -> for each, its figures, or None when it cannot be run
+MeasureMany = Callable[[Sequence[str]], Sequence[RunFigures | None]]
+DEFAULT_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class Step:
+    round: int
+    commit: str
+    index: int  # position from GOOD (0) to BAD (n)
+    verdict: Verdict
+    delta: FigureDelta | None  # against GOOD; None when skipped
+
+    def line(self) -> str:
+        if self.delta is None or self.delta.delta_pct is None:
+            return f"round {self.round}: {self.commit} skipped (could not be measured)"
+        d = self.delta
+        ci = f" [{d.ci_pct[0]:+.1f} %, {d.ci_pct[1]:+.1f} %]" if d.ci_pct else ""
+        p = f", p = {d.p_value:.2g}" if d.p_value is not None else ""
+        return f"round {self.round}: {self.commit} {d.delta_pct:+.1f} %{ci}{p}: {self.verdict}"
+
+
+@dataclass
+class Result:
+    commits: tuple[str, ...]
+    key: Key
+    metric: str
+    steps: list[Step] = field(default_factory=list)
+    last_same: int = 0  # index of the last commit known to be like GOOD
+    first_moved: int | None = None  # index of the first commit known to have moved
+
+    @property
+    def culprit(self) -> str | None:
+        """The first commit that moved, when its predecessor is known not to (or skipped
+        commits lie between them, in which case `suspects` names them all)."""
+        return None if self.first_moved is None else self.commits[self.first_moved]
+
+    @property
+    def suspects(self) -> tuple[str, ...]:
+        if self.first_moved is None:
+            return ()
+        return self.commits[self.last_same + 1 : self.first_moved + 1]
+
+    @property
+    def rounds(self) -> int:
+        return max((s.round for s in self.steps), default=0)
+
+    def lines(self) -> list[str]:
+        head = f"bisect {self.key[1]} x {self.key[2]} {BY_NAME[self.metric].label}"
+        out = [head, *(s.line() for s in self.steps)]
+        if self.first_moved is None:
+            out.append("no commit moved the figure beyond the noise")
+            return out
+        if len(self.suspects) > 1:
+            out.append(
+                f"the first commit that moved it is one of {', '.join(self.suspects)} "
+                "(the others between could not be measured)"
+            )
+        else:
+            out.append(f"culprit: {self.culprit} (first moved; {self.commits[self.last_same]} "
+                       f"before it is like GOOD)")  # fmt: skip
+        after = self.commits[self.first_moved + 1 : self.first_moved + 2]
+        if after:
+            out.append(f"after it: {after[0]}")
+        return out
+
+
+def judge(
+    good: RunFigures,
+    other: RunFigures,
+    key: Key,
+    metric: str,
+    *,
+    alpha: float,
+    direction: float = 0.0,
+) -> tuple[Verdict, FigureDelta | None]:
+    """Has `metric` of cell `key` moved from GOOD in `other` (the way `direction`'s sign
+    says, when it is not 0)?"""
+    a, b = good.cells.get(key), other.cells.get(key)
+    if a is None or b is None or a.status != "valid" or b.status != "valid":
+        return "skipped", None
+    d = figure_delta(BY_NAME[metric], a, b, Policy(alpha=alpha, pool=False))
+    if d.p_value is None or d.delta_pct is None:
+        return "skipped", d
+    same_way = direction == 0.0 or (d.delta_pct > 0) == (direction > 0)
+    return ("moved" if d.p_value < alpha and same_way else "same"), d
+
+
+def _spread(lo: int, hi: int, k: int, skipped: set[int]) -> list[int]:
+    """k commits strictly between lo and hi, evenly spaced, avoiding skipped ones."""
+    inside = [i for i in range(lo + 1, hi) if i not in skipped]
+    if len(inside) <= k:
+        return inside
+    step = (len(inside) + 1) / (k + 1)
+    picks = sorted({inside[min(len(inside) - 1, round(step * (j + 1)) - 1)] for j in range(k)})
+    return picks
+
+
+def bisect(
+    commits: Sequence[str],
+    measure: MeasureMany,
+    key: Key,
+    metric: str,
+    *,
+    workers: int = 1,
+    alpha: float = DEFAULT_ALPHA,
+) -> Result:
+    """Find the first commit of `commits` (GOOD first, BAD last) whose figure moved."""
+    if len(commits) < 2:
+        raise ValueError("bisect needs GOOD and BAD")
+    result = Result(tuple(commits), key, metric)
+    good, bad = measure([commits[0], commits[-1]])
+    if good is None:
+        raise RuntimeError(f"GOOD {commits[0]} could not be measured")
+    if bad is None:
+        raise RuntimeError(f"BAD {commits[-1]} could not be measured")
+    verdict, delta = judge(good, bad, key, metric, alpha=alpha)
+    result.steps.append(Step(0, commits[-1], len(commits) - 1, verdict, delta))
+    if verdict != "moved" or delta is None or delta.delta_pct is None:
+        return result
+    direction = delta.delta_pct
+    lo, hi = 0, len(commits) - 1
+    skipped: set[int] = set()
+    rnd = 0
+    while True:
+        picks = _spread(lo, hi, max(1, workers), skipped)
+        if not picks:
+            break
+        rnd += 1
+        got = measure([commits[i] for i in picks])
+        verdicts: dict[int, Verdict] = {}
+        for i, figures in zip(picks, got, strict=True):
+            v: Verdict
+            d: FigureDelta | None
+            if figures is None:
+                v, d = "skipped", None
+            else:
+                v, d = judge(good, figures, key, metric, alpha=alpha, direction=direction)
+            verdicts[i] = v
+            result.steps.append(Step(rnd, commits[i], i, v, d))
+            if v == "skipped":
+                skipped.add(i)
+        moved = [i for i in picks if verdicts[i] == "moved"]
+        if moved:
+            hi = min(moved)
+        same = [i for i in picks if verdicts[i] == "same" and i < hi]
+        if same:
+            lo = max(same)
+    result.last_same, result.first_moved = lo, hi
+    return result
+
+
+def serial_rounds(n_commits: int, workers: int) -> int:
+    """Rounds a search over n commits (GOOD and BAD included) needs with nothing skipped."""
+    gaps = n_commits - 1
+    return math.ceil(math.log(gaps, workers + 1)) if gaps > 1 else 0
