@@ -25,7 +25,7 @@ set = $(strip $(value $(1)))
 # 2, scripts should call COMMAND to get the code`.
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
-	ALLOWED_SIGNERS ACCEPT TRIALS ORDER
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -43,6 +43,7 @@ help:
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
 	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
+	@echo "make bisect HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commit that moved a figure"
 	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
 	@echo "make perf                 the performance benchmark (perf.json)"
 	@echo "make perf-sweep           its sweep-efficiency part alone [SWEEP_SPEED=5 SWEEP_ARGS='...']"
@@ -223,6 +224,23 @@ compare-commits: setup
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) \
 		$(foreach arg,$(call qw,BUILD_ARGS_A),--build-arg-a $(arg)) \
 		$(foreach arg,$(call qw,BUILD_ARGS_B),--build-arg-b $(arg)) $(PAIR_FLAGS) \
+		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+
+# The first vLLM commit between GOOD and BAD that moved one cell's figure beyond the noise:
+# make bisect HOST=gpu01[,gpu02,...] GOOD=<commit> BAD=<commit> CELL=64x8K VLLM_REPO=<clone>
+# [FIGURE=total|per-request|ttft|tbt] [TRIALS=3] [PROFILE=..] [BUILD_ARGS='N=V ...'];
+# one commit per host per round (k hosts: a (k+1)-ary search), every bundle kept.
+.PHONY: bisect
+bisect: setup
+	@test -n $(call q,HOST) -a -n $(call q,GOOD) -a -n $(call q,BAD) -a -n $(call q,CELL) \
+		-a -n $(call q,VLLM_REPO) || { echo "make bisect needs HOST=... GOOD=<commit> \
+		BAD=<commit> CELL=64x8K VLLM_REPO=<vLLM clone> [FIGURE=total]" >&2; exit 2; }
+	BENCH_MAKE_TARGET=bisect $(BIN)/python -m provisioning bisect $(call q,HOST) \
+		--good $(call q,GOOD) --bad $(call q,BAD) --cell $(call q,CELL) \
+		--vllm-repo $(call q,VLLM_REPO) --trials $(call q,TRIALS) \
+		$(if $(call set,FIGURE),--figure $(call q,FIGURE)) \
+		$(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
+		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) \
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 
 # The short check on a real GPU host before the long run (minutes): the image built or

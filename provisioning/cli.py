@@ -24,7 +24,7 @@ import structlog
 from bench import logs
 from bench.errors import BenchError, Exit, Interrupted, exit_through_make
 from bench.settings import load_settings
-from provisioning import orchestrate
+from provisioning import bisect_cmd, orchestrate
 from provisioning.build import SOURCES
 
 DEFAULT_INVENTORY = Path("hosts.toml")
@@ -164,6 +164,29 @@ def build_parser() -> argparse.ArgumentParser:
         )
     _add_pair_outputs(p)
     p.set_defaults(func=orchestrate.cmd_compare_commits)
+    p = sub.add_parser(
+        "bisect",
+        help="the first vLLM commit between GOOD and BAD that moved one cell's figure",
+        epilog="arguments after -- go to `bench run` inside the container. Exit 0: a culprit "
+        "(or the skipped suspects) named; 1: BAD does not differ from GOOD.",
+    )
+    _add_common(p)
+    p.add_argument("--good", required=True, help="a vLLM commit with the old figure")
+    p.add_argument("--bad", required=True, help="a later vLLM commit with the moved figure")
+    p.add_argument(
+        "--vllm-repo",
+        type=Path,
+        required=True,
+        help="a local vLLM clone holding both commits (for the commit list)",
+    )
+    p.add_argument("--cell", required=True, help="CONCURRENCYxCONTEXT, e.g. 64x8K")
+    p.add_argument("--figure", choices=tuple(bisect_cmd.FIGURES), default="total")
+    p.add_argument("--trials", type=int, default=3, help="sweeps per commit (separate bundles)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="bundles are <run-id>-<commit>-<trial>")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    _add_build_args(p)
+    p.set_defaults(func=bisect_cmd.cmd_bisect)
     p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
     _add_common(p)
     p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")

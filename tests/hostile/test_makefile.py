@@ -40,6 +40,10 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER"],
         ["RUN_ARGS", "BUILD_ARGS"],
     ),
+    "bisect": (
+        ["HOST", "GOOD", "BAD", "CELL", "VLLM_REPO", "FIGURE", "TRIALS", "PROFILE"],
+        ["RUN_ARGS", "BUILD_ARGS"],
+    ),
 }
 
 ALL = {v for single, lists in CASES.values() for v in (*single, *lists)}

@@ -1,0 +1,119 @@
+"""`provision bisect`: the commit list from a real git repository, and the rounds over
+hosts with each commit's sweeps replaced by virtual twin runs (one commit 10 % slower at
+8K x 64 from the culprit on, one commit whose image does not build)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from bench.errors import Exit, UsageError
+from bench.twin import profile as profiles
+from bench.verdict import power
+from bench.verdict.cells import Key, RunFigures
+from provisioning import bisect_cmd
+from provisioning.orchestrate import Target
+from tests.card.conftest import SHIPPED
+
+CELL: Key = ("decode", "8K", 64)
+PROFILE = profiles.load("published")
+BASE = power.simulate_card(PROFILE, SHIPPED)
+
+
+def _repo(tmp_path: Path, n: int) -> list[str]:
+    """A git repository of n commits, each carrying a twin profile file; their hashes."""
+    repo = tmp_path / "vllm"
+    repo.mkdir()
+    who = {"NAME": "t", "EMAIL": "t@example.org"}
+    env = {f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in who.items()}
+    env["HOME"] = str(tmp_path)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    out = []
+    for i in range(n):
+        (repo / "profile.json").write_text(f'{{"commit": {i}}}\n')
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", f"c{i}"], check=True, env=env)
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
+                              env=env, capture_output=True, text=True).stdout.strip()  # fmt: skip
+        out.append(head)
+    return out
+
+
+def test_the_commits_between_good_and_bad_come_from_the_clone_in_order(tmp_path: Path) -> None:
+    hashes = _repo(tmp_path, 6)
+    got = bisect_cmd.commits_between(tmp_path / "vllm", hashes[1], hashes[5])
+    assert got == hashes[1:]
+    with pytest.raises(UsageError, match="cannot list"):
+        bisect_cmd.commits_between(tmp_path / "vllm", hashes[1], "abcdef1")
+    with pytest.raises(UsageError, match="does not descend"):
+        bisect_cmd.commits_between(tmp_path / "vllm", hashes[5], hashes[1])
+
+
+def test_cell_and_figure_as_make_reads_them() -> None:
+    assert bisect_cmd.parse_cell("64x8K") == ("8K", 64)
+    with pytest.raises(UsageError, match="CONCURRENCYxCONTEXT"):
+        bisect_cmd.parse_cell("8K")
+
+
+class VirtualJob(threading.Thread):
+    """A commit's image and sweeps, replaced by 3 virtual runs of the twin."""
+
+    def __init__(self, commit: str, order: list[str], culprit: int, broken: str) -> None:
+        super().__init__(daemon=True)
+        self.commit, self.order, self.culprit, self.broken = commit, order, culprit, broken
+        self.figures: RunFigures | None = None
+        self.note = ""
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        if self.commit == self.broken:
+            self.note = "building bench: the image did not build"
+        else:
+            i = self.order.index(self.commit)
+            change = (CELL, "total_tok_s", 10.0) if i >= self.culprit else None
+            self.figures = power.side(PROFILE, BASE, [100 * i + t for t in range(3)],
+                                      self.commit, change=change)  # fmt: skip
+        self.done.set()
+
+    def interrupt(self) -> None:
+        pass
+
+
+def _bisect(
+    commits: list[str], hosts: int, broken: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str, list[str]]:
+    targets: list[Target] = [object()] * hosts  # type: ignore[list-item]
+    seen: list[str] = []
+
+    def job(commit: str, target: Target) -> VirtualJob:
+        seen.append(commit)
+        return VirtualJob(commit, commits, culprit=11, broken=broken)
+
+    code = bisect_cmd.run_bisection(commits, targets, CELL, "total_tok_s", job)  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    return code, out, err, seen
+
+
+@pytest.mark.parametrize(("hosts", "rounds"), [(1, 4), (3, 2)])
+def test_rounds_over_hosts_name_the_planted_commit(
+    tmp_path: Path, hosts: int, rounds: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commits = _repo(tmp_path, 17)  # 16 steps: log2 16 = 4 serial rounds, log4 16 = 2 with 3
+    code, out, _, _ = _bisect(commits, hosts, "none", capsys)
+    assert code == Exit.OK
+    assert f"culprit: {commits[11]}" in out
+    assert f"17 commits, {rounds} round(s) with {hosts} host(s)" in out
+
+
+def test_a_commit_that_does_not_build_is_skipped_and_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commits = _repo(tmp_path, 17)
+    code, out, err, seen = _bisect(commits, 1, commits[8], capsys)  # the first pick
+    assert commits[8] in seen and code == Exit.OK
+    assert f"culprit: {commits[11]}" in out
+    assert f"bisect: {commits[8]} skipped: building bench: the image did not build" in err
+    assert f"{commits[8]} skipped (could not be measured)" in out
