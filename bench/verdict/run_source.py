@@ -135,6 +135,11 @@ def load_results(directory: Path) -> Results:
 
 def load_run(path: Path, how: Verification | None = None) -> RunFigures:
     """A run's figures, after its bundle was verified (see `check`)."""
+    return load_run_and_environment(path, how)[0]
+
+
+def load_run_and_environment(path: Path, how: Verification | None = None) -> tuple[RunFigures, Any]:
+    """`load_run`, and the bundle's environment.json as plain JSON (None when it has none)."""
     with opened(path) as directory:
         shown = directory if path.is_file() and path.name.endswith(".json") else path
         trust, provenance = check(directory, shown, how or Verification())
@@ -142,7 +147,7 @@ def load_run(path: Path, how: Verification | None = None) -> RunFigures:
         env_path = directory / ENVIRONMENT_NAME
         env = _read_json(env_path) if env_path.is_file() else None
     figures = from_results(results, env, name=path.name)
-    return dataclasses.replace(figures, trust=trust, provenance=provenance)
+    return dataclasses.replace(figures, trust=trust, provenance=provenance), env
 
 
 def _cell_rse(cell: CellResult) -> dict[str, float]:
