@@ -210,17 +210,17 @@ class FleetReport:
         parts = []
         if self.blocking:
             names = ",".join(dict.fromkeys(d.name for d in self.blocking))
-            parts.append(f"NOT COMPARABLE ({names} differ between nodes)")
+            parts.append(f"NOT COMPARABLE ({names} DIFFER BETWEEN NODES)")
         named = self.outlier_nodes
         if named:
             word = "STANDS" if len(named) == 1 else "STAND"
-            parts.append(f"{len(named)} of {len(self.nodes)} nodes {word} OUT: {', '.join(named)}")
+            parts.append(f"{len(named)} OF {len(self.nodes)} NODES {word} OUT: {', '.join(named)}")
         else:
-            parts.append(f"no node stands out ({len(self.nodes)} nodes)")
+            parts.append(f"NO NODE STANDS OUT ({len(self.nodes)} NODES)")
         if self.not_judged:
             cells = {s.key for s in self.not_judged}
-            parts.append(f"{len(cells)} cells not judged on every node")
-        return "FLEET: " + "; ".join(parts).upper()
+            parts.append(f"{len(cells)} CELLS NOT JUDGED ON EVERY NODE")
+        return "FLEET: " + "; ".join(parts)
 
 
 def facts_of(env: Any) -> dict[str, str]:
@@ -301,10 +301,12 @@ def _settings(
 def _cell_noise(
     metric: MetricSpec, values: Sequence[tuple[float, ...]], pooled: stats.PooledNoise | None
 ) -> float | None:
-    if pooled is not None and pooled.sound and pooled.df > 0:
+    """The relative run-to-run sd of one trial for this cell, or None when unknown (one
+    trial per node, or repeats so alike that their sd is 0: no estimate of the noise)."""
+    if pooled is not None and pooled.sound and pooled.df > 0 and pooled.sd_log > 0:
         return pooled.sd_log
     own = stats.pooled_sd_log(values)
-    return None if own is None else own[0]
+    return own[0] if own is not None and own[0] > 0 else None
 
 
 def spread(
@@ -431,29 +433,29 @@ def _levels_text(concs: Sequence[int], levels: Sequence[int]) -> str:
 
 
 def where(cells: Sequence[Key], levels: Sequence[int], contexts: Sequence[str]) -> str:
-    """`64–128 requests`, `8K: 1 request; 16K: 64–128 requests`, `prefill at 8K`."""
+    """`64–128 requests`, `64–128 requests (8K, 16K)`, `1 request at 8K and 64–128
+    requests at 16K`, `prefill at 8K`."""
     parts = []
     decode: dict[str, list[int]] = {}
     for phase, ctx, conc in cells:
         if phase == "decode":
             decode.setdefault(ctx, []).append(conc)
     if decode:
-        sets = {tuple(sorted(v)) for v in decode.values()}
-        decode_contexts = [c for c in contexts if c in decode]
+        sets = {tuple(sorted(set(v))) for v in decode.values()}
+        in_order = [c for c in contexts if c in decode]
         if len(sets) == 1:
             text = _levels_text(next(iter(sets)), levels)
-            all_contexts = {c for p, c, _ in cells if p == "decode"} == set(decode)
-            if len(contexts) > 1 or not all_contexts:
-                text += f" ({', '.join(decode_contexts)})"
+            if len(contexts) > 1:
+                text += f" ({', '.join(in_order)})"
             parts.append(text)
         else:
             parts.append(
-                "; ".join(f"{c}: {_levels_text(decode[c], levels)}" for c in decode_contexts)
+                " and ".join(f"{_levels_text(decode[c], levels)} at {c}" for c in in_order)
             )
     prefill = [ctx for phase, ctx, _ in cells if phase == "prefill"]
     if prefill:
-        parts.append(f"prefill at {', '.join(prefill)}")
-    return "; ".join(parts)
+        parts.append(f"prefill at {', '.join(dict.fromkeys(prefill))}")
+    return " and ".join(parts)
 
 
 def _others_text(values: Mapping[str, str | None]) -> str:
@@ -485,17 +487,27 @@ def environment_differences(report: FleetReport, name: str) -> list[str]:
     return out
 
 
-def finding_text(report: FleetReport, f: Finding) -> str:
-    place = where([k for k, _ in f.cells], report.levels, report.contexts)
-    word = "slower" if f.slower else "faster"
-    return f"{f.node} is {_amount([d for _, d in f.cells])} {word} at {place} ({f.metric.label})"
+def finding_texts(report: FleetReport, name: str) -> list[str]:
+    """`gpu07 is 9 % slower at 64–128 requests (Total tok/s)`: the node's findings, the
+    figures that stand out at the same cells in the same direction said once."""
+    groups: dict[tuple[bool, str], list[Finding]] = {}
+    for f in report.findings:
+        if f.node == name:
+            place = where([k for k, _ in f.cells], report.levels, report.contexts)
+            groups.setdefault((f.slower, place), []).append(f)
+    out = []
+    for (slower, place), found in groups.items():
+        amount = _amount([d for f in found for _, d in f.cells])
+        labels = ", ".join(f.metric.label for f in found)
+        out.append(f"{amount} {'slower' if slower else 'faster'} at {place} ({labels})")
+    return [f"{name} is {' and '.join(out)}"] if out else []
 
 
 def node_lines(report: FleetReport) -> list[str]:
     """Per node that stands out: what, where, and how its environment differs."""
     out = []
     for name in report.outlier_nodes:
-        texts = [finding_text(report, f) for f in report.findings if f.node == name]
+        texts = finding_texts(report, name)
         diffs = environment_differences(report, name)
         recorded = sorted({k for n in report.nodes for k in n.facts})
         env = (
@@ -516,9 +528,10 @@ def noise_lines(report: FleetReport) -> list[str]:
             if not any(s.metric is metric and s.values for s in report.spreads):
                 continue
             n = report.noise.get(metric.name)
-            if n is None:
+            if n is None or n.sd_log <= 0:
+                why = "one trial per node" if n is None else "repeats identical"
                 out.append(
-                    f"- {metric.label}: no run-to-run noise estimate (one trial per node): "
+                    f"- {metric.label}: no run-to-run noise estimate ({why}): "
                     f"a node stands out only beyond {r.min_deviation_pct:g} % from the median"
                 )
             elif n.sound:
