@@ -58,10 +58,13 @@ def _fleet(
     out = []
     for i, name in enumerate(NODES):
         k = 1.0 - (slow or {}).get(name, 0.0)
+
+        def scale(ctx: str, c: int, k: float = k) -> float:
+            return k if c >= 64 else 1.0
+
         r = (results or {}).get(name) or make_results(
-            card, trials=trials, noise=0.01, seed=i + 1,
-            scale=lambda ctx, c, k=k: k if c >= 64 else 1.0,
-        )  # fmt: skip
+            card, trials=trials, noise=0.01, seed=i + 1, scale=scale
+        )
         e = (env or {}).get(name, _env(name))
         out.append(_bundle(tmp, name, r, env=e, archive=keys is not None, keys=keys))
     return out
