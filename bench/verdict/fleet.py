@@ -28,8 +28,10 @@ nodes that agree to 0.1 % would otherwise name a node 0.5 % off).
 Settings that differ between nodes (window, max tokens, API, model, engine, launch flags,
 GPU count and model, image id) make the report NOT COMPARABLE unless accepted by name.
 Environment facts (driver, CUDA, GPU model and count, GPU max SM clock and power limit,
-image id, vLLM version, kernel) are read from each bundle's environment.json and, for a
-node that stands out, the ones it does not share with the others are named beside it.
+image id, vLLM version, kernel) are read from each bundle's environment.json, the GPUs'
+mean SM clock over the measured windows from its gpu_telemetry.jsonl; for a node that
+stands out, the facts it does not share with the others are named beside it (the clock
+when it differs from the others' median by more than CLOCK_TOLERANCE_PCT).
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from bench import provenance, stats
+from bench import gpu, provenance, stats
 from bench.errors import Exit
+from bench.verdict import run_source
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import METRICS, Key, MetricSpec, RunFigures, Status, metrics_of
 from bench.verdict.reproduce import pooled_noise
@@ -51,6 +55,9 @@ MAD_TO_SD = 1.4826
 DEFAULT_K = 3.5
 DEFAULT_MIN_DEVIATION_PCT = 5.0
 NOISE_SE = 3.0  # standard errors of a difference of two means the floor asks for
+# A node's mean SM clock in the windows is named when it differs from the others' median
+# by more than this (clocks move by a few MHz from run to run).
+CLOCK_TOLERANCE_PCT = 2.0
 # What a fleet's nodes must share: the verdict's settings, and the server image.
 NAMES: tuple[str, ...] = (*settings_mod.NAMES, "image")
 # Environment facts compared between nodes, in the order they are named.
@@ -79,6 +86,8 @@ class Node:
     name: str
     run: RunFigures
     facts: dict[str, str] = field(default_factory=dict)
+    # The mean SM clock of its GPUs over the measured windows (gpu_telemetry.jsonl).
+    window_clock_mhz: float | None = None
 
     @property
     def settings(self) -> dict[str, str]:
@@ -221,6 +230,39 @@ class FleetReport:
             cells = {s.key for s in self.not_judged}
             parts.append(f"{len(cells)} CELLS NOT JUDGED ON EVERY NODE")
         return "FLEET: " + "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a bundle records beside its figures: environment.json, and the GPUs' mean SM
+    clock over the measured windows (None without GPU telemetry)."""
+
+    env: Any
+    window_clock_mhz: float | None
+
+
+def read_recorded(directory: Path) -> Recorded:
+    """For `run_source.load_run_with`: read from the verified bundle's directory."""
+    return Recorded(
+        run_source.read_environment(directory),
+        window_clock(directory / gpu.GPU_TELEMETRY_NAME),
+    )
+
+
+def window_clock(path: Path) -> float | None:
+    """The mean over windows and GPUs of the mean SM clock; None when not recorded or
+    not readable (a telemetry file that does not parse is no evidence either way)."""
+    try:
+        windows = gpu.read_windows(path)
+    except (OSError, ValueError):  # pydantic's ValidationError, bad UTF-8, bad JSON
+        return None
+    clocks = [
+        g.mean_sm_clock_mhz
+        for w in windows
+        for g in w.telemetry.gpus
+        if g.mean_sm_clock_mhz is not None
+    ]
+    return stats.mean(clocks) if clocks else None
 
 
 def facts_of(env: Any) -> dict[str, str]:
@@ -484,6 +526,14 @@ def environment_differences(report: FleetReport, name: str) -> list[str]:
         out.append(
             f"its {fact} is {mine or 'not recorded'} while the others {verb} {_others_text(theirs)}"
         )
+    clocks = [n.window_clock_mhz for n in others if n.window_clock_mhz is not None]
+    if me.window_clock_mhz is not None and clocks:
+        ref = stats.median(clocks)
+        if abs(me.window_clock_mhz / ref - 1.0) * 100.0 > CLOCK_TOLERANCE_PCT:
+            out.append(
+                f"its GPUs ran at {me.window_clock_mhz:,.0f} MHz (mean SM clock in the "
+                f"windows) while the others ran {ref:,.0f} MHz (median)"
+            )
     return out
 
 

@@ -8,6 +8,7 @@ import html
 from bench.verdict import page, plots
 from bench.verdict.cells import METRICS, MetricSpec
 from bench.verdict.fleet import (
+    FACTS,
     FleetReport,
     NodeValue,
     Spread,
@@ -135,6 +136,10 @@ def _strip(r: FleetReport, metric: MetricSpec) -> plots.Strip | None:
     )
 
 
+def _clock(mhz: float | None) -> str:
+    return "—" if mhz is None else f"{mhz:,.0f} MHz"
+
+
 def fleet_page(r: FleetReport) -> str:
     parts: list[str] = []
     lines = head_lines(r)
@@ -149,12 +154,15 @@ def fleet_page(r: FleetReport) -> str:
             parts.append(f"<p>{text}</p>")
     word = "fail" if r.findings or r.blocking else "pass"
     parts.append(f'<p class="verdict {word}">{html.escape(r.verdict())}</p>')
-    facts = sorted({k for n in r.nodes for k in n.facts})
-    if facts:
-        head = "".join(f"<th>{html.escape(f)}</th>" for f in ["node", *facts])
+    facts = [f for f in FACTS if any(f in n.facts for n in r.nodes)]
+    clocks = any(n.window_clock_mhz is not None for n in r.nodes)
+    if facts or clocks:
+        names = ["node", *facts] + (["mean SM clock in the windows"] if clocks else [])
+        head = "".join(f"<th>{html.escape(f)}</th>" for f in names)
         rows = "".join(
             f"<tr><th>{html.escape(n.name)}</th>"
             + "".join(f"<td>{html.escape(n.facts.get(f, '—'))}</td>" for f in facts)
+            + (f"<td>{_clock(n.window_clock_mhz)}</td>" if clocks else "")
             + "</tr>"
             for n in r.nodes
         )

@@ -12,10 +12,10 @@ import contextlib
 import dataclasses
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -37,6 +37,7 @@ from bench.verdict.cells import (
     median_rse,
 )
 
+T = TypeVar("T")
 RESULTS_NAME = "results.json"
 ENVIRONMENT_NAME = "environment.json"
 # The allowed-signers files this machine maintains: `bench local` trusts its own key in
@@ -135,19 +136,28 @@ def load_results(directory: Path) -> Results:
 
 def load_run(path: Path, how: Verification | None = None) -> RunFigures:
     """A run's figures, after its bundle was verified (see `check`)."""
-    return load_run_and_environment(path, how)[0]
+    return load_run_with(path, how, lambda directory: None)[0]
 
 
-def load_run_and_environment(path: Path, how: Verification | None = None) -> tuple[RunFigures, Any]:
-    """`load_run`, and the bundle's environment.json as plain JSON (None when it has none)."""
+def load_run_with(
+    path: Path, how: Verification | None, read: Callable[[Path], T]
+) -> tuple[RunFigures, T]:
+    """`load_run`, and what `read` takes from the bundle's directory after it verified,
+    while it is open (an archive's temporary directory is gone afterwards)."""
     with opened(path) as directory:
         shown = directory if path.is_file() and path.name.endswith(".json") else path
         trust, provenance = check(directory, shown, how or Verification())
         results = load_results(directory)
-        env_path = directory / ENVIRONMENT_NAME
-        env = _read_json(env_path) if env_path.is_file() else None
+        env = read_environment(directory)
+        extra = read(directory)
     figures = from_results(results, env, name=path.name)
-    return dataclasses.replace(figures, trust=trust, provenance=provenance), env
+    return dataclasses.replace(figures, trust=trust, provenance=provenance), extra
+
+
+def read_environment(directory: Path) -> Any:
+    """environment.json as plain JSON, None when the bundle has none."""
+    env_path = directory / ENVIRONMENT_NAME
+    return _read_json(env_path) if env_path.is_file() else None
 
 
 def _cell_rse(cell: CellResult) -> dict[str, float]:

@@ -13,13 +13,14 @@ from collections.abc import Mapping
 
 import pytest
 
+from bench import gpu
 from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit
 from bench.results import Results
 from bench.verdict import fleet
 from bench.verdict.cells import BY_NAME, Cell, RunFigures
-from bench.verdict.run_source import Verification, load_run_and_environment
+from bench.verdict.run_source import Verification, load_run_with
 from tests.bundle.conftest import Keys
 from tests.verdict.synth import make_results
 from tests.verdict.test_cli import _bundle
@@ -70,10 +71,40 @@ def _fleet(
     return out
 
 
+def _telemetry(run_dir: pathlib.Path, clock_mhz: float) -> None:
+    """gpu_telemetry.jsonl of two windows whose 4 GPUs ran at `clock_mhz` on average."""
+    stat = {
+        "samples": 10,
+        "energy_j": 900.0,
+        "mean_power_w": 300.0,
+        "max_power_w": 310.0,
+        "mean_sm_clock_mhz": clock_mhz,
+        "min_sm_clock_mhz": clock_mhz - 30,
+        "max_temperature_c": 60.0,
+        "mean_utilization_pct": 95.0,
+        "throttle_reasons": {},
+    }
+    lines = []
+    for conc in (1, 2):
+        record = gpu.WindowRecord(
+            context_label="8K", concurrency=conc, output_tokens=1000, samples=(),
+            telemetry=gpu.WindowTelemetry(
+                gpus=tuple(gpu.GpuWindowStats.model_validate({**stat, "index": i}) for i in range(4)),
+                energy_j=3600.0, energy_per_output_token_j=3.6,
+            ),
+        )  # fmt: skip
+        lines.append(record.model_dump_json())
+    (run_dir / gpu.GPU_TELEMETRY_NAME).write_text("\n".join(lines) + "\n")
+
+
 def _report(paths: list[pathlib.Path], rule: fleet.Rule | None = None) -> fleet.FleetReport:
-    loaded = [load_run_and_environment(p, Verification(unverified=True)) for p in paths]
-    names = fleet.node_names([str(p) for p in paths], [fleet.hostname(e) for _, e in loaded])
-    nodes = [fleet.Node(n, r, fleet.facts_of(e)) for n, (r, e) in zip(names, loaded, strict=True)]
+    how = Verification(unverified=True)
+    loaded = [load_run_with(p, how, fleet.read_recorded) for p in paths]
+    names = fleet.node_names([str(p) for p in paths], [fleet.hostname(e.env) for _, e in loaded])
+    nodes = [
+        fleet.Node(n, r, fleet.facts_of(e.env), e.window_clock_mhz)
+        for n, (r, e) in zip(names, loaded, strict=True)
+    ]
     return fleet.fleet(nodes, rule or fleet.Rule())
 
 
@@ -82,6 +113,8 @@ def test_the_slow_node_and_only_it_is_named_with_its_driver(
 ) -> None:
     env = {n: _env(n) for n in NODES} | {"gpu03": _env("gpu03", driver="580.65")}
     paths = _fleet(tmp_path, card, slow={"gpu03": 0.09}, env=env)
+    for path, clock in zip(paths, (1975.0, 1990.0, 1650.0, 1980.0), strict=True):
+        _telemetry(path, clock)
     html = tmp_path / "fleet.html"
     assert main(["fleet", *map(str, paths), "--html", str(html)]) == Exit.NOT_REPRODUCED
     out = capsys.readouterr().out
@@ -90,7 +123,9 @@ def test_the_slow_node_and_only_it_is_named_with_its_driver(
     found = re.fullmatch(
         r"- gpu03 is (\d+)–(\d+) % slower at 64–128 requests at 8K and 64 requests at 16K "
         r"\(Total tok/s, Per request tok/s, TTFT, Time between tokens\); "
-        r"its driver is 580\.65 while the others run 580\.82",
+        r"its driver is 580\.65 while the others run 580\.82; "
+        r"its GPUs ran at 1,650 MHz \(mean SM clock in the windows\) while the others ran "
+        r"1,980 MHz \(median\)",
         lines[0],
     )
     assert found, lines[0]
