@@ -84,12 +84,13 @@ def _telemetry(run_dir: pathlib.Path, clock_mhz: float) -> None:
         "mean_utilization_pct": 95.0,
         "throttle_reasons": {},
     }
+    gpus = tuple(gpu.GpuWindowStats.model_validate({**stat, "index": i}) for i in range(4))
     lines = []
     for conc in (1, 2):
         record = gpu.WindowRecord(
             context_label="8K", concurrency=conc, output_tokens=1000, samples=(),
             telemetry=gpu.WindowTelemetry(
-                gpus=tuple(gpu.GpuWindowStats.model_validate({**stat, "index": i}) for i in range(4)),
+                gpus=gpus,
                 energy_j=3600.0, energy_per_output_token_j=3.6,
             ),
         )  # fmt: skip
