@@ -58,6 +58,8 @@ NOISE_SE = 3.0  # standard errors of a difference of two means the floor asks fo
 # A node's mean SM clock in the windows is named when it differs from the others' median
 # by more than this (clocks move by a few MHz from run to run).
 CLOCK_TOLERANCE_PCT = 2.0
+# A relative sd below this is float rounding of identical repeats, not a noise estimate.
+NO_NOISE = 1e-9
 # What a fleet's nodes must share: the verdict's settings, and the server image.
 NAMES: tuple[str, ...] = (*settings_mod.NAMES, "image")
 # Environment facts compared between nodes, in the order they are named.
@@ -345,10 +347,10 @@ def _cell_noise(
 ) -> float | None:
     """The relative run-to-run sd of one trial for this cell, or None when unknown (one
     trial per node, or repeats so alike that their sd is 0: no estimate of the noise)."""
-    if pooled is not None and pooled.sound and pooled.df > 0 and pooled.sd_log > 0:
+    if pooled is not None and pooled.sound and pooled.df > 0 and pooled.sd_log > NO_NOISE:
         return pooled.sd_log
     own = stats.pooled_sd_log(values)
-    return own[0] if own is not None and own[0] > 0 else None
+    return own[0] if own is not None and own[0] > NO_NOISE else None
 
 
 def spread(
@@ -578,7 +580,7 @@ def noise_lines(report: FleetReport) -> list[str]:
             if not any(s.metric is metric and s.values for s in report.spreads):
                 continue
             n = report.noise.get(metric.name)
-            if n is None or n.sd_log <= 0:
+            if n is None or n.sd_log <= NO_NOISE:
                 why = "one trial per node" if n is None else "repeats identical"
                 out.append(
                     f"- {metric.label}: no run-to-run noise estimate ({why}): "
