@@ -47,7 +47,7 @@ from bench import gpu, provenance, stats
 from bench.errors import Exit
 from bench.verdict import run_source
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import METRICS, Key, MetricSpec, RunFigures, Status, metrics_of
+from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec, RunFigures, Status, metrics_of
 from bench.verdict.reproduce import pooled_noise
 
 MIN_NODES = 3
@@ -178,11 +178,7 @@ class FleetReport:
         order = {n.name: i for i, n in enumerate(self.nodes)}
         metric_order = {m.name: i for i, m in enumerate(METRICS)}
         keys = sorted(found, key=lambda t: (order[t[0]], metric_order[t[1]], not t[2]))
-        return tuple(
-            Finding(node, next(m for m in METRICS if m.name == name), slower, tuple(found[k]))
-            for k in keys
-            for node, name, slower in [k]
-        )
+        return tuple(Finding(k[0], BY_NAME[k[1]], k[2], tuple(found[k])) for k in keys)
 
     @property
     def outlier_nodes(self) -> tuple[str, ...]:

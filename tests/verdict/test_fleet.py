@@ -300,3 +300,24 @@ def test_node_names_hostnames_else_bundle_names() -> None:
     assert fleet.node_names(["a/x.tar.gz", "b/y.tgz"], ["h", "h"]) == ["x", "y"]
     assert fleet.node_names(["a/results.json", "b/results.json"], [None, None]) == ["a", "b"]
     assert fleet.node_names(["a/r.tar.gz", "b/r.tar.gz"], [None, None]) == ["r#1", "r#2"]
+
+
+def test_where_and_how_much_in_words() -> None:
+    levels = (1, 2, 4, 8, 16, 32, 64, 128)
+    one = ("8K",)
+    assert fleet.where([("decode", "8K", 64), ("decode", "8K", 128)], levels, one) == (
+        "64–128 requests"
+    )
+    assert fleet.where([("decode", "8K", 1)], levels, one) == "1 request"
+    assert fleet.where([("decode", "8K", 1), ("decode", "8K", 64)], levels, one) == (
+        "1, 64 requests"
+    )
+    two = ("8K", "16K")
+    both = [("decode", c, n) for c in two for n in (64, 128)]
+    assert fleet.where(both, levels, two) == "64–128 requests (8K, 16K)"
+    mixed = [("decode", "8K", 64), ("decode", "8K", 128), ("decode", "16K", 64)]
+    assert fleet.where(mixed, levels, two) == "64–128 requests at 8K and 64 requests at 16K"
+    assert fleet.where([("prefill", "16K", 1)], levels, two) == "prefill at 16K"
+    assert fleet._amount([-9.2, -8.6]) == "9 %"
+    assert fleet._amount([-8.4, -10.2]) == "8–10 %"
+    assert fleet._amount([2.34]) == "2.3 %"
