@@ -142,16 +142,19 @@ def _clock(mhz: float | None) -> str:
 
 def fleet_page(r: FleetReport) -> str:
     parts: list[str] = []
-    lines = head_lines(r)
     found = set(node_lines(r))
-    for line in lines:
-        if not line or line.startswith("## "):
+    items: list[str] = []
+    for line in [*head_lines(r), ""]:
+        if line.startswith("- "):
+            text = line.removeprefix("- ")
+            css = ' class="verdict fail"' if text in found else ""
+            items.append(f"<li{css}>{html.escape(text)}</li>")
             continue
-        text = html.escape(line.removeprefix("- "))
-        if line.removeprefix("- ") in found:
-            parts.append(f'<p class="verdict fail">{text}</p>')
-        else:
-            parts.append(f"<p>{text}</p>")
+        if items:
+            parts.append(f"<ul>{''.join(items)}</ul>")
+            items = []
+        if line and not line.startswith("## "):
+            parts.append(f"<p>{html.escape(line)}</p>")
     word = "fail" if r.findings or r.blocking else "pass"
     parts.append(f'<p class="verdict {word}">{html.escape(r.verdict())}</p>')
     facts = [f for f in FACTS if any(f in n.facts for n in r.nodes)]

@@ -160,7 +160,7 @@ def strips_png(strips: Sequence[Strip]) -> bytes:
     """One strip plot per figure: every node's Δ % from the cell's median, per cell; the
     nodes that stand out in red and named, the cell's threshold as dashes."""
     pyplot = _pyplot()
-    width = max(6.0, 0.45 * max(len(s.categories) for s in strips) + 2.0)
+    width = max(8.0, 0.45 * max(len(s.categories) for s in strips) + 2.0)
     fig, axes = pyplot.subplots(len(strips), 1, figsize=(width, 3.2 * len(strips)), squeeze=False)
     for ax, strip in zip(axes.flat, strips, strict=False):
         for i, limit in enumerate(strip.thresholds):
