@@ -321,3 +321,30 @@ def test_where_and_how_much_in_words() -> None:
     assert fleet._amount([-9.2, -8.6]) == "9 %"
     assert fleet._amount([-8.4, -10.2]) == "8–10 %"
     assert fleet._amount([2.34]) == "2.3 %"
+
+
+def test_records_that_do_not_read_are_not_recorded(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """environment.json of the wrong shapes and a gpu_telemetry.jsonl that does not parse:
+    no crash, no fact, no clock; the figures are still judged."""
+    junk: list[object] = [
+        [1, 2],
+        {"gpu": "x", "host": [1], "image": 5},
+        {"gpu": {"gpus": [1, None, {"name": 7, "max_sm_clock_mhz": "fast"}]}, "host": {}},
+    ]
+    for env in junk:
+        assert fleet.facts_of(env) == {} or set(fleet.facts_of(env)) <= {"GPU model", "GPU count"}
+        assert fleet.hostname(env) is None
+    env = {"gpu01": junk[0], "gpu02": junk[1], "gpu03": junk[2]}
+    paths = _fleet(tmp_path, card, slow={"gpu04": 0.09}, env=env)  # type: ignore[arg-type]
+    (paths[0] / gpu.GPU_TELEMETRY_NAME).write_bytes(b"\xff{not json\n")
+    (paths[1] / gpu.GPU_TELEMETRY_NAME).write_text('{"context_label": 1}\n')
+    assert fleet.window_clock(paths[0] / gpu.GPU_TELEMETRY_NAME) is None
+    assert fleet.window_clock(paths[1] / gpu.GPU_TELEMETRY_NAME) is None
+    assert main(["fleet", *map(str, paths)]) == Exit.NOT_REPRODUCED
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("STANDS OUT: gpu04")
+    assert "its driver is 580.82 while the others run not recorded" in out
+    # The same records do not crash `bench compare` either (the loader is shared).
+    assert main(["compare", str(paths[1]), str(paths[2])]) in (Exit.OK, Exit.NOT_REPRODUCED)
