@@ -14,7 +14,7 @@ from bench.verdict import fleet as fleet_mod
 from bench.verdict import page
 from bench.verdict.command import verification
 from bench.verdict.fleet_view import fleet_markdown, fleet_page
-from bench.verdict.run_source import DEFAULT_ALLOWED_SIGNERS, load_run_with
+from bench.verdict.run_source import DEFAULT_ALLOWED_SIGNERS
 from bench.verdict.settings import parse_accept
 
 _EPILOG = """\
@@ -101,14 +101,7 @@ def run_fleet(args: argparse.Namespace, settings: Settings) -> int:
             hint="with two a median cannot tell which one stands out; bench compare A B",
         )
     rule = fleet_mod.Rule(args.k, args.min_deviation, parse_accept(args.accept, fleet_mod.NAMES))
-    how = verification(args)
-    loaded = [load_run_with(p, how, fleet_mod.read_recorded) for p in paths]
-    hosts = [fleet_mod.hostname(rec.env) for _, rec in loaded]
-    names = fleet_mod.node_names([str(p) for p in paths], hosts)
-    nodes = [
-        fleet_mod.Node(name, run, fleet_mod.facts_of(rec.env), rec.window_clock_mhz)
-        for name, (run, rec) in zip(names, loaded, strict=True)
-    ]
+    nodes = fleet_mod.load_nodes(paths, verification(args))
     report = fleet_mod.fleet(nodes, rule)
     sys.stdout.write(fleet_markdown(report))
     if args.html:
@@ -116,7 +109,7 @@ def run_fleet(args: argparse.Namespace, settings: Settings) -> int:
     structlog.get_logger("bench.verdict").info(
         "fleet_judged",
         bundles=[str(p) for p in paths],
-        nodes=names,
+        nodes=[n.name for n in nodes],
         standing_out=list(report.outlier_nodes),
     )
     return int(report.exit_code)

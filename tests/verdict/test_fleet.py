@@ -20,7 +20,7 @@ from bench.errors import Exit
 from bench.results import Results
 from bench.verdict import fleet
 from bench.verdict.cells import BY_NAME, Cell, RunFigures
-from bench.verdict.run_source import Verification, load_run_with
+from bench.verdict.run_source import Verification
 from tests.bundle.conftest import Keys
 from tests.verdict.synth import make_results
 from tests.verdict.test_cli import _bundle
@@ -99,13 +99,7 @@ def _telemetry(run_dir: pathlib.Path, clock_mhz: float) -> None:
 
 
 def _report(paths: list[pathlib.Path], rule: fleet.Rule | None = None) -> fleet.FleetReport:
-    how = Verification(unverified=True)
-    loaded = [load_run_with(p, how, fleet.read_recorded) for p in paths]
-    names = fleet.node_names([str(p) for p in paths], [fleet.hostname(e.env) for _, e in loaded])
-    nodes = [
-        fleet.Node(n, r, fleet.facts_of(e.env), e.window_clock_mhz)
-        for n, (r, e) in zip(names, loaded, strict=True)
-    ]
+    nodes = fleet.load_nodes(paths, Verification(unverified=True))
     return fleet.fleet(nodes, rule or fleet.Rule())
 
 
