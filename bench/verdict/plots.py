@@ -138,3 +138,58 @@ def curves_png(panels: Sequence[tuple[str, str, Sequence[Series]]]) -> bytes:
     fig.savefig(out, format="png", dpi=110)
     pyplot.close(fig)
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class StripPoint:
+    column: int  # index into the strip's categories
+    y: float  # Δ % from the cell's median
+    label: str  # the node
+    outlier: bool  # drawn in red with its label
+
+
+@dataclass(frozen=True)
+class Strip:
+    title: str
+    categories: Sequence[str]  # cells
+    points: Sequence[StripPoint]
+    thresholds: Sequence[float | None]  # per category: the |Δ %| a node had to exceed
+
+
+def strips_png(strips: Sequence[Strip]) -> bytes:
+    """One strip plot per figure: every node's Δ % from the cell's median, per cell; the
+    nodes that stand out in red and named, the cell's threshold as dashes."""
+    pyplot = _pyplot()
+    width = max(8.0, 0.45 * max(len(s.categories) for s in strips) + 2.0)
+    fig, axes = pyplot.subplots(len(strips), 1, figsize=(width, 3.2 * len(strips)), squeeze=False)
+    for ax, strip in zip(axes.flat, strips, strict=False):
+        for i, limit in enumerate(strip.thresholds):
+            if limit is not None:
+                for sign in (1.0, -1.0):
+                    ax.plot([i - 0.35, i + 0.35], [sign * limit] * 2, color="#999", lw=0.8, ls="--")
+        quiet = [p for p in strip.points if not p.outlier]
+        loud = [p for p in strip.points if p.outlier]
+        # A small fixed jitter by node, so nodes with the same value do not hide each other.
+        names = sorted({p.label for p in strip.points})
+        step = 0.5 / max(len(names), 1)
+        offset = {n: -0.25 + step * (i + 0.5) for i, n in enumerate(names)}
+        qx = [p.column + offset[p.label] for p in quiet]
+        lx = [p.column + offset[p.label] for p in loud]
+        ax.scatter(qx, [p.y for p in quiet], s=14, color="#4a78b5", zorder=2)
+        ax.scatter(lx, [p.y for p in loud], s=28, color="#c0231c", zorder=3)
+        for p, px in zip(loud, lx, strict=True):
+            ax.annotate(
+                p.label, (px, p.y), textcoords="offset points", xytext=(4, 2), fontsize=7,
+                color="#c0231c",
+            )  # fmt: skip
+        ax.axhline(0.0, color="#444", lw=0.8)
+        ax.set_xticks(range(len(strip.categories)), list(strip.categories), rotation=60, fontsize=7)
+        ax.set_xlim(-0.6, len(strip.categories) - 0.4)
+        ax.set_ylabel("Δ % from the median")
+        ax.set_title(strip.title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110)
+    pyplot.close(fig)
+    return out.getvalue()

@@ -13,10 +13,10 @@ import contextlib
 import dataclasses
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -38,6 +38,7 @@ from bench.verdict.cells import (
     median_rse,
 )
 
+T = TypeVar("T")
 RESULTS_NAME = "results.json"
 ENVIRONMENT_NAME = "environment.json"
 # The allowed-signers files this machine maintains: `bench local` trusts its own key in
@@ -152,14 +153,59 @@ def load_results(directory: Path) -> Results:
 
 def load_run(path: Path, how: Verification | None = None) -> RunFigures:
     """A run's figures, after its bundle was verified (see `check`)."""
+    return load_run_with(path, how, lambda directory: None)[0]
+
+
+def load_run_with(
+    path: Path, how: Verification | None, read: Callable[[Path], T]
+) -> tuple[RunFigures, T]:
+    """`load_run`, and what `read` takes from the bundle's directory after it verified,
+    while it is open (an archive's temporary directory is gone afterwards)."""
     with opened(path) as directory:
         shown = directory if path.is_file() and path.name.endswith(".json") else path
         trust, provenance = check(directory, shown, how or Verification())
         results = load_results(directory)
-        env_path = directory / ENVIRONMENT_NAME
-        env = _read_json(env_path) if env_path.is_file() else None
+        env = read_environment(directory)
+        extra = read(directory)
     figures = from_results(results, env, name=path.name)
-    return dataclasses.replace(figures, trust=trust, provenance=provenance)
+    return dataclasses.replace(figures, trust=trust, provenance=provenance), extra
+
+
+def read_environment(directory: Path) -> Any:
+    """environment.json as plain JSON, None when the bundle has none; parts of the wrong
+    shape are left out (see `shaped`)."""
+    env_path = directory / ENVIRONMENT_NAME
+    return shaped(_read_json(env_path)) if env_path.is_file() else None
+
+
+# The parts of environment.json the verdicts index into, and the type each must have.
+_SHAPES: dict[str, type] = {
+    "image": dict, "gpu": dict, "host": dict, "launch": dict, "weights": dict, "bench": dict,
+}  # fmt: skip
+_INNER: dict[tuple[str, str], type] = {
+    ("image", "labels"): dict, ("image", "selftest"): dict, ("gpu", "gpus"): list,
+    ("launch", "argv"): list, ("bench", "packages"): dict, ("weights", "files"): dict,
+}  # fmt: skip
+
+
+def shaped(env: Any) -> dict[str, Any] | None:
+    """environment.json without the parts whose type is not the one its readers expect
+    (`"image": 5`, `"gpus": [1]`, an argv of numbers): a hostile or foreign file reads as
+    "not recorded" there instead of crashing a verdict. None when it is no JSON object."""
+    if not isinstance(env, dict):
+        return None
+    out = {k: v for k, v in env.items() if k not in _SHAPES or isinstance(v, _SHAPES[k])}
+    for (outer, inner), kind in _INNER.items():
+        part = out.get(outer)
+        if isinstance(part, dict) and inner in part and not isinstance(part[inner], kind):
+            out[outer] = {k: v for k, v in part.items() if k != inner}
+    gpu = out.get("gpu")
+    if isinstance(gpu, dict) and "gpus" in gpu:
+        out["gpu"] = {**gpu, "gpus": [g for g in gpu["gpus"] if isinstance(g, dict)]}
+    launch = out.get("launch")
+    if isinstance(launch, dict) and not all(isinstance(w, str) for w in launch.get("argv", [])):
+        out["launch"] = {k: v for k, v in launch.items() if k != "argv"}
+    return out
 
 
 def _cell_rse(cell: CellResult) -> dict[str, float]:
@@ -262,7 +308,7 @@ def _metadata(results: Results, env: Any) -> dict[str, str]:
             out[f"server /version {key}"] = json.dumps(value, sort_keys=True)
     if isinstance(env, dict):
         gpu = env.get("gpu") or {}
-        gpus = [g.get("name", "?") for g in gpu.get("gpus", [])]
+        gpus = [str(g.get("name", "?")) for g in gpu.get("gpus", [])]
         extra = {
             "image digest": (env.get("image") or {}).get("digest"),
             "vLLM version": env.get("vllm_version"),

@@ -44,17 +44,17 @@ _IGNORED_FLAGS = frozenset({"--api-key", "--host", "--port"})
 TWIN_SIMULATED = frozenset({"launch_flags", "gpu_count", "gpu_model"})
 
 
-def parse_accept(texts: Iterable[str]) -> frozenset[str]:
+def parse_accept(texts: Iterable[str], known: Sequence[str] = NAMES) -> frozenset[str]:
     """`--accept window_s,max_tokens` (repeatable): the differences the user accepts."""
     names = {n.strip() for t in texts for n in t.split(",") if n.strip()}
     aliases = {"window": "window_s", "max_output": "max_tokens", "gpus": "gpu_count"}
     names = {aliases.get(n, n) for n in names}
-    unknown = sorted(names - set(NAMES) - {"all"})
+    unknown = sorted(names - set(known) - {"all"})
     if unknown:
         raise UsageError(
-            f"--accept: unknown setting {', '.join(unknown)}", hint=f"one of {', '.join(NAMES)}"
+            f"--accept: unknown setting {', '.join(unknown)}", hint=f"one of {', '.join(known)}"
         )
-    return frozenset(NAMES) if "all" in names else frozenset(names)
+    return frozenset(known) if "all" in names else frozenset(names)
 
 
 def launch_flags(words: Sequence[str]) -> str | None:

@@ -34,6 +34,8 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     # A and B are lists too: several bundles a side (make compare A='a1 a2' B='b1 b2').
     "compare": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["A", "B", "MORE"]),
     "reproduce": (["BUNDLE", "CARD", "HTML", "ALLOWED_SIGNERS", "ACCEPT"], []),
+    # One bundle per node: a list (make fleet BUNDLES='gpu01.tar.gz gpu02.tar.gz ...').
+    "fleet": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["BUNDLES"]),
     "smoke": (["HOST", "IMAGE", "IMAGE_SOURCE"], ["BUILD_ARGS"]),
     "compare-images": (["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER"], ["RUN_ARGS"]),
     "compare-commits": (

@@ -1,0 +1,344 @@
+"""`bench fleet`: one sweep on several nodes; the node that runs slower is named, and only it.
+
+Synthetic bundles (tests/verdict/synth.py): the card's figures, every node with its own
+seeded run-to-run noise, one node 9 % slower at 64 requests and above.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from collections.abc import Mapping
+
+import pytest
+
+from bench import gpu
+from bench.card.model import Card
+from bench.cli import main
+from bench.errors import Exit
+from bench.results import Results
+from bench.verdict import fleet
+from bench.verdict.cells import BY_NAME, Cell, RunFigures
+from bench.verdict.run_source import Verification
+from tests.bundle.conftest import Keys
+from tests.verdict.synth import make_results
+from tests.verdict.test_cli import _bundle
+from tests.verdict.test_inputs import _tampered, _unsigned_archive
+
+NODES = ("gpu01", "gpu02", "gpu03", "gpu04")
+
+
+def _env(name: str, driver: str = "580.82", clock: float = 2430.0) -> dict[str, object]:
+    gpus = [
+        {"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+         "max_sm_clock_mhz": clock, "power_limit_w": 600.0}
+        for i in range(4)
+    ]  # fmt: skip
+    return {
+        "host": {"hostname": name, "kernel": "6.8.0-49-generic"},
+        "gpu": {"available": True, "driver_version": driver, "cuda_version": "13.2", "gpus": gpus},
+        "image": {"digest": "sha256:" + "a" * 64},
+        "vllm_version": "0.30.1rc1.dev452+g73a583112",
+    }
+
+
+def _fleet(
+    tmp: pathlib.Path,
+    card: Card,
+    *,
+    trials: int = 3,
+    slow: Mapping[str, float] | None = None,
+    env: Mapping[str, Mapping[str, object]] | None = None,
+    results: Mapping[str, Results] | None = None,
+    keys: Keys | None = None,
+) -> list[pathlib.Path]:
+    """One bundle per node (signed archives with `keys`, else run directories); a node
+    in `slow` is that much slower (0.09 = 9 %) at 64 requests and above."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, name in enumerate(NODES):
+        k = 1.0 - (slow or {}).get(name, 0.0)
+
+        def scale(ctx: str, c: int, k: float = k) -> float:
+            return k if c >= 64 else 1.0
+
+        r = (results or {}).get(name) or make_results(
+            card, trials=trials, noise=0.01, seed=i + 1, scale=scale
+        )
+        e = (env or {}).get(name, _env(name))
+        out.append(_bundle(tmp, name, r, env=e, archive=keys is not None, keys=keys))
+    return out
+
+
+def _telemetry(run_dir: pathlib.Path, clock_mhz: float) -> None:
+    """gpu_telemetry.jsonl of two windows whose 4 GPUs ran at `clock_mhz` on average."""
+    stat = {
+        "samples": 10,
+        "energy_j": 900.0,
+        "mean_power_w": 300.0,
+        "max_power_w": 310.0,
+        "mean_sm_clock_mhz": clock_mhz,
+        "min_sm_clock_mhz": clock_mhz - 30,
+        "max_temperature_c": 60.0,
+        "mean_utilization_pct": 95.0,
+        "throttle_reasons": {},
+    }
+    gpus = tuple(gpu.GpuWindowStats.model_validate({**stat, "index": i}) for i in range(4))
+    lines = []
+    for conc in (1, 2):
+        record = gpu.WindowRecord(
+            context_label="8K", concurrency=conc, output_tokens=1000, samples=(),
+            telemetry=gpu.WindowTelemetry(
+                gpus=gpus,
+                energy_j=3600.0, energy_per_output_token_j=3.6,
+            ),
+        )  # fmt: skip
+        lines.append(record.model_dump_json())
+    (run_dir / gpu.GPU_TELEMETRY_NAME).write_text("\n".join(lines) + "\n")
+
+
+def _report(paths: list[pathlib.Path], rule: fleet.Rule | None = None) -> fleet.FleetReport:
+    nodes = fleet.load_nodes(paths, Verification(unverified=True))
+    return fleet.fleet(nodes, rule or fleet.Rule())
+
+
+def test_the_slow_node_and_only_it_is_named_with_its_driver(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {n: _env(n) for n in NODES} | {"gpu03": _env("gpu03", driver="580.65")}
+    paths = _fleet(tmp_path, card, slow={"gpu03": 0.09}, env=env)
+    for path, clock in zip(paths, (1975.0, 1990.0, 1650.0, 1980.0), strict=True):
+        _telemetry(path, clock)
+    html = tmp_path / "fleet.html"
+    assert main(["fleet", *map(str, paths), "--html", str(html)]) == Exit.NOT_REPRODUCED
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if " slower at " in line or " faster at " in line]
+    assert len(lines) == 1
+    found = re.fullmatch(
+        r"- gpu03 is (\d+)–(\d+) % slower at 64–128 requests at 8K and 64 requests at 16K "
+        r"\(Total tok/s, Per request tok/s, TTFT, Time between tokens\); "
+        r"its driver is 580\.65 while the others run 580\.82; "
+        r"its GPUs ran at 1,650 MHz \(mean SM clock in the windows\) while the others ran "
+        r"1,980 MHz \(median\)",
+        lines[0],
+    )
+    assert found, lines[0]
+    # 9 % less throughput is 9.9 % more latency; each node's noise is 1 % a trial.
+    assert 7 <= int(found.group(1)) <= int(found.group(2)) <= 12
+    assert out.rstrip().endswith("FLEET: 1 OF 4 NODES STANDS OUT: gpu03")
+    assert "- Total tok/s: run-to-run sd of one trial 1." in out
+    # The table: the slow node's value marked, the others plain.
+    row = next(line for line in out.splitlines() if line.startswith("| 8K | 128 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert "▼" in cells[4] and not any("▼" in c or "▲" in c for c in cells[2:4] + cells[5:6])
+    assert cells[-1].startswith("gpu03 −")
+
+    report = _report(paths)
+    assert report.outlier_nodes == ("gpu03",)
+    flagged = {(s.key, v.node) for s in report.spreads for v in s.outliers}
+    slow_cells = {
+        k for k, c in report.nodes[2].run.cells.items()
+        if k[0] == "decode" and k[2] >= 64 and c.status == "valid"
+    }  # fmt: skip
+    assert {node for _, node in flagged} == {"gpu03"}
+    assert {key for key, _ in flagged} == slow_cells
+    for s in report.spreads:  # each of the four decode figures, at every slow cell
+        if s.key in slow_cells:
+            assert [v.node for v in s.outliers] == ["gpu03"], (s.key, s.metric.name)
+
+    page = html.read_text()
+    assert page.count("data:image/png;base64,") == 1
+    assert "its driver is 580.65 while the others run 580.82" in page
+    assert "<th>GPU max SM clock</th>" in page
+
+
+def test_a_fleet_of_equals_names_nobody_exit_0(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = _fleet(tmp_path, card)
+    assert main(["fleet", *map(str, paths)]) == Exit.OK
+    out = capsys.readouterr().out
+    assert "Nodes that stand out" not in out and "▼" not in out and "▲" not in out
+    assert out.rstrip().endswith("FLEET: NO NODE STANDS OUT (4 NODES)")
+
+
+def test_one_trial_per_node_says_so_and_uses_the_minimum_deviation(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = _fleet(tmp_path / "a", card, trials=1, slow={"gpu02": 0.09})
+    assert main(["fleet", *map(str, paths)]) == Exit.NOT_REPRODUCED
+    out = capsys.readouterr().out
+    assert (
+        "- Total tok/s: no run-to-run noise estimate (one trial per node): "
+        "a node stands out only beyond 5 % from the median" in out
+    )
+    assert out.rstrip().endswith("STANDS OUT: gpu02")
+    # 3 % slower is beyond the other nodes' MAD but not beyond the stated 5 %: nobody.
+    paths = _fleet(tmp_path / "b", card, trials=1, slow={"gpu02": 0.03})
+    assert main(["fleet", *map(str, paths)]) == Exit.OK
+    # And 9 % slower is nobody when the stated minimum is 12 %.
+    paths = _fleet(tmp_path / "c", card, trials=1, slow={"gpu02": 0.09})
+    assert main(["fleet", *map(str, paths), "--min-deviation", "12"]) == Exit.OK
+    assert "a node stands out only beyond 12 % from the median" in capsys.readouterr().out
+
+
+def _run(values: Mapping[str, tuple[float, ...]]) -> dict[str, RunFigures]:
+    out = {}
+    for name, trials in values.items():
+        cell = Cell("decode", "8K", 64, "valid", None, {"total_tok_s": trials})
+        out[name] = RunFigures(
+            name, "run", 1.0, {}, {cell.key: cell}, ("8K",), (64,), trust="unsigned"
+        )
+    return out
+
+
+def test_the_rule_needs_both_the_mad_and_the_noise() -> None:
+    metric = BY_NAME["total_tok_s"]
+    key = ("decode", "8K", 64)
+
+    def judged(values: Mapping[str, tuple[float, ...]]) -> list[str]:
+        runs = _run(values)
+        nodes = [fleet.Node(n, r) for n, r in runs.items()]
+        report = fleet.fleet(nodes, fleet.Rule())
+        s = next(x for x in report.spreads if x.metric is metric and x.key == key)
+        return [v.node for v in s.outliers]
+
+    # 4 % off while the nodes agree to 0.1 % and repeat to 0.2 %: it stands out.
+    tight = {"a": (100.0, 100.2), "b": (100.1, 99.9), "c": (99.9, 100.1), "d": (96.0, 96.2)}
+    assert judged(tight) == ["d"]
+    # The same 4 % among nodes that spread by ±3 %: within k MADs, nobody.
+    loose = {"a": (103.0, 103.2), "b": (100.1, 99.9), "c": (97.0, 97.1), "d": (96.0, 96.2)}
+    assert judged(loose) == []
+    # 1 % off, far outside the other nodes' 0.01 % but inside the run-to-run noise (1 %).
+    noisy = {"a": (100.0, 101.0, 99.0), "b": (100.01, 101.0, 99.0), "c": (100.0, 100.99, 99.01),
+             "d": (99.0, 100.0, 98.0)}  # fmt: skip
+    assert judged(noisy) == []
+    # Two nodes: no median can tell which one is odd; the cell is not judged.
+    runs = _run({"a": (100.0, 100.1), "b": (80.0, 80.1)})
+    report = fleet.fleet([fleet.Node(n, r) for n, r in runs.items()], fleet.Rule())
+    assert not report.findings and report.exit_code == Exit.PARTIAL
+
+
+def test_settings_that_differ_are_not_comparable_until_accepted(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    short = make_results(card, trials=3, noise=0.01, seed=9)
+    short = short.model_copy(
+        update={"settings": short.settings.model_copy(update={"duration_s": 10.0})}
+    )
+    env = {n: _env(n) for n in NODES} | {
+        "gpu04": {**_env("gpu04"), "image": {"digest": "sha256:" + "b" * 64}}
+    }
+    paths = _fleet(tmp_path, card, results={"gpu02": short}, env=env)
+    assert main(["fleet", *map(str, paths)]) == Exit.NOT_COMPARABLE
+    out = capsys.readouterr().out
+    assert "- window_s: 30 / gpu02: 10" in out
+    assert f"- image: sha256:{'a' * 64} / gpu04: sha256:{'b' * 64}" in out
+    assert "NOT COMPARABLE: window_s,image differ between nodes" in out
+    assert main(["fleet", *map(str, paths), "--accept", "window_s,image"]) == Exit.OK
+    assert "(accepted)" in capsys.readouterr().out
+
+
+def test_a_cell_failed_on_one_node_is_listed_and_partial(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = make_results(card, trials=3, noise=0.01, seed=7)
+    cells = tuple(
+        c.model_copy(update={"status": "invalid", "reason": "the server dropped 3 requests"})
+        if (c.context_label, c.concurrency) == ("8K", 4)
+        else c
+        for c in broken.cells
+    )
+    paths = _fleet(tmp_path, card, results={"gpu01": broken.model_copy(update={"cells": cells})})
+    assert main(["fleet", *map(str, paths)]) == Exit.PARTIAL
+    out = capsys.readouterr().out
+    assert "- 8K x4: gpu01 invalid" in out
+    assert "1 CELLS NOT JUDGED ON EVERY NODE" in out
+
+
+def test_hostile_inputs_one_line_and_the_named_exit(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], signer: Keys
+) -> None:
+    trusted = ["--allowed-signers", str(signer.allowed)]
+    good = _fleet(tmp_path / "good", card, keys=signer)
+    assert main(["fleet", *map(str, good), *trusted]) == Exit.OK
+    capsys.readouterr()
+    tampered = _tampered(tmp_path, card, signer)
+    assert main(["fleet", *map(str, good[:2]), str(tampered), *trusted]) == Exit.VERIFY_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(
+        r"tampered\.tar\.gz: does not verify: .*results\.json", err[0]
+    )
+    unsigned = _unsigned_archive(tmp_path, card)
+    assert main(["fleet", *map(str, good[:2]), str(unsigned), *trusted]) == Exit.VERIFY_FAILED
+    assert "manifest.json: missing" in capsys.readouterr().err
+    # Read anyway with --unverified: said on the first line.
+    code = main(["fleet", *map(str, good[:2]), str(tampered), *trusted, "--unverified"])
+    assert code in (Exit.OK, Exit.NOT_REPRODUCED, Exit.PARTIAL, Exit.NOT_COMPARABLE)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("UNVERIFIED: tampered.tar.gz did not verify")
+    # Not enough nodes, a file that is no bundle, JSON that is not results.
+    assert main(["fleet", *map(str, good[:2]), *trusted]) == Exit.USAGE
+    assert "at least 3 nodes" in capsys.readouterr().err
+    junk = tmp_path / "junk" / "results.json"
+    junk.parent.mkdir()
+    junk.write_text(json.dumps({"cells": "no"}))
+    assert main(["fleet", *map(str, good[:2]), str(junk), *trusted]) == Exit.USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not match the results schema" in err[0]
+
+
+def test_node_names_hostnames_else_bundle_names() -> None:
+    assert fleet.node_names(["a/x.tar.gz", "b/y.tar.gz"], ["gpu01", "gpu02"]) == ["gpu01", "gpu02"]
+    assert fleet.node_names(["a/x.tar.gz", "b/y.tgz"], ["h", "h"]) == ["x", "y"]
+    assert fleet.node_names(["a/results.json", "b/results.json"], [None, None]) == ["a", "b"]
+    assert fleet.node_names(["a/r.tar.gz", "b/r.tar.gz"], [None, None]) == ["r#1", "r#2"]
+
+
+def test_where_and_how_much_in_words() -> None:
+    levels = (1, 2, 4, 8, 16, 32, 64, 128)
+    one = ("8K",)
+    assert fleet.where([("decode", "8K", 64), ("decode", "8K", 128)], levels, one) == (
+        "64–128 requests"
+    )
+    assert fleet.where([("decode", "8K", 1)], levels, one) == "1 request"
+    assert fleet.where([("decode", "8K", 1), ("decode", "8K", 64)], levels, one) == (
+        "1, 64 requests"
+    )
+    two = ("8K", "16K")
+    both = [("decode", c, n) for c in two for n in (64, 128)]
+    assert fleet.where(both, levels, two) == "64–128 requests (8K, 16K)"
+    mixed = [("decode", "8K", 64), ("decode", "8K", 128), ("decode", "16K", 64)]
+    assert fleet.where(mixed, levels, two) == "64–128 requests at 8K and 64 requests at 16K"
+    assert fleet.where([("prefill", "16K", 1)], levels, two) == "prefill at 16K"
+    assert fleet._amount([-9.2, -8.6]) == "9 %"
+    assert fleet._amount([-8.4, -10.2]) == "8–10 %"
+    assert fleet._amount([2.34]) == "2.3 %"
+
+
+def test_records_that_do_not_read_are_not_recorded(
+    card: Card, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """environment.json of the wrong shapes and a gpu_telemetry.jsonl that does not parse:
+    no crash, no fact, no clock; the figures are still judged."""
+    junk: list[object] = [
+        [1, 2],
+        {"gpu": "x", "host": [1], "image": 5},
+        {"gpu": {"gpus": [1, None, {"name": 7, "max_sm_clock_mhz": "fast"}]}, "host": {}},
+    ]
+    for env in junk:
+        assert fleet.facts_of(env) == {} or set(fleet.facts_of(env)) <= {"GPU model", "GPU count"}
+        assert fleet.hostname(env) is None
+    env = {"gpu01": junk[0], "gpu02": junk[1], "gpu03": junk[2]}
+    paths = _fleet(tmp_path, card, slow={"gpu04": 0.09}, env=env)  # type: ignore[arg-type]
+    (paths[0] / gpu.GPU_TELEMETRY_NAME).write_bytes(b"\xff{not json\n")
+    (paths[1] / gpu.GPU_TELEMETRY_NAME).write_text('{"context_label": 1}\n')
+    assert fleet.window_clock(paths[0] / gpu.GPU_TELEMETRY_NAME) is None
+    assert fleet.window_clock(paths[1] / gpu.GPU_TELEMETRY_NAME) is None
+    assert main(["fleet", *map(str, paths)]) == Exit.NOT_REPRODUCED
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("STANDS OUT: gpu04")
+    assert "its driver is 580.82 while the others run not recorded" in out
+    # The same records do not crash `bench compare` either (the loader is shared).
+    assert main(["compare", str(paths[1]), str(paths[2])]) in (Exit.OK, Exit.NOT_REPRODUCED)

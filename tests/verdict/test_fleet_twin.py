@@ -1,0 +1,76 @@
+"""`bench fleet` on real bundles: four twins as four "nodes", one running a slower profile.
+
+Each node is a real twin process (`tiny`; node-c's decode steps 30 % longer at every batch
+size, `bench.compare_twin.slower_variant`), measured by `bench run`, recorded by `bench
+environment`, signed and packed; then `bench fleet` as a subprocess must name node-c and
+no other node, and exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from bench.compare_twin import slower_variant
+from tests.twinproc import start_twin
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+SPEED = 10.0
+# Two trials per node: the report then knows each node's run-to-run noise (a prefill figure
+# from one request at speed 10 moves by several % between trials).
+RUN = ("--contexts", "512", "--prefill-only-contexts", "--concurrencies", "1", "2",
+       "--duration", "4", "--max-tokens", "64", "--trials", "2")  # fmt: skip
+
+
+def _bench(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *argv],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, f"{done.args[3]} exited {done.returncode}: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_bench_fleet_names_the_slow_twin_and_only_it(tmp_path: pathlib.Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("BENCH_API_KEY", "VLLM_API_KEY")}
+    env |= {"HOME": str(tmp_path / "home"), "BENCH_LOG_FORMAT": "json"}
+    key = tmp_path / "keys" / "fleet_ed25519"
+    line = _ok(_bench("keygen", "--out", str(key), "--principal", "fleet@twin", env=env))
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(line.strip().splitlines()[-1] + "\n")
+    slow = slower_variant("tiny", 30.0, 1, tmp_path / "tiny-slower.json")
+    bundles = []
+    # Four nodes: a median and MAD of three is fragile when one node's twin had a noisy run.
+    for name, profile, seed in (("node-a", "tiny", 1), ("node-b", "tiny", 2),
+                                ("node-c", str(slow), 3), ("node-d", "tiny", 4)):  # fmt: skip
+        run = tmp_path / name
+        with start_twin(profile, speed=SPEED, extra_args=["--seed", str(seed)]) as twin:
+            _ok(_bench("run", "--url", twin.url, *RUN, "--out", str(run), env=env))
+            _ok(_bench("environment", "--out", str(run), "--server-pid", str(twin.proc.pid),
+                       env=env))  # fmt: skip
+        _ok(_bench("sign", str(run), "--key", str(key), env=env))
+        bundles.append(tmp_path / f"{name}.tar.gz")
+        _ok(_bench("pack", str(run), "--out", str(bundles[-1]), env=env))
+
+    html = tmp_path / "fleet.html"
+    done = _bench("fleet", *map(str, bundles), "--allowed-signers", str(allowed),
+                  "--html", str(html), env=env)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert out.rstrip().endswith("FLEET: 1 OF 4 NODES STANDS OUT: node-c"), out
+    standing = [line for line in out.splitlines() if line.startswith("- node-")]
+    assert [line.split()[1] for line in standing if " slower at " in line] == ["node-c"]
+    assert not any(" faster at " in line for line in out.splitlines())
+    assert "- node-c is " in out and "slower at 1–2 requests" in out
+    for name in ("node-a", "node-b", "node-c", "node-d"):
+        assert f"- input {name}.tar.gz: verified, signed by fleet@twin" in out
+    page = html.read_text()
+    assert "standing out: node-c" not in page  # the title is in the PNG, not the text
+    assert page.count("data:image/png;base64,") == 1 and "node-c is " in page
