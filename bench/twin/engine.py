@@ -99,14 +99,18 @@ class Engine:
         pattern = _pattern(profile.accept_probs, ACCEPT_BAG)
         self._accept_bags = [self._rng.sample(pattern, len(pattern)) for _ in range(256)]
         self._ids = itertools.count()
+        self._load_serial = itertools.count()
         self._hasher = BlockHasher(profile.block_size)
         self._abort_due: list[Request] = []
 
     # -- requests -------------------------------------------------------------------------
     def make_request(self, prompt_ids: list[int], max_tokens: int, rid: str = "") -> Request:
         serial = next(self._ids)
+        if self.idle:  # the slow-request pattern is a property of the load, not of history
+            self._load_serial = itertools.count()
+        n = next(self._load_serial)
         frac = self.profile.slow_request_fraction
-        slow = int((serial + 1) * frac) > int(serial * frac)
+        slow = int((n + 1) * frac) > int(n * frac)
         return Request(
             rid=rid or f"req-{serial}",
             prompt_tokens=len(prompt_ids),
