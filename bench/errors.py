@@ -49,7 +49,10 @@ class Exit(IntEnum):
 # What each code means, as the README's "Exit codes" table says it (a test holds them equal).
 MEANING: dict[Exit, str] = {
     Exit.OK: 'done; a reproduce/compare verdict of "yes"',
-    Exit.NOT_REPRODUCED: 'a verdict of "no": a cell outside tolerance, a change found, or a node of a fleet stands out',
+    Exit.NOT_REPRODUCED: (
+        'a verdict of "no": a cell outside tolerance, a change found, or a node of a fleet '
+        "stands out"
+    ),
     Exit.USAGE: "bad input: arguments, settings, profile, card",
     Exit.SERVER: "the server under test could not be reached or misbehaved",
     Exit.RUN_FAILED: "the sweep stopped before finishing (finished cells are kept)",

@@ -99,14 +99,20 @@ class Engine:
         pattern = _pattern(profile.accept_probs, ACCEPT_BAG)
         self._accept_bags = [self._rng.sample(pattern, len(pattern)) for _ in range(256)]
         self._ids = itertools.count()
-        self._load_serial = itertools.count()
+        self._load_serial = itertools.count()  # the slow-request pattern's position
         self._hasher = BlockHasher(profile.block_size)
         self._abort_due: list[Request] = []
 
     # -- requests -------------------------------------------------------------------------
     def make_request(self, prompt_ids: list[int], max_tokens: int, rid: str = "") -> Request:
         serial = next(self._ids)
-        if self.idle:  # the slow-request pattern is a property of the load, not of history
+        hashes = self._hasher(prompt_ids)
+        cached = self.pool.cached_prefix(hashes) * self.profile.block_size
+        if self.idle and cached * 2 < len(prompt_ids):
+            # A mostly cold prompt on an idle engine starts a new context row (its prefill
+            # scout): the slow-request pattern restarts there, as in the calibrated virtual
+            # run (one engine per row), so a row measured again sees the same pattern
+            # whatever ran on the server before.
             self._load_serial = itertools.count()
         n = next(self._load_serial)
         frac = self.profile.slow_request_fraction
@@ -115,7 +121,7 @@ class Engine:
             rid=rid or f"req-{serial}",
             prompt_tokens=len(prompt_ids),
             max_tokens=max_tokens,
-            hashes=self._hasher(prompt_ids),
+            hashes=hashes,
             drop_per_step=self.profile.slow_drop(len(prompt_ids)) if slow else 0.0,
         )
 

@@ -219,5 +219,6 @@ def test_compare_runs_two_images_one_after_the_other_then_judges_b_against_a(
     assert f"## Compare: {run_id}-b against {run_id}-a" in proc.stdout, proc.stderr[-3000:]
     # One sweep a side: run-to-run noise is unknown, so no verdict on change (exit 9).
     assert "CANNOT TELL NOISE FROM CHANGE" in proc.stdout, proc.stdout[-2000:]
-    assert "order A B" in proc.stdout and "server time of this verdict" in proc.stdout
+    assert "order A B" in proc.stdout and "host time of these sweeps" in proc.stdout
+    assert "Server time of this verdict: " in proc.stdout  # from the bundles, per side
     assert proc.returncode == 9

@@ -151,35 +151,39 @@ def test_slow_requests_are_every_nth_and_lose_drafts() -> None:
     data.update(slow_request_fraction=0.25, slow_request_drop=[0.5, 0.5])
     prof = profile.Profile.model_validate(data)
     eng = Engine(prof, 0)
-    reqs = [eng.make_request(list(range(50)), 400) for _ in range(8)]
-    assert sum(1 for r in reqs if r.drop_per_step) == 2
-    for r in reqs:
-        eng.add(r)
+    reqs = []
+    for _ in range(8):  # eight requests arrive together: the 4th and the 8th are slow
+        reqs.append(eng.make_request(list(range(50)), 400))
+        eng.add(reqs[-1])
+    assert [bool(r.drop_per_step) for r in reqs] == [False, False, False, True] * 2
     for _ in range(100):
         eng.step()
     slow = [r.output_tokens for r in reqs if r.drop_per_step]
     fast = [r.output_tokens for r in reqs if not r.drop_per_step]
-    # 0.5 drafts fewer per step over ~99 decode steps: ~50 tokens behind
-    assert max(slow) < min(fast) - 30
+    assert max(slow) < min(fast)
 
 
-def test_abort_soon_keeps_the_request_running_until_the_next_step() -> None:
-    """A deferred abort (a client disconnect, as vLLM takes it) leaves the request in the
-    batch and holding its blocks until the next step starts; an immediate one does not."""
-    eng = Engine(profile.load("tiny"), 0)
-    req = eng.make_request(list(range(100)), 500)
-    eng.add(req)
-    eng.step()
-    used = eng.pool.used
-    eng.abort_soon(req)
-    assert eng.running == [req] and eng.pool.used == used and not eng.idle
-    res = eng.step()
-    assert res.aborted == [req] and not res.emissions
-    assert eng.idle and eng.pool.used == 0 and req.finished
+def test_the_slow_pattern_restarts_at_a_cold_prompt_on_an_idle_engine() -> None:
+    """A new context row (its scout: a prompt the cache does not hold, on an idle engine)
+    restarts the pattern, as one engine per row does in the calibrated virtual run; so a
+    row measured again sees the same requests slow, whatever ran on the server before."""
+    data = profile.load("tiny").model_dump()
+    data.update(slow_request_fraction=0.25, slow_request_drop=[0.5, 0.5])
+    eng = Engine(profile.Profile.model_validate(data), 0)
 
+    def row(tag: int) -> list[bool]:
+        prompt = [tag, *range(1, 200)]  # unique per row: cold at its first request
+        out = []
+        for _ in range(6):
+            req = eng.make_request(prompt, 4)
+            eng.add(req)
+            out.append(bool(req.drop_per_step))
+            while not eng.idle:
+                eng.step()
+        return out
 
-def test_abort_delay_defaults_and_validates() -> None:
-    assert profile.load("tiny").abort_delay_s == 0.1
-    data = profile.load("tiny").model_dump() | {"abort_delay_s": -1.0}
-    with pytest.raises(ValueError):
-        profile.Profile.model_validate(data)
+    first = row(7)
+    assert first == [False, False, False, True, False, False]
+    assert row(8) == first  # the same pattern again, not continued from row 7
+    warm = [eng.make_request([8, *range(1, 200)], 4) for _ in range(4)]  # cached: continues
+    assert [bool(r.drop_per_step) for r in warm] == [False, True, False, False]
