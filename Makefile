@@ -18,12 +18,13 @@ qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 set = $(strip $(value $(1)))
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
-	ALLOWED_SIGNERS ACCEPT TRIALS ORDER
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER SLURM NODES ACCOUNT SHARED_DIR IMAGE_TAR
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
 help:
 	@echo "make bench [HOST=gpu01]   the published sweep end to end (on the twin without HOST)"
+	@echo "make bench SLURM=partition NODES=N  the same as one Slurm job, one bundle per node"
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make preflight HOST=..    the GPU host's checks only"
@@ -65,9 +66,15 @@ lint: setup
 # With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
 # SPEED=N runs the twin N x faster (default 5: every ms the client or twin loses to the
 # CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
+# SLURM=partition NODES=N: one Slurm job, one task per exclusive node (docs/fleet.md, "Slurm");
+# ACCOUNT=..., SHARED_DIR=<folder every node sees>, IMAGE_TAR=<docker save on it>.
 SPEED ?= 5
+NODES ?= 1
 bench: setup
-ifeq ($(call set,HOST),)
+ifneq ($(call set,SLURM),)
+	$(BIN)/python -m provisioning bench --slurm $(call q,SLURM) --nodes $(call q,NODES) \
+		$(SLURM_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+else ifeq ($(call set,HOST),)
 	$(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)
 else
 	$(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
@@ -182,6 +189,10 @@ BUILD_FLAGS = $(foreach arg,$(call qw,BUILD_ARGS),--build-arg $(arg))
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
 	$(if $(call set,CARD),--card $(call q,CARD)) $(if $(call set,NO_VERDICT),--no-verdict) \
 	$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS)
+SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,CARD),--card $(call q,CARD)) \
+	$(if $(call set,NO_VERDICT),--no-verdict) $(if $(call set,ACCOUNT),--account $(call q,ACCOUNT)) \
+	$(if $(call set,SHARED_DIR),--shared-dir $(call q,SHARED_DIR)) \
+	$(if $(call set,IMAGE_TAR),--image-tar $(call q,IMAGE_TAR))
 
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
 # default) or blocked (all A, then all B: fewer switches, drift not controlled).

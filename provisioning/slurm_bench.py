@@ -1,0 +1,287 @@
+"""`provision bench --slurm PARTITION --nodes N`: the fleet as one Slurm job.
+
+    write RUN_DIR/job.json and job.sh on the shared filesystem → sbatch (one task per node,
+    exclusive, the profile's GPUs per node, a time limit from the sweep's estimate)
+    → wait: the job's state from the scheduler (pending with its reason, running, per-node
+    cells done read from the run directories) → collect each node's signed bundle into
+    results/<node>/<run id>/, verify it, summarise as `provision bench HOST,...` does
+
+Ctrl-C: the tasks get SIGINT (`scancel --signal=INT`): each keeps its finished cells,
+signs and packs them, and removes its containers; the job then ends by itself. One that
+has not ended INTERRUPT_GRACE_S later (or a second Ctrl-C, or a job still pending) is
+cancelled outright (`scancel`). What finished is collected either way. A node whose task
+failed is reported as failed; the other nodes' bundles are collected as usual.
+
+Secrets stay out of Slurm: sbatch gets this process's environment without them (a job's
+environment is saved in the controller's state files); each node makes its server's key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.errors import BenchError, Interrupted, RunFailed, UsageError
+from bench.launch_profile import load_launch_profile
+from bench.run_cmd import estimate_s
+from bench.settings import Settings
+from provisioning import orchestrate, signing
+from provisioning.flow import open_and_verify, scope_of
+from provisioning.local import LocalShell, local_host
+from provisioning.node import (
+    JOB_FILE,
+    NODES_DIR,
+    SIGNERS_FILE,
+    NodeJob,
+    node_dir,
+    read_outcome,
+)
+from provisioning.run_options import Outcome
+from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET_VARIABLES = ("VLLM_API_KEY", "BENCH_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+INTERRUPT_GRACE_S = 180.0
+POLL_S = 2.0
+# Beyond the sweep's estimate: image load, server start (the profile's own time-out is added),
+# signing and packing, and the scheduler's own start-up of the tasks.
+TIME_MARGIN_FACTOR = 1.5
+TIME_OVERHEAD_S = 600.0
+
+
+def time_limit_min(startup_timeout_s: float, sweep_estimate_s: float) -> int:
+    """--time in minutes: the sweep's estimate x 1.5, plus the server's start-up time-out,
+    plus 10 minutes for the rest; rounded up."""
+    total = sweep_estimate_s * TIME_MARGIN_FACTOR + startup_timeout_s + TIME_OVERHEAD_S
+    return math.ceil(total / 60)
+
+
+def without_secrets(environ: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k not in SECRET_VARIABLES}
+
+
+@dataclass
+class NodeResult:
+    """One node's part, as _summarise reads a host's (outcome + error)."""
+
+    outcome: Outcome
+    error: BenchError | None = None
+
+
+def cells_done(run_dir: Path, run_id: str) -> dict[str, str]:
+    """node → "done/planned" decode cells, from each node's results.json (rewritten after
+    every cell); a node whose sweep has not started yet is absent."""
+    found: dict[str, str] = {}
+    for directory in sorted((run_dir / NODES_DIR).glob("*")):
+        results = directory / scope_of(run_id, directory.name) / "results.json"
+        try:
+            doc = json.loads(results.read_text())
+        except (OSError, ValueError):
+            continue
+        planned = sum(1 for c in doc.get("plan", {}).get("cells", []) if c.get("run"))
+        planned *= int(doc.get("settings", {}).get("trials", 1))
+        found[directory.name] = f"{len(doc.get('cells', []))}/{planned}"
+    return found
+
+
+def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
+    run_id = orchestrate.check_run_id(args.run_id) or orchestrate.new_run_id()
+    if args.keep:
+        raise UsageError("--keep does not apply to a Slurm job: the nodes are released after it")
+    profile_arg = args.profile or orchestrate.DEFAULT_PROFILE
+    if Path(profile_arg).is_file():  # a profile file: the nodes read it from the shared path
+        profile_arg = str(Path(profile_arg).resolve())
+    profile = load_launch_profile(profile_arg)
+    image_ref = args.image or orchestrate.default_image(profile)
+    bench_args = tuple(args.bench_args)
+    minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
+    shared = (args.shared_dir or args.results / "slurm").resolve()
+    run_dir = shared / run_id
+    if run_dir.exists():
+        raise UsageError(f"{run_dir} already exists", hint="give another --run-id")
+    slurm = Slurm(
+        LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
+    )
+    missing = slurm.available()
+    if missing:
+        raise UsageError(
+            missing, hint="run on a login node of the cluster (SLURM_CONF names its slurm.conf)"
+        )
+    (run_dir / NODES_DIR).mkdir(parents=True)
+    image_tar = str(Path(args.image_tar).resolve()) if args.image_tar else None
+    job = NodeJob(
+        run_id=run_id,
+        profile=profile_arg,
+        image=image_ref,
+        image_tar=image_tar,
+        bench_args=bench_args,
+        download_weights=not args.no_weights_download,
+    )
+    (run_dir / JOB_FILE).write_text(job.model_dump_json(indent=2) + "\n")
+    script = run_dir / "job.sh"
+    node_command = [sys.executable, "-m", "provisioning", "node-run", str(run_dir)]
+    script.write_text(batch_script(node_command, str(run_dir / NODES_DIR / "task-%t.log")))
+    request = JobRequest(
+        name=f"vllm-bench-{run_id}",
+        partition=args.slurm,
+        nodes=args.nodes,
+        time_min=minutes,
+        gpus_per_node=profile.gpus,
+        workdir=str(ROOT),
+        output=str(run_dir / "slurm-%j.out"),
+        account=args.account,
+    )
+    gpus = f"{profile.gpus} GPU(s) per node" if profile.gpus else "no GPUs (profile needs none)"
+    print(
+        f"submitting {run_id}: {args.nodes} exclusive node(s) of partition {args.slurm}, {gpus}, "
+        f"time limit {minutes} min; run directory {run_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+    job_id = slurm.submit(request, str(script))
+    print(f"submitted job {job_id}", file=sys.stderr, flush=True)
+    watch = _Watch(slurm, job_id, run_dir, run_id)
+    state, interrupted = watch.wait()
+    allowed = args.allowed_signers or signing.default_allowed_signers()
+    results = watch.collect(state, args.results, allowed, args.nodes)
+    if interrupted:
+        for r in results:
+            if r.error is None and not r.outcome.complete:
+                r.error = Interrupted(f"interrupted on {r.outcome.host}")
+    card = None if args.no_verdict else args.card or orchestrate._default_card(profile)
+    print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
+    return orchestrate._summarise(results, allowed, card)
+
+
+@dataclass
+class _Watch:
+    """The job, watched from here: its state and each node's cells, printed when they change."""
+
+    slurm: Slurm
+    job_id: str
+    run_dir: Path
+    run_id: str
+    last: str = ""
+
+    def wait(self) -> tuple[JobState | None, bool]:
+        """Until the job ends: (its last state, interrupted); Ctrl-C stops it (module doc)."""
+        try:
+            return self._until_finished(None), False
+        except KeyboardInterrupt:
+            pass
+        state = self.slurm.state(self.job_id)
+        if state is None or state.pending:
+            print(f"\ninterrupted: cancelling job {self.job_id}", file=sys.stderr, flush=True)
+            self.slurm.cancel(self.job_id)
+        else:
+            print(
+                f"\ninterrupted: stopping job {self.job_id}'s tasks (scancel --signal=INT); "
+                "they keep their finished cells; Ctrl-C again to cancel it outright",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.slurm.signal(self.job_id, "INT")
+        try:
+            return self._until_finished(time.monotonic() + INTERRUPT_GRACE_S), True
+        except (KeyboardInterrupt, TimeoutError):
+            print(f"cancelling job {self.job_id} (scancel)", file=sys.stderr, flush=True)
+            self.slurm.cancel(self.job_id)
+        return self._until_finished(None), True
+
+    def _until_finished(self, deadline: float | None) -> JobState | None:
+        while True:
+            state = self.slurm.state(self.job_id)
+            cells = cells_done(self.run_dir, self.run_id)
+            line = (
+                state.describe(self.job_id) if state
+                else f"job {self.job_id} no longer known to Slurm"
+            )  # fmt: skip
+            if cells:
+                line += "; cells done: " + ", ".join(f"{n} {c}" for n, c in cells.items())
+            if line != self.last:
+                print(line, file=sys.stderr, flush=True)
+                self.last = line
+            if state is None or state.finished:
+                return state
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
+            time.sleep(POLL_S)
+
+    def collect(
+        self, state: JobState | None, results_dir: Path, allowed: Path, nodes: int
+    ) -> list[NodeResult]:
+        """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified; a node without
+        one is a failed row saying why."""
+        names = {d.name for d in (self.run_dir / NODES_DIR).iterdir() if d.is_dir()}
+        names |= set(self.slurm.hostnames(state.nodes)) if state else set()
+        out = [
+            _collect_one(self.run_dir, name, self.run_id, results_dir, allowed)
+            for name in sorted(names)
+        ]
+        for missing in range(len(out), nodes):  # nodes never given a task (cancelled early)
+            out.append(
+                NodeResult(
+                    Outcome(host=f"(node {missing + 1})", run_id=self.run_id),
+                    RunFailed("no node ran a task of the job"),
+                )
+            )
+        return out
+
+
+def _collect_one(
+    run_dir: Path, name: str, run_id: str, results_dir: Path, allowed: Path
+) -> NodeResult:
+    directory = node_dir(run_dir, name)
+    result = NodeResult(Outcome(host=name, run_id=run_id))
+    found = read_outcome(directory)
+    log = run_dir / NODES_DIR / "task-*.log"
+    if found is None:
+        result.error = RunFailed(
+            f"node {name} left no outcome: its task was killed or never started; see {log}"
+        )
+        return result
+    result.outcome.timings_s = dict(found.timings_s)
+    result.outcome.image_id = found.image_id
+    archive = Path(found.archive) if found.archive else None
+    if archive is not None and archive.is_file():
+        try:
+            _trust(directory / SIGNERS_FILE, name, allowed)
+            local = results_dir / name / f"{run_id}.tar.gz"
+            local.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(archive, local)
+            result.outcome.archive = local
+            result.outcome.local_dir = local.with_name(run_id)
+            result.outcome.complete = open_and_verify(local, run_id, allowed, [])
+        except BenchError as exc:
+            result.error = exc
+            return result
+    if found.state == "interrupted":
+        result.error = Interrupted(f"interrupted on {name}")
+    elif found.state in ("failed", "running"):
+        what = found.error or "its task ended without saying why"
+        if found.state == "running":
+            what = f"its task was killed before it finished (see {log})"
+        result.error = RunFailed(f"{name}: {what}")
+    return result
+
+
+def _trust(signers: Path, node: str, allowed: Path) -> None:
+    """The node's public key (its allowed_signers line, on the shared filesystem) into the
+    local allowed-signers file, as the host flow trusts a host's key read over SSH."""
+    try:
+        lines = signers.read_text().splitlines()
+    except OSError:
+        raise RunFailed(f"node {node} left no public key in {signers}") from None
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 4 and fields[0] == signing.principal(node):
+            signing.trust_locally(f"{fields[2]} {fields[3]}", node, allowed)
+            return
+    raise RunFailed(f"{signers} holds no key for {signing.principal(node)}")
