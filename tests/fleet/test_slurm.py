@@ -181,3 +181,30 @@ def test_a_node_that_fails_does_not_lose_the_other_nodes_bundle(
     verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
     assert not (tmp_path / "results" / "bench-n2" / run_id).exists()
     _nothing_left(slurm_cluster, _job_id(err), run_id)
+
+
+def test_one_node_loads_the_image_from_the_shared_filesystem(
+    slurm_cluster: SlurmCluster, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"slurm-{uuid.uuid4().hex[:8]}"
+    tag = f"vllm-bench-slurm-load:{run_id}"  # a tag the node's engine does not have
+    tar = tmp_path / "shared" / "image.tar"
+    tar.parent.mkdir(parents=True)
+    subprocess.run(["docker", "tag", bench_image, tag], check=True)
+    subprocess.run(["docker", "save", "-o", str(tar), tag], check=True)
+    subprocess.run(["docker", "rmi", tag], check=True, capture_output=True)  # untag only
+    try:
+        proc = _submit(
+            slurm_cluster, tmp_path, tag, run_id, "--image-tar", str(tar), *SMALL_SWEEP, nodes=1
+        )
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, (out + err)[-4000:]
+        log = (tmp_path / "shared" / run_id / "nodes" / "task-0.log").read_text()
+        assert f"docker load < {tar}" in log, log[-3000:]
+        row = re.search(rf"^(bench-n[12])\s+{run_id}\s+complete\s", out, re.M)
+        assert row, out[-3000:]  # whichever node Slurm chose
+        bundle = tmp_path / "results" / row.group(1) / run_id
+        verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
+        _nothing_left(slurm_cluster, _job_id(err), run_id)
+    finally:
+        subprocess.run(["docker", "rmi", tag], check=False, capture_output=True)
