@@ -9,6 +9,7 @@
     provision bench --slurm PARTITION --nodes N   the fleet as one Slurm job (one task per
                                                   node; provisioning/slurm_bench.py)
     provision node-run RUN_DIR                    one node's part of that job (run by srun)
+    provision attach RUN_DIR                      follow that job again (submitter stopped)
 
 `bench` never imports this package, so it has its own entry point; it maps failures to
 one line and the named exit codes of bench.errors, like bench's own CLI.
@@ -185,6 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path, help="the job's run directory (shared filesystem)")
     p.add_argument("--node", default=None, help="this node's name (default: SLURMD_NODENAME)")
     p.set_defaults(func=node.cmd_node_run)
+    p = sub.add_parser(
+        "attach",
+        help="follow a Slurm fleet job submitted before, then collect, verify, summarise",
+    )
+    p.add_argument("run_dir", type=Path, help="the job's run directory (SHARED_DIR/<run id>)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    p.add_argument("--card", type=Path, default=None, help="published card (as for bench)")
+    p.add_argument("--no-verdict", action="store_true", help="print no verdict")
+    p.set_defaults(func=slurm_bench.cmd_attach)
     return parser
 
 

@@ -6,6 +6,9 @@
     cells done read from the run directories) → collect each node's signed bundle into
     results/<node>/<run id>/, verify it, summarise as `provision bench HOST,...` does
 
+The job does not depend on this process: if it stops (killed, the workstation asleep),
+`python -m provisioning attach RUN_DIR` follows the job again and collects as it would have.
+
 Ctrl-C: the tasks get SIGINT (`scancel --signal=INT`): each keeps its finished cells,
 signs and packs them, and removes its containers; the job then ends by itself. One that
 has not ended INTERRUPT_GRACE_S later (or a second Ctrl-C, or a job still pending) is
@@ -28,8 +31,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from bench.errors import BenchError, Interrupted, RunFailed, UsageError
-from bench.launch_profile import load_launch_profile
+from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run_cmd import estimate_s
 from bench.settings import Settings
 from provisioning import orchestrate, signing
@@ -47,6 +52,7 @@ from provisioning.run_options import Outcome
 from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
 
 ROOT = Path(__file__).resolve().parents[1]
+SUBMITTED_FILE = "submitted.json"
 SECRET_VARIABLES = ("VLLM_API_KEY", "BENCH_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 INTERRUPT_GRACE_S = 180.0
 POLL_S = 2.0
@@ -106,14 +112,7 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     run_dir = shared / run_id
     if run_dir.exists():
         raise UsageError(f"{run_dir} already exists", hint="give another --run-id")
-    slurm = Slurm(
-        LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
-    )
-    missing = slurm.available()
-    if missing:
-        raise UsageError(
-            missing, hint="run on a login node of the cluster (SLURM_CONF names its slurm.conf)"
-        )
+    slurm = _local_slurm()
     (run_dir / NODES_DIR).mkdir(parents=True)
     image_tar = str(Path(args.image_tar).resolve()) if args.image_tar else None
     job = NodeJob(
@@ -146,11 +145,63 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
         flush=True,
     )
     job_id = slurm.submit(request, str(script))
+    submitted = Submitted(job_id=job_id, nodes=args.nodes, partition=args.slurm)
+    (run_dir / SUBMITTED_FILE).write_text(submitted.model_dump_json(indent=2) + "\n")
     print(f"submitted job {job_id}", file=sys.stderr, flush=True)
+    print(
+        f"(if this process stops, the job goes on; follow it again with: "
+        f"python -m provisioning attach {run_dir})",
+        file=sys.stderr,
+        flush=True,
+    )
+    return _follow(slurm, submitted, run_dir=run_dir, run_id=run_id, profile=profile, args=args)
+
+
+def cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
+    """Follow a job submitted before (its submitter stopped, the workstation slept), then
+    collect, verify and summarise as the submitter would have."""
+    run_dir = Path(args.run_dir).resolve()
+    try:
+        job = NodeJob.model_validate_json((run_dir / JOB_FILE).read_text())
+        submitted = Submitted.model_validate_json((run_dir / SUBMITTED_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"{run_dir} is not the run directory of a submitted Slurm job: {exc}".splitlines()[0],
+            hint="give SHARED_DIR/<run id> as the submitter printed it",
+        ) from None
+    print(f"following job {submitted.job_id} ({job.run_id})", file=sys.stderr, flush=True)
+    profile = load_launch_profile(job.profile)
+    return _follow(
+        _local_slurm(), submitted, run_dir=run_dir, run_id=job.run_id, profile=profile, args=args
+    )
+
+
+def _local_slurm() -> Slurm:
+    slurm = Slurm(
+        LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
+    )
+    missing = slurm.available()
+    if missing:
+        raise UsageError(
+            missing, hint="run on a login node of the cluster (SLURM_CONF names its slurm.conf)"
+        )
+    return slurm
+
+
+def _follow(
+    slurm: Slurm,
+    submitted: Submitted,
+    *,
+    run_dir: Path,
+    run_id: str,
+    profile: LaunchProfile,
+    args: argparse.Namespace,
+) -> int:
+    job_id = submitted.job_id
     watch = _Watch(slurm, job_id, run_dir, run_id)
     state, interrupted = watch.wait()
     allowed = args.allowed_signers or signing.default_allowed_signers()
-    results = watch.collect(state, args.results, allowed, args.nodes)
+    results = watch.collect(state, args.results, allowed, submitted.nodes)
     if interrupted:
         for r in results:
             if r.error is None and not r.outcome.complete:
@@ -158,6 +209,16 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     card = None if args.no_verdict else args.card or orchestrate._default_card(profile)
     print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
     return orchestrate._summarise(results, allowed, card)
+
+
+class Submitted(BaseModel):
+    """RUN_DIR/submitted.json: the job as sbatch accepted it (what `attach` follows)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str
+    nodes: int
+    partition: str
 
 
 @dataclass

@@ -208,3 +208,47 @@ def test_one_node_loads_the_image_from_the_shared_filesystem(
         _nothing_left(slurm_cluster, _job_id(err), run_id)
     finally:
         subprocess.run(["docker", "rmi", tag], check=False, capture_output=True)
+
+
+def test_the_job_outlives_its_submitter_and_attach_collects_it(
+    slurm_cluster: SlurmCluster, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"slurm-{uuid.uuid4().hex[:8]}"
+    proc = _submit(slurm_cluster, tmp_path, bench_image, run_id, *SMALL_SWEEP)
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and " RUNNING on " not in seen:
+        line = proc.stderr.readline()
+        seen += line
+        if not line:
+            break
+    job_id = _job_id(seen)
+    proc.kill()  # the workstation goes away without a word: no Ctrl-C, no scancel
+    proc.communicate(timeout=60)
+    state = _slurm(slurm_cluster, "squeue", "-h", "-j", job_id, "-o", "%T").strip()
+    assert state in ("RUNNING", "COMPLETING", ""), state  # still running (or just done)
+    run_dir = tmp_path / "shared" / run_id
+    env = {**os.environ, **slurm_cluster.env}
+    attach = subprocess.run(
+        [sys.executable, "-m", "provisioning", "attach", str(run_dir), "--no-verdict",
+         "--results", str(tmp_path / "results"),
+         "--allowed-signers", str(tmp_path / "allowed_signers")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert attach.returncode == 0, (attach.stdout + attach.stderr)[-4000:]
+    assert f"following job {job_id} ({run_id})" in attach.stderr
+    for node in slurm_cluster.nodes:
+        assert re.search(rf"^{node}\s+{run_id}\s+complete\s", attach.stdout, re.M), node
+        bundle = tmp_path / "results" / node / run_id
+        verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
+    _nothing_left(slurm_cluster, job_id, run_id)
+
+
+def test_attach_to_a_folder_that_is_no_job_says_so(tmp_path: Path) -> None:
+    got = subprocess.run(
+        [sys.executable, "-m", "provisioning", "attach", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert got.returncode == 2
+    assert "is not the run directory of a submitted Slurm job" in got.stderr
