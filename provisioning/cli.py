@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="follow a Slurm fleet job submitted before, then collect, verify, summarise",
     )
     p.add_argument("run_dir", type=Path, help="the job's run directory (SHARED_DIR/<run id>)")
+    p.add_argument("--slurm-login", metavar="HOST", help="the login node it was submitted on")
+    p.add_argument("--inventory", type=Path, default=DEFAULT_INVENTORY, help="hosts.toml")
+    p.add_argument("--trust-new-host", action="store_true", help="as for bench")
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
     p.add_argument("--allowed-signers", type=Path, default=None)
     p.add_argument("--card", type=Path, default=None, help="published card (as for bench)")
@@ -210,6 +213,18 @@ def _add_slurm(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a folder every node and this machine see (default: RESULTS/slurm); the job's "
         "run directory is made in it",
+    )
+    g.add_argument(
+        "--slurm-login",
+        metavar="HOST",
+        help="run sbatch/squeue/scancel on this login node over SSH (named like any host); "
+        "default: here, when sbatch is on PATH",
+    )
+    g.add_argument(
+        "--cluster-checkout",
+        metavar="PATH",
+        help="with --slurm-login: this project's checkout (with its .venv) on the cluster's "
+        "shared filesystem; the tasks start there",
     )
     g.add_argument(
         "--image-tar",

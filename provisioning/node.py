@@ -88,16 +88,13 @@ class NodeOutcome(BaseModel):
     timings_s: dict[str, float] = {}
 
 
+def node_dir_name(node: str) -> str:
+    """The node's folder under RUN_DIR/nodes/ (and the host name in its bundle's principal)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", node)
+
+
 def node_dir(run_dir: Path, node: str) -> Path:
-    return run_dir / NODES_DIR / re.sub(r"[^A-Za-z0-9_.-]", "_", node)
-
-
-def read_outcome(directory: Path) -> NodeOutcome | None:
-    path = directory / OUTCOME_FILE
-    try:
-        return NodeOutcome.model_validate_json(path.read_text())
-    except (OSError, ValueError):
-        return None
+    return run_dir / NODES_DIR / node_dir_name(node)
 
 
 def _write_outcome(directory: Path, outcome: NodeOutcome) -> None:

@@ -6,6 +6,11 @@
     cells done read from the run directories) → collect each node's signed bundle into
     results/<node>/<run id>/, verify it, summarise as `provision bench HOST,...` does
 
+Where the Slurm commands run: here when sbatch is on PATH (this machine is a login node),
+or with --slurm-login HOST on that login node over SSH (HOST named like any host:
+provisioning.hosts, host key checked by provisioning.remote); the run directory is then
+written and read over SFTP, and the bundles are copied back over it (provisioning.shared_dir).
+
 The job does not depend on this process: if it stops (killed, the workstation asleep),
 `python -m provisioning attach RUN_DIR` follows the job again and collects as it would have.
 
@@ -16,7 +21,8 @@ cancelled outright (`scancel`). What finished is collected either way. A node wh
 failed is reported as failed; the other nodes' bundles are collected as usual.
 
 Secrets stay out of Slurm: sbatch gets this process's environment without them (a job's
-environment is saved in the controller's state files); each node makes its server's key.
+environment is saved in the controller's state files; over SSH, the login shell's own
+environment, to which nothing of ours is sent); each node makes its server's key.
 """
 
 from __future__ import annotations
@@ -25,30 +31,33 @@ import argparse
 import json
 import math
 import os
-import shutil
+import posixpath
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.errors import BenchError, Interrupted, RunFailed, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run_cmd import estimate_s
 from bench.settings import Settings
-from provisioning import orchestrate, signing
+from provisioning import hosts, orchestrate, signing
 from provisioning.flow import open_and_verify, scope_of
 from provisioning.local import LocalShell, local_host
 from provisioning.node import (
     JOB_FILE,
     NODES_DIR,
+    OUTCOME_FILE,
     SIGNERS_FILE,
     NodeJob,
-    node_dir,
-    read_outcome,
+    NodeOutcome,
+    node_dir_name,
 )
+from provisioning.remote import Remote, Shell
 from provisioning.run_options import Outcome
+from provisioning.shared_dir import SharedDir
 from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,20 +90,71 @@ class NodeResult:
     error: BenchError | None = None
 
 
-def cells_done(run_dir: Path, run_id: str) -> dict[str, str]:
+def cells_done(run_dir: SharedDir, run_id: str) -> dict[str, str]:
     """node → "done/planned" decode cells, from each node's results.json (rewritten after
     every cell); a node whose sweep has not started yet is absent."""
     found: dict[str, str] = {}
-    for directory in sorted((run_dir / NODES_DIR).glob("*")):
-        results = directory / scope_of(run_id, directory.name) / "results.json"
+    for name in run_dir.folders(NODES_DIR):
+        text = run_dir.read(NODES_DIR, name, scope_of(run_id, name), "results.json")
         try:
-            doc = json.loads(results.read_text())
-        except (OSError, ValueError):
+            doc = json.loads(text) if text else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
             continue
         planned = sum(1 for c in doc.get("plan", {}).get("cells", []) if c.get("run"))
         planned *= int(doc.get("settings", {}).get("trials", 1))
-        found[directory.name] = f"{len(doc.get('cells', []))}/{planned}"
+        found[name] = f"{len(doc.get('cells', []))}/{planned}"
     return found
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """Where the Slurm commands run and the run directories are reached."""
+
+    shell: Shell
+    shared: str  # the folder of run directories, as the cluster sees it
+    checkout: str  # this project on the shared filesystem (the tasks start there)
+    python: str  # the Python the tasks run `-m provisioning node-run` with
+
+    @property
+    def slurm(self) -> Slurm:
+        return Slurm(self.shell)
+
+
+def _cluster(args: argparse.Namespace) -> _Cluster:
+    """This machine when it has sbatch; the login node over SSH with --slurm-login."""
+    login = getattr(args, "slurm_login", None)
+    shared_arg = getattr(args, "shared_dir", None)
+    shell: Shell
+    if login:
+        checkout = getattr(args, "cluster_checkout", None)
+        if not shared_arg or not Path(shared_arg).is_absolute():
+            raise UsageError(
+                "--slurm-login needs --shared-dir: an absolute path on the cluster's shared "
+                "filesystem",
+                hint="e.g. --shared-dir /shared/$USER/bench-runs",
+            )
+        host = hosts.resolve(login, inventory=hosts.load_inventory(args.inventory))
+        remote = Remote(host, trust_new_host=args.trust_new_host)
+        remote.connect()
+        shell = remote
+        shared = str(shared_arg)
+        checkout = str(checkout) if checkout else ""
+        python = posixpath.join(checkout, ".venv", "bin", "python") if checkout else ""
+    else:
+        shell = LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
+        default = args.results / "slurm" if hasattr(args, "results") else Path("results/slurm")
+        shared = str(Path(shared_arg or default).resolve())
+        checkout, python = str(ROOT), sys.executable
+    missing = Slurm(shell).available()
+    if missing:
+        raise UsageError(
+            missing,
+            hint="run on a login node of the cluster (SLURM_CONF or /etc/slurm/slurm.conf "
+            "names the cluster), or give --slurm-login HOST",
+        )
+    return _Cluster(shell, shared, checkout, python)
 
 
 def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
@@ -108,91 +168,96 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     image_ref = args.image or orchestrate.default_image(profile)
     bench_args = tuple(args.bench_args)
     minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
-    shared = (args.shared_dir or args.results / "slurm").resolve()
-    run_dir = shared / run_id
+    if args.slurm_login and not args.cluster_checkout:
+        raise UsageError(
+            "--slurm-login needs --cluster-checkout: this project's checkout on the cluster's "
+            "shared filesystem, with its .venv",
+            hint="e.g. --cluster-checkout /shared/$USER/vllm-bench",
+        )
+    cluster = _cluster(args)
+    run_dir = SharedDir(cluster.shell, posixpath.join(cluster.shared, run_id))
     if run_dir.exists():
-        raise UsageError(f"{run_dir} already exists", hint="give another --run-id")
-    slurm = _local_slurm()
-    (run_dir / NODES_DIR).mkdir(parents=True)
-    image_tar = str(Path(args.image_tar).resolve()) if args.image_tar else None
+        raise UsageError(f"{run_dir.path} already exists", hint="give another --run-id")
+    run_dir.make(NODES_DIR)
+    image_tar = args.image_tar
+    if image_tar and not args.slurm_login:
+        image_tar = str(Path(image_tar).resolve())
     job = NodeJob(
         run_id=run_id,
         profile=profile_arg,
         image=image_ref,
-        image_tar=image_tar,
+        image_tar=str(image_tar) if image_tar else None,
         bench_args=bench_args,
         download_weights=not args.no_weights_download,
     )
-    (run_dir / JOB_FILE).write_text(job.model_dump_json(indent=2) + "\n")
-    script = run_dir / "job.sh"
-    node_command = [sys.executable, "-m", "provisioning", "node-run", str(run_dir)]
-    script.write_text(batch_script(node_command, str(run_dir / NODES_DIR / "task-%t.log")))
+    run_dir.write(JOB_FILE, job.model_dump_json(indent=2) + "\n")
+    node_command = [cluster.python, "-m", "provisioning", "node-run", run_dir.path]
+    script = run_dir.write(
+        "job.sh", batch_script(node_command, run_dir.join(NODES_DIR, "task-%t.log"))
+    )
     request = JobRequest(
         name=f"vllm-bench-{run_id}",
         partition=args.slurm,
         nodes=args.nodes,
         time_min=minutes,
         gpus_per_node=profile.gpus,
-        workdir=str(ROOT),
-        output=str(run_dir / "slurm-%j.out"),
+        workdir=cluster.checkout,
+        output=run_dir.join("slurm-%j.out"),
         account=args.account,
     )
     gpus = f"{profile.gpus} GPU(s) per node" if profile.gpus else "no GPUs (profile needs none)"
+    where = f" via {args.slurm_login}" if args.slurm_login else ""
     print(
-        f"submitting {run_id}: {args.nodes} exclusive node(s) of partition {args.slurm}, {gpus}, "
-        f"time limit {minutes} min; run directory {run_dir}",
+        f"submitting {run_id}{where}: {args.nodes} exclusive node(s) of partition {args.slurm}, "
+        f"{gpus}, time limit {minutes} min; run directory {run_dir.path}",
         file=sys.stderr,
         flush=True,
     )
-    job_id = slurm.submit(request, str(script))
+    job_id = cluster.slurm.submit(request, script)
     submitted = Submitted(job_id=job_id, nodes=args.nodes, partition=args.slurm)
-    (run_dir / SUBMITTED_FILE).write_text(submitted.model_dump_json(indent=2) + "\n")
+    run_dir.write(SUBMITTED_FILE, submitted.model_dump_json(indent=2) + "\n")
     print(f"submitted job {job_id}", file=sys.stderr, flush=True)
+    login = f" --slurm-login {args.slurm_login}" if args.slurm_login else ""
     print(
         f"(if this process stops, the job goes on; follow it again with: "
-        f"python -m provisioning attach {run_dir})",
+        f"python -m provisioning attach{login} {run_dir.path})",
         file=sys.stderr,
         flush=True,
     )
-    return _follow(slurm, submitted, run_dir=run_dir, run_id=run_id, profile=profile, args=args)
+    try:
+        return _follow(cluster.slurm, submitted, run_dir, run_id, profile, args)
+    finally:
+        cluster.shell.close()
 
 
 def cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
     """Follow a job submitted before (its submitter stopped, the workstation slept), then
     collect, verify and summarise as the submitter would have."""
-    run_dir = Path(args.run_dir).resolve()
+    path = str(args.run_dir) if args.slurm_login else str(Path(args.run_dir).resolve())
+    args.shared_dir = posixpath.dirname(path) if args.slurm_login else None
+    cluster = _cluster(args)
+    run_dir = SharedDir(cluster.shell, path)
     try:
-        job = NodeJob.model_validate_json((run_dir / JOB_FILE).read_text())
-        submitted = Submitted.model_validate_json((run_dir / SUBMITTED_FILE).read_text())
-    except (OSError, ValueError) as exc:
+        job = NodeJob.model_validate_json(run_dir.read(JOB_FILE) or "")
+        submitted = Submitted.model_validate_json(run_dir.read(SUBMITTED_FILE) or "")
+    except ValidationError:
         raise UsageError(
-            f"{run_dir} is not the run directory of a submitted Slurm job: {exc}".splitlines()[0],
+            f"{path} is not the run directory of a submitted Slurm job (no job.json and "
+            "submitted.json there)",
             hint="give SHARED_DIR/<run id> as the submitter printed it",
         ) from None
     print(f"following job {submitted.job_id} ({job.run_id})", file=sys.stderr, flush=True)
     profile = load_launch_profile(job.profile)
-    return _follow(
-        _local_slurm(), submitted, run_dir=run_dir, run_id=job.run_id, profile=profile, args=args
-    )
+    try:
+        return _follow(cluster.slurm, submitted, run_dir, job.run_id, profile, args)
+    finally:
+        cluster.shell.close()
 
 
-def _local_slurm() -> Slurm:
-    slurm = Slurm(
-        LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
-    )
-    missing = slurm.available()
-    if missing:
-        raise UsageError(
-            missing, hint="run on a login node of the cluster (SLURM_CONF names its slurm.conf)"
-        )
-    return slurm
-
-
-def _follow(
+def _follow(  # noqa: PLR0917 - the one place these meet
     slurm: Slurm,
     submitted: Submitted,
-    *,
-    run_dir: Path,
+    run_dir: SharedDir,
     run_id: str,
     profile: LaunchProfile,
     args: argparse.Namespace,
@@ -227,7 +292,7 @@ class _Watch:
 
     slurm: Slurm
     job_id: str
-    run_dir: Path
+    run_dir: SharedDir
     run_id: str
     last: str = ""
 
@@ -280,12 +345,9 @@ class _Watch:
     ) -> list[NodeResult]:
         """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified; a node without
         one is a failed row saying why."""
-        names = {d.name for d in (self.run_dir / NODES_DIR).iterdir() if d.is_dir()}
-        names |= set(self.slurm.hostnames(state.nodes)) if state else set()
-        out = [
-            _collect_one(self.run_dir, name, self.run_id, results_dir, allowed)
-            for name in sorted(names)
-        ]
+        names = set(self.run_dir.folders(NODES_DIR))
+        names |= {node_dir_name(n) for n in self.slurm.hostnames(state.nodes)} if state else set()
+        out = [self._collect_one(name, results_dir, allowed) for name in sorted(names)]
         for missing in range(len(out), nodes):  # nodes never given a task (cancelled early)
             out.append(
                 NodeResult(
@@ -295,54 +357,50 @@ class _Watch:
             )
         return out
 
-
-def _collect_one(
-    run_dir: Path, name: str, run_id: str, results_dir: Path, allowed: Path
-) -> NodeResult:
-    directory = node_dir(run_dir, name)
-    result = NodeResult(Outcome(host=name, run_id=run_id))
-    found = read_outcome(directory)
-    log = run_dir / NODES_DIR / "task-*.log"
-    if found is None:
-        result.error = RunFailed(
-            f"node {name} left no outcome: its task was killed or never started; see {log}"
-        )
-        return result
-    result.outcome.timings_s = dict(found.timings_s)
-    result.outcome.image_id = found.image_id
-    archive = Path(found.archive) if found.archive else None
-    if archive is not None and archive.is_file():
+    def _collect_one(self, name: str, results_dir: Path, allowed: Path) -> NodeResult:
+        run_id = self.run_id
+        result = NodeResult(Outcome(host=name, run_id=run_id))
+        log = self.run_dir.join(NODES_DIR, "task-*.log")
         try:
-            _trust(directory / SIGNERS_FILE, name, allowed)
-            local = results_dir / name / f"{run_id}.tar.gz"
-            local.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(archive, local)
-            result.outcome.archive = local
-            result.outcome.local_dir = local.with_name(run_id)
-            result.outcome.complete = open_and_verify(local, run_id, allowed, [])
-        except BenchError as exc:
-            result.error = exc
+            found = NodeOutcome.model_validate_json(
+                self.run_dir.read(NODES_DIR, name, OUTCOME_FILE) or ""
+            )
+        except ValidationError:
+            result.error = RunFailed(
+                f"node {name} left no outcome: its task was killed or never started; see {log}"
+            )
             return result
-    if found.state == "interrupted":
-        result.error = Interrupted(f"interrupted on {name}")
-    elif found.state in ("failed", "running"):
-        what = found.error or "its task ended without saying why"
-        if found.state == "running":
-            what = f"its task was killed before it finished (see {log})"
-        result.error = RunFailed(f"{name}: {what}")
-    return result
+        result.outcome.timings_s = dict(found.timings_s)
+        result.outcome.image_id = found.image_id
+        if found.archive and self.run_dir.is_file(found.archive):
+            try:
+                self._trust(name, allowed)
+                local = results_dir / name / f"{run_id}.tar.gz"
+                self.run_dir.fetch(found.archive, local)
+                result.outcome.archive = local
+                result.outcome.local_dir = local.with_name(run_id)
+                result.outcome.complete = open_and_verify(local, run_id, allowed, [])
+            except BenchError as exc:
+                result.error = exc
+                return result
+        if found.state == "interrupted":
+            result.error = Interrupted(f"interrupted on {name}")
+        elif found.state in ("failed", "running"):
+            what = found.error or "its task ended without saying why"
+            if found.state == "running":
+                what = f"its task was killed before it finished (see {log})"
+            result.error = RunFailed(f"{name}: {what}")
+        return result
 
-
-def _trust(signers: Path, node: str, allowed: Path) -> None:
-    """The node's public key (its allowed_signers line, on the shared filesystem) into the
-    local allowed-signers file, as the host flow trusts a host's key read over SSH."""
-    try:
-        lines = signers.read_text().splitlines()
-    except OSError:
-        raise RunFailed(f"node {node} left no public key in {signers}") from None
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 4 and fields[0] == signing.principal(node):
-            signing.trust_locally(f"{fields[2]} {fields[3]}", node, allowed)
-            return
-    raise RunFailed(f"{signers} holds no key for {signing.principal(node)}")
+    def _trust(self, node: str, allowed: Path) -> None:
+        """The node's public key (its allowed_signers line, on the shared filesystem) into
+        the local allowed-signers file, as the host flow trusts a host's key read over SSH."""
+        text = self.run_dir.read(NODES_DIR, node, SIGNERS_FILE)
+        if text is None:
+            raise RunFailed(f"node {node} left no public key in the run directory")
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) >= 4 and fields[0] == signing.principal(node):
+                signing.trust_locally(f"{fields[2]} {fields[3]}", node, allowed)
+                return
+        raise RunFailed(f"node {node}'s {SIGNERS_FILE} holds no key for {signing.principal(node)}")
