@@ -18,7 +18,8 @@ qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 set = $(strip $(value $(1)))
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
-	ALLOWED_SIGNERS ACCEPT TRIALS ORDER SLURM NODES ACCOUNT SHARED_DIR IMAGE_TAR
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER SLURM NODES ACCOUNT SHARED_DIR IMAGE_TAR \
+	SLURM_LOGIN CLUSTER_CHECKOUT
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -67,7 +68,8 @@ lint: setup
 # SPEED=N runs the twin N x faster (default 5: every ms the client or twin loses to the
 # CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
 # SLURM=partition NODES=N: one Slurm job, one task per exclusive node (docs/fleet.md, "Slurm");
-# ACCOUNT=..., SHARED_DIR=<folder every node sees>, IMAGE_TAR=<docker save on it>.
+# ACCOUNT=..., SHARED_DIR=<folder every node sees>, IMAGE_TAR=<docker save on it>;
+# from a workstation: SLURM_LOGIN=<login node, as for HOST> CLUSTER_CHECKOUT=<this checkout there>.
 SPEED ?= 5
 NODES ?= 1
 bench: setup
@@ -192,7 +194,9 @@ PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
 SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,CARD),--card $(call q,CARD)) \
 	$(if $(call set,NO_VERDICT),--no-verdict) $(if $(call set,ACCOUNT),--account $(call q,ACCOUNT)) \
 	$(if $(call set,SHARED_DIR),--shared-dir $(call q,SHARED_DIR)) \
-	$(if $(call set,IMAGE_TAR),--image-tar $(call q,IMAGE_TAR))
+	$(if $(call set,IMAGE_TAR),--image-tar $(call q,IMAGE_TAR)) \
+	$(if $(call set,SLURM_LOGIN),--slurm-login $(call q,SLURM_LOGIN)) \
+	$(if $(call set,CLUSTER_CHECKOUT),--cluster-checkout $(call q,CLUSTER_CHECKOUT))
 
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
 # default) or blocked (all A, then all B: fewer switches, drift not controlled).

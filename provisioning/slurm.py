@@ -1,8 +1,8 @@
 """A Slurm cluster through its own commands: sbatch, squeue, scontrol, sacct, scancel.
 
 The commands run through a Shell (provisioning.remote): here on this machine when sbatch
-is on PATH (provisioning.local.LocalShell); the same lines over SSH to a login node would
-go through provisioning.remote.Remote (not wired up yet: see docs/fleet.md, "Slurm").
+is on PATH (provisioning.local.LocalShell), or on a login node over SSH
+(provisioning.remote.Remote).
 
 One job per fleet run: one task per node (`--ntasks-per-node 1`), whole nodes
 (`--exclusive`), the launch profile's GPUs per node (`--gpus-per-node`, left out for a

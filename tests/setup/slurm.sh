@@ -30,6 +30,9 @@
 #                                  to this (containerised) machine; a real cluster uses
 #                                  proctrack/cgroup and task/cgroup,task/affinity
 #   ReturnToService=2              a node that restarts (every test session) comes back idle
+# /etc/slurm/slurm.conf, when absent, is linked to DIR/slurm.conf (and unlinked by `stop`): a
+# login node of a real cluster has its config there, so commands run over SSH (the login-node
+# tests) find the cluster without SLURM_CONF.
 # No slurmdbd: `sacct` has no accounting storage here; the job's state is read with
 # squeue and scontrol instead (see provisioning/slurm.py).
 set -euo pipefail
@@ -96,6 +99,11 @@ start() {
   mkdir -p "$dir/state" "$dir/log" "${nodes[@]/#/$dir/spool/}"
   touch "$dir/started"
   [[ -f $conf ]] || write_conf
+  if [[ ! -e /etc/slurm/slurm.conf && ! -L /etc/slurm/slurm.conf ]]; then
+    mkdir -p /etc/slurm
+    ln -s "$conf" /etc/slurm/slurm.conf
+    record link /etc/slurm/slurm.conf
+  fi
 
   # munge: one per machine; reuse a running one.
   if ! munge -n </dev/null >/dev/null 2>&1; then
@@ -107,7 +115,7 @@ start() {
     runuser -u munge -- /usr/sbin/munged --force
     for _ in $(seq 1 50); do munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
     munge -n </dev/null >/dev/null 2>&1 || die "munged did not answer"
-    record munged "$(pgrep -u munge -x munged | head -n 1)"
+    record munged "$(cat /run/munge/munged.pid)"
   fi
 
   if ! ctld_answers; then
@@ -153,6 +161,10 @@ stop() {
   for name in $names; do
     local pid
     pid=$(started_pid "$name")
+    if [[ $name == link ]]; then
+      [[ $(readlink "$pid" 2>/dev/null) == "$conf" ]] && rm -f "$pid" && say "unlinked $pid"
+      continue
+    fi
     if alive "$pid"; then
       kill -TERM "$pid"
       for _ in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
