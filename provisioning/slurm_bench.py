@@ -266,7 +266,7 @@ def _follow(  # noqa: PLR0917 - the one place these meet
     watch = _Watch(slurm, job_id, run_dir, run_id)
     state, interrupted = watch.wait()
     allowed = args.allowed_signers or signing.default_allowed_signers()
-    results = watch.collect(state, args.results, allowed, submitted.nodes)
+    results = watch.collect(state, args.results, allowed, submitted.nodes, interrupted)
     if interrupted:
         for r in results:
             if r.error is None and not r.outcome.complete:
@@ -341,7 +341,12 @@ class _Watch:
             time.sleep(POLL_S)
 
     def collect(
-        self, state: JobState | None, results_dir: Path, allowed: Path, nodes: int
+        self,
+        state: JobState | None,
+        results_dir: Path,
+        allowed: Path,
+        nodes: int,
+        interrupted: bool,
     ) -> list[NodeResult]:
         """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified; a node without
         one is a failed row saying why."""
@@ -349,12 +354,11 @@ class _Watch:
         names |= {node_dir_name(n) for n in self.slurm.hostnames(state.nodes)} if state else set()
         out = [self._collect_one(name, results_dir, allowed) for name in sorted(names)]
         for missing in range(len(out), nodes):  # nodes never given a task (cancelled early)
-            out.append(
-                NodeResult(
-                    Outcome(host=f"(node {missing + 1})", run_id=self.run_id),
-                    RunFailed("no node ran a task of the job"),
-                )
-            )
+            why: BenchError = (
+                Interrupted("interrupted before a node ran this task of the job") if interrupted
+                else RunFailed("no node ran this task of the job")
+            )  # fmt: skip
+            out.append(NodeResult(Outcome(host=f"(node {missing + 1})", run_id=self.run_id), why))
         return out
 
     def _collect_one(self, name: str, results_dir: Path, allowed: Path) -> NodeResult:

@@ -252,3 +252,39 @@ def test_attach_to_a_folder_that_is_no_job_says_so(tmp_path: Path) -> None:
     )  # fmt: skip
     assert got.returncode == 2
     assert "is not the run directory of a submitted Slurm job" in got.stderr
+
+
+def test_a_pending_job_shows_its_reason_and_ctrl_c_cancels_it_outright(
+    slurm_cluster: SlurmCluster, bench_image: str, tmp_path: Path
+) -> None:
+    # Another job holds both nodes: ours waits for them.
+    blocker = _slurm(
+        slurm_cluster, "sbatch", "--parsable", "--partition", slurm_cluster.partition,
+        "--nodes", "2", "--exclusive", "--time", "5", "--output", "/dev/null",
+        "--wrap", "sleep 120",
+    ).strip()  # fmt: skip
+    try:
+        run_id = f"slurm-{uuid.uuid4().hex[:8]}"
+        proc = _submit(slurm_cluster, tmp_path, bench_image, run_id, *SMALL_SWEEP)
+        assert proc.stderr is not None
+        seen = ""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not re.search(r"PENDING \(\w+\)", seen):
+            line = proc.stderr.readline()
+            seen += line
+            if not line:
+                break
+        assert re.search(r"^job \d+ PENDING \((Resources|Priority)\)$", seen, re.M), seen[-3000:]
+        job_id = _job_id(seen)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _slurm(slurm_cluster, "scancel", blocker)
+    assert proc.returncode == 130, (out + err)[-3000:]
+    assert f"interrupted: cancelling job {job_id}" in err
+    job = _slurm(slurm_cluster, "scontrol", "show", "job", "-o", job_id)
+    assert "JobState=CANCELLED" in job, job
+    assert err.count("interrupted before a node ran this task of the job") == 2, err[-3000:]
+    assert len(re.findall(r"^\(node [12]\)\s+\S+\s+interrupted\s", out, re.M)) == 2, out
+    assert not (tmp_path / "results" / "bench-n1").exists()
+    _nothing_left(slurm_cluster, job_id, run_id)
