@@ -128,6 +128,8 @@ class HostRun:
         # Set by a Ctrl-C that arrives while the bundle is being pulled back (only then).
         self._pull_stop: threading.Event | None = None
         self._pull_stopped: transfer.TransferStopped | None = None
+        # The orchestrator's command up to its options, for recipe.json (None: this host's).
+        self.recipe_head: tuple[str, ...] | None = None
 
     def interrupt(self, *, hard: bool = False) -> None:
         """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up.
@@ -644,6 +646,7 @@ class HostRun:
             host=self.host.name,
             image_id=self.outcome.image_id,
             weights=self.weights_doc,
+            command_head=self.recipe_head,
         )
         target = f"{self._host_run_dir}/{recipe_mod.RECIPE_NAME}"
         self.remote.write_text(target, recipe_mod.dumps(made))

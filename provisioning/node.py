@@ -72,6 +72,8 @@ class NodeJob(BaseModel):
     bench_args: tuple[str, ...] = ()
     download_weights: bool = True
     model_cache: str | None = None
+    # How the job was submitted, up to the options (recipe.json's re-run command).
+    submit_command: tuple[str, ...] = ()
 
 
 class NodeOutcome(BaseModel):
@@ -270,4 +272,6 @@ def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> 
         secrets=Secrets(api_key=api_key, hf_token=orchestrate.hf_token(dict(os.environ))),
     )
     tar = Path(job.image_tar) if job.image_tar else None
-    return NodeRun(host, opts, directory=directory, image_tar=tar)
+    run = NodeRun(host, opts, directory=directory, image_tar=tar)
+    run.recipe_head = job.submit_command or None
+    return run

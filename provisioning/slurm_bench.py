@@ -179,6 +179,7 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     if run_dir.exists():
         raise UsageError(f"{run_dir.path} already exists", hint="give another --run-id")
     run_dir.make(NODES_DIR)
+    slurm_words = ("--slurm", args.slurm, "--nodes", str(args.nodes))
     image_tar = args.image_tar
     if image_tar and not args.slurm_login:
         image_tar = str(Path(image_tar).resolve())
@@ -189,6 +190,7 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
         image_tar=str(image_tar) if image_tar else None,
         bench_args=bench_args,
         download_weights=not args.no_weights_download,
+        submit_command=("python", "-m", "provisioning", "bench", *slurm_words),
     )
     run_dir.write(JOB_FILE, job.model_dump_json(indent=2) + "\n")
     node_command = [cluster.python, "-m", "provisioning", "node-run", run_dir.path]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.bundle.verify import verify_bundle
+from bench.recipe import RECIPE_NAME, Recipe
 from provisioning.flow import scope_of
 from tests.fleet.conftest import SlurmCluster
 from tests.orch.conftest import ROOT
@@ -117,6 +118,12 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
         ok = verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
         assert ok.signer.principal == f"vllm-bench@{node}"  # signed on its node, own key
         assert re.search(rf"^{node}\s+{run_id}\s+complete\s", out, re.M), out[-3000:]
+        # The bundle's recipe re-runs the fleet as it was submitted, not one host.
+        recipe = Recipe.model_validate_json((bundle / RECIPE_NAME).read_text())
+        assert recipe.commands[-1].startswith(
+            f"python -m provisioning bench --slurm debug --nodes 2 --profile twin "
+            f"--image {bench_image} -- --api chat --contexts 8K "
+        ), recipe.commands
     _nothing_left(slurm_cluster, job_id, run_id)
     _no_key_in(tmp_path)
     assert API_KEY not in out + err
