@@ -42,6 +42,8 @@ def _submit(
     cluster: SlurmCluster, tmp_path: Path, image: str, run_id: str, *extra: str, nodes: int = 2
 ) -> subprocess.Popen[str]:
     env = {**os.environ, **cluster.env, "VLLM_API_KEY": API_KEY, "BENCH_LOG_FORMAT": "json"}
+    # The job's HOME (sbatch exports this environment): the nodes' signing keys go there.
+    env["HOME"] = str(tmp_path / "home")
     argv = [
         sys.executable, "-m", "provisioning", "bench",
         "--slurm", cluster.partition, "--nodes", str(nodes),
@@ -117,6 +119,8 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
         assert not (bundle / "INCOMPLETE").exists()
         ok = verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
         assert ok.signer.principal == f"vllm-bench@{node}"  # signed on its node, own key
+        key = tmp_path / "home" / ".config" / "vllm-bench" / "nodes" / node / "signing_ed25519"
+        assert key.is_file() and key.stat().st_mode & 0o077 == 0, key
         assert re.search(rf"^{node}\s+{run_id}\s+complete\s", out, re.M), out[-3000:]
         # The bundle's recipe re-runs the fleet as it was submitted, not one host.
         recipe = Recipe.model_validate_json((bundle / RECIPE_NAME).read_text())
@@ -236,7 +240,7 @@ def test_the_job_outlives_its_submitter_and_attach_collects_it(
     state = _slurm(slurm_cluster, "squeue", "-h", "-j", job_id, "-o", "%T").strip()
     assert state in ("RUNNING", "COMPLETING", ""), state  # still running (or just done)
     run_dir = tmp_path / "shared" / run_id
-    env = {**os.environ, **slurm_cluster.env}
+    env = {**os.environ, **slurm_cluster.env, "HOME": str(tmp_path / "home")}
     attach = subprocess.run(
         [sys.executable, "-m", "provisioning", "attach", str(run_dir), "--no-verdict",
          "--results", str(tmp_path / "results"),
