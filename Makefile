@@ -19,7 +19,7 @@ set = $(strip $(value $(1)))
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER SLURM NODES ACCOUNT SHARED_DIR IMAGE_TAR \
-	SLURM_LOGIN CLUSTER_CHECKOUT
+	SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -69,12 +69,14 @@ lint: setup
 # CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
 # SLURM=partition NODES=N: one Slurm job, one task per exclusive node (docs/fleet.md, "Slurm");
 # ACCOUNT=..., SHARED_DIR=<folder every node sees>, IMAGE_TAR=<docker save on it>;
-# from a workstation: SLURM_LOGIN=<login node, as for HOST> CLUSTER_CHECKOUT=<this checkout there>.
+# from a workstation: SLURM_LOGIN=<login node, as for HOST> CLUSTER_CHECKOUT=<this checkout there>;
+# CLUSTER=<name>: those from hosts.toml's [clusters.<name>] (what is given here wins).
 SPEED ?= 5
 NODES ?= 1
 bench: setup
-ifneq ($(call set,SLURM),)
-	$(BIN)/python -m provisioning bench --slurm $(call q,SLURM) --nodes $(call q,NODES) \
+ifneq ($(call set,SLURM)$(call set,CLUSTER),)
+	$(BIN)/python -m provisioning bench $(if $(call set,SLURM),--slurm $(call q,SLURM)) \
+		$(if $(call set,CLUSTER),--cluster $(call q,CLUSTER)) --nodes $(call q,NODES) \
 		$(SLURM_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 else ifeq ($(call set,HOST),)
 	$(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)

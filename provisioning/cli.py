@@ -205,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_slurm(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Slurm (instead of HOST)")
     g.add_argument("--slurm", metavar="PARTITION", help="submit one job to this partition")
+    g.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="the inventory's [clusters.NAME]: partition, account, login node, shared folder, "
+        "checkout (options given here win)",
+    )
     g.add_argument("--nodes", type=int, default=1, help="nodes of the job, one bundle each")
     g.add_argument("--account", default=None, help="Slurm account to charge (sbatch --account)")
     g.add_argument(
@@ -236,7 +242,7 @@ def _add_slurm(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
-    if args.slurm:
+    if args.slurm or args.cluster:
         if args.host:
             raise UsageError("give HOST or --slurm PARTITION, not both")
         return slurm_bench.cmd_bench_slurm(args, settings)

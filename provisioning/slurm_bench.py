@@ -157,7 +157,36 @@ def _cluster(args: argparse.Namespace) -> _Cluster:
     return _Cluster(shell, shared, checkout, python)
 
 
+def apply_cluster(args: argparse.Namespace) -> None:
+    """--cluster NAME: the inventory's [clusters.NAME] fills what the command line left
+    unset (partition, account, login node, shared folder, checkout); its nodes' runtime
+    must be one that is built (docker)."""
+    name = getattr(args, "cluster", None)
+    if not name:
+        return
+    entry = hosts.load_inventory(args.inventory).clusters.get(name)
+    if entry is None:
+        raise UsageError(
+            f"no cluster {name!r} in {args.inventory}", hint=f"add a [clusters.{name}] table"
+        )
+    if entry.runtime != "docker":
+        raise UsageError(
+            f"cluster {name}: runtime {entry.runtime!r} (pyxis/enroot) is not built; only "
+            "Docker on the nodes is",
+            hint="see docs/fleet.md, Slurm: pyxis/enroot instead of Docker",
+        )
+    for attr, value in (
+        ("slurm", entry.partition), ("account", entry.account), ("slurm_login", entry.login),
+        ("shared_dir", entry.shared_dir), ("cluster_checkout", entry.checkout),
+    ):  # fmt: skip
+        if getattr(args, attr, None) is None and value is not None:
+            setattr(args, attr, Path(value) if attr == "shared_dir" else value)
+    if not args.slurm:
+        raise UsageError(f"cluster {name} names no partition", hint='add partition = "..."')
+
+
 def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
+    apply_cluster(args)
     run_id = orchestrate.check_run_id(args.run_id) or orchestrate.new_run_id()
     if args.keep:
         raise UsageError("--keep does not apply to a Slurm job: the nodes are released after it")

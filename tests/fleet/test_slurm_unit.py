@@ -3,6 +3,7 @@ read back, the node's local shell, and the CLI's choice between HOST and --slurm
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import itertools
 import os
@@ -19,7 +20,7 @@ from provisioning import cli
 from provisioning.local import LocalShell, local_host
 from provisioning.remote import CommandResult, RemoteCommandFailed
 from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
-from provisioning.slurm_bench import time_limit_min, without_secrets
+from provisioning.slurm_bench import apply_cluster, time_limit_min, without_secrets
 
 
 def _request(gpus: int) -> JobRequest:
@@ -191,3 +192,38 @@ def test_bench_takes_a_host_or_a_partition(
 ) -> None:
     assert cli.main(argv) == int(Exit.USAGE)
     assert says in capsys.readouterr().err
+
+
+def _args(inventory: Path, **given: object) -> argparse.Namespace:
+    base: dict[str, object] = {
+        "inventory": inventory, "cluster": "hpc", "slurm": None, "account": None,
+        "slurm_login": None, "shared_dir": None, "cluster_checkout": None,
+    }  # fmt: skip
+    return argparse.Namespace(**(base | given))
+
+
+def test_a_cluster_in_hosts_toml_fills_what_the_command_line_left_unset(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.toml"
+    inventory.write_text(
+        '[clusters.hpc]\npartition = "gpu"\naccount = "proj7"\nlogin = "login01"\n'
+        'shared_dir = "/shared/runs"\ncheckout = "/shared/bench"\nruntime = "docker"\n'
+    )
+    args = _args(inventory)
+    apply_cluster(args)
+    assert (args.slurm, args.account, args.slurm_login) == ("gpu", "proj7", "login01")
+    assert (args.shared_dir, args.cluster_checkout) == (Path("/shared/runs"), "/shared/bench")
+    args = _args(inventory, slurm="debug", account="other")
+    apply_cluster(args)
+    assert (args.slurm, args.account, args.slurm_login) == ("debug", "other", "login01")
+
+
+def test_a_cluster_whose_nodes_run_pyxis_is_refused_as_not_built(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.toml"
+    inventory.write_text('[clusters.hpc]\npartition = "gpu"\nruntime = "pyxis"\n')
+    with pytest.raises(UsageError, match="pyxis/enroot\\) is not built"):
+        apply_cluster(_args(inventory))
+    with pytest.raises(UsageError, match="no cluster 'other'"):
+        apply_cluster(_args(inventory, cluster="other"))
+    inventory.write_text('[clusters.hpc]\nruntime = "singularity"\n')
+    with pytest.raises(UsageError, match=r"clusters\.hpc\.runtime"):
+        apply_cluster(_args(inventory))

@@ -41,6 +41,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             "IMAGE_TAR",
             "SLURM_LOGIN",
             "CLUSTER_CHECKOUT",
+            "CLUSTER",
         ],
         ["RUN_ARGS"],
     ),
@@ -142,4 +143,5 @@ def test_defaults_and_plain_values_still_reach_the_commands() -> None:
          "SLURM=debug"],
         capture_output=True, text=True, timeout=60, check=True, env=env,
     )  # fmt: skip
-    assert "--slurm 'debug' --nodes '1'" in got.stdout  # one node unless NODES says more
+    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    assert "--slurm 'debug' --nodes '1'" in line  # one node unless NODES says more
