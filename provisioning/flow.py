@@ -591,11 +591,14 @@ class HostRun:
             raise RunFailed(f"packing the bundle on {self.host.name} failed (exit {code})")
 
     def _open_and_verify(self, local_archive: Path) -> None:
-        self.outcome.local_dir = local_archive.with_name(self.opts.run_id)
         secrets = [s.get_secret_value() for s in (self.opts.secrets.api_key,) if s]
-        self.outcome.complete = open_and_verify(
-            local_archive, self.opts.run_id, self.opts.allowed_signers, secrets
-        )
+        root = local_archive.with_name(self.opts.run_id)
+        try:
+            self.outcome.complete = open_and_verify(
+                local_archive, self.opts.run_id, self.opts.allowed_signers, secrets
+            )
+        finally:  # opened (even if it then fails to verify): the folder is there to look at
+            self.outcome.local_dir = root if root.is_dir() else None
 
     def _record_image(self) -> None:
         """The image's id and labels into environment.json, before the manifest hashes it.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioning import transfer
-from provisioning.remote import TRANSIENT, Remote, Shell
+from provisioning.remote import TRANSIENT, Remote, Shell, TransferFailed
 
 
 @dataclass(frozen=True)
@@ -58,5 +58,8 @@ class SharedDir:
         local.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(self.shell, Remote):
             transfer.get(self.shell, path, local)
-        else:
+            return
+        try:
             shutil.copyfile(path, local)
+        except OSError as exc:
+            raise TransferFailed(f"copying {path} to {local} failed: {exc}") from None

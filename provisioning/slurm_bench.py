@@ -408,16 +408,18 @@ class _Watch:
         result.outcome.timings_s = dict(found.timings_s)
         result.outcome.image_id = found.image_id
         if found.archive and self.run_dir.is_file(found.archive):
+            local = results_dir / name / f"{run_id}.tar.gz"
             try:
                 self._trust(name, allowed)
-                local = results_dir / name / f"{run_id}.tar.gz"
                 self.run_dir.fetch(found.archive, local)
                 result.outcome.archive = local
-                result.outcome.local_dir = local.with_name(run_id)
                 result.outcome.complete = open_and_verify(local, run_id, allowed, [])
             except BenchError as exc:
                 result.error = exc
                 return result
+            finally:
+                root = local.with_name(run_id)
+                result.outcome.local_dir = root if root.is_dir() else None
         if found.state == "interrupted":
             result.error = Interrupted(f"interrupted on {name}")
         elif found.state in ("failed", "running"):
