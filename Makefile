@@ -25,12 +25,14 @@ set = $(strip $(value $(1)))
 # 2, scripts should call COMMAND to get the code`.
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
-	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES
+	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
+	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
 help:
 	@echo "make bench [HOST=gpu01]   the published sweep end to end (on the twin without HOST)"
+	@echo "make bench SLURM=partition NODES=N  the same as one Slurm job, one bundle per node"
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make preflight HOST=..    the GPU host's checks only"
@@ -74,9 +76,19 @@ lint: setup
 # With HOST=gpu01[,gpu02]: the orchestrator takes the GPU host(s) from nothing to a bundle.
 # SPEED=N runs the twin N x faster (default 5: every ms the client or twin loses to the
 # CPU counts N ms of server time); RUN_ARGS='...' passes `bench run` options.
+# SLURM=partition NODES=N: one Slurm job, one task per exclusive node (docs/fleet.md, "Slurm");
+# ACCOUNT=..., SHARED_DIR=<folder every node sees>, IMAGE_TAR=<docker save on it>;
+# from a workstation: SLURM_LOGIN=<login node, as for HOST> CLUSTER_CHECKOUT=<this checkout there>;
+# CLUSTER=<name>: those from hosts.toml's [clusters.<name>] (what is given here wins).
 SPEED ?= 5
+NODES ?= 1
 bench: setup
-ifeq ($(call set,HOST),)
+ifneq ($(call set,SLURM)$(call set,CLUSTER),)
+	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench \
+		$(if $(call set,SLURM),--slurm $(call q,SLURM)) \
+		$(if $(call set,CLUSTER),--cluster $(call q,CLUSTER)) --nodes $(call q,NODES) \
+		$(SLURM_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+else ifeq ($(call set,HOST),)
 	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)
 else
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
@@ -154,6 +166,15 @@ docker-up:            ## a running Docker engine (installs Debian's docker.io if
 docker-down:          ## stop the engine, if docker-up started it
 	bash tests/setup/docker_stop.sh
 
+# The fleet tests' Slurm (tests/fleet/ start and stop it themselves): Debian's slurm-wlm and
+# munge, two nodes on this machine, partition debug; prints its slurm.conf.
+.PHONY: slurm-up slurm-down
+slurm-up:             ## a two-node test Slurm on this machine (installs slurm-wlm if missing)
+	bash tests/setup/slurm.sh start
+
+slurm-down:           ## stop what slurm-up started
+	bash tests/setup/slurm.sh stop
+
 base-image: docker-up ## the offline Python base image for the bench target (debootstrap)
 	bash tests/setup/base_image.sh
 
@@ -201,6 +222,12 @@ BUILD_FLAGS = $(foreach arg,$(call qw,BUILD_ARGS),--build-arg $(arg))
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
 	$(if $(call set,CARD),--card $(call q,CARD)) $(if $(call set,NO_VERDICT),--no-verdict) \
 	$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS)
+SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,CARD),--card $(call q,CARD)) \
+	$(if $(call set,NO_VERDICT),--no-verdict) $(if $(call set,ACCOUNT),--account $(call q,ACCOUNT)) \
+	$(if $(call set,SHARED_DIR),--shared-dir $(call q,SHARED_DIR)) \
+	$(if $(call set,IMAGE_TAR),--image-tar $(call q,IMAGE_TAR)) \
+	$(if $(call set,SLURM_LOGIN),--slurm-login $(call q,SLURM_LOGIN)) \
+	$(if $(call set,CLUSTER_CHECKOUT),--cluster-checkout $(call q,CLUSTER_CHECKOUT))
 
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
 # default) or blocked (all A, then all B: fewer switches, drift not controlled) or

@@ -22,7 +22,7 @@ from bench.cell import Server
 from bench.client import Client, check_url
 from bench.errors import BenchError, Interrupted, ServerUnreachable, UsageError
 from bench.progress import Progress
-from bench.results import Measurement, Results, RunSettings
+from bench.results import KvCapacity, Measurement, Results, RunSettings, ServerInfo
 from bench.rundir import RunDir
 from bench.server_info import detect
 from bench.settings import Settings
@@ -368,3 +368,23 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         rundir.unlock()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def estimate_s(argv: list[str]) -> float:
+    """The plan's estimated duration of `bench run ARGV` before any server answers: server
+    time at speed factor 1, nothing over capacity (the KV capacity is not known yet), no
+    context trimmed. What a scheduler's time limit is sized from (a longer bound than the
+    plan the run prints once it has the server)."""
+    parser = argparse.ArgumentParser(prog="bench", exit_on_error=False)
+    register(parser.add_subparsers())
+    try:
+        args, unknown = parser.parse_known_args(["run", *argv])
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"bench run arguments: {exc}") from None
+    if unknown:
+        raise UsageError(f"bench run arguments not understood: {' '.join(unknown)}")
+    settings = _settings(args)
+    longest = max((*settings.contexts, *settings.prefill_only_contexts)) + settings.max_tokens
+    server = ServerInfo(url=settings.url, model="-", max_model_len=longest)
+    kv = KvCapacity(tokens=None, source="unknown", detail="not known before the server starts")
+    return plan.make_plan(settings, server, kv, prompt_sizing="tokenize").estimated_duration_s

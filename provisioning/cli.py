@@ -6,6 +6,10 @@
     provision compare-commits HOST --commit-a A --commit-b B  an image per vLLM commit, built
                                                   on the host; both sweeps; `bench compare`
     provision clean HOST [--run-id ID]            remove containers a crashed run left
+    provision bench --slurm PARTITION --nodes N   the fleet as one Slurm job (one task per
+                                                  node; provisioning/slurm_bench.py)
+    provision node-run RUN_DIR                    one node's part of that job (run by srun)
+    provision attach RUN_DIR                      follow that job again (submitter stopped)
 
 `bench` never imports this package, so it has its own entry point; it maps failures to
 one line and the named exit codes of bench.errors, like bench's own CLI.
@@ -22,16 +26,22 @@ from pathlib import Path
 import structlog
 
 from bench import logs
-from bench.errors import BenchError, Exit, Interrupted, exit_through_make
-from bench.settings import load_settings
-from provisioning import bisect_cmd, orchestrate
+from bench.errors import BenchError, Exit, Interrupted, UsageError, exit_through_make
+from bench.settings import Settings, load_settings
+from provisioning import bisect_cmd, node, orchestrate, slurm_bench
 from provisioning.build import SOURCES
 
 DEFAULT_INVENTORY = Path("hosts.toml")
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("host", help="an ssh alias or hostname; several as gpu01,gpu02")
+def _add_common(p: argparse.ArgumentParser, *, host_optional: bool = False) -> None:
+    if host_optional:
+        p.add_argument(
+            "host", nargs="?", help="an ssh alias or hostname; several as gpu01,gpu02 "
+            "(none with --slurm)",
+        )  # fmt: skip
+    else:
+        p.add_argument("host", help="an ssh alias or hostname; several as gpu01,gpu02")
     p.add_argument("--profile", help="launch profile (default: the inventory's, else published)")
     p.add_argument(
         "--inventory",
@@ -105,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the whole flow: preflight, server, sweep, signed bundle",
         epilog="arguments after -- go to `bench run` inside the container",
     )
-    _add_common(p)
+    _add_common(p, host_optional=True)
     p.add_argument("--keep", action="store_true", help="leave the server running afterwards")
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
     p.add_argument("--run-id", default=None, help="default: UTC time + random suffix")
@@ -134,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
         "stream, or build on the host when neither has the image",
     )
     _add_build_args(p)
-    p.set_defaults(func=orchestrate.cmd_bench)
+    _add_slurm(p)
+    p.set_defaults(func=_bench)
     p = sub.add_parser(
         "compare",
         help="two images on one host, one sweep after the other, then bench compare",
@@ -191,7 +202,76 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")
     p.set_defaults(func=orchestrate.cmd_clean)
+    p = sub.add_parser(
+        "node-run",
+        help="one node's part of a Slurm job (srun runs it on each node; not for direct use)",
+    )
+    p.add_argument("run_dir", type=Path, help="the job's run directory (shared filesystem)")
+    p.add_argument("--node", default=None, help="this node's name (default: SLURMD_NODENAME)")
+    p.set_defaults(func=node.cmd_node_run)
+    p = sub.add_parser(
+        "attach",
+        help="follow a Slurm fleet job submitted before, then collect, verify, summarise",
+    )
+    p.add_argument("run_dir", type=Path, help="the job's run directory (SHARED_DIR/<run id>)")
+    p.add_argument("--slurm-login", metavar="HOST", help="the login node it was submitted on")
+    p.add_argument("--inventory", type=Path, default=DEFAULT_INVENTORY, help="hosts.toml")
+    p.add_argument("--trust-new-host", action="store_true", help="as for bench")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    p.add_argument("--card", type=Path, default=None, help="published card (as for bench)")
+    p.add_argument("--no-verdict", action="store_true", help="print no verdict")
+    p.set_defaults(func=slurm_bench.cmd_attach)
     return parser
+
+
+def _add_slurm(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Slurm (instead of HOST)")
+    g.add_argument("--slurm", metavar="PARTITION", help="submit one job to this partition")
+    g.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="the inventory's [clusters.NAME]: partition, account, login node, shared folder, "
+        "checkout (options given here win)",
+    )
+    g.add_argument("--nodes", type=int, default=1, help="nodes of the job, one bundle each")
+    g.add_argument("--account", default=None, help="Slurm account to charge (sbatch --account)")
+    g.add_argument(
+        "--shared-dir",
+        type=Path,
+        default=None,
+        help="a folder every node and this machine see (default: RESULTS/slurm); the job's "
+        "run directory is made in it",
+    )
+    g.add_argument(
+        "--slurm-login",
+        metavar="HOST",
+        help="run sbatch/squeue/scancel on this login node over SSH (named like any host); "
+        "default: here, when sbatch is on PATH",
+    )
+    g.add_argument(
+        "--cluster-checkout",
+        metavar="PATH",
+        help="with --slurm-login: this project's checkout (with its .venv) on the cluster's "
+        "shared filesystem; the tasks start there",
+    )
+    g.add_argument(
+        "--image-tar",
+        type=Path,
+        default=None,
+        help="a `docker save` of the image on the shared filesystem, loaded on a node that "
+        "lacks the image",
+    )
+
+
+def _bench(args: argparse.Namespace, settings: Settings) -> int:
+    if args.slurm or args.cluster:
+        if args.host:
+            raise UsageError("give HOST or --slurm PARTITION, not both")
+        return slurm_bench.cmd_bench_slurm(args, settings)
+    if not args.host:
+        raise UsageError("no host given", hint="HOST=gpu01, or SLURM=partition NODES=2")
+    return orchestrate.cmd_bench(args, settings)
 
 
 def _raise_on_sigterm(signum: int, frame: object) -> None:

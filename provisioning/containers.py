@@ -150,13 +150,27 @@ _TRANSPORT_ERRORS = (
 class Engine:
     """The Docker engine of one host."""
 
-    def __init__(self, host: Host, *, timeout_s: float = 120.0) -> None:
+    def __init__(self, host: Host, *, timeout_s: float = 120.0, local: bool = False) -> None:
+        """LOCAL: the engine of the machine this runs on (DOCKER_HOST, else its socket), as
+        a Slurm node's own part of a job uses it; else HOST's over SSH."""
         self.host = host
         self._timeout_s = timeout_s
+        self._local = local
         self._client = self._open()
 
     def _open(self) -> docker.DockerClient:
         host = self.host
+        if self._local:
+            try:
+                client = docker.from_env(timeout=int(self._timeout_s))
+                self.server_version = str(client.version().get("Version", "?"))
+                return client
+            except _TRANSPORT_ERRORS as exc:
+                raise EngineUnreachable(
+                    f"no Docker engine answers on {host.name}: {exc}",
+                    hint="on the node, `docker version` must work for this user "
+                    "(the docker group, or a rootless engine in DOCKER_HOST)",
+                ) from None
         url = f"ssh://{host.user}@{host.name}:{host.port}"
         try:
             client = docker.DockerClient(

@@ -46,7 +46,7 @@ from provisioning.containers import (
 )
 from provisioning.hosts import Host
 from provisioning.image import CONTAINER_HOME, HF_IN_CONTAINER
-from provisioning.remote import TRANSIENT, Remote, SshUnreachable, is_transient
+from provisioning.remote import TRANSIENT, Remote, Shell, SshUnreachable, is_transient
 from provisioning.run_options import Options, Outcome
 
 log = structlog.get_logger("provisioning.flow")
@@ -106,7 +106,7 @@ class HostRun:
         host: Host,
         opts: Options,
         *,
-        remote: Remote,
+        remote: Shell,
         out: TextIO = sys.stderr,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -128,6 +128,8 @@ class HostRun:
         # Set by a Ctrl-C that arrives while the bundle is being pulled back (only then).
         self._pull_stop: threading.Event | None = None
         self._pull_stopped: transfer.TransferStopped | None = None
+        # The orchestrator's command up to its options, for recipe.json (None: this host's).
+        self.recipe_head: tuple[str, ...] | None = None
 
     def interrupt(self, *, hard: bool = False) -> None:
         """Ctrl-C (from the main thread): stop what runs, keep what finished, clean up.
@@ -156,6 +158,10 @@ class HostRun:
             timer.daemon = True
             timer.start()
 
+    def _open_engine(self) -> Engine:
+        """The host's Docker engine, through the SDK's own SSH connection."""
+        return Engine(self.host)
+
     def _check_stop(self) -> None:
         if self.stop.is_set():
             raise KeyboardInterrupt
@@ -166,7 +172,7 @@ class HostRun:
         interrupted = False
         try:
             with self.step("docker"):
-                self.engine = Engine(self.host)
+                self.engine = self._open_engine()
             for step in (
                 self._prepare_host,
                 self._ensure_image,
@@ -517,10 +523,12 @@ class HostRun:
             self._seal()
         local_archive = self.opts.results_dir / self.host.name / f"{self.opts.run_id}.tar.gz"
         self._pull_stop = threading.Event()  # before the step is announced: no Ctrl-C missed
+        remote = self.remote
+        assert isinstance(remote, Remote)  # a local shell (provisioning.node) pulls nothing
         with self.step("pull back"):
             try:
                 transfer.get(
-                    self.remote, f"{self._host_run_dir}.tar.gz", local_archive,
+                    remote, f"{self._host_run_dir}.tar.gz", local_archive,
                     stop=self._pull_stop,
                 )  # fmt: skip
             except transfer.TransferStopped as stopped:
@@ -583,21 +591,14 @@ class HostRun:
             raise RunFailed(f"packing the bundle on {self.host.name} failed (exit {code})")
 
     def _open_and_verify(self, local_archive: Path) -> None:
-        local_root = local_archive.with_name(self.opts.run_id)
-        # open_bundle wants an empty folder and puts the bundle's own top folder in it
-        staging = local_root.with_name(f".opening-{self.opts.run_id}")
-        shutil.rmtree(staging, ignore_errors=True)
-        inner = open_bundle(local_archive, staging)
-        shutil.rmtree(local_root, ignore_errors=True)
-        inner.replace(local_root)
-        shutil.rmtree(staging, ignore_errors=True)
-        self.outcome.local_dir = local_root
         secrets = [s.get_secret_value() for s in (self.opts.secrets.api_key,) if s]
-        leaked = find_secret(local_root, secrets)
-        if leaked:
-            raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
-        verify_bundle(local_archive, self.opts.allowed_signers)
-        self.outcome.complete = not (local_root / "INCOMPLETE").exists()
+        root = local_archive.with_name(self.opts.run_id)
+        try:
+            self.outcome.complete = open_and_verify(
+                local_archive, self.opts.run_id, self.opts.allowed_signers, secrets
+            )
+        finally:  # opened (even if it then fails to verify): the folder is there to look at
+            self.outcome.local_dir = root if root.is_dir() else None
 
     def _record_image(self) -> None:
         """The image's id and labels into environment.json, before the manifest hashes it.
@@ -648,6 +649,7 @@ class HostRun:
             host=self.host.name,
             image_id=self.outcome.image_id,
             weights=self.weights_doc,
+            command_head=self.recipe_head,
         )
         target = f"{self._host_run_dir}/{recipe_mod.RECIPE_NAME}"
         self.remote.write_text(target, recipe_mod.dumps(made))
@@ -695,6 +697,26 @@ class HostRun:
             self.outcome.error = self.outcome.error or exc
         finally:
             self.engine.close()
+
+
+def open_and_verify(
+    local_archive: Path, run_id: str, allowed_signers: Path, secrets: list[str]
+) -> bool:
+    """Open the bundle beside its archive (as RUN_ID/), refuse one holding a secret, verify
+    its signature and hashes; True when the run is complete (no INCOMPLETE marker)."""
+    local_root = local_archive.with_name(run_id)
+    # open_bundle wants an empty folder and puts the bundle's own top folder in it
+    staging = local_root.with_name(f".opening-{run_id}")
+    shutil.rmtree(staging, ignore_errors=True)
+    inner = open_bundle(local_archive, staging)
+    shutil.rmtree(local_root, ignore_errors=True)
+    inner.replace(local_root)
+    shutil.rmtree(staging, ignore_errors=True)
+    leaked = find_secret(local_root, secrets)
+    if leaked:
+        raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
+    verify_bundle(local_archive, allowed_signers)
+    return not (local_root / "INCOMPLETE").exists()
 
 
 def scope_of(run_id: str, host_name: str) -> str:

@@ -14,6 +14,19 @@ launch profile to run, and the model cache path on the host:
     profile = "qwen3.5-397b-a17b-int4-4x-rtxpro6000"
     model_cache = "/data/hf"
 
+and, per Slurm cluster (`--cluster NAME`, docs/fleet.md "Slurm"): the partition, account,
+login node (an ssh name as above; none: this machine), the shared folder for run
+directories, this project's checkout on it, and the container runtime of its nodes
+(`docker`; `pyxis` is named for the design but not built):
+
+    [clusters.hpc]
+    partition = "gpu"
+    account = "proj7"
+    login = "login01"
+    shared_dir = "/shared/me/bench-runs"
+    checkout = "/shared/me/vllm-bench"
+    runtime = "docker"
+
 `~` means Path.home() (the HOME variable), also in paths that `ssh -G` expanded from
 the password database, so a temporary HOME isolates tests and scripts completely.
 """
@@ -30,6 +43,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -49,10 +63,22 @@ class InventoryEntry(BaseModel):
     model_cache: str | None = None
 
 
+class ClusterEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: str | None = None
+    account: str | None = None
+    login: str | None = None
+    shared_dir: str | None = None
+    checkout: str | None = None
+    runtime: Literal["docker", "pyxis"] = "docker"
+
+
 class Inventory(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     hosts: dict[str, InventoryEntry] = Field(default_factory=dict)
+    clusters: dict[str, ClusterEntry] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,7 +128,8 @@ def load_inventory(path: Path | None) -> Inventory:
         where, what = first_problem(exc)
         raise UsageError(
             f"{path}: {where}: {what}",
-            hint="allowed per host: hostname, user, port, key, profile, model_cache",
+            hint="allowed per host: hostname, user, port, key, profile, model_cache; per "
+            "cluster: partition, account, login, shared_dir, checkout, runtime",
         ) from None
 
 

@@ -14,8 +14,10 @@ import re
 import secrets
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import SecretStr
 from tabulate import tabulate
@@ -455,7 +457,17 @@ def _verdict(bundle: Path, card: Path, allowed: Path) -> Exit:
     return result.exit_code
 
 
-def _summarise(workers: list[_Worker], allowed: Path, card: Path | None) -> int:
+class _Ran(Protocol):
+    """What the summary reads of a host's (or a Slurm node's) run."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def error(self) -> BenchError | None: ...
+
+
+def _summarise(workers: Sequence[_Ran], allowed: Path, card: Path | None) -> int:
     rows = []
     for w in workers:
         o = w.outcome

@@ -164,6 +164,36 @@ class Probe(Protocol):
     def run(self, command: str) -> CommandResult: ...
 
 
+class Shell(Protocol):
+    """What the host flow (provisioning.flow) needs of a host: commands, small files, HTTP to
+    its loopback. Remote does it over SSH; provisioning.local.LocalShell on the machine the
+    code runs on (a Slurm node running its own part of a job)."""
+
+    host: Host
+    retry: RetryPolicy
+
+    def run(
+        self,
+        command: str,
+        *,
+        check: bool = False,
+        timeout_s: float | None = 120.0,
+        idempotent: bool = True,
+    ) -> CommandResult: ...
+
+    def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None: ...
+
+    def read_text(self, remote_path: str) -> str: ...
+
+    def http_get(
+        self, port: int, path: str, *, headers: dict[str, str] | None = None, timeout_s: float = 10
+    ) -> tuple[int, bytes] | None: ...
+
+    def reconnect(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Remote:
     """One GPU host over SSH. Use as a context manager; connects lazily."""
 

@@ -7,7 +7,7 @@ before the manifest is made, so the signature covers it (`bench.recipe` owns the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench import recipe as recipe_mod
@@ -54,7 +54,10 @@ def recipe_for(
     host: str,
     image_id: str | None,
     weights: Mapping[str, Any] | None,
+    command_head: Sequence[str] | None = None,
 ) -> recipe_mod.Recipe:
+    """COMMAND_HEAD: the orchestrator's command up to its options (default `python -m
+    provisioning bench HOST`; a Slurm node's: `... bench --slurm PARTITION --nodes N`)."""
     p, req = opts.profile, opts.requirements
     w = dict(weights or {})
     revision = w.get("revision") if isinstance(w.get("revision"), str) else None
@@ -69,7 +72,8 @@ def recipe_for(
         model_revision=revision,
         revision_pinned=req.model_revision is not None,
     )
-    orchestrate = ["python", "-m", "provisioning", "bench", host, "--profile", p.name]
+    head = list(command_head or ("python", "-m", "provisioning", "bench", host))
+    orchestrate = [*head, "--profile", p.name]
     orchestrate += ["--image", opts.image_ref]
     if opts.build is not None:
         orchestrate += ["--image-source", opts.image_source]

@@ -16,7 +16,7 @@ import structlog
 
 from bench.bundle.sign import NAMESPACE
 from bench.errors import ToolMissing
-from provisioning.remote import Remote
+from provisioning.remote import Shell
 
 log = structlog.get_logger("provisioning.signing")
 
@@ -32,22 +32,26 @@ def principal(host_name: str) -> str:
     return f"vllm-bench@{host_name}"
 
 
-def ensure_host_key(remote: Remote, home: str) -> tuple[str, str]:
-    """(private key path on the host, public key line); makes the key when absent."""
-    key = f"{home}/{KEY_DIR}/{KEY_NAME}"
+def ensure_host_key(remote: Shell, home: str, *, key_dir: str = KEY_DIR) -> tuple[str, str]:
+    """(private key path on the host, public key line); makes the key when absent.
+
+    KEY_DIR (under HOME) is where it lives: a Slurm node, whose home is often shared with
+    every other node, keeps its own under KEY_DIR/nodes/<node> (provisioning.node).
+    """
+    key = f"{home}/{key_dir}/{KEY_NAME}"
     q = shlex.quote(key)
     if not remote.run("command -v ssh-keygen").ok:
         raise ToolMissing(
             f"{remote.host.name} has no ssh-keygen to sign bundles with",
             hint="install OpenSSH's client tools on the host (apt-get install openssh-client)",
         )
-    key_dir = shlex.quote(f"{home}/{KEY_DIR}")
+    key_dir_q = shlex.quote(f"{home}/{key_dir}")
     # Under a lock: two runs reaching one host (two names for it) must not both make the key
     # (the second ssh-keygen would wait for an answer to "Overwrite (y/n)?").
     made = remote.run(
-        f"mkdir -p -m 700 {key_dir} && ( flock 9 && {{ test -f {q} || {{ "
+        f"mkdir -p -m 700 {key_dir_q} && ( flock 9 && {{ test -f {q} || {{ "
         f"ssh-keygen -q -t ed25519 -N '' -C {shlex.quote(principal(remote.host.name))} -f {q} "
-        f"&& echo made; }}; }} ) 9>{key_dir}/.keygen.lock",
+        f"&& echo made; }}; }} ) 9>{key_dir_q}/.keygen.lock",
         check=True,
     )
     if "made" in made.stdout:
@@ -72,7 +76,7 @@ def trust_locally(public_line: str, host_name: str, allowed_signers: Path) -> bo
     return True
 
 
-def sign_on_host(remote: Remote, key: str, manifest: str) -> None:
+def sign_on_host(remote: Shell, key: str, manifest: str) -> None:
     """`ssh-keygen -Y sign` on the host: writes MANIFEST.sig beside it.
 
     One command, so that rerunning it after a dropped connection is safe: ssh-keygen

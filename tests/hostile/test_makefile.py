@@ -29,6 +29,22 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     # target: (variables set to a hostile value, variables set to a hostile word list)
     "bench-local": (["SPEED"], ["RUN_ARGS"]),
     "bench": (["HOST", "PROFILE", "CARD", "IMAGE", "IMAGE_SOURCE"], ["RUN_ARGS", "BUILD_ARGS"]),
+    "bench-slurm": (
+        [
+            "SLURM",
+            "NODES",
+            "PROFILE",
+            "CARD",
+            "IMAGE",
+            "ACCOUNT",
+            "SHARED_DIR",
+            "IMAGE_TAR",
+            "SLURM_LOGIN",
+            "CLUSTER_CHECKOUT",
+            "CLUSTER",
+        ],
+        ["RUN_ARGS"],
+    ),
     "preflight": (["HOST", "PROFILE", "IMAGE"], []),
     "verify": (["BUNDLE", "ALLOWED"], []),
     # A and B are lists too: several bundles a side (make compare A='a1 a2' B='b1 b2').
@@ -77,7 +93,7 @@ def test_hostile_make_variables_run_nothing_and_arrive_as_given(
     single, lists = CASES[target]
     values = {v: _hostile(canary, v) for v in single}
     values |= {v: f"--{v.lower()} " + _hostile(canary, v) + " two" for v in lists}
-    make_target = "bench" if target == "bench-local" else target
+    make_target = "bench" if target in ("bench-local", "bench-slurm") else target
     got = subprocess.run(
         ["make", "--no-print-directory", "-C", str(ROOT), make_target,
          f"BIN={stubs}", f"STAMP={stamp}", *(f"{k}={v}" for k, v in values.items())],
@@ -118,6 +134,23 @@ def test_defaults_and_plain_values_still_reach_the_commands() -> None:
     )  # fmt: skip
     line = " ".join(got.stdout.replace("\\\n", " ").split())
     assert "provisioning bench 'gpu01,gpu02' --keep -- '--contexts' '8K' '16K'" in line
+    got = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
+         "SLURM=debug", "NODES=2", "PROFILE=twin", "RUN_ARGS=--contexts 8K"],
+        capture_output=True, text=True, timeout=60, check=True, env=env,
+    )  # fmt: skip
+    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    assert (
+        "provisioning bench --slurm 'debug' --nodes '2' --profile 'twin' -- '--contexts' '8K'"
+        in line
+    ), line
+    got = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
+         "SLURM=debug"],
+        capture_output=True, text=True, timeout=60, check=True, env=env,
+    )  # fmt: skip
+    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    assert "--slurm 'debug' --nodes '1'" in line  # one node unless NODES says more
 
 
 def _make(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,443 @@
+"""`provision bench --slurm PARTITION --nodes N`: the fleet as one Slurm job.
+
+    write RUN_DIR/job.json and job.sh on the shared filesystem → sbatch (one task per node,
+    exclusive, the profile's GPUs per node, a time limit from the sweep's estimate)
+    → wait: the job's state from the scheduler (pending with its reason, running, per-node
+    cells done read from the run directories) → collect each node's signed bundle into
+    results/<node>/<run id>/, verify it, summarise as `provision bench HOST,...` does
+
+Where the Slurm commands run: here when sbatch is on PATH (this machine is a login node),
+or with --slurm-login HOST on that login node over SSH (HOST named like any host:
+provisioning.hosts, host key checked by provisioning.remote); the run directory is then
+written and read over SFTP, and the bundles are copied back over it (provisioning.shared_dir).
+
+The job does not depend on this process: if it stops (killed, the workstation asleep),
+`python -m provisioning attach RUN_DIR` follows the job again and collects as it would have.
+
+Ctrl-C: the tasks get SIGINT (`scancel --signal=INT`): each keeps its finished cells,
+signs and packs them, and removes its containers; the job then ends by itself. One that
+has not ended INTERRUPT_GRACE_S later (or a second Ctrl-C, or a job still pending) is
+cancelled outright (`scancel`). What finished is collected either way. A node whose task
+failed is reported as failed; the other nodes' bundles are collected as usual.
+
+Secrets stay out of Slurm: sbatch gets this process's environment without them (a job's
+environment is saved in the controller's state files; over SSH, the login shell's own
+environment, to which nothing of ours is sent); each node makes its server's key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import posixpath
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bench.errors import BenchError, Interrupted, RunFailed, UsageError
+from bench.launch_profile import LaunchProfile, load_launch_profile
+from bench.run_cmd import estimate_s
+from bench.settings import Settings
+from provisioning import hosts, orchestrate, signing
+from provisioning.flow import open_and_verify, scope_of
+from provisioning.local import LocalShell, local_host
+from provisioning.node import (
+    JOB_FILE,
+    NODES_DIR,
+    OUTCOME_FILE,
+    SIGNERS_FILE,
+    NodeJob,
+    NodeOutcome,
+    node_dir_name,
+)
+from provisioning.remote import Remote, Shell
+from provisioning.run_options import Outcome
+from provisioning.shared_dir import SharedDir
+from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBMITTED_FILE = "submitted.json"
+SECRET_VARIABLES = ("VLLM_API_KEY", "BENCH_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+INTERRUPT_GRACE_S = 180.0
+POLL_S = 2.0
+# Beyond the sweep's estimate: image load, server start (the profile's own time-out is added),
+# signing and packing, and the scheduler's own start-up of the tasks.
+TIME_MARGIN_FACTOR = 1.5
+TIME_OVERHEAD_S = 600.0
+
+
+def time_limit_min(startup_timeout_s: float, sweep_estimate_s: float) -> int:
+    """--time in minutes: the sweep's estimate x 1.5, plus the server's start-up time-out,
+    plus 10 minutes for the rest; rounded up."""
+    total = sweep_estimate_s * TIME_MARGIN_FACTOR + startup_timeout_s + TIME_OVERHEAD_S
+    return math.ceil(total / 60)
+
+
+def without_secrets(environ: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k not in SECRET_VARIABLES}
+
+
+@dataclass
+class NodeResult:
+    """One node's part, as _summarise reads a host's (outcome + error)."""
+
+    outcome: Outcome
+    error: BenchError | None = None
+
+
+def cells_done(run_dir: SharedDir, run_id: str) -> dict[str, str]:
+    """node → "done/planned" decode cells, from each node's results.json (rewritten after
+    every cell); a node whose sweep has not started yet is absent."""
+    found: dict[str, str] = {}
+    for name in run_dir.folders(NODES_DIR):
+        text = run_dir.read(NODES_DIR, name, scope_of(run_id, name), "results.json")
+        try:
+            doc = json.loads(text) if text else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            continue
+        planned = sum(1 for c in doc.get("plan", {}).get("cells", []) if c.get("run"))
+        planned *= int(doc.get("settings", {}).get("trials", 1))
+        found[name] = f"{len(doc.get('cells', []))}/{planned}"
+    return found
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """Where the Slurm commands run and the run directories are reached."""
+
+    shell: Shell
+    shared: str  # the folder of run directories, as the cluster sees it
+    checkout: str  # this project on the shared filesystem (the tasks start there)
+    python: str  # the Python the tasks run `-m provisioning node-run` with
+
+    @property
+    def slurm(self) -> Slurm:
+        return Slurm(self.shell)
+
+
+def _cluster(args: argparse.Namespace) -> _Cluster:
+    """This machine when it has sbatch; the login node over SSH with --slurm-login."""
+    login = getattr(args, "slurm_login", None)
+    shared_arg = getattr(args, "shared_dir", None)
+    shell: Shell
+    if login:
+        checkout = getattr(args, "cluster_checkout", None)
+        if not shared_arg or not Path(shared_arg).is_absolute():
+            raise UsageError(
+                "--slurm-login needs --shared-dir: an absolute path on the cluster's shared "
+                "filesystem",
+                hint="e.g. --shared-dir /shared/$USER/bench-runs",
+            )
+        host = hosts.resolve(login, inventory=hosts.load_inventory(args.inventory))
+        remote = Remote(host, trust_new_host=args.trust_new_host)
+        remote.connect()
+        shell = remote
+        shared = str(shared_arg)
+        checkout = str(checkout) if checkout else ""
+        python = posixpath.join(checkout, ".venv", "bin", "python") if checkout else ""
+    else:
+        shell = LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
+        default = args.results / "slurm" if hasattr(args, "results") else Path("results/slurm")
+        shared = str(Path(shared_arg or default).resolve())
+        checkout, python = str(ROOT), sys.executable
+    missing = Slurm(shell).available()
+    if missing:
+        raise UsageError(
+            missing,
+            hint="run on a login node of the cluster (SLURM_CONF or /etc/slurm/slurm.conf "
+            "names the cluster), or give --slurm-login HOST",
+        )
+    return _Cluster(shell, shared, checkout, python)
+
+
+def apply_cluster(args: argparse.Namespace) -> None:
+    """--cluster NAME: the inventory's [clusters.NAME] fills what the command line left
+    unset (partition, account, login node, shared folder, checkout); its nodes' runtime
+    must be one that is built (docker)."""
+    name = getattr(args, "cluster", None)
+    if not name:
+        return
+    entry = hosts.load_inventory(args.inventory).clusters.get(name)
+    if entry is None:
+        raise UsageError(
+            f"no cluster {name!r} in {args.inventory}", hint=f"add a [clusters.{name}] table"
+        )
+    if entry.runtime != "docker":
+        raise UsageError(
+            f"cluster {name}: runtime {entry.runtime!r} (pyxis/enroot) is not built; only "
+            "Docker on the nodes is",
+            hint="see docs/fleet.md, Slurm: pyxis/enroot instead of Docker",
+        )
+    for attr, value in (
+        ("slurm", entry.partition), ("account", entry.account), ("slurm_login", entry.login),
+        ("shared_dir", entry.shared_dir), ("cluster_checkout", entry.checkout),
+    ):  # fmt: skip
+        if getattr(args, attr, None) is None and value is not None:
+            setattr(args, attr, Path(value) if attr == "shared_dir" else value)
+    if not args.slurm:
+        raise UsageError(f"cluster {name} names no partition", hint='add partition = "..."')
+
+
+def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
+    apply_cluster(args)
+    run_id = orchestrate.check_run_id(args.run_id) or orchestrate.new_run_id()
+    if args.keep:
+        raise UsageError("--keep does not apply to a Slurm job: the nodes are released after it")
+    profile_arg = args.profile or orchestrate.DEFAULT_PROFILE
+    if Path(profile_arg).is_file():  # a profile file: the nodes read it from the shared path
+        profile_arg = str(Path(profile_arg).resolve())
+    profile = load_launch_profile(profile_arg)
+    image_ref = args.image or orchestrate.default_image(profile)
+    bench_args = tuple(args.bench_args)
+    minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
+    if args.slurm_login and not args.cluster_checkout:
+        raise UsageError(
+            "--slurm-login needs --cluster-checkout: this project's checkout on the cluster's "
+            "shared filesystem, with its .venv",
+            hint="e.g. --cluster-checkout /shared/$USER/vllm-bench",
+        )
+    cluster = _cluster(args)
+    run_dir = SharedDir(cluster.shell, posixpath.join(cluster.shared, run_id))
+    if run_dir.exists():
+        raise UsageError(f"{run_dir.path} already exists", hint="give another --run-id")
+    run_dir.make(NODES_DIR)
+    slurm_words = ("--slurm", args.slurm, "--nodes", str(args.nodes))
+    image_tar = args.image_tar
+    if image_tar and not args.slurm_login:
+        image_tar = str(Path(image_tar).resolve())
+    job = NodeJob(
+        run_id=run_id,
+        profile=profile_arg,
+        image=image_ref,
+        image_tar=str(image_tar) if image_tar else None,
+        bench_args=bench_args,
+        download_weights=not args.no_weights_download,
+        submit_command=("python", "-m", "provisioning", "bench", *slurm_words),
+    )
+    run_dir.write(JOB_FILE, job.model_dump_json(indent=2) + "\n")
+    node_command = [cluster.python, "-m", "provisioning", "node-run", run_dir.path]
+    script = run_dir.write(
+        "job.sh", batch_script(node_command, run_dir.join(NODES_DIR, "task-%t.log"))
+    )
+    request = JobRequest(
+        name=f"vllm-bench-{run_id}",
+        partition=args.slurm,
+        nodes=args.nodes,
+        time_min=minutes,
+        gpus_per_node=profile.gpus,
+        workdir=cluster.checkout,
+        output=run_dir.join("slurm-%j.out"),
+        account=args.account,
+    )
+    gpus = f"{profile.gpus} GPU(s) per node" if profile.gpus else "no GPUs (profile needs none)"
+    where = f" via {args.slurm_login}" if args.slurm_login else ""
+    print(
+        f"submitting {run_id}{where}: {args.nodes} exclusive node(s) of partition {args.slurm}, "
+        f"{gpus}, time limit {minutes} min; run directory {run_dir.path}",
+        file=sys.stderr,
+        flush=True,
+    )
+    job_id = cluster.slurm.submit(request, script)
+    submitted = Submitted(job_id=job_id, nodes=args.nodes, partition=args.slurm)
+    run_dir.write(SUBMITTED_FILE, submitted.model_dump_json(indent=2) + "\n")
+    print(f"submitted job {job_id}", file=sys.stderr, flush=True)
+    login = f" --slurm-login {args.slurm_login}" if args.slurm_login else ""
+    print(
+        f"(if this process stops, the job goes on; follow it again with: "
+        f"python -m provisioning attach{login} {run_dir.path})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        return _follow(cluster.slurm, submitted, run_dir, run_id, profile, args)
+    finally:
+        cluster.shell.close()
+
+
+def cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
+    """Follow a job submitted before (its submitter stopped, the workstation slept), then
+    collect, verify and summarise as the submitter would have."""
+    path = str(args.run_dir) if args.slurm_login else str(Path(args.run_dir).resolve())
+    args.shared_dir = posixpath.dirname(path) if args.slurm_login else None
+    cluster = _cluster(args)
+    run_dir = SharedDir(cluster.shell, path)
+    try:
+        job = NodeJob.model_validate_json(run_dir.read(JOB_FILE) or "")
+        submitted = Submitted.model_validate_json(run_dir.read(SUBMITTED_FILE) or "")
+    except ValidationError:
+        raise UsageError(
+            f"{path} is not the run directory of a submitted Slurm job (no job.json and "
+            "submitted.json there)",
+            hint="give SHARED_DIR/<run id> as the submitter printed it",
+        ) from None
+    print(f"following job {submitted.job_id} ({job.run_id})", file=sys.stderr, flush=True)
+    profile = load_launch_profile(job.profile)
+    try:
+        return _follow(cluster.slurm, submitted, run_dir, job.run_id, profile, args)
+    finally:
+        cluster.shell.close()
+
+
+def _follow(  # noqa: PLR0917 - the one place these meet
+    slurm: Slurm,
+    submitted: Submitted,
+    run_dir: SharedDir,
+    run_id: str,
+    profile: LaunchProfile,
+    args: argparse.Namespace,
+) -> int:
+    job_id = submitted.job_id
+    watch = _Watch(slurm, job_id, run_dir, run_id)
+    state, interrupted = watch.wait()
+    allowed = args.allowed_signers or signing.default_allowed_signers()
+    results = watch.collect(state, args.results, allowed, submitted.nodes, interrupted)
+    if interrupted:
+        for r in results:
+            if r.error is None and not r.outcome.complete:
+                r.error = Interrupted(f"interrupted on {r.outcome.host}")
+    card = None if args.no_verdict else args.card or orchestrate._default_card(profile)
+    print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
+    return orchestrate._summarise(results, allowed, card)
+
+
+class Submitted(BaseModel):
+    """RUN_DIR/submitted.json: the job as sbatch accepted it (what `attach` follows)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str
+    nodes: int
+    partition: str
+
+
+@dataclass
+class _Watch:
+    """The job, watched from here: its state and each node's cells, printed when they change."""
+
+    slurm: Slurm
+    job_id: str
+    run_dir: SharedDir
+    run_id: str
+    last: str = ""
+
+    def wait(self) -> tuple[JobState | None, bool]:
+        """Until the job ends: (its last state, interrupted); Ctrl-C stops it (module doc)."""
+        try:
+            return self._until_finished(None), False
+        except KeyboardInterrupt:
+            pass
+        state = self.slurm.state(self.job_id)
+        if state is None or state.pending:
+            print(f"\ninterrupted: cancelling job {self.job_id}", file=sys.stderr, flush=True)
+            self.slurm.cancel(self.job_id)
+        else:
+            print(
+                f"\ninterrupted: stopping job {self.job_id}'s tasks (scancel --signal=INT); "
+                "they keep their finished cells; Ctrl-C again to cancel it outright",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.slurm.signal(self.job_id, "INT")
+        try:
+            return self._until_finished(time.monotonic() + INTERRUPT_GRACE_S), True
+        except (KeyboardInterrupt, TimeoutError):
+            print(f"cancelling job {self.job_id} (scancel)", file=sys.stderr, flush=True)
+            self.slurm.cancel(self.job_id)
+        return self._until_finished(None), True
+
+    def _until_finished(self, deadline: float | None) -> JobState | None:
+        while True:
+            state = self.slurm.state(self.job_id)
+            cells = cells_done(self.run_dir, self.run_id)
+            line = (
+                state.describe(self.job_id) if state
+                else f"job {self.job_id} no longer known to Slurm"
+            )  # fmt: skip
+            if cells:
+                line += "; cells done: " + ", ".join(f"{n} {c}" for n, c in cells.items())
+            if line != self.last:
+                print(line, file=sys.stderr, flush=True)
+                self.last = line
+            if state is None or state.finished:
+                return state
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
+            time.sleep(POLL_S)
+
+    def collect(
+        self,
+        state: JobState | None,
+        results_dir: Path,
+        allowed: Path,
+        nodes: int,
+        interrupted: bool,
+    ) -> list[NodeResult]:
+        """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified; a node without
+        one is a failed row saying why."""
+        names = set(self.run_dir.folders(NODES_DIR))
+        names |= {node_dir_name(n) for n in self.slurm.hostnames(state.nodes)} if state else set()
+        out = [self._collect_one(name, results_dir, allowed) for name in sorted(names)]
+        for missing in range(len(out), nodes):  # nodes never given a task (cancelled early)
+            why: BenchError = (
+                Interrupted("interrupted before a node ran this task of the job") if interrupted
+                else RunFailed("no node ran this task of the job")
+            )  # fmt: skip
+            out.append(NodeResult(Outcome(host=f"(node {missing + 1})", run_id=self.run_id), why))
+        return out
+
+    def _collect_one(self, name: str, results_dir: Path, allowed: Path) -> NodeResult:
+        run_id = self.run_id
+        result = NodeResult(Outcome(host=name, run_id=run_id))
+        log = self.run_dir.join(NODES_DIR, "task-*.log")
+        try:
+            found = NodeOutcome.model_validate_json(
+                self.run_dir.read(NODES_DIR, name, OUTCOME_FILE) or ""
+            )
+        except ValidationError:
+            result.error = RunFailed(
+                f"node {name} left no outcome: its task was killed or never started; see {log}"
+            )
+            return result
+        result.outcome.timings_s = dict(found.timings_s)
+        result.outcome.image_id = found.image_id
+        if found.archive and self.run_dir.is_file(found.archive):
+            local = results_dir / name / f"{run_id}.tar.gz"
+            try:
+                self._trust(name, allowed)
+                self.run_dir.fetch(found.archive, local)
+                result.outcome.archive = local
+                result.outcome.complete = open_and_verify(local, run_id, allowed, [])
+            except BenchError as exc:
+                result.error = exc
+                return result
+            finally:
+                root = local.with_name(run_id)
+                result.outcome.local_dir = root if root.is_dir() else None
+        if found.state == "interrupted":
+            result.error = Interrupted(f"interrupted on {name}")
+        elif found.state in ("failed", "running"):
+            what = found.error or "its task ended without saying why"
+            if found.state == "running":
+                what = f"its task was killed before it finished (see {log})"
+            result.error = RunFailed(f"{name}: {what}")
+        return result
+
+    def _trust(self, node: str, allowed: Path) -> None:
+        """The node's public key (its allowed_signers line, on the shared filesystem) into
+        the local allowed-signers file, as the host flow trusts a host's key read over SSH."""
+        text = self.run_dir.read(NODES_DIR, node, SIGNERS_FILE)
+        if text is None:
+            raise RunFailed(f"node {node} left no public key in the run directory")
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) >= 4 and fields[0] == signing.principal(node):
+                signing.trust_locally(f"{fields[2]} {fields[3]}", node, allowed)
+                return
+        raise RunFailed(f"node {node}'s {SIGNERS_FILE} holds no key for {signing.principal(node)}")
