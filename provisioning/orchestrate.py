@@ -27,10 +27,11 @@ from bench import __version__, image_tag
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.settings import Settings
-from bench.verdict import sequential
+from bench.verdict import fleet, sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit, load_reference
 from bench.verdict.compare import Policy, compare
+from bench.verdict.fleet_view import fleet_markdown
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from bench.verdict.tables import compare_markdown, reproduce_markdown
@@ -257,7 +258,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     _run_all(workers)
     card = None if args.no_verdict else args.card or _default_card(targets[0].profile)
-    return _summarise(workers, allowed, card)
+    return _summarise(workers, allowed, card, fleet_of=True)
 
 
 def _run_all(workers: list[_Worker]) -> bool:
@@ -467,7 +468,27 @@ class _Ran(Protocol):
     def error(self) -> BenchError | None: ...
 
 
-def _summarise(workers: Sequence[_Ran], allowed: Path, card: Path | None) -> int:
+def _fleet_report(done: Sequence[tuple[str, Path]], allowed: Path) -> None:
+    """Several hosts or nodes measured the same sweep: per cell and figure the value on
+    every node, and (with 3 or more) the nodes that stand out (`bench fleet`)."""
+    try:
+        nodes = fleet.load_nodes(
+            [d for _, d in done], Verification((allowed,)), names=[h for h, _ in done]
+        )
+    except BenchError as exc:
+        print(f"fleet report: {exc.one_line()}", file=sys.stderr)
+        return
+    print("\n" + fleet_markdown(fleet.fleet(nodes, fleet.Rule())))
+    if len(nodes) < fleet.MIN_NODES:
+        print(f"(with {len(nodes)} nodes no node can be told to stand out: that needs "
+              f"{fleet.MIN_NODES} or more)")  # fmt: skip
+
+
+def _summarise(
+    workers: Sequence[_Ran], allowed: Path, card: Path | None, *, fleet_of: bool = False
+) -> int:
+    """The table of runs, each bundle's tables, the fleet report when `fleet_of` several
+    hosts measured the same sweep, each verdict against the card; the exit code."""
     rows = []
     for w in workers:
         o = w.outcome
@@ -488,6 +509,9 @@ def _summarise(workers: Sequence[_Ran], allowed: Path, card: Path | None) -> int
             print(f"\n## {w.outcome.host}: {d}\n")
             print((d / "tables.md").read_text())
             print(f"verified with {allowed}")
+    done = [(w.outcome.host, w.outcome.local_dir) for w in workers if w.outcome.local_dir]
+    if fleet_of and len(done) >= 2:
+        _fleet_report(done, allowed)
     verdicts: list[Exit] = []
     for w in workers:
         d = w.outcome.local_dir

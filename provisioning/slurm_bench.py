@@ -304,7 +304,7 @@ def _follow(  # noqa: PLR0917 - the one place these meet
                 r.error = Interrupted(f"interrupted on {r.outcome.host}")
     card = None if args.no_verdict else args.card or orchestrate._default_card(profile)
     print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
-    return orchestrate._summarise(results, allowed, card)
+    return orchestrate._summarise(results, allowed, card, fleet_of=True)
 
 
 class Submitted(BaseModel):

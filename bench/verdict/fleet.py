@@ -263,11 +263,15 @@ def window_clock(path: Path) -> float | None:
     return stats.mean(clocks) if clocks else None
 
 
-def load_nodes(paths: Sequence[Path], how: run_source.Verification) -> list[Node]:
+def load_nodes(
+    paths: Sequence[Path], how: run_source.Verification, names: Sequence[str] | None = None
+) -> list[Node]:
     """One node per bundle, each verified as `bench compare` verifies (VerifyFailed,
-    exit 5, for one that does not), named by `node_names`."""
+    exit 5, for one that does not), named `names` when the caller knows the hosts (the
+    hostname a container records is its own), else by `node_names`."""
     loaded = [run_source.load_run_with(p, how, read_recorded) for p in paths]
-    names = node_names([str(p) for p in paths], [hostname(rec.env) for _, rec in loaded])
+    if names is None:
+        names = node_names([str(p) for p in paths], [hostname(rec.env) for _, rec in loaded])
     return [
         Node(name, run, facts_of(rec.env), rec.window_clock_mhz)
         for name, (run, rec) in zip(names, loaded, strict=True)

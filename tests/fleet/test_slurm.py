@@ -112,6 +112,9 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
     # Progress: the scheduler's states, then cells done on each node, from the run directories.
     assert re.search(rf"^job {job_id} RUNNING on bench-n\[1-2\]", err, re.M), err[-3000:]
     assert "cells done: bench-n1 1/1, bench-n2 1/1" in err
+    # The fleet table at the end: every node's value per cell (two nodes: none judged).
+    assert "FLEET: " in out and "bench-n1" in out.split("FLEET: ")[0].rsplit("## ", 1)[-1]
+    assert "with 2 nodes no node can be told to stand out" in out
     for node in slurm_cluster.nodes:
         bundle = tmp_path / "results" / node / run_id
         for name in ("results.json", "manifest.json", "manifest.json.sig", "server.log"):
