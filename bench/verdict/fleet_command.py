@@ -14,7 +14,7 @@ from bench.verdict import fleet as fleet_mod
 from bench.verdict import page
 from bench.verdict.command import verification
 from bench.verdict.fleet_view import fleet_markdown, fleet_page
-from bench.verdict.run_source import DEFAULT_ALLOWED_SIGNERS
+from bench.verdict.run_source import add_verification_args
 from bench.verdict.settings import parse_accept
 
 _EPILOG = """\
@@ -68,15 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"median that stands out (default {fleet_mod.DEFAULT_MIN_DEVIATION_PCT:g})",
     )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
-    defaults = " or ".join(str(x) for x in DEFAULT_ALLOWED_SIGNERS)
-    p.add_argument(
-        "--allowed-signers",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help=f"trusted signers of the bundles (repeatable); default {defaults}",
-    )
+    add_verification_args(p)
     p.add_argument(
         "--accept",
         action="append",
@@ -84,11 +76,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAMES",
         help="settings allowed to differ between nodes, comma-separated: "
         f"{','.join(fleet_mod.NAMES)} (or all)",
-    )
-    p.add_argument(
-        "--unverified",
-        action="store_true",
-        help="read bundles that do not verify; the report's first line then says UNVERIFIED",
     )
     p.set_defaults(func=run_fleet)
 
