@@ -85,27 +85,19 @@ def test_a_tree_without_git_has_no_checkout_version(tmp_path: Path) -> None:
     assert _checkout_version(tmp_path) is None
 
 
+def _wheel(source: Path, out: Path, env: dict[str, str] | None = None) -> None:
+    """`pip wheel` of a checkout, as an image build makes bench's wheel."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(out), str(source)],
+        capture_output=True, text=True, check=True, timeout=300, env=env,
+    )  # fmt: skip
+
+
 def test_a_shallow_tagless_clone_builds_with_its_commit(tmp_path: Path) -> None:
     clone = _clone(tmp_path, "--depth", "1", "--no-tags")
     head = _git(clone, "rev-parse", "HEAD")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path / "dist"),
-            str(clone),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
+    _wheel(clone, tmp_path / "dist")
     (wheel,) = (tmp_path / "dist").glob("bench-*.whl")
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
@@ -123,25 +115,7 @@ def test_the_build_takes_a_version_given_to_it(tmp_path: Path) -> None:
         "PATH": "/usr/bin:/bin",
         "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH": "0.2.0.dev7+gabc1234",
     }
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path / "dist"),
-            str(clone),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-        env=env,
-    )
+    _wheel(clone, tmp_path / "dist", env)
     assert [w.name for w in (tmp_path / "dist").glob("*.whl")] == [
         "bench-0.2.0.dev7+gabc1234-py3-none-any.whl"
     ]
