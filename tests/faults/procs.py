@@ -238,3 +238,19 @@ def proxy(
         server.shutdown()
         server.server_close()
         client.close()
+
+
+def stderr_until(
+    proc: subprocess.Popen[str], found: Callable[[str], object], timeout_s: float = 600.0
+) -> str:
+    """PROC's stderr up to and including the first line `found` accepts (or to its end, or
+    to the deadline)."""
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen += line
+        if not line or found(line):
+            break
+    return seen

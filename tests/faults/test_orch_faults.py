@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from bench.bundle.verify import verify_bundle
 from bench.errors import Exit
 from bench.results import Results
 from provisioning.flow import scope_of
-from tests.faults.procs import new_mark, wait_no_survivors
+from tests.faults.procs import new_mark, stderr_until, wait_no_survivors
 from tests.orch.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
@@ -62,14 +61,7 @@ def _start(
 
 def _until(proc: subprocess.Popen[str], needle: str) -> str:
     """stderr up to and including the first line with `needle`."""
-    assert proc.stderr is not None
-    seen = ""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        seen += line
-        if needle in line or not line:
-            break
+    seen = stderr_until(proc, lambda line: needle in line)
     assert needle in seen, seen[-3000:]
     return seen
 

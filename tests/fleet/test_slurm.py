@@ -22,8 +22,10 @@ import pytest
 from bench.bundle.verify import verify_bundle
 from bench.recipe import RECIPE_NAME, Recipe
 from provisioning.flow import scope_of
+from tests.faults.procs import stderr_until
 from tests.fleet.conftest import SlurmCluster
 from tests.orch.conftest import ROOT
+from tests.orch.test_flow import _containers
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slurm]
 
@@ -69,15 +71,6 @@ def _slurm(cluster: SlurmCluster, *argv: str) -> str:
     return subprocess.run(
         list(argv), capture_output=True, text=True, check=True, env=env, timeout=60
     ).stdout
-
-
-def _containers(run_id: str, node: str) -> list[str]:
-    label = f"label=org.vllm-bench.run-id={scope_of(run_id, node)}"
-    out = subprocess.run(
-        ["docker", "ps", "-a", "-q", "--filter", label],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return out.split()
 
 
 def _nothing_left(cluster: SlurmCluster, job_id: str, run_id: str) -> None:
@@ -142,15 +135,9 @@ def test_ctrl_c_cancels_the_job_and_brings_back_the_finished_cells_of_every_node
 ) -> None:
     run_id = f"slurm-{uuid.uuid4().hex[:8]}"
     proc = _submit(slurm_cluster, tmp_path, bench_image, run_id, *LONG_SWEEP)
-    assert proc.stderr is not None
-    seen = ""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        seen += line
-        # Both nodes have a cell on disk: interrupt now.
-        if re.search(r"bench-n1 [1-9]\d*/\d+, bench-n2 [1-9]", line) or not line:
-            break
+    # Both nodes have a cell on disk: interrupt then.
+    both = re.compile(r"bench-n1 [1-9]\d*/\d+, bench-n2 [1-9]")
+    seen = stderr_until(proc, both.search)
     assert "cells done: bench-n1" in seen, seen[-3000:]
     job_id = _job_id(seen)
     # While the job runs, the controller keeps its environment in its state files: the
@@ -229,14 +216,7 @@ def test_the_job_outlives_its_submitter_and_attach_collects_it(
 ) -> None:
     run_id = f"slurm-{uuid.uuid4().hex[:8]}"
     proc = _submit(slurm_cluster, tmp_path, bench_image, run_id, *SMALL_SWEEP)
-    assert proc.stderr is not None
-    seen = ""
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and " RUNNING on " not in seen:
-        line = proc.stderr.readline()
-        seen += line
-        if not line:
-            break
+    seen = stderr_until(proc, lambda line: " RUNNING on " in line, timeout_s=300)
     job_id = _job_id(seen)
     proc.kill()  # the workstation goes away without a word: no Ctrl-C, no scancel
     proc.communicate(timeout=60)
