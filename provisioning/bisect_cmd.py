@@ -25,9 +25,15 @@ from bench.verdict.run_source import Verification, load_run, merge_runs
 from provisioning import build, hosts, image, signing
 from provisioning.containers import Engine
 from provisioning.flow import HostRun
-from provisioning.orchestrate import Target, hf_token, new_run_id, preflight_host, resolve_target
+from provisioning.orchestrate import (
+    Target,
+    new_run_id,
+    preflight_host,
+    resolve_target,
+    run_all,
+    sweep_options,
+)
 from provisioning.remote import Remote
-from provisioning.run_options import Options, Secrets
 
 FIGURES = {
     "total": "total_tok_s",
@@ -97,10 +103,10 @@ class CommitJob(threading.Thread):
         finally:
             self.done.set()
 
-    def interrupt(self) -> None:
+    def stop(self, *, hard: bool) -> None:
         self.stopped.set()
         if self.current is not None:
-            self.current.interrupt()
+            self.current.interrupt(hard=hard)
 
     def _measure(self) -> RunFigures | None:
         stage = self.target.profile.image
@@ -115,16 +121,11 @@ class CommitJob(threading.Thread):
         for trial in range(1, self.args.trials + 1):
             if self.stopped.is_set():
                 return None
-            opts = Options(
-                profile=self.target.profile,
-                requirements=self.target.requirements,
-                image_ref=image_id,
-                run_id=f"{self.base}-{self.commit[:12]}-{trial}",
-                results_dir=self.args.results,
-                allowed_signers=self.allowed,
-                bench_args=(*self.args.bench_args, *cell_args),
-                secrets=Secrets(api_key=self.settings.api_key, hf_token=hf_token(dict(os.environ))),
-            )
+            opts = sweep_options(
+                self.target, self.args, self.settings, self.allowed,
+                image_ref=image_id, run_id=f"{self.base}-{self.commit[:12]}-{trial}",
+                extra=cell_args,
+            )  # fmt: skip
             self.current = HostRun(self.target.host, opts, remote=Remote(self.target.host))
             try:
                 outcome = self.current.run()
@@ -145,17 +146,7 @@ def measure_round(
 ) -> list[RunFigures | None]:
     """One commit per host, all at once; Ctrl-C stops them all and ends the bisection."""
     jobs = [job(c, t) for c, t in zip(commits, targets, strict=False)]
-    for j in jobs:
-        j.start()
-    interrupted = False
-    for j in jobs:
-        while not j.done.is_set():
-            try:
-                j.done.wait(timeout=0.2)
-            except KeyboardInterrupt:
-                for each in jobs:
-                    each.interrupt()
-                interrupted = True
+    interrupted = run_all(jobs)
     if interrupted:
         raise Interrupted("bisection interrupted; the bundles made so far are kept")
     for j in jobs:

@@ -223,7 +223,7 @@ def cmd_node_run(args: argparse.Namespace, settings: Settings) -> int:
         _write_outcome(directory, outcome)
         raise
     worker = orchestrate._Worker(run)
-    interrupted = orchestrate._run_all([worker])
+    interrupted = orchestrate.run_all([worker])
     o = worker.outcome
     outcome.archive = str(o.archive) if o.archive else None
     outcome.image_id, outcome.timings_s = o.image_id, dict(o.timings_s)

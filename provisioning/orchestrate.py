@@ -230,6 +230,19 @@ class _Worker(threading.Thread):
             self.host_run.remote.close()
             self.done.set()
 
+    def stop(self, *, hard: bool) -> None:
+        self.host_run.interrupt(hard=hard)
+
+
+class Stoppable(Protocol):
+    """A thread `run_all` waits for: `done` when it ended, `stop` on Ctrl-C."""
+
+    done: threading.Event
+
+    def start(self) -> None: ...
+
+    def stop(self, *, hard: bool) -> None: ...
+
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     environ = dict(os.environ)
@@ -256,12 +269,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             build=build_spec(args, t),
         )
         workers.append(_Worker(HostRun(t.host, opts, remote=Remote(t.host))))
-    _run_all(workers)
+    run_all(workers)
     card = None if args.no_verdict else args.card or _default_card(targets[0].profile)
     return _summarise(workers, allowed, card, fleet_of=True)
 
 
-def _run_all(workers: list[_Worker]) -> bool:
+def run_all(workers: Sequence[Stoppable]) -> bool:
     """Start the workers and wait; Ctrl-C interrupts every one. True when interrupted.
 
     A second Ctrl-C kills the sweeps outright; clean-up still runs in every worker.
@@ -275,7 +288,7 @@ def _run_all(workers: list[_Worker]) -> bool:
                 w.done.wait(timeout=0.2)
             except KeyboardInterrupt:
                 for each in workers:
-                    each.host_run.interrupt(hard=interrupted)
+                    each.stop(hard=interrupted)
                 interrupted = True
     return interrupted
 
@@ -335,6 +348,30 @@ def sweep_order(trials: int, order: str) -> list[str]:
     return [x for i in range(trials) for x in (("a", "b") if i % 2 == 0 else ("b", "a"))]
 
 
+def sweep_options(
+    target: Target,
+    args: argparse.Namespace,
+    settings: Settings,
+    allowed: Path,
+    *,
+    image_ref: str,
+    run_id: str,
+    extra: tuple[str, ...] = (),
+) -> Options:
+    """One sweep of a comparison or a bisection on TARGET: the user's `bench run` arguments
+    (args.bench_args) and then EXTRA (the last occurrence of a flag wins)."""
+    return Options(
+        profile=target.profile,
+        requirements=target.requirements,
+        image_ref=image_ref,
+        run_id=run_id,
+        results_dir=args.results,
+        allowed_signers=allowed,
+        bench_args=(*args.bench_args, *extra),
+        secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(dict(os.environ))),
+    )
+
+
 class _SweepStopped(Exception):
     """A sweep of a sequential compare failed or was interrupted: stop the compare."""
 
@@ -357,18 +394,14 @@ class _Sweeps:
     def sweep(self, label: str, trial: int, extra: tuple[str, ...] = ()) -> RunFigures | None:
         """One sweep of side `label`, its bundle verified and read; None when it failed or
         was interrupted (the summary says which)."""
-        opts = Options(
-            profile=self.target.profile,
-            requirements=self.target.requirements,
+        opts = sweep_options(
+            self.target, self.args, self.settings, self.allowed,
             image_ref=self.images[0] if label == "a" else self.images[1],
             run_id=f"{self.base}-{label}{trial}" if self.numbered else f"{self.base}-{label}",
-            results_dir=self.args.results,
-            allowed_signers=self.allowed,
-            bench_args=(*self.args.bench_args, *extra),
-            secrets=Secrets(api_key=self.settings.api_key, hf_token=hf_token(dict(os.environ))),
-        )
+            extra=extra,
+        )  # fmt: skip
         worker = _Worker(HostRun(self.target.host, opts, remote=Remote(self.target.host)))
-        stopped = _run_all([worker]) or worker.error is not None
+        stopped = run_all([worker]) or worker.error is not None
         self.workers.append(worker)
         if stopped or worker.outcome.local_dir is None:
             return None

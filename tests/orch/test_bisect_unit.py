@@ -87,7 +87,7 @@ class VirtualJob(threading.Thread):
                                       self.commit, change=change)  # fmt: skip
         self.done.set()
 
-    def interrupt(self) -> None:
+    def stop(self, *, hard: bool) -> None:
         pass
 
 
