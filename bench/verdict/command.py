@@ -24,7 +24,7 @@ from bench.verdict.run_source import (
     load_run,
     merge_runs,
 )
-from bench.verdict.settings import parse_accept
+from bench.verdict.settings import add_accept_arg, parse_accept
 from bench.verdict.tables import compare_markdown, reproduce_markdown
 
 
@@ -40,15 +40,7 @@ def _percent(text: str) -> float:
 
 def _add_verification(p: argparse.ArgumentParser) -> None:
     add_verification_args(p)
-    p.add_argument(
-        "--accept",
-        action="append",
-        default=[],
-        metavar="NAMES",
-        help="settings allowed to differ, comma-separated: "
-        "window_s,max_tokens,api,model,engine_version,engine_commit,launch_flags,"
-        "gpu_count,gpu_model (or all)",
-    )
+    add_accept_arg(p)
 
 
 def verification(args: argparse.Namespace) -> Verification:

@@ -15,7 +15,7 @@ from bench.verdict import page
 from bench.verdict.command import verification
 from bench.verdict.fleet_view import fleet_markdown, fleet_page
 from bench.verdict.run_source import add_verification_args
-from bench.verdict.settings import parse_accept
+from bench.verdict.settings import add_accept_arg, parse_accept
 
 _EPILOG = """\
 A node stands out in a cell when its log value lies more than K x 1.4826 x MAD (over the
@@ -69,14 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     add_verification_args(p)
-    p.add_argument(
-        "--accept",
-        action="append",
-        default=[],
-        metavar="NAMES",
-        help="settings allowed to differ between nodes, comma-separated: "
-        f"{','.join(fleet_mod.NAMES)} (or all)",
-    )
+    add_accept_arg(p, fleet_mod.NAMES, " between nodes")
     p.set_defaults(func=run_fleet)
 
 

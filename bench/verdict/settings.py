@@ -11,6 +11,7 @@ a twin those two are not checked.
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,19 @@ COMPARE_NAMES: tuple[str, ...] = (
 # Words of a launch command that say nothing about speed.
 _IGNORED_FLAGS = frozenset({"--api-key", "--host", "--port"})
 TWIN_SIMULATED = frozenset({"launch_flags", "gpu_count", "gpu_model"})
+
+
+def add_accept_arg(
+    p: argparse.ArgumentParser, known: Sequence[str] = NAMES, between: str = ""
+) -> None:
+    """--accept NAMES (repeatable, comma-separated): settings allowed to differ."""
+    p.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help=f"settings allowed to differ{between}, comma-separated: {','.join(known)} (or all)",
+    )
 
 
 def parse_accept(texts: Iterable[str], known: Sequence[str] = NAMES) -> frozenset[str]:
