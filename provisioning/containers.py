@@ -93,6 +93,9 @@ class ContainerSpec:
     shm_size: str | None = None
     ipc_host: bool = False
     working_dir: str | None = None
+    # The container's hostname: the host's own name for the server, so that what `bench run`
+    # records inside it (environment.json's host.hostname) names the host, not a container id.
+    hostname: str | None = None
 
     @property
     def name(self) -> str:
@@ -283,6 +286,8 @@ class Engine:
             kwargs["user"] = spec.user
         if spec.working_dir:
             kwargs["working_dir"] = spec.working_dir
+        if spec.hostname:
+            kwargs["hostname"] = spec.hostname
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
         if spec.ipc_host:

@@ -71,6 +71,10 @@ _MANIFEST_SCRIPT = (
 )
 
 
+# A name Docker takes as a container's hostname (RFC 1123); an ssh alias may be anything.
+_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?")
+
+
 class HostLost(RunFailed):
     """The SSH connection dropped and could not be reopened within the retries."""
 
@@ -345,6 +349,7 @@ class HostRun:
                     publish={p.port: None},
                     user=self.uid_gid,
                     ipc_host=p.gpus > 1,  # NCCL between tensor-parallel ranks needs shared memory
+                    hostname=self.host.name if _HOSTNAME.fullmatch(self.host.name) else None,
                 )
             )
             self.server_port = self.engine.host_port(self.server_id, p.port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -91,6 +92,9 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
         "--duration 2 --max-tokens 512 --trials 1 --seed 0 --request-timeout 600"
     )
     assert any(c.startswith("docker build --target bench ") for c in recipe.commands)
+    # The server container carries the host's name: environment.json names the host.
+    recorded = json.loads((bundle / "environment.json").read_text())
+    assert recorded["host"]["hostname"] == ssh_host.alias
     assert "complete" in out and str(bundle) in out
     assert _containers(run_id) == []
     for path in bundle.rglob("*"):
@@ -177,6 +181,10 @@ def test_two_hosts_in_parallel_one_bundle_each_and_a_verdict_against_the_card(
         assert _containers(run_id, host) == []
     summary = [line for line in out.splitlines() if line.startswith(("bench-test-host ", second))]
     assert len(summary) == 2 and all(" complete " in line for line in summary)
+    # The fleet table of the two hosts, named by host; two cannot single one out.
+    fleet_part = out.split("FLEET: ", 1)[0]
+    assert f"| {ssh_host.alias} |" in fleet_part or ssh_host.alias in fleet_part.rsplit("##", 1)[-1]
+    assert "with 2 nodes no node can be told to stand out" in out
 
 
 def test_clean_removes_what_a_killed_orchestrator_left(
