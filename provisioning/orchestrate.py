@@ -30,7 +30,7 @@ from bench.settings import Settings
 from bench.verdict import fleet, sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit, load_reference
-from bench.verdict.compare import Policy, compare
+from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.fleet_view import fleet_markdown
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run, merge_runs
@@ -407,12 +407,16 @@ class _Sweeps:
             return None
         return load_run(worker.outcome.local_dir, Verification((self.allowed,)))
 
-    def host_time_line(self) -> str:
+    def verdict(self, title: str, how: list[str], result: Comparison) -> int:
+        """The sweeps' summary, how they were ordered, their host time, then B against A."""
+        _summarise(self.workers, self.allowed, None)
         spent = sum(sum(w.outcome.timings_s.values()) for w in self.workers)
-        return (
-            f"host time of these sweeps, server starts and transfers included: "
-            f"{spent / 60:.1f} min over {len(self.workers)} sweeps"
-        )
+        print(f"\n## {title}\n")
+        print("\n".join(how))
+        print(f"host time of these sweeps, server starts and transfers included: "
+              f"{spent / 60:.1f} min over {len(self.workers)} sweeps\n")  # fmt: skip
+        print(compare_markdown(result))
+        return int(compare_exit([result]))
 
 
 def _sweep_both(
@@ -440,19 +444,14 @@ def _sweep_both(
         if figures is None:
             return _summarise(sweeps.workers, sweeps.allowed, None)
         sides[label].append(figures)
-    _summarise(sweeps.workers, sweeps.allowed, None)
     a = merge_runs(sides["a"], f"{sweeps.base}-a")
     b = merge_runs(sides["b"], f"{sweeps.base}-b")
-    result = compare(a, b, Policy())
-    print(f"\n## {title}\n")
     sequence = " ".join(x.upper() for x in sweep_order(trials, order))
     drift = ""
     if order == "blocked" and trials > 1:
         drift = " (blocked: drift over time is NOT controlled and may read as a change)"
-    print(f"{trials} sweep(s) a side, order {sequence}{drift}")
-    print(sweeps.host_time_line() + "\n")
-    print(compare_markdown(result))
-    return int(compare_exit([result]))
+    return sweeps.verdict(title, [f"{trials} sweep(s) a side, order {sequence}{drift}"],
+                          compare(a, b, Policy()))  # fmt: skip
 
 
 def _sequential(sweeps: _Sweeps, title: str) -> int:
@@ -468,12 +467,7 @@ def _sequential(sweeps: _Sweeps, title: str) -> int:
         outcome = sequential.run(measure, Policy(), names=(f"{sweeps.base}-a", f"{sweeps.base}-b"))
     except _SweepStopped:
         return _summarise(sweeps.workers, sweeps.allowed, None)
-    _summarise(sweeps.workers, sweeps.allowed, None)
-    print(f"\n## {title}\n")
-    print("\n".join(outcome.lines()))
-    print(sweeps.host_time_line() + "\n")
-    print(compare_markdown(outcome.comparison))
-    return int(compare_exit([outcome.comparison]))
+    return sweeps.verdict(title, outcome.lines(), outcome.comparison)
 
 
 def _default_card(profile: LaunchProfile) -> Path | None:
