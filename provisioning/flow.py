@@ -230,10 +230,14 @@ class HostRun:
     def _host_run_dir(self) -> str:
         return f"{self.home}/.cache/vllm-bench/runs/{self.scope}"
 
+    def _whoami(self) -> None:
+        """The account's home and uid:gid on the host (containers run as that user)."""
+        ids = self.remote.run('printf "%s %s:%s" "$HOME" "$(id -u)" "$(id -g)"', check=True)
+        self.home, self.uid_gid = ids.stdout.rsplit(" ", 1)
+
     def _prepare_host(self) -> None:
         with self.step("host directories"):
-            ids = self.remote.run('printf "%s %s:%s" "$HOME" "$(id -u)" "$(id -g)"', check=True)
-            self.home, self.uid_gid = ids.stdout.rsplit(" ", 1)
+            self._whoami()
             self.remote.run(f"mkdir -p {shlex.quote(self._host_run_dir)}", check=True)
             self.signing_key, public = signing.ensure_host_key(self.remote, self.home)
             signing.trust_locally(public, self.host.name, self.opts.allowed_signers)

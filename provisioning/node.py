@@ -125,8 +125,7 @@ class NodeRun(HostRun):
 
     def _prepare_host(self) -> None:
         with self.step("node directories"):
-            ids = self.remote.run('printf "%s %s:%s" "$HOME" "$(id -u)" "$(id -g)"', check=True)
-            self.home, self.uid_gid = ids.stdout.rsplit(" ", 1)
+            self._whoami()
             Path(self._host_run_dir).mkdir(parents=True, exist_ok=True)
             # Homes are shared between nodes on most clusters: each node has its own key.
             key_dir = f"{signing.KEY_DIR}/nodes/{self.directory.name}"
