@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.tools import require
 
 ROOT = Path(__file__).parents[2]
 CITED = re.compile(r"(?<![\w/.-])((?:docs/|bench/|provisioning/|tests/)?[\w./-]*[A-Z_a-z-]+\.md)\b")
@@ -108,16 +109,13 @@ def _venv_for_the_clone() -> str | None:
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("ssh-keygen", "make", "git")),
-    reason="needs OpenSSH's ssh-keygen, GNU make and git",
-)
 def test_the_first_hour_walk_through_runs_as_printed(tmp_path: Path) -> None:
     """docs/first-hour.md as a new user follows it: `git clone` of this repository, the
     page's short `make bench` in the clone, the bundle where the tool said it is, and the
     verification lines the tool printed, run as printed (stock OpenSSH, coreutils).
 
     The clone is of the committed HEAD: what a user would get, not uncommitted edits."""
+    require("ssh-keygen", "make", "git")
     import fcntl
     import shlex
     import subprocess

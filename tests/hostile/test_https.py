@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -28,11 +27,15 @@ from bench.client import (
 from bench.errors import Exit, ServerError
 from bench.records import RequestRecord
 from tests.hostile.test_hostile_server import Ran
+from tests.tools import require
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl"),
-]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _openssl() -> None:
+    require("openssl")  # makes the test certificates
+
 
 ROOT = Path(__file__).parents[2]
 TIMEOUT_S = 1.0  # the client's read time-out in these tests

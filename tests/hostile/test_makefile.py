@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -17,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require
+
 ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _make_and_venv() -> None:
+    require("make", paths=(ROOT / ".venv/bin/bench", ROOT / ".venv/bin/python"))
+
 
 STUB = """#!{python}
 import json, sys
@@ -75,7 +82,6 @@ def _hostile(canary: Path, name: str) -> str:
     )
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 @pytest.mark.parametrize("target", list(CASES))
 def test_hostile_make_variables_run_nothing_and_arrive_as_given(
     target: str, tmp_path: Path
@@ -119,7 +125,6 @@ def test_hostile_make_variables_run_nothing_and_arrive_as_given(
             assert words[start : start + len(parts)] == parts, (name, words)
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 def test_defaults_and_plain_values_still_reach_the_commands() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", *ALL)}
     got = subprocess.run(
@@ -163,8 +168,6 @@ def _make(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
-@pytest.mark.skipif(not (ROOT / ".venv/bin/bench").exists(), reason="needs the .venv")
 def test_a_failing_recipe_names_the_programs_own_code_and_the_command_that_returns_it(
     tmp_path: Path,
 ) -> None:
@@ -188,8 +191,6 @@ def test_a_failing_recipe_names_the_programs_own_code_and_the_command_that_retur
     assert "make verify:" not in direct.stderr  # only under make
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
-@pytest.mark.skipif(not (ROOT / ".venv/bin/python").exists(), reason="needs the .venv")
 def test_a_failing_orchestrator_recipe_names_its_code_and_the_python_m_command(
     tmp_path: Path,
 ) -> None:
@@ -222,8 +223,6 @@ def test_a_code_with_no_name_is_said_so() -> None:
     )
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
-@pytest.mark.skipif(not (ROOT / ".venv/bin/python").exists(), reason="needs the .venv")
 def test_an_argument_error_through_make_names_the_python_m_command_that_returns_it(
     tmp_path: Path,
 ) -> None:

@@ -31,8 +31,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_twin_started_for_bench_local_dies_when_its_parent_is_killed_9() -> None:
+    assert sys.platform == "linux", "the guard is PR_SET_PDEATHSIG, Linux's (as is the product)"
     for die_with_parent in (True, False):
         holder = subprocess.Popen(
             [sys.executable, "-c", HOLDER, "1" if die_with_parent else "0"],
