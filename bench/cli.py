@@ -1,14 +1,13 @@
 """The `bench` command: the one place that turns failures into a message and an exit code.
 
-Each subcommand lives in the module that owns it and exposes
+Each subcommand lives in `command.py` of the package that owns it and exposes
 `register(subparsers) -> None`, setting `func(args, settings) -> int` as the handler.
-Add a module to COMMAND_MODULES to add a subcommand.
+Add the module to COMMANDS to add a subcommand.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -17,26 +16,37 @@ from typing import Protocol
 import structlog
 
 from bench import __version__, logs
+from bench.bundle import command as bundle_command
+from bench.card import command as card_command
 from bench.errors import BenchError, Exit, Interrupted, exit_through_make
+from bench.fleet import command as fleet_command
+from bench.host import command as host_command
+from bench.local import command as local_command
+from bench.provenance import command as provenance_command
+from bench.report import command as report_command
+from bench.run import command as run_command
 from bench.settings import Settings, load_settings
-
-# Modules that define subcommands (imported lazily so `bench --help` stays fast).
-COMMAND_MODULES: tuple[str, ...] = (
-    "bench.twin.cli",
-    "bench.card.command",
-    "bench.run_cmd",
-    "bench.bundle.commands",
-    "bench.environment",
-    "bench.verdict.command",
-    "bench.verdict.fleet_command",
-    "bench.local_cmd",
-    "bench.report.command",
-    "bench.provenance_cmd",
-)
+from bench.twin import command as twin_command
+from bench.verdict import command as verdict_command
 
 
 class _Registers(Protocol):
     def register(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+
+# The modules that define subcommands, in the order `bench --help` lists them.
+COMMANDS: tuple[_Registers, ...] = (
+    twin_command,
+    card_command,
+    run_command,
+    bundle_command,
+    host_command,
+    verdict_command,
+    fleet_command,
+    local_command,
+    report_command,
+    provenance_command,
+)
 
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -48,8 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        module: _Registers = importlib.import_module(name)
+    for module in COMMANDS:
         module.register(sub)
     return parser
 

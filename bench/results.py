@@ -30,7 +30,7 @@ Api = Literal["chat", "completions"]
 CellStatus = Literal["valid", "invalid", "over_capacity", "not_ready", "interrupted"]
 PrefillStatus = Literal["valid", "invalid", "interrupted", "over_capacity"]
 RunState = Literal["running", "complete", "interrupted", "failed"]
-# Where the KV capacity came from (bench.capacity; the first in this order that is there).
+# Where the KV capacity came from (bench.run.capacity; the first in this order that is there).
 KvSource = Literal[
     "kv_budget", "kv_cache_size_tokens", "startup_log", "num_gpu_blocks_x_block_size", "unknown"
 ]
@@ -39,7 +39,7 @@ ActiveSource = Literal["server_metrics", "client_in_flight"]
 # How prompt sizes were made exact.
 PromptSizing = Literal["tokenize", "usage_calibrated"]
 SpeedSource = Literal["flag", "version", "default"]
-# When a stream's reads arrived: the kernel's receive stamp (bench.http1 on Linux), or the
+# When a stream's reads arrived: the kernel's receive stamp (bench.stream.http1 on Linux), or the
 # client's clock when the read was handed over (httpx: https, or no kernel stamps).
 ReadTimes = Literal["kernel_receive_stamp", "client_clock"]
 
@@ -89,7 +89,7 @@ class KvCapacity(_Model):
 
 
 class PlannedContext(_Model):
-    label: str  # "8K", "251K" (see bench.prompts.context_label)
+    label: str  # "8K", "251K" (see bench.run.prompts.context_label)
     nominal_tokens: int  # as requested: 262144 for "256K"
     prompt_tokens: int  # after trimming to max_model_len - max_tokens - 64
     trimmed: bool

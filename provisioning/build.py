@@ -3,7 +3,7 @@
 The build context is this repository as .dockerignore selects it (pyproject.toml and
 bench/), sent as a tar over the Docker SDK's SSH connection; the host's engine builds the
 launch profile's stage with BuildKit (the Dockerfile's cache mounts need it) and
-`--network host` (pip inside the build reaches PyPI as the host does). Progress lines come
+`--network host` (pip inside the build reaches PyPI as the host does). BuildProgress lines come
 back as `docker build --progress plain` prints them; the image is identified by the id the
 engine reports (the sha256 of its config), which the rest of the run uses instead of the tag.
 
@@ -131,7 +131,7 @@ def build_on_host(engine: Engine, spec: BuildSpec, *, host: str, out: TextIO) ->
         "networkmode": "host",
         "rm": "1",
     }
-    progress = buildkit.Progress()
+    progress = buildkit.BuildProgress()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
     image_id: str | None = None
 

@@ -82,7 +82,7 @@ class _Vertex:
 
 
 @dataclass
-class Progress:
+class BuildProgress:
     """Turns trace messages into lines; keeps the step numbers of one build."""
 
     vertices: dict[str, _Vertex] = field(default_factory=dict)

@@ -25,16 +25,17 @@ from tabulate import tabulate
 import bench.cards
 from bench import __version__, image_tag
 from bench.errors import BenchError, Exit, HostCheckFailed, Interrupted, UsageError
+from bench.fleet import report as fleet
+from bench.fleet.view import fleet_markdown
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.settings import Settings
-from bench.verdict import fleet, sequential
+from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit, load_reference
 from bench.verdict.compare import Comparison, Policy, compare
-from bench.verdict.fleet_view import fleet_markdown
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run, merge_runs
-from bench.verdict.tables import compare_markdown, reproduce_markdown
+from bench.verdict.views import compare_markdown, reproduce_markdown
 from provisioning import build, containers, cuda_compat, hosts, image, preflight, signing
 from provisioning.build import BuildSpec
 from provisioning.containers import Engine

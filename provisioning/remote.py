@@ -44,7 +44,7 @@ from provisioning.hosts import Host
 
 log = structlog.get_logger("provisioning.remote")
 
-Progress = Callable[[int, int], None]
+TransferProgress = Callable[[int, int], None]
 _QUIET_LOGGER = "provisioning.remote.paramiko"
 
 

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.errors import BenchError, Interrupted, RunFailed, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
-from bench.run_cmd import estimate_s
+from bench.run.command import estimate_s
 from bench.settings import Settings
 from provisioning import hosts, orchestrate, signing
 from provisioning.flow import open_and_verify, scope_of

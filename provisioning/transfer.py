@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from provisioning.remote import TRANSIENT, Progress, Remote, TransferFailed, is_transient
+from provisioning.remote import TRANSIENT, Remote, TransferFailed, TransferProgress, is_transient
 
 log = structlog.get_logger("provisioning.transfer")
 
@@ -46,7 +46,7 @@ def get(
     remote: Remote,
     remote_path: str,
     local_path: Path,
-    progress: Progress | None = None,
+    progress: TransferProgress | None = None,
     *,
     stop: threading.Event | None = None,
 ) -> int:
@@ -110,7 +110,7 @@ def get(
 
 
 def put(
-    remote: Remote, local_path: Path, remote_path: str, progress: Progress | None = None
+    remote: Remote, local_path: Path, remote_path: str, progress: TransferProgress | None = None
 ) -> int:
     """Copy a file to the host; returns its size."""
     size = local_path.stat().st_size

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bench import recipe
 from bench.errors import VerifyFailed, first_problem
+from bench.provenance import recipe
 from bench.results import SCHEMA_VERSION, Results
 
 RESULTS_NAME = "results.json"

@@ -8,10 +8,10 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
-from bench import recipe
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, sign
 from bench.errors import UsageError
+from bench.provenance import recipe
 from bench.results import Results
 
 _CHUNK_BYTES = 1 << 20

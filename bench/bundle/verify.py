@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from bench import provenance as prov
-from bench import recipe as recipe_mod
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, sign
 from bench.bundle.pack import OpenLimits, open_bundle
 from bench.errors import UsageError, VerifyFailed
+from bench.provenance import recipe as recipe_mod
+from bench.provenance import sources as prov
 from bench.results import Results
 
 ENVIRONMENT_NAME = "environment.json"

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from bench.card import figures, tables
+from bench.card import figures
+from bench.card import sections as tables
 from bench.card.figures import FigureError
 from bench.card.model import Card, MatrixCell, Measurement, Plan, PrefillRow
-from bench.card.tables import Line, Unreadable
+from bench.card.sections import Line, Unreadable
 from bench.errors import CardError
 
 TITLE = "Speed test matrix"

@@ -2,6 +2,6 @@
 
 data      figures per cell at server speed, from results.json
 plots     matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency
-html      one HTML file: the card's three tables (from bench.tables) and the plots inline
+html      one HTML file: the card's three tables (from bench.run.card_tables) and the plots inline
 command   `bench report DIR`
 """

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bench import gpu
-from bench.environment import ENVIRONMENT_NAME
 from bench.errors import UsageError
+from bench.host import telemetry
+from bench.host.environment import ENVIRONMENT_NAME
 from bench.report import data, html, plots
 from bench.results import Results
 from bench.settings import Settings
@@ -55,7 +55,7 @@ def write_report(run_dir: Path) -> Path:
     (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
     for name, (_, png) in figures.items():
         (run_dir / PLOTS_DIR / name).write_bytes(png)
-    windows = gpu.read_windows(run_dir / gpu.GPU_TELEMETRY_NAME)
+    windows = telemetry.read_windows(run_dir / telemetry.GPU_TELEMETRY_NAME)
     page = html.render(results, {caption: png for caption, png in figures.values()}, env, windows)
     out = run_dir / REPORT_NAME
     out.write_text(page, encoding="utf-8")

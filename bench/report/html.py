@@ -1,4 +1,4 @@
-"""report.html: one file, no network. The card's tables come from bench.tables (the same
+"""report.html: one file, no network. The card's tables come from bench.run.card_tables (the same
 Markdown as tables.md, turned into HTML here); plots are inlined as data: URIs."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench import tables
-from bench.gpu import WindowRecord
+from bench.host.telemetry import WindowRecord
 from bench.results import Results
+from bench.run import card_tables as tables
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto;
@@ -43,7 +43,7 @@ def _cell(text: str, header: bool) -> str:
 
 
 def markdown_to_html(markdown: str) -> str:
-    """The subset bench.tables writes: '## ' headings, pipe tables, paragraphs."""
+    """The subset bench.run.card_tables writes: '## ' headings, pipe tables, paragraphs."""
     out: list[str] = []
     rows: list[list[str]] = []
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
-from bench import rxstamp
+from bench.stream import rxstamp
 
 MAX_HEADER_BYTES = 65_536
 MAX_BODY_BYTES = 256 * 1024 * 1024

@@ -173,7 +173,7 @@ def run_row(
     and each cell starts from what the one before left. With `run_seed`, the profile's
     run-to-run noise applies (see `bench.twin.noise`): while a cell runs (the scout is cell
     (context, concurrency 0)), the engine's step costs carry that cell's factor for this run
-    and trial. Without it: no noise, the path `bench.twin.calibrate` fits.
+    and trial. Without it: no noise, the path `tools.twin_calibrate` fits.
     """
     engine = Engine(profile, seed)
 

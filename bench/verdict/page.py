@@ -13,7 +13,7 @@ from bench.verdict import plots
 from bench.verdict.cells import MetricSpec, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
-from bench.verdict.tables import (
+from bench.verdict.views import (
     Table,
     compare_tables,
     pct,

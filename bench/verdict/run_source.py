@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from bench import provenance
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
 from bench.errors import BenchError, UsageError, VerifyFailed, first_problem
+from bench.provenance import sources as provenance
 from bench.results import CellResult, PrefillSample, Results
 from bench.verdict import settings as run_settings
 from bench.verdict.cells import (

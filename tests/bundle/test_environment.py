@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import environment as envmod
-from bench.gpu import GpuInventory
+from bench.host import environment as envmod
+from bench.host.inventory import GpuInventory
 from bench.settings import load_settings
 
 R = envmod.REDACTED

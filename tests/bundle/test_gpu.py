@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import gpu
+from bench.host import inventory, telemetry
 
 DATA = Path(__file__).parent / "data"
 
 
-def _canned(outputs: dict[str, tuple[int, str, str]]) -> gpu.Runner:
+def _canned(outputs: dict[str, tuple[int, str, str]]) -> inventory.Runner:
     def run(argv: Sequence[str]) -> tuple[int, str, str]:
         for needle, answer in outputs.items():
             if any(needle in a for a in argv):
@@ -36,7 +36,7 @@ def test_inventory_of_four_rtx_pro_6000() -> None:
             "-q": (0, (DATA / "nvidia_smi_q_header.txt").read_text(), ""),
         }
     )
-    inv = gpu.inventory(run, executable="/usr/bin/nvidia-smi")
+    inv = inventory.inventory(run, executable="/usr/bin/nvidia-smi")
     assert inv.available
     assert inv.driver_version == "580.95.05"
     assert inv.cuda_version == "13.0"
@@ -49,7 +49,7 @@ def test_inventory_of_four_rtx_pro_6000() -> None:
 
 
 def test_inventory_with_header_units_and_not_available_values() -> None:
-    driver, gpus = gpu.parse_inventory(
+    driver, gpus = inventory.parse_inventory(
         (DATA / "nvidia_smi_inventory_with_header_and_units.csv").read_text()
     )
     assert driver == "550.54.15"
@@ -60,24 +60,24 @@ def test_inventory_with_header_units_and_not_available_values() -> None:
 
 
 def test_cuda_version_from_q_or_banner() -> None:
-    assert gpu.parse_cuda_version((DATA / "nvidia_smi_q_header.txt").read_text()) == "13.0"
-    assert gpu.parse_cuda_version((DATA / "nvidia_smi_banner.txt").read_text()) == "12.4"
-    assert gpu.parse_cuda_version("no such line") is None
+    assert inventory.parse_cuda_version((DATA / "nvidia_smi_q_header.txt").read_text()) == "13.0"
+    assert inventory.parse_cuda_version((DATA / "nvidia_smi_banner.txt").read_text()) == "12.4"
+    assert inventory.parse_cuda_version("no such line") is None
 
 
 def test_throttle_bitmask_names_nvml_reasons() -> None:
-    assert gpu.throttle_reasons("0x0000000000000000") == ()
-    assert gpu.throttle_reasons("0x0000000000000064") == (
+    assert telemetry.throttle_reasons("0x0000000000000000") == ()
+    assert telemetry.throttle_reasons("0x0000000000000064") == (
         "sw_power_cap",
         "sw_thermal_slowdown",
         "hw_thermal_slowdown",
     )
-    assert gpu.throttle_reasons("0x0000000000001001") == ("gpu_idle", "other_0x1000")
-    assert gpu.throttle_reasons("[Not Supported]") == ()
+    assert telemetry.throttle_reasons("0x0000000000001001") == ("gpu_idle", "other_0x1000")
+    assert telemetry.throttle_reasons("[Not Supported]") == ()
 
 
 def test_telemetry_parse_drops_torn_lines_and_keeps_missing_as_none() -> None:
-    samples = gpu.parse_telemetry(
+    samples = telemetry.parse_telemetry(
         (DATA / "nvidia_smi_telemetry.csv").read_text(), with_throttle=True
     )
     assert len(samples) == 6
@@ -87,10 +87,10 @@ def test_telemetry_parse_drops_torn_lines_and_keeps_missing_as_none() -> None:
 
 
 def test_window_energy_is_the_trapezoid_of_power_over_time() -> None:
-    samples = gpu.parse_telemetry(
+    samples = telemetry.parse_telemetry(
         (DATA / "nvidia_smi_telemetry.csv").read_text(), with_throttle=True
     )
-    window = gpu.summarize(samples, output_tokens=100)
+    window = telemetry.summarize(samples, output_tokens=100)
     g0, g1 = window.gpus
     # GPU 0: 0.5 s x (400+600)/2 + 0.5 s x (600+500)/2 = 250 + 275 J
     assert g0.energy_j == pytest.approx(525.0)
@@ -108,10 +108,10 @@ def test_window_energy_is_the_trapezoid_of_power_over_time() -> None:
 
 
 def test_no_energy_claimed_from_a_single_sample() -> None:
-    one = gpu.parse_telemetry(
+    one = telemetry.parse_telemetry(
         "2026/12/02 11:30:00.000, 0, 400.00, 2520, 61, 98, 45\n", with_throttle=False
     )
-    window = gpu.summarize(one, output_tokens=10)
+    window = telemetry.summarize(one, output_tokens=10)
     assert window.gpus[0].energy_j is None
     assert window.energy_j is None and window.energy_per_output_token_j is None
 
@@ -128,9 +128,9 @@ def test_no_nvidia_smi_means_no_gpu_cleanly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    inv = gpu.inventory()
+    inv = inventory.inventory()
     assert not inv.available and inv.reason == "nvidia-smi not found on PATH"
-    sampler = gpu.GpuSampler()
+    sampler = telemetry.GpuSampler()
     assert not sampler.available
     sampler.start()
     assert sampler.stop() == []
@@ -145,7 +145,7 @@ def test_nvidia_smi_without_driver_means_no_gpu_with_its_message(
         "exit 9\n",
     )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    inv = gpu.inventory()
+    inv = inventory.inventory()
     assert not inv.available
     assert inv.reason is not None and "couldn't communicate with the NVIDIA driver" in inv.reason
 
@@ -172,7 +172,7 @@ esac
 """,
     )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    sampler = gpu.GpuSampler(interval_s=0.25)
+    sampler = telemetry.GpuSampler(interval_s=0.25)
     assert sampler.available
     sampler.start()
     deadline = time.monotonic() + 10
@@ -191,17 +191,19 @@ esac
 
 
 def test_windows_append_to_the_run_and_read_back(tmp_path: Path) -> None:
-    samples = gpu.parse_telemetry(
+    samples = telemetry.parse_telemetry(
         (DATA / "nvidia_smi_telemetry.csv").read_text(), with_throttle=True
     )
-    path = tmp_path / gpu.GPU_TELEMETRY_NAME
-    gpu.append_window(
+    path = tmp_path / telemetry.GPU_TELEMETRY_NAME
+    telemetry.append_window(
         path, context_label="8K", concurrency=4, trial=0, samples=samples, output_tokens=100
     )
-    gpu.append_window(path, context_label="8K", concurrency=8, trial=0, samples=[], output_tokens=0)
-    first, second = gpu.read_windows(path)
+    telemetry.append_window(
+        path, context_label="8K", concurrency=8, trial=0, samples=[], output_tokens=0
+    )
+    first, second = telemetry.read_windows(path)
     assert (first.concurrency, second.concurrency) == (4, 8)
     assert first.telemetry.energy_per_output_token_j == pytest.approx(9.25)
     assert len(first.samples) == 6
     assert second.telemetry.gpus == () and second.telemetry.energy_j is None
-    assert gpu.read_windows(tmp_path / "absent.jsonl") == []
+    assert telemetry.read_windows(tmp_path / "absent.jsonl") == []

@@ -17,8 +17,8 @@ from bench import cli
 from bench.bundle import manifest, seal, sign
 from bench.bundle.pack import pack
 from bench.errors import Exit
-from bench.recipe import RECIPE_NAME, run_args
-from bench.run_cmd import _settings
+from bench.provenance.recipe import RECIPE_NAME, run_args
+from bench.run.command import _settings
 
 from .conftest import Keys
 from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir

@@ -31,7 +31,7 @@ def test_report_is_self_contained_with_the_cards_tables_and_three_plots(tmp_path
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "<script" not in page and "<link" not in page and "@import" not in page
     assert page.count('src="data:image/png;base64,') == 3
-    # The card's numbers, in its format, from bench.tables.
+    # The card's numbers, in its format, from bench.run.card_tables.
     assert "<td>1,259.4<br>21,500 ms TTFT</td>" in page
     assert "<td>5,144</td><td>1,592 ms TTFT</td>" in page
     matrix = page.split("<h2>Sustained decode</h2>")[1].split("<h2>All measurements</h2>")[0]
@@ -81,13 +81,13 @@ def test_cli_report_without_results_is_a_usage_error(
 
 
 def test_gpu_telemetry_table_when_the_run_sampled_gpus(tmp_path: Path) -> None:
-    from bench import gpu
+    from bench.host import telemetry
 
     root = _run_dir(tmp_path)
     csv = (Path(__file__).parent / "data" / "nvidia_smi_telemetry.csv").read_text()
-    gpu.append_window(
-        root / gpu.GPU_TELEMETRY_NAME, context_label="8K", concurrency=1, trial=0,
-        samples=gpu.parse_telemetry(csv, with_throttle=True), output_tokens=100,
+    telemetry.append_window(
+        root / telemetry.GPU_TELEMETRY_NAME, context_label="8K", concurrency=1, trial=0,
+        samples=telemetry.parse_telemetry(csv, with_throttle=True), output_tokens=100,
     )  # fmt: skip
     page = write_report(root).read_text()
     section = page.split("<h2>GPU telemetry</h2>")[1].split("</table>")[0]

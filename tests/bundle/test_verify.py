@@ -17,7 +17,7 @@ from bench.bundle.pack import open_bundle, pack
 from bench.bundle.schema import SCHEMA_NAME
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit, UsageError, VerifyFailed
-from bench.recipe import RECIPE_NAME
+from bench.provenance.recipe import RECIPE_NAME
 
 from .conftest import Keys
 from .runs import write_run_dir

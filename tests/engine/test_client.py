@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
-from bench.client import Client
-from bench.records import RequestRecord
+from bench.stream.client import Client
+from bench.stream.records import RequestRecord
 from tests.engine.scripted import DONE, ScriptedClock, chat_chunk, transport
 
 
@@ -195,7 +195,7 @@ def test_malformed_chunk_is_a_failure() -> None:
 
 def test_an_encoded_stream_is_refused_at_its_head_as_on_bench_http1() -> None:
     """The stream asks for identity; a server that gzips it anyway is refused at once with
-    bench.http1's words (decoding it would inflate each read whole in memory)."""
+    bench.stream.http1's words (decoding it would inflate each read whole in memory)."""
     import gzip
 
     body = gzip.compress(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench import metrics
-from bench.figures import cell_figures
-from bench.records import RequestRecord
+from bench.run.figures import cell_figures
 from bench.stats import estimate, median, percentile
+from bench.stream import metrics
+from bench.stream.records import RequestRecord
 
 
 def _record(

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from bench import capacity, metrics, plan, prompts
 from bench.errors import UsageError
 from bench.results import Plan, RunSettings, ServerInfo
-from bench.run_cmd import (
+from bench.run import capacity, plan, prompts
+from bench.run.command import (
     PUBLISHED_CONCURRENCIES,
     PUBLISHED_CONTEXTS,
     PUBLISHED_PREFILL_ONLY,
     parse_tokens,
 )
+from bench.stream import metrics
 from bench.twin import profile
 from tests.engine.card import all_measurement_rows
 
@@ -188,7 +189,7 @@ def test_cells_plans_only_the_named_decode_cells_and_their_rows() -> None:
 
 def test_cells_outside_the_matrix_or_malformed_are_one_line_usage_errors() -> None:
     from bench.cli import build_parser
-    from bench.run_cmd import _settings
+    from bench.run.command import _settings
 
     parser = build_parser()
     base = ["run", "--contexts", "8K", "--concurrencies", "1", "64"]

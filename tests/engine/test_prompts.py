@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from bench import prompts
+from bench.run import prompts
 
 
 def _counter(overhead: int) -> prompts.Counter:

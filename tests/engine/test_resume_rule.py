@@ -1,4 +1,4 @@
-"""The resume rule (bench.resume): which saved entries a crash of the server cut.
+"""The resume rule (bench.run.resume): which saved entries a crash of the server cut.
 
 No sockets: results built by hand. The real crash (the twin killed with SIGKILL, resumed
 against a new twin) is tests/faults/test_sweep_faults.py.
@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import resume
 from bench.errors import UsageError
-from bench.gpu import GPU_TELEMETRY_NAME
+from bench.host.telemetry import GPU_TELEMETRY_NAME
 from bench.results import (
     CellFigures,
     CellResult,
@@ -27,7 +26,8 @@ from bench.results import (
     RunSettings,
     ServerInfo,
 )
-from bench.rundir import METRICS, SAMPLES, RunDir
+from bench.run import resume
+from bench.run.rundir import METRICS, SAMPLES, RunDir
 
 RESET = "transport error: connection closed by the server (incomplete chunked read)"
 REFUSED = "transport error: All connection attempts failed"

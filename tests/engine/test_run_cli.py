@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.cell import CellRun
 from bench.errors import Exit
-from bench.progress import Progress
-from bench.records import RequestRecord
 from bench.results import CellResult
+from bench.run.cell import CellRun
+from bench.run.progress import SweepProgress
+from bench.stream.records import RequestRecord
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,7 +75,7 @@ def test_resume_of_a_directory_without_a_run_is_a_usage_error(tmp_path: Path) ->
 def test_progress_on_a_terminal_shows_warm_up_then_live_tokens_per_second() -> None:
     now = [0.0]
     out = io.StringIO()
-    progress = Progress(lambda: now[0], total_cells=2, estimated_s=100, stream=out, tty=True)
+    progress = SweepProgress(lambda: now[0], total_cells=2, estimated_s=100, stream=out, tty=True)
     progress.cell_started("8K x 1")
     run = CellRun(concurrency=1, t0_s=0.0)
     record = RequestRecord(worker=0, start_s=0.0, first_token_s=1.0)
@@ -104,7 +104,7 @@ def test_live_tokens_per_second_are_shown_at_server_speed() -> None:
     # figure every table reports (it showed 250 before).
     now = [0.0]
     out = io.StringIO()
-    progress = Progress(
+    progress = SweepProgress(
         lambda: now[0], total_cells=1, estimated_s=10, stream=out, tty=True, speed_factor=5.0
     )
     progress.cell_started("8K x 1")

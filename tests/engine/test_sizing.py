@@ -9,10 +9,6 @@ from pathlib import Path
 
 import httpx
 
-from bench import prompts
-from bench.cell import Server
-from bench.client import Client
-from bench.progress import Progress
 from bench.results import (
     KvCapacity,
     Plan,
@@ -21,8 +17,12 @@ from bench.results import (
     RunSettings,
     ServerInfo,
 )
-from bench.rundir import RunDir
-from bench.sweep import Sweep
+from bench.run import prompts
+from bench.run.cell import Server
+from bench.run.progress import SweepProgress
+from bench.run.rundir import RunDir
+from bench.run.sweep import Sweep
+from bench.stream.client import Client
 from tests.engine.scripted import DONE, Body, ScriptedClock, chat_chunk
 
 OVERHEAD = 9  # what a chat template adds
@@ -70,7 +70,7 @@ def test_without_tokenize_prompts_are_sized_from_usage(tmp_path: Path) -> None:
     sweep = Sweep(
         server=Server(client, clock, no_sleep, has_metrics=False),
         rundir=RunDir(tmp_path),
-        progress=Progress(clock, total_cells=0, estimated_s=0, tty=False),
+        progress=SweepProgress(clock, total_cells=0, estimated_s=0, tty=False),
         anchor_s=0.0,
     )
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import plan, prompts
-from bench.cell import Server, gate_pause_s, token_poll_s, wait_until
-from bench.client import Client
-from bench.presize import CallTimer, TokenizeWindow
-from bench.progress import Progress
 from bench.results import KvCapacity, Results, RunSettings, ServerInfo
-from bench.rundir import RunDir
-from bench.sweep import Sweep
+from bench.run import plan, prompts
+from bench.run.cell import Server, gate_pause_s, token_poll_s, wait_until
+from bench.run.presize import CallTimer, TokenizeWindow
+from bench.run.progress import SweepProgress
+from bench.run.rundir import RunDir
+from bench.run.sweep import Sweep
+from bench.stream.client import Client
 from tests.engine import virtual
 from tests.engine.simserver import SimServer, count_tokens
 
@@ -60,7 +60,7 @@ def _sweep(sim: SimServer, tmp_path: Path) -> tuple[Sweep, Client]:
     server = Server(client, clock, asyncio.sleep, has_metrics=True)
     rundir = RunDir(tmp_path / "run")
     rundir.create()
-    progress = Progress(clock, total_cells=0, estimated_s=0, tty=False)
+    progress = SweepProgress(clock, total_cells=0, estimated_s=0, tty=False)
     return Sweep(server=server, rundir=rundir, progress=progress, anchor_s=clock()), client
 
 
@@ -282,8 +282,8 @@ def test_each_decode_cell_records_the_hit_rate_of_its_launch(tmp_path: Path) -> 
 
 
 def test_a_launch_mixed_with_second_requests_gives_no_hit_rate() -> None:
-    from bench.cell import CellRun, launch_prefix_hit_rate
-    from bench.metrics import PREFIX_HITS, PREFIX_QUERIES, Snapshot
+    from bench.run.cell import CellRun, launch_prefix_hit_rate
+    from bench.stream.metrics import PREFIX_HITS, PREFIX_QUERIES, Snapshot
 
     before = Snapshot(0.0, {PREFIX_HITS: 0.0, PREFIX_QUERIES: 0.0})
     after = Snapshot(1.0, {PREFIX_HITS: 90.0, PREFIX_QUERIES: 100.0})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bench import tables
 from bench.results import (
     CellFigures,
     CellResult,
@@ -15,6 +14,7 @@ from bench.results import (
     RunSettings,
     ServerInfo,
 )
+from bench.run import card_tables as tables
 from tests.engine.card import CARD, all_measurement_rows, row_lines
 
 K = 1024

@@ -50,7 +50,7 @@ def test_every_option_of_bench_run_and_bench_local_says_what_it_does_and_its_def
 
 
 def test_bench_local_ends_saying_where_the_bundle_key_and_page_are_and_how_to_verify() -> None:
-    from bench.local_cmd import closing_lines
+    from bench.local.command import closing_lines
 
     lines = closing_lines(
         Path("/r/run1.tar.gz"), 9, "me@host", key=Path("/k/signing_ed25519"),

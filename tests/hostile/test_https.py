@@ -1,4 +1,4 @@
-"""The https:// path (httpx) keeps the same named limits as bench.http1's http:// path:
+"""The https:// path (httpx) keeps the same named limits as bench.stream.http1's http:// path:
 bounded setup bodies, bounded error bodies, no endless stream without tokens, the same
 one-line reasons (issue 15). Against tests/hostile/server.py serving TLS on 127.0.0.1 with
 a self-signed certificate made here by `openssl`.
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.client import (
+from bench.errors import Exit, ServerError
+from bench.stream.client import (
     MAX_ERROR_BODY,
     MAX_METRICS_BODY_BYTES,
     MAX_SETUP_BODY_BYTES,
     NO_PROGRESS_FACTOR,
     Client,
 )
-from bench.errors import Exit, ServerError
-from bench.records import RequestRecord
+from bench.stream.records import RequestRecord
 from tests.hostile.test_hostile_server import Ran
 from tests.tools import require
 
@@ -86,7 +86,7 @@ def _stream(h: TlsHostile, spec: str) -> tuple[RequestRecord, float, int]:
 
     async def go() -> RequestRecord:
         client = _client(h, spec)
-        assert client.read_times == "client_clock"  # https: httpx, not bench.http1
+        assert client.read_times == "client_clock"  # https: httpx, not bench.stream.http1
         record = RequestRecord(worker=0, start_s=time.monotonic())
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
                 "max_tokens": 16, "stream": True}  # fmt: skip
@@ -113,7 +113,7 @@ def test_a_well_behaved_stream_over_https_is_measured(tls_hostile: TlsHostile) -
     assert record.http_status == 200 and took < 10
 
 
-# stream misbehaviour -> the record's error over https: bench.http1's words for http://
+# stream misbehaviour -> the record's error over https: bench.stream.http1's words for http://
 HTTPS_FAULTS = {
     "http-500": 'HTTP 500: {"error": {"message": "hostile failure"}}',
     "redirect": "HTTP 307: (Location: http://127.0.0.1:9/v1)",

@@ -14,8 +14,10 @@ import time
 import httpx
 import pytest
 
-from bench import run_cmd
-from bench.client import (
+from bench.errors import ServerError, UsageError
+from bench.run import command as run_cmd
+from bench.run.server_info import detect
+from bench.stream.client import (
     MAX_METRICS_BODY_BYTES,
     MAX_SETUP_BODY_BYTES,
     MAX_SSE_LINE,
@@ -24,9 +26,7 @@ from bench.client import (
     check_url,
     is_loopback,
 )
-from bench.errors import ServerError, UsageError
-from bench.records import RequestRecord
-from bench.server_info import detect
+from bench.stream.records import RequestRecord
 from tests.engine.scripted import Body, ScriptedClock
 
 
@@ -219,7 +219,7 @@ def test_setup_calls_to_a_loopback_server_never_use_the_environments_proxy(
 
 
 def test_a_reported_speed_of_nan_is_ignored() -> None:
-    from bench.server_info import _reported_speed
+    from bench.run.server_info import _reported_speed
 
     assert _reported_speed(json.loads('{"speed": NaN}')) is None
     assert _reported_speed({"twin": {"speed": 2}}) == 2.0

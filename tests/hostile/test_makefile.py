@@ -232,9 +232,9 @@ def test_an_argument_error_through_make_names_the_python_m_command_that_returns_
     assert got.returncode == 2, got.stderr
     (line,) = [x for x in got.stderr.splitlines() if x.startswith("make reproduce-twin: ")]
     assert line.startswith(
-        "make reproduce-twin: bench.reproduce_twin exited 2 (USAGE: bad input: arguments, "
+        "make reproduce-twin: tools.reproduce_twin exited 2 (USAGE: bad input: arguments, "
         "settings, profile, card); make itself exits 2, scripts should call "
-        ".venv/bin/python -m bench.reproduce_twin --speed abc --card "
+        ".venv/bin/python -m tools.reproduce_twin --speed abc --card "
     )
     command = line.split("scripts should call ", 1)[1].removesuffix(" to get the code")
     direct = subprocess.run(["bash", "-c", command], capture_output=True, text=True,

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench import metrics
 from bench.bundle.pack import OpenLimits, open_bundle
-from bench.client import _Events
 from bench.errors import BenchError
-from bench.http1 import MAX_CHUNK_LINE, MAX_CHUNK_SIZE_DIGITS, _Exchange
-from bench.records import RequestRecord
+from bench.stream import metrics
+from bench.stream.client import _Events
+from bench.stream.http1 import MAX_CHUNK_LINE, MAX_CHUNK_SIZE_DIGITS, _Exchange
+from bench.stream.records import RequestRecord
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit, UsageError
-from bench.rundir import INCOMPLETE, SERVER_LOG, RunDir
+from bench.run.rundir import INCOMPLETE, SERVER_LOG, RunDir
 
 
 def test_out_into_a_non_empty_directory_that_is_not_a_run_is_refused(tmp_path: Path) -> None:

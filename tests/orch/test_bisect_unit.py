@@ -13,11 +13,11 @@ import pytest
 
 from bench.errors import Exit, UsageError
 from bench.twin import profile as profiles
-from bench.verdict import power
 from bench.verdict.cells import Key, RunFigures
 from provisioning import bisect_cmd
 from provisioning.orchestrate import Target
 from tests.card.conftest import SHIPPED
+from tools import verdict_power as power
 
 CELL: Key = ("decode", "8K", 64)
 PROFILE = profiles.load("published")

@@ -69,7 +69,7 @@ def _log(digest: str, msg: bytes) -> bytes:
 
 
 def test_real_engine_trace_becomes_plain_progress_one_number_per_vertex() -> None:
-    p = buildkit.Progress()
+    p = buildkit.BuildProgress()
     assert p.lines(COPY_QUEUED) == []  # known, not started: nothing to show yet
     assert p.lines(COPY_STARTED) == ["#1 [1/1] COPY x /x"]
     done = p.lines(COPY_DONE)
@@ -78,7 +78,7 @@ def test_real_engine_trace_becomes_plain_progress_one_number_per_vertex() -> Non
 
 
 def test_log_lines_are_joined_across_messages_and_cached_and_failed_steps_say_so() -> None:
-    p = buildkit.Progress()
+    p = buildkit.BuildProgress()
     p.lines(COPY_STARTED)
     assert p.lines(_trace(_log(COPY_DIGEST, b"Collecting pip\nInstall"))) == ["#1 Collecting pip"]
     assert p.lines(_trace(_log(COPY_DIGEST, b"ing pip\r\n"))) == ["#1 Installing pip"]
@@ -90,9 +90,9 @@ def test_log_lines_are_joined_across_messages_and_cached_and_failed_steps_say_so
 
 def test_a_garbled_trace_is_an_error_of_its_own_kind() -> None:
     with pytest.raises(buildkit.MalformedTrace):
-        buildkit.Progress().lines("not base64!")
+        buildkit.BuildProgress().lines("not base64!")
     with pytest.raises(buildkit.MalformedTrace):
-        buildkit.Progress().lines(_trace(_varint(1 << 3 | 2) + _varint(50) + b"short"))
+        buildkit.BuildProgress().lines(_trace(_varint(1 << 3 | 2) + _varint(50) + b"short"))
 
 
 @pytest.mark.parametrize("text", ["73a5831", "73A5831127A9", "0" * 40])

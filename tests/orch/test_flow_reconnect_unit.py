@@ -16,7 +16,7 @@ import pytest
 
 from bench.errors import Exit, RunFailed
 from bench.launch_profile import load_launch_profile
-from bench.recipe import ImageServer, Recipe
+from bench.provenance.recipe import ImageServer, Recipe
 from provisioning.containers import EngineUnreachable
 from provisioning.flow import HostLost, HostRun
 from provisioning.hosts import Host

@@ -12,10 +12,10 @@ import pytest
 from bench.errors import Exit
 from bench.settings import Settings
 from bench.twin import profile as profiles
-from bench.verdict import power
 from bench.verdict.cells import RunFigures
 from provisioning import cli, orchestrate
 from tests.card.conftest import SHIPPED
+from tools import verdict_power as power
 
 pytestmark = pytest.mark.timeout(300)
 BASE = power.simulate_card(profiles.load("published"), SHIPPED)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import provenance
+from bench.provenance import sources as provenance
 from provisioning import hosts, preflight, weights
 from provisioning.preflight import Status
 from provisioning.remote import Remote

@@ -1,4 +1,4 @@
-"""The client's measured stream over bench.http1 against the twin as a real process."""
+"""The client's measured stream over bench.stream.http1 against the twin as a real process."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 import pytest
 from pydantic import SecretStr
 
-from bench import prompts
-from bench.client import Client
-from bench.records import RequestRecord
+from bench.run import prompts
+from bench.stream.client import Client
+from bench.stream.records import RequestRecord
 from tests.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ def _body(max_tokens: int) -> dict[str, object]:
 
 async def _streams(url: str, n: int, max_tokens: int, key: str = KEY) -> list[RequestRecord]:
     client = Client(url, SecretStr(key), clock=time.perf_counter, raw_http1=True)
-    assert client._raw is not None  # plain http:// goes over bench.http1
+    assert client._raw is not None  # plain http:// goes over bench.stream.http1
     records = []
     try:
         for _ in range(n):

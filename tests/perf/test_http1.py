@@ -1,4 +1,4 @@
-"""bench.http1's response parsing, fed bytes by hand (no sockets): framing split anywhere."""
+"""bench.stream.http1's response parsing, fed bytes by hand (no sockets): framing split anywhere."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from bench.http1 import MAX_CHUNK_LINE, _Exchange, chunk_size
-from bench.records import RequestRecord
+from bench.stream.http1 import MAX_CHUNK_LINE, _Exchange, chunk_size
+from bench.stream.records import RequestRecord
 
 
 class Collect:

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 def test_quick_pass_measures_every_part(tmp_path: Path) -> None:
     out = tmp_path / "perf.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.perf", "--quick", "--no-vllm", "--out", str(out)],
+        [sys.executable, "-m", "tools.perf", "--quick", "--no-vllm", "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.perf import sweep_timeline as tl
+from tools.perf import sweep_timeline as tl
 
 START = 1_700_000_000.0  # Unix time the `bench run` process started
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
-from bench.twin.calibrate import load_targets
 from tests.twinproc import start_twin
+from tools.twin_calibrate import load_targets
 
 MAX_TOKENS = 4096
 _COMPLETION = re.compile(rb'"completion_tokens":(\d+)')

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import prompts, rxstamp
-from bench.client import Client
-from bench.records import RequestRecord
+from bench.run import prompts
+from bench.stream import rxstamp
+from bench.stream.client import Client
+from bench.stream.records import RequestRecord
 from tests.twinproc import start_twin
 
 pytestmark = pytest.mark.integration

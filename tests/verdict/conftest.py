@@ -7,9 +7,9 @@ import pytest
 from bench.card.model import Card
 from bench.card.parse import read_card
 from bench.twin import profile as profiles
-from bench.verdict import power
 from tests.bundle.conftest import Keys
 from tests.card.conftest import SHIPPED
+from tools import verdict_power as power
 
 
 @pytest.fixture(scope="session")

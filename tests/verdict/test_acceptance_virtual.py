@@ -9,13 +9,13 @@ import pathlib
 
 import pytest
 
-from bench.compare_twin import slower_variant
 from bench.twin import profile as profiles
-from bench.verdict import power
 from bench.verdict.card_source import load_card
 from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from tests.card.conftest import SHIPPED
+from tools import verdict_power as power
+from tools.compare_twin import slower_variant
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from bench.twin import profile as profiles
-from bench.verdict import bisect, power
+from bench.verdict import bisect
 from bench.verdict.cells import Key, RunFigures
+from tools import verdict_power as power
 
 CELL: Key = ("decode", "8K", 64)
 COMMITS = [f"c{i:02d}" for i in range(17)]  # c00 GOOD ... c16 BAD: 16 gaps

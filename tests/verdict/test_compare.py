@@ -13,7 +13,7 @@ from bench.verdict.cells import BY_NAME, Cell
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_source import from_results, merge_runs, sweep_server_s
-from bench.verdict.tables import compare_markdown
+from bench.verdict.views import compare_markdown
 from tests.verdict.synth import make_results
 
 

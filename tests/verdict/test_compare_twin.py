@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from bench.compare_twin import slower_variant
 from bench.twin import profile as profiles
+from tools.compare_twin import slower_variant
 
 
 def test_slower_variant_scales_decode_steps_at_and_above_the_threshold_only(

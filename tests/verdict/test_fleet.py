@@ -13,12 +13,12 @@ from collections.abc import Mapping
 
 import pytest
 
-from bench import gpu
 from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit
+from bench.fleet import report as fleet
+from bench.host import telemetry
 from bench.results import Results
-from bench.verdict import fleet
 from bench.verdict.cells import BY_NAME, Cell, RunFigures
 from bench.verdict.run_source import Verification
 from tests.bundle.conftest import Keys
@@ -84,18 +84,18 @@ def _telemetry(run_dir: pathlib.Path, clock_mhz: float) -> None:
         "mean_utilization_pct": 95.0,
         "throttle_reasons": {},
     }
-    gpus = tuple(gpu.GpuWindowStats.model_validate({**stat, "index": i}) for i in range(4))
+    gpus = tuple(telemetry.GpuWindowStats.model_validate({**stat, "index": i}) for i in range(4))
     lines = []
     for conc in (1, 2):
-        record = gpu.WindowRecord(
+        record = telemetry.WindowRecord(
             context_label="8K", concurrency=conc, output_tokens=1000, samples=(),
-            telemetry=gpu.WindowTelemetry(
+            telemetry=telemetry.WindowTelemetry(
                 gpus=gpus,
                 energy_j=3600.0, energy_per_output_token_j=3.6,
             ),
         )  # fmt: skip
         lines.append(record.model_dump_json())
-    (run_dir / gpu.GPU_TELEMETRY_NAME).write_text("\n".join(lines) + "\n")
+    (run_dir / telemetry.GPU_TELEMETRY_NAME).write_text("\n".join(lines) + "\n")
 
 
 def _report(paths: list[pathlib.Path], rule: fleet.Rule | None = None) -> fleet.FleetReport:
@@ -332,10 +332,10 @@ def test_records_that_do_not_read_are_not_recorded(
         assert fleet.hostname(env) is None
     env = {"gpu01": junk[0], "gpu02": junk[1], "gpu03": junk[2]}
     paths = _fleet(tmp_path, card, slow={"gpu04": 0.09}, env=env)  # type: ignore[arg-type]
-    (paths[0] / gpu.GPU_TELEMETRY_NAME).write_bytes(b"\xff{not json\n")
-    (paths[1] / gpu.GPU_TELEMETRY_NAME).write_text('{"context_label": 1}\n')
-    assert fleet.window_clock(paths[0] / gpu.GPU_TELEMETRY_NAME) is None
-    assert fleet.window_clock(paths[1] / gpu.GPU_TELEMETRY_NAME) is None
+    (paths[0] / telemetry.GPU_TELEMETRY_NAME).write_bytes(b"\xff{not json\n")
+    (paths[1] / telemetry.GPU_TELEMETRY_NAME).write_text('{"context_label": 1}\n')
+    assert fleet.window_clock(paths[0] / telemetry.GPU_TELEMETRY_NAME) is None
+    assert fleet.window_clock(paths[1] / telemetry.GPU_TELEMETRY_NAME) is None
     assert main(["fleet", *map(str, paths)]) == Exit.NOT_REPRODUCED
     out = capsys.readouterr().out
     assert out.rstrip().endswith("STANDS OUT: gpu04")

@@ -1,7 +1,7 @@
 """`bench fleet` on real bundles: four twins as four "nodes", one running a slower profile.
 
 Each node is a real twin process (`tiny`; node-c's decode steps 30 % longer at every batch
-size, `bench.compare_twin.slower_variant`), measured by `bench run`, recorded by `bench
+size, `tools.compare_twin.slower_variant`), measured by `bench run`, recorded by `bench
 environment`, signed and packed; then `bench fleet` as a subprocess must name node-c and
 no other node, and exit 1.
 """
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from bench.compare_twin import slower_variant
 from tests.twinproc import start_twin
+from tools.compare_twin import slower_variant
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 SPEED = 5.0  # windows of 0.8 s wall: at 10 (0.4 s) a loaded machine made a fast node look slow

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
-import bench.reproduce_twin as reproduce_twin
 import bench.stats as stats
+import tools.reproduce_twin as reproduce_twin
 from bench.verdict import reproduce
 
 
@@ -17,4 +17,4 @@ def test_one_reproduce_and_one_statistics_module() -> None:
     # The sweep's estimates and the verdict's tests come from the same module.
     assert stats.estimate([1.0, 2.0, 3.0]).ci95 is not None
     assert stats.welch_log([1.0, 1.1], [1.2, 1.3]).p_value < 1.0
-    assert reproduce_twin.main.__module__ == "bench.reproduce_twin"
+    assert reproduce_twin.main.__module__ == "tools.reproduce_twin"

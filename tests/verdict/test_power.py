@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.verdict import power
+from tools import verdict_power as power
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -8,9 +8,10 @@ import itertools
 import pytest
 
 from bench.twin import profile as profiles
-from bench.verdict import power, sequential
+from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import Policy
+from tools import verdict_power as power
 
 pytestmark = pytest.mark.timeout(300)
 

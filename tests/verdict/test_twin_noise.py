@@ -61,7 +61,7 @@ def test_live_twin_run_noise_scales_step_costs_per_cell_and_seed() -> None:
 def test_twin_serve_takes_run_noise() -> None:
     import argparse
 
-    from bench.twin import cli as twin_cli
+    from bench.twin import command as twin_cli
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()

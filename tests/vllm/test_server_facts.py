@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench import capacity
+from bench.run import capacity
 from tests.vllm import prom
 from tests.vllm.server import MAX_MODEL_LEN, MODEL_NAME, NUM_BLOCKS, VllmServer
 

@@ -1,0 +1,177 @@
+"""The fleet report as tables (Markdown on the terminal) and as one HTML page with a strip
+plot per figure; the same `Table` data as the other verdicts, so the two cannot disagree."""
+
+from __future__ import annotations
+
+import html
+
+from bench.fleet.report import (
+    FACTS,
+    FleetReport,
+    NodeValue,
+    Spread,
+    node_lines,
+    noise_lines,
+    rule_line,
+    settings_lines,
+)
+from bench.verdict import page, plots
+from bench.verdict.cells import METRICS, MetricSpec
+from bench.verdict.views import Table, TCell, markdown, pct, trust_lines
+
+
+def _cell_label(s: Spread) -> str:
+    phase, ctx, conc = s.key
+    return f"{ctx} prefill" if phase == "prefill" else f"{ctx} x{conc}"
+
+
+def _node_cell(v: NodeValue, metric: MetricSpec) -> TCell:
+    if v.status is None:
+        return TCell("not measured", "na")
+    if v.status != "valid":
+        css = "oc" if v.status == "over_capacity" else "warn"
+        return TCell(v.status.replace("_", " "), css)
+    text = metric.show(v.value)
+    if v.outlier and v.deviation_pct is not None:
+        worse = (v.deviation_pct < 0) == metric.higher_is_better
+        return TCell(f"{text} ({pct(v.deviation_pct)} {'▼' if worse else '▲'})",
+                     "worse" if worse else "better")  # fmt: skip
+    return TCell(text)
+
+
+def _stands_out(s: Spread) -> TCell:
+    if s.outliers:
+        return TCell(", ".join(f"{v.node} {pct(v.deviation_pct)}" for v in s.outliers), "worse")
+    valid = sum(v.status == "valid" for v in s.values)
+    if {v.status for v in s.values} == {"over_capacity"}:
+        return TCell("over capacity on every node", "oc")
+    if not s.judged:
+        return TCell(f"not judged: valid on {valid} of {len(s.values)} nodes", "na")
+    if valid < len(s.values):
+        return TCell(f"none of the {valid} valid nodes", "warn")
+    return TCell("none")
+
+
+def fleet_tables(r: FleetReport) -> list[Table]:
+    out = []
+    names = [n.name for n in r.nodes]
+    for metric in METRICS:
+        rows = []
+        for s in (x for x in r.spreads if x.metric is metric):
+            if not any(v.status is not None for v in s.values):
+                continue
+            row = [TCell(s.key[1])]
+            if metric.phase == "decode":
+                row.append(TCell(str(s.key[2])))
+            row += [_node_cell(v, metric) for v in s.values]
+            row.append(TCell(metric.show(s.median)))
+            spread = "—"
+            if s.robust_sd_pct is not None and s.range_pct is not None:
+                spread = f"MAD-sd {s.robust_sd_pct:.1f} %, range {s.range_pct:.1f} %"
+            row.append(TCell(spread))
+            limit = "—" if s.threshold_pct is None else f"±{s.threshold_pct:.1f} %"
+            row += [TCell(limit), _stands_out(s)]
+            rows.append(row)
+        if rows:
+            head = ["Context"] + (["Requests"] if metric.phase == "decode" else [])
+            head += [*names, "Median", "Spread", "Threshold", "Stands out"]
+            phase = "Prefill" if metric.phase == "prefill" else "Sustained decode"
+            out.append(Table(f"{phase}: {metric.label}", head, rows))
+    return out
+
+
+def head_lines(r: FleetReport) -> list[str]:
+    lines = trust_lines([n.run for n in r.nodes])
+    lines += [f"## Fleet: {len(r.nodes)} nodes", ""]
+    lines += [f"- {n.name}: {n.run.name}" for n in r.nodes]
+    lines.append("")
+    settings = settings_lines(r)
+    if settings:
+        lines += [*settings, ""]
+    speeds = {n.run.speed_factor for n in r.nodes}
+    if speeds != {1.0}:
+        shown = ", ".join(f"{x:g}" for x in sorted(speeds))
+        lines += [f"Twin speed factor {shown}: every figure at server speed.", ""]
+    lines += [rule_line(r), "Noise:", *noise_lines(r), ""]
+    found = node_lines(r)
+    if found:
+        lines += ["Nodes that stand out:", *(f"- {line}" for line in found), ""]
+    if r.not_judged:
+        cells = sorted({s.key for s in r.not_judged}, key=lambda k: (k[0] != "prefill", k))
+        lines.append(f"Cells not judged on every node ({len(cells)}):")
+        for key in cells:
+            s = next(x for x in r.not_judged if x.key == key)
+            bad = [
+                f"{v.node} {'not measured' if v.status is None else v.status.replace('_', ' ')}"
+                for v in s.values
+                if v.status != "valid"
+            ]
+            label = _cell_label(s)
+            lines.append(f"- {label}: {', '.join(bad) or 'valid on too few nodes'}")
+        lines.append("")
+    return lines
+
+
+def fleet_markdown(r: FleetReport) -> str:
+    body = [markdown(t) for t in fleet_tables(r)]
+    return "\n".join(head_lines(r)) + "\n" + "\n\n".join(body) + f"\n\n{r.verdict()}\n"
+
+
+def _strip(r: FleetReport, metric: MetricSpec) -> plots.Strip | None:
+    spreads = [s for s in r.spreads if s.metric is metric and any(
+        v.deviation_pct is not None for v in s.values)]  # fmt: skip
+    if not spreads:
+        return None
+    points = [
+        plots.StripPoint(i, v.deviation_pct, v.node, v.outlier)
+        for i, s in enumerate(spreads)
+        for v in s.values
+        if v.deviation_pct is not None
+    ]
+    named = sorted({p.label for p in points if p.outlier})
+    title = f"{metric.label}: each node's Δ % from the cell's median"
+    title += f"; standing out: {', '.join(named)}" if named else "; no node stands out"
+    return plots.Strip(
+        title, [_cell_label(s) for s in spreads], points, [s.threshold_pct for s in spreads]
+    )
+
+
+def _clock(mhz: float | None) -> str:
+    return "—" if mhz is None else f"{mhz:,.0f} MHz"
+
+
+def fleet_page(r: FleetReport) -> str:
+    parts: list[str] = []
+    found = set(node_lines(r))
+    items: list[str] = []
+    for line in [*head_lines(r), ""]:
+        if line.startswith("- "):
+            text = line.removeprefix("- ")
+            css = ' class="verdict fail"' if text in found else ""
+            items.append(f"<li{css}>{html.escape(text)}</li>")
+            continue
+        if items:
+            parts.append(f"<ul>{''.join(items)}</ul>")
+            items = []
+        if line and not line.startswith("## "):
+            parts.append(f"<p>{html.escape(line)}</p>")
+    word = "fail" if r.findings or r.blocking else "pass"
+    parts.append(f'<p class="verdict {word}">{html.escape(r.verdict())}</p>')
+    facts = [f for f in FACTS if any(f in n.facts for n in r.nodes)]
+    clocks = any(n.window_clock_mhz is not None for n in r.nodes)
+    if facts or clocks:
+        names = ["node", *facts] + (["mean SM clock in the windows"] if clocks else [])
+        head = "".join(f"<th>{html.escape(f)}</th>" for f in names)
+        rows = "".join(
+            f"<tr><th>{html.escape(n.name)}</th>"
+            + "".join(f"<td>{html.escape(n.facts.get(f, '—'))}</td>" for f in facts)
+            + (f"<td>{_clock(n.window_clock_mhz)}</td>" if clocks else "")
+            + "</tr>"
+            for n in r.nodes
+        )
+        parts.append(f"<h3>Environment</h3><table><tr>{head}</tr>{rows}</table>")
+    strips = [s for m in METRICS if (s := _strip(r, m)) is not None]
+    if strips:
+        parts.append(page._img(plots.strips_png(strips), "strip plots of Δ % per node"))
+    parts += [page._table(t) for t in fleet_tables(r)]
+    return page._page("Fleet", parts)

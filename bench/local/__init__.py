@@ -1,0 +1,2 @@
+"""`bench local`: the whole flow on this machine against the twin (run, bundle, report,
+verdict), what `make bench` does without a host."""

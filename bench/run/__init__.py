@@ -1,0 +1,17 @@
+"""The measuring engine's sweep: `bench run`, from a plan of cells to results.json.
+
+command       `bench run`: options, the server's facts, the plan, the sweep, the run directory
+plan          the published cells and what runs of them (contexts x concurrencies x trials)
+capacity      which cells fit the server's KV cache (the over-capacity set)
+presize       prompt sizes from the server's own tokenizer
+prompts       the synthetic prompts (unique per request, so no prefix cache helps)
+server_info   what the server says about itself (/version, /v1/models, /metrics)
+sweep         the cells in order, with readiness holds, warm-up and telemetry
+cell          one cell: C streams launched together, the measured window, its records
+figures       a cell's figures from its records (the published definitions)
+progress      the sweep's progress lines and ETA
+resume        which cells a resumed run may keep
+rundir        the run directory: results.json, records, tables.md
+card_tables   the card's three tables rendered from results.json (tables.md)
+decode_notes  notes under those tables (spec-decode acceptance, prefix-cache hits)
+"""

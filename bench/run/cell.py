@@ -1,0 +1,279 @@
+"""One decode cell: drain barrier, C looping workers, readiness gate, fixed window.
+
+All durations here are client seconds: the sweep has already divided server-time
+settings (window, 3 s hold) by the speed factor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.stream import metrics
+from bench.stream.client import Client, Clock
+from bench.stream.metrics import Snapshot
+from bench.stream.records import RequestRecord
+
+Sleep = Callable[[float], Awaitable[None]]
+HOLD_SLACK_S = 1e-6
+OnCellDone = Callable[["CellRun"], None]
+
+
+@dataclass(slots=True)
+class CellTiming:
+    window_s: float
+    hold_s: float
+    ready_timeout_s: float
+    drain_timeout_s: float
+    sample_every_s: float
+
+
+@dataclass
+class CellRun:
+    """What one cell produced; `figures.cell_figures` turns it into numbers."""
+
+    concurrency: int
+    t0_s: float
+    records: list[RequestRecord] = field(default_factory=list)
+    samples: list[Snapshot] = field(default_factory=list)
+    client_active: list[tuple[float, int]] = field(default_factory=list)
+    first: Snapshot | None = None
+    last: Snapshot | None = None
+    ready_after_s: float | None = None
+    not_ready: str | None = None  # why the readiness gate never held
+    w0_s: float | None = None
+    w1_s: float | None = None
+    drain_note: str | None = None
+    # /metrics just before the C workers start, and once each has its first token: the
+    # prefix-cache counters between them are those of the C requests launched together.
+    before_launch: Snapshot | None = None
+    launched: Snapshot | None = None
+    launched_requests: int = 0  # requests started by the time of `launched`
+
+    @property
+    def error(self) -> str | None:
+        for r in self.records:
+            if r.error is not None:
+                return r.error
+        return None
+
+    def tokens_since(self, t_s: float) -> int:
+        return sum(r.tokens_between(t_s, float("inf"))[0] for r in self.records)
+
+
+class Server:
+    """The sweep's view of the server: the client, the clock, whether /metrics works."""
+
+    def __init__(self, client: Client, clock: Clock, sleep: Sleep, *, has_metrics: bool) -> None:
+        self.client = client
+        self.clock = clock
+        self.sleep = sleep
+        self.has_metrics = has_metrics
+
+    async def scrape(self) -> Snapshot | None:
+        if not self.has_metrics:
+            return None
+        status, text = await self.client.get("/metrics")
+        return metrics.parse(text, self.clock()) if status == 200 else None
+
+    async def drain(self, timeout_s: float, poll_s: float) -> str | None:
+        """Wait until nothing runs or waits; the reason if that never happens."""
+        if not self.has_metrics:
+            return None
+        deadline = self.clock() + timeout_s
+        snap: Snapshot | None = None
+        while self.clock() < deadline:
+            snap = await self.scrape()
+            if snap is None or (
+                (snap.get(metrics.RUNNING) or 0) == 0 and (snap.get(metrics.WAITING) or 0) == 0
+            ):
+                return None
+            await self.sleep(poll_s)
+        running = snap.get(metrics.RUNNING) if snap else None
+        return f"server not drained after {timeout_s:.0f} s ({running} running)"
+
+
+def launch_prefix_hit_rate(run: CellRun) -> float | None:
+    """Prefix-cache hit rate of the first C requests, or None when the counters between
+    the two snapshots may include other requests (a worker already on its second one)."""
+    if run.launched is None or run.launched_requests != run.concurrency:
+        return None
+    hits = metrics.delta(run.before_launch, run.launched, metrics.PREFIX_HITS)
+    queries = metrics.delta(run.before_launch, run.launched, metrics.PREFIX_QUERIES)
+    if hits is None or queries is None or queries <= 0:
+        return None
+    return hits / queries
+
+
+def gate_pause_s(now_s: float, poll_s: float, held_since_s: float | None, hold_s: float) -> float:
+    """Seconds until the gate's next check: the poll interval, but never past the moment
+    the hold completes, so the gate opens at that check rather than up to a poll later."""
+    if held_since_s is None:
+        return poll_s
+    return max(0.0, min(poll_s, held_since_s + hold_s - now_s))
+
+
+def token_poll_s(poll_s: float) -> float:
+    """How often the gate looks at its own records while a worker waits for a first token."""
+    return min(max(poll_s / 10, 0.002), 0.01)
+
+
+async def wait_until(
+    done: Callable[[], bool], clock: Clock, sleep: Sleep, limit_s: float, every_s: float
+) -> None:
+    """Return as soon as `done()` holds (checked every `every_s`), or after `limit_s`."""
+    end_s = clock() + limit_s
+    while not done():
+        left_s = end_s - clock()
+        if left_s <= 0:
+            return
+        await sleep(min(every_s, left_s))
+
+
+async def run_cell(
+    server: Server,
+    path: str,
+    body: dict[str, Any] | bytes,
+    concurrency: int,
+    timing: CellTiming,
+    *,
+    progress: OnCellDone | None = None,
+    on_window: Callable[[bool], None] | None = None,
+) -> CellRun:
+    clock, sleep = server.clock, server.sleep
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()  # once per cell, not once per request
+    poll_s = max(0.01, min(0.25, timing.hold_s / 6))
+    drain_note = await server.drain(timing.drain_timeout_s, poll_s)
+    before_launch = await server.scrape()
+    run = CellRun(concurrency=concurrency, t0_s=clock(), drain_note=drain_note)
+    run.before_launch = before_launch
+    current: list[RequestRecord | None] = [None] * concurrency
+    had_token = [False] * concurrency
+    failed = asyncio.Event()
+    in_flight = 0
+
+    async def worker(i: int) -> None:
+        nonlocal in_flight
+        while True:
+            record = RequestRecord(worker=i, start_s=clock())
+            run.records.append(record)
+            current[i] = record
+            in_flight += 1
+            try:
+                await server.client.stream(path, body, record)
+            finally:
+                in_flight -= 1
+            if record.first_token_s is not None:
+                had_token[i] = True
+            if record.error is not None:
+                failed.set()
+                return
+
+    def restarting() -> int:
+        """Workers between two requests after the ramp: the previous request delivered
+        tokens, the next one has none yet. Looping workers restart all the time in steady
+        state; the server may not count such a request as running for a moment, and that
+        dip must not reset the gate (with short outputs it would reset it forever)."""
+        return sum(
+            had_token[i] and r is not None and r.first_token_s is None
+            for i, r in enumerate(current)
+        )
+
+    def workers_without_a_token() -> int:
+        return sum(
+            not (had_token[i] or (r is not None and r.first_token_s is not None))
+            for i, r in enumerate(current)
+        )
+
+    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    try:
+        # Readiness gate: >= C running and none waiting on the server (our own in-flight
+        # count without /metrics), every worker has a token, all held for hold_s.
+        deadline = run.t0_s + timing.ready_timeout_s
+        held_since: float | None = None
+        missing = "no check yet"
+        while not failed.is_set():
+            snap = await server.scrape()
+            now = clock()
+            if snap is not None:
+                running = snap.get(metrics.RUNNING) or 0
+                waiting = snap.get(metrics.WAITING) or 0
+                server_ok = running + restarting() >= concurrency and waiting == 0
+                missing = f"server had {running:g} running, {waiting:g} waiting"
+            else:
+                server_ok = in_flight >= concurrency
+                missing = f"{in_flight} of {concurrency} requests in flight"
+            without = workers_without_a_token()
+            tokens_ok = without == 0
+            if tokens_ok and run.launched is None and run.before_launch is not None:
+                run.launched_requests = len(run.records)
+                run.launched = await server.scrape()
+            if not tokens_ok:
+                missing += f"; {without} of {concurrency} workers without a token"
+            if server_ok and tokens_ok:
+                held_since = now if held_since is None else held_since
+                # Within a microsecond counts as held: the pause before this check was
+                # held_since + hold_s - now, which rounding can leave a hair short (and a
+                # virtual clock cannot advance by less than its resolution).
+                if now - held_since >= timing.hold_s - HOLD_SLACK_S:
+                    run.ready_after_s = now - run.t0_s
+                    break
+            else:
+                held_since = None
+            if progress is not None:
+                progress(run)
+            if now >= deadline:
+                run.not_ready = (
+                    f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"
+                )
+                break
+            if not tokens_ok:
+                # Look at our own records often (no request to the server) and check the
+                # server again as soon as every worker has a token: the hold then starts
+                # at the check right after the last first token, not up to a poll later.
+                await wait_until(
+                    lambda: workers_without_a_token() == 0 or failed.is_set(),
+                    clock, sleep, poll_s, token_poll_s(poll_s),
+                )  # fmt: skip
+            else:
+                await sleep(gate_pause_s(now, poll_s, held_since, timing.hold_s))
+        if failed.is_set():
+            return run
+
+        # The fixed window, sampling /metrics (or our in-flight count) all along.
+        run.w0_s = clock()
+        if on_window is not None:  # GPU telemetry covers exactly the window
+            on_window(True)
+        run.first = await server.scrape()
+        end_s = run.w0_s + timing.window_s
+        next_sample_s = run.w0_s
+        while not failed.is_set():
+            now = clock()
+            if now >= end_s:
+                break
+            if now >= next_sample_s:
+                run.client_active.append((now, in_flight))
+                snap = await server.scrape()
+                if snap is not None:
+                    run.samples.append(snap)
+                next_sample_s += timing.sample_every_s
+                if progress is not None:
+                    progress(run)
+            await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
+        run.w1_s = min(clock(), end_s)
+        if on_window is not None:
+            on_window(False)
+        run.client_active.append((run.w1_s, in_flight))
+        run.last = await server.scrape()
+        return run
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t

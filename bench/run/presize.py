@@ -1,0 +1,212 @@
+"""Sizing the next row's prompt while this row's cold scout prefills.
+
+Exact sizing costs a few /tokenize calls on prompts of up to 256K tokens; done between
+rows, the sweep waits for them. The server's API process tokenizes, while a scout's
+prefill keeps the GPU busy and leaves that process idle, so the next row is sized then.
+/tokenize never runs while a cell runs (it would compete with the streams being
+measured), and no call starts so late in a scout that it, or our parsing of its answer,
+could still be busy when the scout's first token is due: the cut-off comes from the
+fastest prefill rate seen in this run, and a call's expected length from the calls
+before it. What is not done by the cut-off is finished when the next row starts, as
+before. The prompts are the same either way: sizing is deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from bench.run.cell import Sleep
+from bench.stream import metrics
+from bench.stream.client import Clock
+from bench.stream.metrics import Snapshot
+from bench.stream.records import RequestRecord
+
+T = TypeVar("T")
+Sized = tuple[str, int]  # (prompt text, prompt tokens)
+
+# Only this share of a scout's expected time to first token is used for sizing calls;
+# prefill gets slower with context, so the fastest rate seen already errs early.
+SCOUT_SHARE = 0.8
+CALL_SAFETY = 2.0  # a call is expected to last at most this many times the fitted time
+CALL_MARGIN_S = 0.005
+
+
+class CallTimer:
+    """Expected seconds of a /tokenize call from the length of its text: a fixed cost (the
+    fastest call seen) plus a cost per character taken from the longest call seen (the
+    server's tokenization and our parsing of the answer both grow linearly with it)."""
+
+    SHORT_CHARS = 4096  # below this the fixed cost is all there is
+
+    def __init__(self) -> None:
+        self.fixed_s: float | None = None
+        self._longest: tuple[int, float] | None = None  # (chars, seconds)
+
+    def record(self, chars: int, seconds: float) -> None:
+        self.fixed_s = seconds if self.fixed_s is None else min(self.fixed_s, seconds)
+        if chars >= self.SHORT_CHARS and (
+            self._longest is None
+            or chars > self._longest[0]
+            or (chars == self._longest[0] and seconds > self._longest[1])
+        ):
+            self._longest = (chars, seconds)
+
+    @property
+    def per_char_s(self) -> float | None:
+        if self._longest is None or self.fixed_s is None:
+            return None
+        chars, seconds = self._longest
+        return max(seconds - self.fixed_s, 0.0) / chars
+
+    def expected_s(self, chars: int) -> float:
+        """inf until there is something to go by: such a call waits for the next row."""
+        per_char = self.per_char_s
+        if self.fixed_s is None or (chars >= self.SHORT_CHARS and per_char is None):
+            return math.inf
+        return CALL_SAFETY * (self.fixed_s + (per_char or 0.0) * chars) + CALL_MARGIN_S
+
+
+class TokenizeWindow:
+    """When /tokenize calls may start: always between rows, during a scout until its
+    cut-off, never while a cell runs. Calls wait (without polling) for a window long
+    enough for them."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.timer = CallTimer()
+        self._until_s: float | None = math.inf  # None: closed
+        self._changed = asyncio.Event()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def open(self, until_s: float = math.inf) -> None:
+        self._until_s = until_s
+        self._changed.set()
+
+    def close(self) -> None:
+        self._until_s = None
+        self._changed.set()
+
+    def allows(self, chars: int) -> bool:
+        if self._until_s is None:
+            return False
+        if self._until_s == math.inf:
+            return True
+        return self.clock() + self.timer.expected_s(chars) <= self._until_s
+
+    async def call(self, chars: int, fn: Callable[[], Awaitable[T]]) -> T:
+        while not self.allows(chars):
+            self._changed.clear()
+            await self._changed.wait()
+        self._in_flight += 1
+        self._idle.clear()
+        t0 = self.clock()
+        try:
+            return await fn()
+        finally:
+            self.timer.record(chars, self.clock() - t0)
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def quiet(self) -> None:
+        """Close the window and wait for a call already under way."""
+        self.close()
+        await self._idle.wait()
+
+
+class Presizer:
+    """The sweep's sizing: each row's prompt once, started early when a scout allows."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        sleep: Sleep,
+        scrape: Callable[[], Awaitable[Snapshot | None]] | None,
+    ) -> None:
+        """`scrape`: the server's /metrics (None without: then sizing never overlaps)."""
+        self.clock = clock
+        self.sleep = sleep
+        self.scrape = scrape
+        self.window = TokenizeWindow(clock)
+        self._tasks: dict[tuple[int, str], asyncio.Task[Sized]] = {}
+        self._prefill_tok_s: float | None = None  # fastest cold prefill seen, client time
+
+    async def take(
+        self, key: tuple[int, str], size: Callable[[], Coroutine[Any, Any, Sized]]
+    ) -> tuple[Sized, bool]:
+        """The row's prompt, and whether sizing had started ahead of the row."""
+        self.window.open()
+        task = self._tasks.pop(key, None)
+        if task is None:
+            return await size(), False
+        return await task, True
+
+    def cutoff_s(self, start_s: float, prompt_tokens: int) -> float | None:
+        """When sizing calls must be over during a scout; None: no overlap (no rate yet)."""
+        if self._prefill_tok_s is None:
+            return None
+        return start_s + SCOUT_SHARE * prompt_tokens / self._prefill_tok_s
+
+    @contextlib.asynccontextmanager
+    async def scout(
+        self,
+        record: RequestRecord,
+        prompt_tokens: int,
+        ahead: tuple[tuple[int, str], Callable[[], Coroutine[Any, Any, Sized]]] | None,
+    ) -> AsyncIterator[None]:
+        """Around the scout's request: size the row `ahead` while it prefills, then learn
+        the prefill rate from the scout."""
+        cutoff = self.cutoff_s(record.start_s, prompt_tokens)
+        if cutoff is None or ahead is None or self.scrape is None:
+            self.window.close()
+        else:
+            key, size = ahead
+            self.window.open(cutoff)
+            poll_s = min(max((cutoff - record.start_s) / 50, 0.005), 0.05)
+            if key not in self._tasks:
+                self._tasks[key] = asyncio.create_task(self._once_running(record, size, poll_s))
+        try:
+            yield
+        finally:
+            await self.window.quiet()
+        if record.error is None and record.first_token_s is not None:
+            ttft = record.first_token_s - record.ttft_from_s
+            if ttft > 0:
+                rate = (record.prompt_tokens or prompt_tokens) / ttft
+                self._prefill_tok_s = max(rate, self._prefill_tok_s or 0.0)
+
+    async def _once_running(
+        self,
+        record: RequestRecord,
+        size: Callable[[], Coroutine[Any, Any, Sized]],
+        poll_s: float,
+    ) -> Sized:
+        """Size once the server reports the scout running (it is rendered, tokenized and
+        prefilling): the scout's own request never waits behind ours in the API process."""
+        assert self.scrape is not None
+        while record.end_s is None:
+            snap = await self.scrape()
+            if snap is not None and _running_alone(snap):
+                break
+            await self.sleep(poll_s)
+        return await size()
+
+    async def aclose(self) -> None:
+        """Cancel sizing that no row will take (the sweep failed or was interrupted)."""
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            # The sweep is already ending with its own error; sizing's is of no interest.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+
+def _running_alone(snap: Snapshot) -> bool:
+    return (snap.get(metrics.RUNNING) or 0) >= 1 and (snap.get(metrics.WAITING) or 0) == 0

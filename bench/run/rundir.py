@@ -1,0 +1,175 @@
+"""The output directory of a run, written so that every finished cell is on disk at once.
+
+results.json     the Results model, replaced atomically after every cell
+samples.jsonl    one line per request of every finished cell (raw timings)
+metrics.jsonl    the /metrics samples of every window
+tables.md        the card's three tables, re-rendered with results.json
+gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
+INCOMPLETE       present until the run completes (interrupted, killed, failed)
+
+A run directory belongs to one run: `create` makes it (or takes an empty one; anything
+else, a run or unrelated files, is refused) and `lock` holds an exclusive flock on the
+directory itself while this process writes it, so a second `bench run --out` or
+`--resume` on it is refused in one line. The lock is a lock on the directory's inode,
+not a file in it: nothing extra is signed and packed, and it goes with the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bench.errors import DiskError, UsageError
+from bench.host.telemetry import GPU_TELEMETRY_NAME
+from bench.results import SCHEMA_VERSION, Results
+from bench.run import card_tables as tables
+
+RESULTS = "results.json"
+SAMPLES = "samples.jsonl"
+METRICS = "metrics.jsonl"
+TABLES = "tables.md"
+INCOMPLETE = "INCOMPLETE"
+# The server's log: the orchestrator writes it into the run directory before `bench run`
+# starts (its "KV cache size" line is a capacity source), and it belongs in the bundle.
+SERVER_LOG = "server.log"
+
+
+def _key(row: dict[str, Any]) -> tuple[object, object, object, object]:
+    if "context_label" in row:  # a GPU telemetry window (decode cells only)
+        return ("decode", row.get("context_label"), row.get("concurrency"), row.get("trial"))
+    return (row.get("phase"), row.get("context"), row.get("concurrency"), row.get("trial"))
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock: int | None = None  # the directory's fd while this process holds it
+
+    def _holds_a_run(self) -> None:
+        if (self.path / RESULTS).exists():
+            raise UsageError(
+                f"{self.path} already holds a run",
+                hint=f"continue it with --resume {self.path}, or choose another --out",
+            )
+
+    def create(self) -> None:
+        """Make the directory of a new run: a new or empty one, locked for this process."""
+        self._holds_a_run()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DiskError(f"cannot create {self.path}: {exc.strerror}") from None
+        self.lock()
+        self._holds_a_run()  # checked again under the lock: another run may have begun
+        try:
+            found = sorted(p.name for p in self.path.iterdir() if p.name != SERVER_LOG)
+        except OSError as exc:
+            raise DiskError(f"cannot read {self.path}: {exc.strerror}") from None
+        if found:
+            shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+            raise UsageError(
+                f"{self.path} is not empty and holds no run ({shown})",
+                hint="bench run writes only into a new or empty directory; choose another --out",
+            )
+        try:
+            (self.path / INCOMPLETE).write_text("this run has not finished\n")
+        except OSError as exc:
+            raise DiskError(f"cannot create {self.path}: {exc.strerror}") from None
+
+    def lock(self) -> None:
+        """Hold the directory for this process (until it exits); refuse if another does."""
+        if self._lock is not None:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise UsageError(f"cannot open {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise UsageError(
+                f"another bench run is writing {self.path}",
+                hint="wait until it ends (then --resume it if it stopped), or choose another --out",
+            ) from None
+        self._lock = fd
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock)
+            self._lock = None
+
+    def load(self) -> Results:
+        try:
+            raw = (self.path / RESULTS).read_text()
+        except OSError:
+            raise UsageError(
+                f"{self.path} has no {RESULTS} to resume", hint="check the directory"
+            ) from None
+        try:
+            data = json.loads(raw)
+            if data.get("schema_version") != SCHEMA_VERSION:
+                raise UsageError(
+                    f"{self.path / RESULTS} has schema version {data.get('schema_version')}, "
+                    f"this bench writes {SCHEMA_VERSION}",
+                    hint="resume it with the bench version that started it",
+                )
+            return Results.model_validate(data)
+        except (ValueError, ValidationError):
+            raise UsageError(f"{self.path / RESULTS} is not a valid results file") from None
+
+    def save(self, results: Results) -> None:
+        self._atomic(RESULTS, results.model_dump_json(indent=2) + "\n")
+        self._atomic(TABLES, tables.render(results) + "\n")
+        try:
+            if results.state == "complete":
+                (self.path / INCOMPLETE).unlink(missing_ok=True)
+            else:
+                (self.path / INCOMPLETE).write_text(f"this run is {results.state}\n")
+        except OSError as exc:
+            raise DiskError(f"cannot write {self.path}: {exc.strerror}") from None
+
+    def append(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+        try:
+            with (self.path / name).open("a") as f:
+                f.write(text)
+        except OSError as exc:
+            raise DiskError(f"cannot write {self.path / name}: {exc.strerror}") from None
+
+    def keep_only(self, finished: set[tuple[str, str, int, int]]) -> None:
+        """On resume: drop the raw lines of every cell that is not kept as finished.
+
+        That is a cell cut before results.json saw it (Ctrl-C, kill -9) and one marked
+        `interrupted` (measured again): its rerun writes its lines anew, never twice.
+        Keys are (phase, context, concurrency, trial).
+        """
+        for name in (SAMPLES, METRICS, GPU_TELEMETRY_NAME):
+            path = self.path / name
+            if not path.exists():
+                continue
+            kept = []
+            for line in path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a line torn by a kill -9
+                if _key(row) in finished:
+                    kept.append(line + "\n")
+            self._atomic(name, "".join(kept))
+
+    def _atomic(self, name: str, text: str) -> None:
+        tmp = self.path / f".{name}.tmp"
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, self.path / name)
+        except OSError as exc:
+            raise DiskError(f"cannot write {self.path / name}: {exc.strerror}") from None

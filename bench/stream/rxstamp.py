@@ -1,0 +1,131 @@
+"""When bytes reached this host: the kernel's receive stamps on TCP sockets (Linux).
+
+A time taken in Python when data is handed over is late by whatever the event loop did
+first. When 256 first tokens arrive at once, the last ones are read milliseconds after
+they came; when 1,024 requests reach a server at once, tens of milliseconds
+(docs/performance.md). With SO_TIMESTAMPNS the kernel stamps every segment as it arrives,
+and `recvmsg` hands back, with the data, the stamp of the last segment it read. Both ends
+of a measured stream use it: the client's reader (`bench.stream.http1`) for when each read
+arrived, and the twin (its ground truth and its simulated clock) for when each request did.
+
+Stamps are on time.time()'s scale; `to_clock` puts one on another clock. Where the kernel
+gives none (not Linux), callers use their own clock.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+
+# Linux's value; Python 3.11's socket module does not export it. SCM_TIMESTAMPNS is the same.
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux
+_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+SUPPORTED = sys.platform.startswith("linux")
+
+
+def enable(sock: socket.socket) -> None:
+    """Ask the kernel to stamp what this socket receives (accepted sockets inherit it)."""
+    if SUPPORTED:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def keeper() -> socket.socket | None:
+    """A socket that only holds stamping on, for as long as it is open.
+
+    The kernel starts stamping (for every socket that asked) a moment after the first
+    socket asks, from a deferred work item, and stops when the last one closes; a client
+    that asks early, before it connects, gets stamps on its first reads too.
+    """
+    if not SUPPORTED:
+        return None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    enable(sock)
+    return sock
+
+
+def _wall(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The receive stamp in a read's ancillary data (the kernel sends one item), or None."""
+    if ancillary:
+        level, kind, raw = ancillary[0]
+        if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            return float(sec + nsec * 1e-9)
+    return None
+
+
+def recv(sock: socket.socket, size: int) -> tuple[bytes, float | None]:
+    """Up to `size` bytes and the wall-clock time the last of them reached this host."""
+    data, ancillary, _, _ = sock.recvmsg(size, _ANC_SIZE)
+    return data, _wall(ancillary)
+
+
+def read(sock: socket.socket, size: int, clock: Callable[[], float]) -> tuple[bytes, float]:
+    """`recv` with the stamp put on `clock`'s scale at once: the client's hot path (one
+    read per token), so the one ancillary item the kernel sends is looked at directly."""
+    data, ancillary, _, _ = sock.recvmsg(size, _ANC_SIZE)
+    now = clock()
+    wall = _wall(ancillary)
+    if wall is not None:
+        now -= max(0.0, time.time() - wall)
+    return data, now
+
+
+def to_clock(wall: float | None, clock: Callable[[], float]) -> float:
+    """A receive stamp on `clock`'s scale (now on that clock when there is no stamp)."""
+    now = clock()
+    return now if wall is None else now - max(0.0, time.time() - wall)
+
+
+# -- the twin's side: asyncio's selector loop reads through the socket object ---------------
+
+_last_wall: list[float] = []  # the stamp of the last read on a stamped server socket
+
+
+def take() -> float | None:
+    """The receive stamp of the data a stamped server socket has just returned, once.
+
+    asyncio's selector loop (what the twin runs on) reads through the socket object's
+    `recv` and calls `data_received` with the result at once, nothing in between, so
+    `take()` inside `data_received` is the stamp of exactly those bytes.
+    """
+    return _last_wall.pop() if _last_wall else None
+
+
+class _StampedSocket(socket.socket):
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, wall = recv(self, bufsize)
+        _last_wall.clear()
+        if wall is not None:
+            _last_wall.append(wall)
+        return data
+
+
+class _StampedListener(socket.socket):
+    def accept(self) -> tuple[socket.socket, object]:
+        fd, addr = self._accept()  # type: ignore[attr-defined]
+        conn = _StampedSocket(self.family, self.type, self.proto, fileno=fd)
+        if socket.getdefaulttimeout() is None and self.gettimeout():
+            conn.setblocking(True)  # what socket.accept does; asyncio sets non-blocking
+        return conn, addr
+
+
+def listen(host: str, port: int, backlog: int) -> socket.socket:
+    """A bound, listening TCP socket for `loop.create_server(sock=...)` whose connections
+    carry receive stamps (on Linux) for `take()`."""
+    family, kind, proto, _, addr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = (_StampedListener if SUPPORTED else socket.socket)(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        enable(sock)
+        sock.bind(addr)
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
