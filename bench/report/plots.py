@@ -191,8 +191,10 @@ def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str
             ax.plot([p.per_user_tok_s for p in front], [p.total_tok_s / s.divisor for p in front],
                     color=colour, linestyle="--" if s.dashed else "-", linewidth=1.4,
                     label=name, zorder=2)  # fmt: skip
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        top_x = max((p.per_user_tok_s for s in series for p in s.points), default=1.0)
+        top_y = max((p.total_tok_s / s.divisor for s in series for p in s.points), default=1.0)
+        ax.set_xlim(0, top_x * 1.12)  # room for the labels right of the points
+        ax.set_ylim(0, top_y * 1.12)
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_title(f"context {context}", fontsize=9)
         ax.set_xlabel(X_LABEL, fontsize=8)

@@ -27,6 +27,7 @@ from bench.errors import BenchError, UsageError, VerifyFailed, first_problem
 from bench.provenance import sources as provenance
 from bench.results import CellResult, PrefillSample, Results
 from bench.verdict import settings as run_settings
+from bench.verdict import vllm_saved
 from bench.verdict.cells import (
     Cell,
     Key,
@@ -152,7 +153,10 @@ def load_results(directory: Path) -> Results:
 
 
 def load_run(path: Path, how: Verification | None = None) -> RunFigures:
-    """A run's figures, after its bundle was verified (see `check`)."""
+    """A run's figures, after its bundle was verified (see `check`); a file (or folder) of
+    `vllm bench serve --save-result` records is read by bench.verdict.vllm_saved."""
+    if vllm_saved.recognises(path):
+        return vllm_saved.load(path)
     return load_run_with(path, how, lambda directory: None)[0]
 
 
