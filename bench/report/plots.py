@@ -158,6 +158,7 @@ class FrontierSeries:
     points: Sequence[FrontierPoint]
     divisor: float = 1.0
     dashed: bool = False
+    color: int = 0  # index into matplotlib's colour cycle: one colour per run on every panel
 
 
 def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str,
@@ -173,8 +174,8 @@ def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str
     rows = max(1, math.ceil(len(panels) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 4.0 * rows), squeeze=False)
     for ax, (context, series) in zip(axes.flat, panels, strict=False):
-        for i, s in enumerate(series):
-            colour = f"C{i % 10}"
+        for s in series:
+            colour = f"C{s.color % 10}"
             ys = [p.total_tok_s / s.divisor for p in s.points]
             xs = [p.per_user_tok_s for p in s.points]
             ax.scatter([x for x, p in zip(xs, s.points, strict=True) if not p.flagged],
@@ -184,8 +185,10 @@ def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str
                        [y for y, p in zip(ys, s.points, strict=True) if p.flagged],
                        s=22, facecolors="none", edgecolors=colour, zorder=3)  # fmt: skip
             for x, y, p in zip(xs, ys, s.points, strict=True):
+                # The first run's labels above its points, the next one's below them.
                 ax.annotate(str(p.concurrency), (x, y), textcoords="offset points",
-                            xytext=(4, 3), fontsize=7, color=colour)  # fmt: skip
+                            xytext=(4, 3 if s.color % 2 == 0 else -10), fontsize=7,
+                            color=colour)  # fmt: skip
             front = pareto(s.points)
             name = f"{s.label} Pareto front" if s.label else "Pareto front"
             ax.plot([p.per_user_tok_s for p in front], [p.total_tok_s / s.divisor for p in front],

@@ -188,7 +188,7 @@ def frontier_png(runs: Sequence[tuple[str, RunFigures]]) -> bytes:
                 if x is not None and y is not None:
                     points.append(frontier.FrontierPoint(conc, x, y, cell.status != "valid"))
             if points:
-                series.append(report_plots.FrontierSeries(label, points, divisor, i > 0))
+                series.append(report_plots.FrontierSeries(label, points, divisor, i > 0, i))
         if series:
             panels.append((ctx, series))
     return report_plots.frontier(panels, ylabel, "Frontier")

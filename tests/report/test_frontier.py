@@ -109,6 +109,7 @@ def test_the_compare_page_draws_one_frontier_line_per_run(monkeypatch: pytest.Mo
         drawn.append(([(ctx, [s.label for s in series]) for ctx, series in panels], ylabel))
         for _, series in panels:
             assert [s.divisor for s in series] == [4.0, 4.0]
+            assert [(s.color, s.dashed) for s in series] == [(0, False), (1, True)]
         return real(panels, ylabel, title)
 
     monkeypatch.setattr(plots, "frontier", spy)
