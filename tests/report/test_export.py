@@ -20,6 +20,8 @@ from bench.export import rows
 
 from .conftest import bench
 
+pytestmark = pytest.mark.integration  # a real twin run (tests/report/conftest.py)
+
 T95_TWO_TRIALS = 12.706204736  # Student t, 95 %, one degree of freedom
 
 
