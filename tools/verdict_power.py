@@ -37,7 +37,7 @@ from pathlib import Path
 import bench.cards
 from bench.card.figures import context_tokens
 from bench.card.parse import read_card
-from bench.run.command import PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
+from bench.run.plan import PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.run.prompts import context_label, fit
 from bench.twin import noise, virtual
 from bench.twin import profile as profiles

@@ -47,6 +47,7 @@ from bench import stats
 from bench.errors import Exit
 from bench.host import telemetry
 from bench.provenance import sources as provenance
+from bench.run import layout
 from bench.verdict import run_source
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec, RunFigures, Status, metrics_of
@@ -317,7 +318,7 @@ def node_names(paths: Sequence[str], hostnames: Sequence[str | None]) -> list[st
         name = p.rstrip("/").rsplit("/", 1)[-1]
         for suffix in (".tar.gz", ".tgz"):
             name = name.removesuffix(suffix)
-        if name == "results.json":
+        if name == layout.RESULTS:
             parts = p.rstrip("/").rsplit("/", 2)
             name = parts[-2] if len(parts) >= 2 else name
         names.append(name)

@@ -20,6 +20,9 @@ from typing import IO
 from pydantic import BaseModel, ConfigDict
 
 from bench.host.inventory import Runner, csv_rows, number, run_command, value
+from bench.run import layout
+
+GPU_TELEMETRY_NAME = layout.GPU_TELEMETRY  # the run directory's file of these samples
 
 
 class _Model(BaseModel):
@@ -255,7 +258,6 @@ class GpuSampler:
         return parse_telemetry("".join(self._lines), with_throttle=self._throttle is not None)
 
 
-GPU_TELEMETRY_NAME = "gpu_telemetry.jsonl"
 
 
 class WindowRecord(_Model):

@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
-
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
-from bench.errors import BenchError, UsageError, VerifyFailed, first_problem
+from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.provenance import sources as provenance
 from bench.results import CellResult, PrefillSample, Results
+from bench.run import layout
 from bench.verdict import settings as run_settings
 from bench.verdict.cells import (
     Cell,
@@ -39,8 +38,6 @@ from bench.verdict.cells import (
 )
 
 T = TypeVar("T")
-RESULTS_NAME = "results.json"
-ENVIRONMENT_NAME = "environment.json"
 # The allowed-signers files this machine maintains: `bench local` trusts its own key in
 # the first, the orchestrator (`provisioning`) trusts each GPU host's key in the second.
 DEFAULT_ALLOWED_SIGNERS = (
@@ -130,27 +127,6 @@ def opened(path: Path) -> Iterator[Path]:
         )
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: missing", hint="is this a bundle of `bench run`?") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not readable JSON ({exc})") from None
-
-
-def load_results(directory: Path) -> Results:
-    raw = _read_json(directory / RESULTS_NAME)
-    try:
-        return Results.model_validate(raw)
-    except ValidationError as exc:
-        where, what = first_problem(exc)
-        raise UsageError(
-            f"{directory / RESULTS_NAME}: does not match the results schema at {where}: {what}",
-            hint="was it written by this version of bench?",
-        ) from None
-
-
 def load_run(path: Path, how: Verification | None = None) -> RunFigures:
     """A run's figures, after its bundle was verified (see `check`)."""
     return load_run_with(path, how, lambda directory: None)[0]
@@ -164,7 +140,7 @@ def load_run_with(
     with opened(path) as directory:
         shown = directory if path.is_file() and path.name.endswith(".json") else path
         trust, provenance = check(directory, shown, how or Verification())
-        results = load_results(directory)
+        results = layout.load_results(directory)
         env = read_environment(directory)
         extra = read(directory)
     figures = from_results(results, env, name=path.name)
@@ -174,8 +150,8 @@ def load_run_with(
 def read_environment(directory: Path) -> Any:
     """environment.json as plain JSON, None when the bundle has none; parts of the wrong
     shape are left out (see `shaped`)."""
-    env_path = directory / ENVIRONMENT_NAME
-    return shaped(_read_json(env_path)) if env_path.is_file() else None
+    env_path = directory / layout.ENVIRONMENT
+    return shaped(layout.read_json(env_path)) if env_path.is_file() else None
 
 
 # The parts of environment.json the verdicts index into, and the type each must have.
