@@ -174,6 +174,5 @@ def seed_profile(card: Card, name: str, startup_timeout_s: float = 3600.0) -> La
         return LaunchProfile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(
-            f"{card.source}: the launch command makes no valid profile: "
-            f"{validation_message(exc)}"
+            f"{card.source}: the launch command makes no valid profile: {validation_message(exc)}"
         ) from None

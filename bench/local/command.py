@@ -18,7 +18,6 @@ import getpass
 import os
 import secrets
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import structlog
 
+from bench import procs
 from bench.bundle import pack as pack_mod
 from bench.bundle import seal, sign
 from bench.bundle.verify import verify_bundle
@@ -144,13 +144,7 @@ def _bench(args: list[str], env: dict[str, str], *, partial_on_interrupt: bool =
         try:
             rc = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise KeyboardInterrupt from None
+            rc = procs.stop(proc, grace_s=60)  # killed after that: not a partial run
         if partial_on_interrupt and rc == Exit.INTERRUPTED:
             return rc
         raise

@@ -107,9 +107,7 @@ class RunDir:
     def load(self) -> Results:
         """The results of the run to resume (see `layout.load_results`)."""
         if not (self.path / RESULTS).is_file():
-            raise UsageError(
-                f"{self.path} has no {RESULTS} to resume", hint="check the directory"
-            )
+            raise UsageError(f"{self.path} has no {RESULTS} to resume", hint="check the directory")
         return load_results(self.path)
 
     def save(self, results: Results) -> None:
