@@ -85,16 +85,18 @@ def load_results(
     raw = read_json(
         path, shown=name, error=error, hint="give a run directory or bundle of `bench run`"
     )
-    version = raw.get("schema_version") if isinstance(raw, dict) else None
-    if version != SCHEMA_VERSION:
+    mismatch = f"{name}: does not match the results schema at"
+    hint = "was it written by this version of bench?"
+    if not isinstance(raw, dict):
+        raise error(f"{mismatch} document: not a JSON object", hint=hint)
+    if "schema_version" not in raw:  # the model's default must not pass it for ours
+        raise error(f"{mismatch} schema_version: missing", hint=hint)
+    if raw["schema_version"] != SCHEMA_VERSION:
         raise error(
-            f"{name}: schema version {version!r}, this bench reads {SCHEMA_VERSION}",
+            f"{name}: schema version {raw['schema_version']!r}, this bench reads {SCHEMA_VERSION}",
             hint="read it with the bench version that made it",
         )
     try:
         return Results.model_validate(raw)
     except ValidationError as exc:
-        raise error(
-            f"{name}: does not match the results schema at {validation_message(exc, 'document')}",
-            hint="was it written by this version of bench?",
-        ) from None
+        raise error(f"{mismatch} {validation_message(exc, 'document')}", hint=hint) from None

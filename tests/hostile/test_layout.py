@@ -71,7 +71,12 @@ def test_another_schema_version_or_a_wrong_field_is_named(tmp_path: Path) -> Non
     )
 
 
-def test_a_json_array_is_no_results_file(tmp_path: Path) -> None:
+def test_an_array_or_a_file_without_its_version_is_no_results_file(tmp_path: Path) -> None:
     (tmp_path / layout.RESULTS).write_text("[1, 2]")
-    with pytest.raises(UsageError, match="schema version None"):
+    with pytest.raises(UsageError, match="results schema at document: not a JSON object"):
+        layout.load_results(tmp_path)
+    doc = json.loads(small_results().model_dump_json())
+    del doc["schema_version"]  # the model would default it: refused all the same
+    (tmp_path / layout.RESULTS).write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="results schema at schema_version: missing"):
         layout.load_results(tmp_path)
