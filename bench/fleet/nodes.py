@@ -61,7 +61,7 @@ def read_recorded(directory: Path) -> Recorded:
     """For `run_source.load_run_with`: read from the verified bundle's directory."""
     return Recorded(
         run_source.read_environment(directory),
-        window_clock(directory / telemetry.GPU_TELEMETRY_NAME),
+        window_clock(directory / layout.GPU_TELEMETRY),
     )
 
 
