@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
-from bench.errors import BenchError, Interrupted, RunFailed, ServerError
+from bench.errors import BenchError, Interrupted, RunFailed, ServerError, validation_message
 from bench.host import environment
 from bench.provenance import recipe as recipe_mod
 from bench.results import Results
@@ -650,7 +650,10 @@ class HostRun:
         path = f"{self._host_run_dir}/{rundir.RESULTS}"
         try:
             results = Results.model_validate_json(self.remote.read_text(path))
-        except (ValidationError, FileNotFoundError) as exc:
+        except ValidationError as exc:
+            log.warning("recipe_not_written", host=self.host.name, error=validation_message(exc))
+            return
+        except FileNotFoundError as exc:
             log.warning("recipe_not_written", host=self.host.name, error=str(exc).splitlines()[0])
             return
         made = run_recipe.recipe_for(

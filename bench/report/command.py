@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bench.errors import UsageError
 from bench.host import telemetry
-from bench.host.environment import ENVIRONMENT_NAME
 from bench.report import data, frontier, html, plots
 from bench.report.html import Plot
 from bench.results import Results
+from bench.run import layout
 from bench.settings import Settings
 
 REPORT_NAME = "report.html"
@@ -22,21 +18,12 @@ PLOTS_DIR = "plots"
 
 
 def write_report(run_dir: Path) -> Path:
-    try:
-        results = Results.model_validate_json((run_dir / "results.json").read_bytes())
-    except FileNotFoundError:
-        raise UsageError(
-            f"{run_dir}: has no results.json", hint="give the run directory of `bench run`"
-        ) from None
-    except ValidationError as exc:
-        raise UsageError(
-            f"{run_dir / 'results.json'}: not valid results ({exc.error_count()} errors)",
-            hint="check it with `bench verify`",
-        ) from None
+    results = layout.load_results(run_dir)
     env: dict[str, Any] | None = None
-    env_path = run_dir / ENVIRONMENT_NAME
+    env_path = run_dir / layout.ENVIRONMENT
     if env_path.is_file():
-        env = json.loads(env_path.read_text(encoding="utf-8"))
+        raw = layout.read_json(env_path)
+        env = raw if isinstance(raw, dict) else None
     cells = data.decode_cells(results)
     label = f"{results.server.model} · {results.run_id}"
     figures = [
@@ -60,7 +47,7 @@ def write_report(run_dir: Path) -> Path:
     (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
     for figure in figures:
         (run_dir / PLOTS_DIR / figure.name).write_bytes(figure.png)
-    windows = telemetry.read_windows(run_dir / telemetry.GPU_TELEMETRY_NAME)
+    windows = telemetry.read_windows(run_dir / layout.GPU_TELEMETRY)
     page = html.render(results, figures, env, windows)
     out = run_dir / REPORT_NAME
     out.write_text(page, encoding="utf-8")

@@ -80,7 +80,7 @@ def test_cli_report_without_results_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["report", str(tmp_path)]) == 2
-    assert "has no results.json" in capsys.readouterr().err
+    assert "results.json: missing" in capsys.readouterr().err
 
 
 def test_gpu_telemetry_table_when_the_run_sampled_gpus(tmp_path: Path) -> None:
