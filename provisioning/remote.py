@@ -30,7 +30,7 @@ import shlex
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +41,8 @@ from invoke.exceptions import CommandTimedOut
 
 from bench.errors import HostCheckFailed, RunFailed
 from provisioning.hosts import Host
+from provisioning.retry import RetryPolicy as RetryPolicy  # noqa: PLC0414 - Shell's, re-exported
+from provisioning.retry import retry_call
 
 log = structlog.get_logger("provisioning.remote")
 
@@ -70,16 +72,6 @@ class RemoteCommandFailed(RunFailed):
 
 class TransferFailed(RunFailed):
     pass
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5
-    first_backoff_s: float = 0.5
-    max_backoff_s: float = 8.0
-
-    def backoff_s(self, attempt: int) -> float:
-        return float(min(self.max_backoff_s, self.first_backoff_s * (2**attempt)))
 
 
 @dataclass(frozen=True)
@@ -293,25 +285,35 @@ class Remote:
         """Open the connection, retrying transient failures with backoff."""
         if self._conn is not None and self._conn.is_connected:
             return
-        last: BaseException | None = None
-        for attempt in range(self.retry.attempts):
-            try:
-                self._conn = self._open_once()
-                log.debug("ssh_connected", host=self.host.name, attempt=attempt + 1)
-                return
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not is_transient(exc):
-                    raise
-                if _no_such_name(exc) and self.reconnects == 0:
-                    # A name that does not resolve will not after a backoff (16 s before).
-                    raise SshUnreachable(
-                        f"{self.host.hostname} does not resolve: {exc}",
-                        hint=f"check the host name (`ssh -G {self.host.name}` shows its HostName)",
-                    ) from None
-                last = exc
-                log.info("ssh_connect_retry", host=self.host.name, error=str(exc) or repr(exc))
-                self.sleep(self.retry.backoff_s(attempt))
-        raise SshUnreachable(
+        self._conn = retry_call(
+            self._connect_once,
+            self.retry,
+            transient=is_transient,
+            event="ssh_connect_retry",
+            give_up=self._unreachable,
+            log_fields=lambda: {"host": self.host.name},
+            sleep=self.sleep,
+        )
+
+    def _connect_once(self, attempt: int) -> fabric.Connection:
+        try:
+            conn = self._open_once()
+        except socket.gaierror as exc:
+            if _no_such_name(exc) and self.reconnects == 0:
+                # A name that does not resolve will not after a backoff (16 s before).
+                raise SshUnreachable(
+                    f"{self.host.hostname} does not resolve: {exc}",
+                    hint=f"check the host name (`ssh -G {self.host.name}` shows its HostName)",
+                ) from None
+            raise
+        log.debug("ssh_connected", host=self.host.name, attempt=attempt + 1)
+        return conn
+
+    def _unreachable(self, last: Exception, attempts: int) -> SshUnreachable | None:
+        """What connect raises once retrying stops on LAST (None: LAST itself)."""
+        if not is_transient(last):
+            return None
+        return SshUnreachable(
             f"cannot reach {self.host.address} over ssh: {last}",
             hint=f"check that `ssh {self.host.name} true` works from this machine",
         )
@@ -355,28 +357,33 @@ class Remote:
 
         An idempotent command is rerun on a fresh connection when the connection drops.
         """
-        attempts = self.retry.attempts if idempotent else 1
-        for attempt in range(attempts):
+        policy = self.retry if idempotent else replace(self.retry, attempts=1)
+
+        def once(_: int) -> Any:
             try:
-                res = self._c.run(
-                    command,
-                    hide=True,
-                    warn=True,
-                    in_stream=False,
-                    timeout=timeout_s,
+                return self._c.run(
+                    command, hide=True, warn=True, in_stream=False, timeout=timeout_s
                 )
-                break
             except CommandTimedOut:
                 raise RemoteCommandFailed(
                     f"{self.host.name}: `{command}` did not finish within {timeout_s:.0f} s"
                 ) from None
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not is_transient(exc) or attempt + 1 == attempts:
-                    raise SshUnreachable(
-                        f"ssh to {self.host.name} dropped during `{command}`: {exc}"
-                    ) from None
-                self.sleep(self.retry.backoff_s(attempt))
-                self.reconnect()
+
+        def dropped(exc: Exception, _: int) -> SshUnreachable | None:
+            if not isinstance(exc, TRANSIENT):
+                return None
+            return SshUnreachable(f"ssh to {self.host.name} dropped during `{command}`: {exc}")
+
+        res = retry_call(
+            once,
+            policy,
+            transient=is_transient,
+            event="ssh_command_retry",
+            give_up=dropped,
+            between=lambda _: self.reconnect(),
+            log_fields=lambda: {"host": self.host.name},
+            sleep=self.sleep,
+        )
         result = CommandResult(command, int(res.exited), str(res.stdout), str(res.stderr))
         if check and not result.ok:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
