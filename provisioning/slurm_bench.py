@@ -43,7 +43,7 @@ from bench.errors import BenchError, Interrupted, RunFailed, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run.command import estimate_s
 from bench.settings import Settings
-from provisioning import hosts, orchestrate, signing
+from provisioning import hosts, signing
 from provisioning.flow import open_and_verify, scope_of
 from provisioning.local import LocalShell, local_host
 from provisioning.node import (
@@ -57,8 +57,11 @@ from provisioning.node import (
 )
 from provisioning.remote import Remote, Shell
 from provisioning.run_options import Outcome
+from provisioning.runs import check_run_id, new_run_id
 from provisioning.shared_dir import SharedDir
 from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
+from provisioning.summary import default_card, summarise
+from provisioning.targets import DEFAULT_PROFILE, default_image
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBMITTED_FILE = "submitted.json"
@@ -84,7 +87,7 @@ def without_secrets(environ: dict[str, str]) -> dict[str, str]:
 
 @dataclass
 class NodeResult:
-    """One node's part, as _summarise reads a host's (outcome + error)."""
+    """One node's part, as summarise reads a host's (outcome + error)."""
 
     outcome: Outcome
     error: BenchError | None = None
@@ -187,14 +190,14 @@ def apply_cluster(args: argparse.Namespace) -> None:
 
 def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     apply_cluster(args)
-    run_id = orchestrate.check_run_id(args.run_id) or orchestrate.new_run_id()
+    run_id = check_run_id(args.run_id) or new_run_id()
     if args.keep:
         raise UsageError("--keep does not apply to a Slurm job: the nodes are released after it")
-    profile_arg = args.profile or orchestrate.DEFAULT_PROFILE
+    profile_arg = args.profile or DEFAULT_PROFILE
     if Path(profile_arg).is_file():  # a profile file: the nodes read it from the shared path
         profile_arg = str(Path(profile_arg).resolve())
     profile = load_launch_profile(profile_arg)
-    image_ref = args.image or orchestrate.default_image(profile)
+    image_ref = args.image or default_image(profile)
     bench_args = tuple(args.bench_args)
     minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
     if args.slurm_login and not args.cluster_checkout:
@@ -302,9 +305,9 @@ def _follow(  # noqa: PLR0917 - the one place these meet
         for r in results:
             if r.error is None and not r.outcome.complete:
                 r.error = Interrupted(f"interrupted on {r.outcome.host}")
-    card = None if args.no_verdict else args.card or orchestrate._default_card(profile)
+    card = None if args.no_verdict else args.card or default_card(profile)
     print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
-    return orchestrate._summarise(results, allowed, card, fleet_of=True)
+    return summarise(results, allowed, card, fleet_of=True)
 
 
 class Submitted(BaseModel):

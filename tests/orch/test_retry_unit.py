@@ -150,8 +150,12 @@ def test_between_runs_after_the_backoff_and_before_the_next_call() -> None:
     def reconnect(exc: Exception) -> None:
         order.append(f"reconnect after {exc} at {t.now - 100.0}")
 
+    def call(attempt: int) -> str:
+        order.append(f"call {attempt}")
+        return op(attempt)
+
     retry_call(
-        lambda a: order.append(f"call {a}") or op(a),
+        call,
         RetryPolicy(),
         transient=_oserror,
         event="e",
