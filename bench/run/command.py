@@ -28,7 +28,8 @@ from bench.run.rundir import RunDir
 from bench.run.server_info import detect
 from bench.settings import Settings
 from bench.stream import event_loop
-from bench.stream.client import Client, check_url
+from bench.stream.client import Client
+from bench.stream.urls import check_url
 
 PUBLISHED_CONTEXTS = ("8K", "16K", "32K", "64K", "128K", "256K")
 PUBLISHED_PREFILL_ONLY = ("256K",)
