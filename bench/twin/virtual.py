@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from bench.twin import noise
-from bench.twin.engine import Engine, Request
+from bench.twin.engine import Emission, Engine, Request
 from bench.twin.frontend import Frontend
 from bench.twin.profile import Profile
 
@@ -67,66 +67,99 @@ def decode_cell(
     hold_s: float = 3.0,
     gate_timeout_s: float = 600.0,
 ) -> CellFigures:
-    frontend: Frontend[Request] = Frontend(engine.profile)
-    t = 0.0
-    seq = itertools.count()
-    arrivals: list[tuple[float, int, Request]] = []
-    tracks: dict[Request, _Track] = {}
-    worker_of: dict[Request, int] = {}
-    has_token = [False] * concurrency
-
-    held = 0  # requests the server holds: in the frontend, waiting or running
-
-    def submit(worker: int, now: float) -> None:
-        nonlocal held
-        req = engine.make_request(ids, max_tokens)
-        tracks[req] = _Track(now)
-        worker_of[req] = worker
-        held += 1
-        frontend.submit(now, len(ids), req)
-        for ready, started in frontend.start_due(now, held):
-            heapq.heappush(arrivals, (ready, next(seq), started))
-
+    cell = _Cell(engine, ids, concurrency, max_tokens)
     for w in range(concurrency):
-        submit(w, 0.0)
-    gate_since: float | None = None
+        cell.submit(w, 0.0)
+    t = 0.0
     window_start: float | None = None
     while True:
-        for ready, started in frontend.start_due(t, held):
-            heapq.heappush(arrivals, (ready, next(seq), started))
-        while arrivals and arrivals[0][0] <= t:
-            engine.add(heapq.heappop(arrivals)[2])
+        cell.admit(t)
         if engine.idle:
-            upcoming = [arrivals[0][0]] if arrivals else []
-            nxt = frontend.next_start_s()
-            t = max(t, min([*upcoming, *([nxt] if nxt is not None else [])]))
+            t = cell.next_arrival_s(t)
             continue
         res = engine.step()
         t += res.duration_s
         if window_start is not None and t > window_start + window_s:
             break
-        for em in res.emissions:
-            tracks[em.request].chunks.append((t, em.tokens))
-            has_token[worker_of[em.request]] = True
-            if em.finished:
-                held -= 1
-                submit(worker_of[em.request], t)
-        if window_start is None:
-            ready = len(engine.running) >= concurrency and not engine.waiting and all(has_token)
-            if not ready:
-                gate_since = None
-            elif gate_since is None:
-                gate_since = t
-            elif t - gate_since >= hold_s:
-                window_start = t
-            if t > gate_timeout_s:
-                raise RuntimeError(f"gate never opened: context {len(ids)} x {concurrency}")
-    for req in list(tracks):
-        engine.abort(req)
-    for _, _, req in arrivals:
-        engine.abort(req)
+        cell.received(res.emissions, t)
+        if window_start is None and cell.gate_opens(t, hold_s, gate_timeout_s):
+            window_start = t
+    cell.abort_all()
     assert window_start is not None
-    return _figures(len(ids), concurrency, tracks, window_start, window_s)
+    return _figures(len(ids), concurrency, cell.tracks, window_start, window_s)
+
+
+class _Cell:
+    """The C looping clients of one virtual cell: what they sent, what they received."""
+
+    def __init__(self, engine: Engine, ids: list[int], concurrency: int, max_tokens: int):
+        self.engine, self.ids, self.max_tokens = engine, ids, max_tokens
+        self.concurrency = concurrency
+        self.frontend: Frontend[Request] = Frontend(engine.profile)
+        self.seq = itertools.count()
+        self.arrivals: list[tuple[float, int, Request]] = []
+        self.tracks: dict[Request, _Track] = {}
+        self.worker_of: dict[Request, int] = {}
+        self.has_token = [False] * concurrency
+        self.held = 0  # requests the server holds: in the frontend, waiting or running
+        self.gate_since: float | None = None
+
+    def submit(self, worker: int, now: float) -> None:
+        req = self.engine.make_request(self.ids, self.max_tokens)
+        self.tracks[req] = _Track(now)
+        self.worker_of[req] = worker
+        self.held += 1
+        self.frontend.submit(now, len(self.ids), req)
+        self._start_due(now)
+
+    def _start_due(self, now: float) -> None:
+        for ready, started in self.frontend.start_due(now, self.held):
+            heapq.heappush(self.arrivals, (ready, next(self.seq), started))
+
+    def admit(self, t: float) -> None:
+        """Requests the frontend has passed on by `t` reach the engine."""
+        self._start_due(t)
+        while self.arrivals and self.arrivals[0][0] <= t:
+            self.engine.add(heapq.heappop(self.arrivals)[2])
+
+    def next_arrival_s(self, t: float) -> float:
+        """When the idle engine next gets a request."""
+        upcoming = [self.arrivals[0][0]] if self.arrivals else []
+        nxt = self.frontend.next_start_s()
+        return max(t, min([*upcoming, *([nxt] if nxt is not None else [])]))
+
+    def received(self, emissions: list[Emission], t: float) -> None:
+        """A step's tokens reach their clients; a finished request's worker sends the next."""
+        for em in emissions:
+            self.tracks[em.request].chunks.append((t, em.tokens))
+            self.has_token[self.worker_of[em.request]] = True
+            if em.finished:
+                self.held -= 1
+                self.submit(self.worker_of[em.request], t)
+
+    def gate_opens(self, t: float, hold_s: float, gate_timeout_s: float) -> bool:
+        """The readiness gate (>= C running, none waiting, every worker has a token) has
+        held for `hold_s` at `t`; past `gate_timeout_s` without that is an error."""
+        engine = self.engine
+        ready = (
+            len(engine.running) >= self.concurrency and not engine.waiting and all(self.has_token)
+        )
+        opens = False
+        if not ready:
+            self.gate_since = None
+        elif self.gate_since is None:
+            self.gate_since = t
+        elif t - self.gate_since >= hold_s:
+            opens = True
+        if t > gate_timeout_s:
+            raise RuntimeError(f"gate never opened: context {len(self.ids)} x {self.concurrency}")
+        return opens
+
+    def abort_all(self) -> None:
+        for req in list(self.tracks):
+            self.engine.abort(req)
+        for _, _, req in self.arrivals:
+            self.engine.abort(req)
 
 
 def _figures(
