@@ -1,4 +1,5 @@
-"""The HTTP client of the server under test: the one module that imports httpx.
+"""The HTTP client of the server under test (httpx stays inside this package: here, in
+bench.stream.bodies and in bench.stream.urls).
 
     httpx.TimeoutException (read)      -> record.error "read time-out after N s"
     httpx.HTTPError (connect, protocol) -> record.error "transport error: ..."
