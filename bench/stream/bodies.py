@@ -50,7 +50,7 @@ async def read_small(
                 if r.is_stream_consumed:
                     # A response made whole in memory (httpx.MockTransport's): httpx
                     # has decoded it already.
-                    inflate, parts = None, once(r.content)
+                    inflate, parts = None, _once(r.content)
                 else:
                     inflate = _inflater(r.headers.get("content-encoding", ""))
                     parts = r.aiter_raw()
@@ -80,7 +80,7 @@ def _take(got: bytearray, part: bytes, inflate: Any, limit: int) -> None:
         got += inflate.decompress(inflate.unconsumed_tail, limit + 1 - len(got))
 
 
-async def once(data: bytes) -> AsyncIterator[bytes]:
+async def _once(data: bytes) -> AsyncIterator[bytes]:
     """A body already in memory, as the one read of an async iteration."""
     yield data
 
@@ -121,9 +121,9 @@ async def http_error(response: httpx.Response) -> str:
     got = bytearray()
     length = response.headers.get("content-length", "")
     expected = int(length) if length.isdigit() and len(length) <= 18 else None
-    parts = once(response.content) if response.is_stream_consumed else response.aiter_raw()
+    parts = _once(response.content) if response.is_stream_consumed else response.aiter_raw()
     if expected == 0:
-        parts = once(b"")
+        parts = _once(b"")
     async for part in parts:  # (consumed already: a response made whole in memory)
         got += part
         if len(got) >= MAX_ERROR_BODY or (expected is not None and len(got) >= expected):
