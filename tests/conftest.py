@@ -1,16 +1,17 @@
 """What every test gets: a HOME of its own and no secrets, and the unit tier's guard.
 
-The tiers (README, "Tests"). A test that opens a network socket (127.0.0.1 included) or starts
-a subprocess carries one of the markers in REAL_PROCESS_MARKERS; `make unit` runs the others
+The tiers (README, "Tests"). A test that opens a network socket (127.0.0.1 included) or starts a
+subprocess carries one of the markers in REAL_PROCESS_MARKERS; `make unit` runs the others
 (`pytest -m "not (...)"`, UNIT_MARKEXPR below, which the Makefile passes on), `make test` runs
 all. The classification is enforced, not trusted: in a session that selected no marked test
-(`make unit`, or `pytest` on unit tests alone), an audit hook (sys.addaudithook) sees every
-socket connect/bind/send and every process start (subprocess, os.system, os.posix_spawn,
-os.exec*, os.fork) made by the test, its fixtures and the threads they start, and the test
-fails with a message naming what it did and the marker to add. What the hook cannot see:
-sockets made inside C extensions (uvloop's own), which such a test would only reach through a
-server it started, and that start is seen. Sessions that also run marked tests leave the guard
-off: their session-scoped servers keep background threads that talk while any test runs.
+(`make unit`, or `pytest` on unit tests alone), an audit hook (sys.addaudithook) sees every name
+lookup, socket connect/bind/send and every process start (subprocess, os.system, os.posix_spawn,
+os.exec*, os.fork) made by the test, its fixtures and the threads they start, and the test fails
+with a message naming what it did and the marker to add. What the hook cannot see: what a C
+extension does with sockets of its own (uvloop's libuv), so an in-process uvloop server and
+client would pass unseen; the tests that run one (the twin's, the hostile servers') are marked.
+Sessions that also run marked tests leave the guard off: their session-scoped servers keep
+background threads that talk while any test runs.
 
 The environment. An autouse fixture gives each test its own HOME (an empty folder next to its
 tmp_path; bench's ~/.config/bench, ~/.ssh and the orchestrator's known_hosts are never the
@@ -104,7 +105,10 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
 
 # --- the unit tier's guard -------------------------------------------------------------
 
-_SOCKET_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
+_SOCKET_EVENTS = frozenset(
+    {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+     "socket.gethostbyname", "socket.gethostbyaddr"}
+)  # fmt: skip
 _PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
      "os.forkpty", "pty.spawn"}
@@ -143,7 +147,9 @@ _GUARD = _Guard()
 
 
 def _describe(event: str, args: tuple[Any, ...]) -> str:
-    if event in _SOCKET_EVENTS:
+    if event.startswith("socket.get"):  # a name lookup: (host, port, ...) or (host,)
+        return f"{event} of {_short(args[:2])}"
+    if event in _SOCKET_EVENTS:  # (socket, address)
         address = args[1] if len(args) > 1 else "?"
         return f"{event} to {address!r}"
     if event == "subprocess.Popen":

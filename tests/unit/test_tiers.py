@@ -43,6 +43,12 @@ def test_a_socket_to_loopback_is_refused_before_it_connects_and_named() -> None:
     assert caught == ["socket.connect to ('127.0.0.1', 9)"]
 
 
+def test_a_name_lookup_is_refused() -> None:
+    with guard_on() as caught, pytest.raises(RealProcessInUnitTier):
+        socket.getaddrinfo("localhost", 8000)
+    assert caught == ["socket.getaddrinfo of ('localhost', 8000)"]
+
+
 def test_a_listening_socket_is_refused() -> None:
     with guard_on() as caught, socket.socket() as sock:
         with pytest.raises(RealProcessInUnitTier):
