@@ -199,10 +199,10 @@ def _guarded(item: pytest.Item, phase: str) -> Generator[None, None, None]:
         try:
             return (yield)
         finally:
-            if caught:
+            if caught:  # this first: the test's own error, if any, is what the guard caused
                 lines = "\n  ".join(dict.fromkeys(caught))
-                pytest.fail(f"{item.nodeid} ({phase}) in the unit tier did:\n  {lines}\n{_ADVICE}",
-                            pytrace=False)  # fmt: skip
+                text = f"{item.nodeid} ({phase}) in the unit tier did:\n  {lines}\n{_ADVICE}"
+                raise pytest.fail.Exception(text, pytrace=False) from None
 
 
 @contextmanager
