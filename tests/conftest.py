@@ -152,10 +152,10 @@ def _describe(event: str, args: tuple[Any, ...]) -> str:
     if event in _SOCKET_EVENTS:  # (socket, address)
         address = args[1] if len(args) > 1 else "?"
         return f"{event} to {address!r}"
-    if event == "subprocess.Popen":
+    if event == "subprocess.Popen":  # (executable, args, cwd, env)
         argv = args[1] if len(args) > 1 else args
         return f"subprocess.Popen {_short(argv)}"
-    return f"{event} {_short(args)}"
+    return f"{event} {_short(args[:2])}"  # (path, argv, env...): never the environment
 
 
 def _short(value: object) -> str:
@@ -208,7 +208,7 @@ def _guarded(item: pytest.Item, phase: str) -> Generator[None, None, None]:
 @contextmanager
 def guard_on() -> Iterator[list[str]]:
     """The guard on, with a list of what it catches meanwhile; nests (the previous state back
-    on exit). Installs the audit hook if the session did not."""
+    on exit). The audit hook is installed on first use and stays, idle while the guard is off."""
     if not _GUARD.installed:
         sys.addaudithook(_GUARD.hook)
         _GUARD.installed = True

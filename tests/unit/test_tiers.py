@@ -61,10 +61,11 @@ def test_a_subprocess_is_refused_before_it_starts(tmp_path: Path) -> None:
     canary = tmp_path / "ran"
     with guard_on() as caught, pytest.raises(RealProcessInUnitTier):
         subprocess.run(["touch", str(canary)], check=False)
-    with guard_on(), pytest.raises(RealProcessInUnitTier):
+    with guard_on() as by_shell, pytest.raises(RealProcessInUnitTier):
         os.system(f"touch {canary}")
     assert not canary.exists()
     assert caught == [f"subprocess.Popen ['touch', '{canary}']"]
+    assert by_shell == [f"os.system (b'touch {canary}',)"]  # the command as bytes
 
 
 def test_what_a_thread_does_is_caught_even_when_swallowed() -> None:
