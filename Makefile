@@ -97,7 +97,7 @@ else
 endif
 
 # The tiers (README, "Tests"). unit: every test that opens no socket and starts no process or
-# service (578 tests, about 35 s of CPU); tests/conftest.py fails one that does without its
+# service (578 tests in 40 s here); tests/conftest.py fails one that does without its
 # marker. UNIT_MARKEXPR is tests/conftest.py's own (a test compares them); --timeout: a unit
 # test that hangs stops in a minute (files that need more say so with pytest.mark.timeout).
 UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
