@@ -23,6 +23,8 @@ from bench.run.command import _settings
 from .conftest import Keys
 from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 
+pytestmark = pytest.mark.subprocess
+
 
 @pytest.fixture
 def bundle(tmp_path: Path, keys: Keys) -> Path:

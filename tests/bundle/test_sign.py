@@ -14,6 +14,8 @@ from bench.errors import UsageError, VerifyFailed
 
 from .conftest import Keys
 
+pytestmark = pytest.mark.subprocess
+
 
 def _payload(tmp_path: Path) -> Path:
     path = tmp_path / "manifest.json"

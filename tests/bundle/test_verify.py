@@ -22,6 +22,8 @@ from bench.provenance.recipe import RECIPE_NAME
 from .conftest import Keys
 from .runs import write_run_dir
 
+pytestmark = pytest.mark.subprocess
+
 NOW = datetime(2026, 12, 2, 11, 45, tzinfo=UTC)
 
 

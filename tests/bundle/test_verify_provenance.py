@@ -23,6 +23,8 @@ from bench.provenance.recipe import RECIPE_NAME, ImageServer, Recipe
 from .conftest import Keys
 from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 
+pytestmark = pytest.mark.subprocess
+
 
 def _verify(root: Path, keys: Keys, *extra: str) -> list[str]:
     return ["verify", str(root), "--allowed-signers", str(keys.allowed), *extra]

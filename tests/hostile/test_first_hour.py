@@ -68,6 +68,7 @@ def test_bench_local_ends_saying_where_the_bundle_key_and_page_are_and_how_to_ve
     assert "  ssh-keygen -Y verify -f /k/allowed_signers -I me@host -n vllm-bench-bundle@v1" in text
 
 
+@pytest.mark.subprocess
 def test_bench_local_without_ssh_keygen_stops_before_the_sweep(tmp_path: Path) -> None:
     import os
     import subprocess

@@ -18,6 +18,8 @@ import pytest
 
 from tests.tools import require
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).parents[2]
 
 

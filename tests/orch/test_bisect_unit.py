@@ -19,6 +19,8 @@ from provisioning.orchestrate import Target
 from tests.card.conftest import SHIPPED
 from tools import verdict_power as power
 
+pytestmark = pytest.mark.subprocess
+
 CELL: Key = ("decode", "8K", 64)
 PROFILE = profiles.load("published")
 BASE = power.simulate_card(PROFILE, SHIPPED)

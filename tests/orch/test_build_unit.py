@@ -152,6 +152,7 @@ def test_another_commit_is_checked_by_the_hash_in_its_version() -> None:
         ("0.30.1", "abcdef0", "", False),
     ],
 )
+@pytest.mark.subprocess
 def test_the_images_version_check(got: str, commit: str, version: str, ok: bool) -> None:
     script = Path(__file__).resolve().parents[2] / "docker" / "check_version.sh"
     env = {"PATH": os.environ["PATH"], "VLLM_COMMIT": commit, "VLLM_VERSION": version}

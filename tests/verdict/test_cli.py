@@ -17,6 +17,8 @@ from bench.results import Results
 from tests.bundle.conftest import Keys
 from tests.verdict.synth import make_results
 
+pytestmark = pytest.mark.subprocess
+
 
 def _bundle(
     tmp: pathlib.Path,

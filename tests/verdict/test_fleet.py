@@ -28,6 +28,8 @@ from tests.verdict.synth import make_results
 from tests.verdict.test_cli import _bundle
 from tests.verdict.test_inputs import _tampered, _unsigned_archive
 
+pytestmark = pytest.mark.subprocess
+
 NODES = ("gpu01", "gpu02", "gpu03", "gpu04")
 
 

@@ -17,6 +17,8 @@ from tests.bundle.conftest import Keys
 from tests.verdict.synth import make_results
 from tests.verdict.test_cli import _bundle
 
+pytestmark = pytest.mark.subprocess
+
 
 def _tampered(tmp: pathlib.Path, card: Card, keys: Keys) -> pathlib.Path:
     """A bundle whose results.json was edited after signing (+10 % everywhere)."""

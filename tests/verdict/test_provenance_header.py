@@ -15,6 +15,8 @@ from bench.cli import main
 from bench.results import Results
 from tests.verdict.synth import make_results
 
+pytestmark = pytest.mark.subprocess
+
 REV_A = "a" * 40
 REV_B = "b" * 40
 
