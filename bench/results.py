@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.stream.failures import ErrorKind
+from bench.failures import ErrorKind
 
 SCHEMA_VERSION = 1
 
@@ -218,7 +218,7 @@ class CellResult(_Model):
     started_at_s: float | None = None  # seconds since the run's clock anchor
     failures_by_kind: dict[ErrorKind, int] = Field(
         default_factory=dict,
-        description="the cell's failed requests by kind (bench.stream.failures); only kinds "
+        description="the cell's failed requests by kind (bench.failures); only kinds "
         "that occurred; empty when none failed (and in results written before it was added)",
     )
 

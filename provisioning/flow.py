@@ -29,12 +29,12 @@ from typing import TextIO
 import structlog
 from pydantic import ValidationError
 
+from bench.bundle import recipe as recipe_mod
 from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import BenchError, Interrupted, RunFailed, ServerError, validation_message
 from bench.host import environment
-from bench.provenance import recipe as recipe_mod
 from bench.results import Results
 from bench.run import rundir
 from provisioning import image, run_recipe, signing, transfer, weights

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.failures import ErrorKind, count_by_kind
 from bench.results import CellAggregate, CellResult, PrefillSample, Results
 from bench.run import figures
 from bench.run.cell import CellRun, launch_prefix_hit_rate
 from bench.stats import estimate
-from bench.stream.failures import ErrorKind, count_by_kind
 from bench.stream.records import RequestRecord
 
 

@@ -10,7 +10,7 @@ bench.stream.bodies and in bench.stream.urls).
     no [DONE], no usage, nothing at all -> "stream ended without [DONE]", "no usage in
                                            stream ...", "empty stream ..."
 
-Request failures are data on the record: a kind (bench.stream.failures.ErrorKind) and
+Request failures are data on the record: a kind (bench.failures.ErrorKind) and
 the message above (`record.error`); only the small JSON helpers used before the
 sweep (model, version, metrics, tokenize) raise `ServerUnreachable` when nothing answers.
 
@@ -51,10 +51,10 @@ import httpx
 from pydantic import SecretStr
 
 from bench.errors import ServerUnreachable
+from bench.failures import ErrorKind
 from bench.results import ReadTimes
 from bench.stream import bodies, http1, rxstamp, sse
 from bench.stream import response as h1response
-from bench.stream.failures import ErrorKind
 from bench.stream.records import RequestRecord
 from bench.stream.urls import check_url, is_loopback
 

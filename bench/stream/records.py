@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.stream.failures import ErrorKind, RequestError
+from bench.failures import ErrorKind, RequestError
 
 
 @dataclass(slots=True)

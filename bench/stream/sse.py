@@ -3,7 +3,7 @@
 Tokens are `usage.completion_tokens` (cumulative, continuous usage stats); the first
 token is the first chunk with non-empty text; `data: [DONE]` ends the stream; an error
 event, a chunk that is not one JSON object on one line, a line over MAX_SSE_LINE or an
-implausible usage count ends it with that failure on the record (bench.stream.failures).
+implausible usage count ends it with that failure on the record (bench.failures).
 
 The per-chunk path is kept cheap: bytes are split on newlines by hand, the clock is
 read once per network read (every event in that read shares the timestamp), and each
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 
-from bench.stream.failures import ErrorKind
+from bench.failures import ErrorKind
 from bench.stream.records import RequestRecord
 
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')

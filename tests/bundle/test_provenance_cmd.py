@@ -16,8 +16,8 @@ import pytest
 from bench import cli
 from bench.bundle import manifest, seal, sign
 from bench.bundle.pack import pack
+from bench.bundle.recipe import RECIPE_NAME, run_args
 from bench.errors import Exit
-from bench.provenance.recipe import RECIPE_NAME, run_args
 from bench.run.command import _settings
 
 from .conftest import Keys

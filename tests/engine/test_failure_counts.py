@@ -10,10 +10,10 @@ import jsonschema
 import pydantic
 import pytest
 
+from bench.failures import ErrorKind, RequestError, count_by_kind
 from bench.results import CellResult, KvCapacity, Plan, Results, RunSettings, ServerInfo
 from bench.run import outcome
 from bench.run.cell import CellRun
-from bench.stream.failures import ErrorKind, RequestError, count_by_kind
 from bench.stream.records import RequestRecord
 
 PUBLISHED = Path(__file__).parents[2] / "docs" / "results.schema.json"

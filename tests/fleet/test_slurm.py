@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
-from bench.provenance.recipe import RECIPE_NAME, Recipe
 from provisioning.flow import scope_of
 from tests.faults.procs import stderr_until
 from tests.fleet.conftest import SlurmCluster

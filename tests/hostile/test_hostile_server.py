@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from bench import procs
 from bench.errors import Exit
+from bench.host import procs
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import procs
 from bench.errors import Exit, ServerError
+from bench.host import procs
 from bench.stream.client import (
     MAX_ERROR_BODY,
     MAX_METRICS_BODY_BYTES,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import procs
+from bench.host import procs
 
 ROOT = Path(__file__).resolve().parents[2]
 SSHD_SH = ROOT / "tests" / "setup" / "sshd.sh"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
-from bench.provenance.recipe import RECIPE_NAME, Recipe
 from provisioning.flow import scope_of
 from tests.orch.conftest import ROOT, SshTestHost
 

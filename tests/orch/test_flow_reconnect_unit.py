@@ -14,9 +14,9 @@ from typing import Any, cast
 
 import pytest
 
+from bench.bundle.recipe import ImageServer, Recipe
 from bench.errors import Exit, RunFailed
 from bench.launch_profile import load_launch_profile
-from bench.provenance.recipe import ImageServer, Recipe
 from provisioning.containers import EngineUnreachable
 from provisioning.flow import HostLost, HostRun
 from provisioning.hosts import Host

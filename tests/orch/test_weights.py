@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.provenance import sources as provenance
+from bench.bundle import provenance
 from provisioning import hosts, preflight, weights
 from provisioning.preflight import Status
 from provisioning.remote import Remote

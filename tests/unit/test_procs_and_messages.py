@@ -1,4 +1,4 @@
-"""The one process stopper (bench.procs) and the one validation-message helper
+"""The one process stopper (bench.host.procs) and the one validation-message helper
 (bench.errors.validation_message)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 
 from pydantic import BaseModel, ValidationError, field_validator
 
-from bench import procs
 from bench.errors import validation_message
+from bench.host import procs
 
 # A child that ignores SIGTERM, says so, then sleeps: only SIGKILL ends it.
 _STUBBORN = (

@@ -26,8 +26,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench import is_dirty
+from bench.bundle import provenance
 from bench.errors import VerifyFailed, validation_message
-from bench.provenance import sources as provenance
 from bench.results import Results, RunSettings
 
 RECIPE_NAME = "recipe.json"
