@@ -25,9 +25,9 @@ from bench.run.capacity import kv_capacity
 from bench.run.cell import Server
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run.server_info import detect
+from bench.run.server_info import detect, engine_setup
 from bench.settings import Settings
-from bench.stream import event_loop
+from bench.stream import event_loop, tokens
 from bench.stream.client import Client, check_url
 
 PUBLISHED_CONTEXTS = ("8K", "16K", "32K", "64K", "128K", "256K")
@@ -279,12 +279,13 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         ca_file=settings.ca_file,
     )
     try:
-        info, snapshot = await detect(
+        info, snapshot, engine_kv = await detect(
             client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
         )
         if previous is not None:
             resume.check_same_server(previous, info, str(rundir.path))
-        kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log)
+        kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log, engine_kv)
+        info, engine_parse, tokenize = await engine_setup(client, info, kv, engine_kv)
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
         print(plan.render(the_plan, info, run_settings), flush=True)
@@ -299,6 +300,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
                 server=info,
                 plan=the_plan,
                 measurement=Measurement(
+                    output_tokens_from=tokens.run_source(client.counting),
                     active_source="server_metrics" if info.has_metrics else "client_in_flight",
                     prompt_sizing=the_plan.prompt_sizing,
                     kv_source=kv.source,
@@ -334,7 +336,10 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             estimated_s=the_plan.estimated_duration_s,
             speed_factor=info.speed_factor,
         )
-        server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
+        server = Server(
+            client, clock, sweep.sleep, has_metrics=info.has_metrics, parse=engine_parse,
+            tokenize=tokenize,
+        )  # fmt: skip
         runner = sweep.Sweep(
             server=server,
             rundir=rundir,

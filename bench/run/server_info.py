@@ -1,15 +1,21 @@
-"""What the server under test is: model, max_model_len, version, speed, endpoints."""
+"""What the server under test is: engine, model, max_model_len, version, speed, endpoints,
+and where each of those facts came from (`ServerInfo.facts_source`, docs/engines.md)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
+from bench.engines import base
+from bench.engines.detect import ENGINES
+from bench.engines.detect import detect as detect_engine
 from bench.errors import ServerError, UsageError
-from bench.results import ServerInfo, SpeedSource
+from bench.results import KvCapacity, ServerInfo, SpeedSource
+from bench.stream import metrics, tokens
 from bench.stream.client import Client
-from bench.stream.metrics import Snapshot, parse
+from bench.stream.metrics import Snapshot
 
 
 def _json(text: str) -> Any:
@@ -30,8 +36,10 @@ def _reported_speed(payload: dict[str, Any]) -> float | None:
 
 async def detect(
     client: Client, *, model: str | None, speed_factor: float | None, now_s: float
-) -> tuple[ServerInfo, Snapshot | None]:
-    """Ask the server; the /metrics snapshot comes back too (KV capacity lives there)."""
+) -> tuple[ServerInfo, Snapshot | None, base.Capacity | None]:
+    """Ask the server; the /metrics snapshot (normalised by its engine) and the KV capacity
+    the engine itself reports (None for vLLM: bench.run.capacity reads its labels) come
+    back too."""
     status, text = await client.get("/v1/models")
     if status in (401, 403):
         raise UsageError(
@@ -59,12 +67,14 @@ async def detect(
             ids = ", ".join(str(m.get("id")) for m in models)
             raise UsageError(f"model {model!r} is not served here", hint=f"served: {ids}")
         chosen = named[0]
-    max_model_len = chosen.get("max_model_len")
-    if (
-        not isinstance(max_model_len, int)
-        or isinstance(max_model_len, bool)
-        or not 0 < max_model_len < 1 << 40
-    ):
+    found = await detect_engine(client)
+    engine = found.engine
+    facts = {"engine": found.how}
+    max_model_len = base.positive_int(chosen.get("max_model_len"))
+    facts["max_model_len"] = "endpoint:/v1/models max_model_len"
+    if max_model_len is None and (own := engine.max_model_len(found.probes)) is not None:
+        max_model_len, facts["max_model_len"] = own
+    if max_model_len is None:
         raise ServerError(
             f"/v1/models does not give max_model_len for {chosen.get('id')!r}",
             hint="bench run needs a vLLM-compatible server",
@@ -84,14 +94,16 @@ async def detect(
     if speed <= 0:
         raise UsageError(f"speed factor {speed:g} is not positive", hint="use --speed-factor > 0")
 
-    status, text = await client.get("/metrics")
-    snapshot = parse(text, now_s) if status == 200 else None
+    scraped = found.metrics_text
+    snapshot: Snapshot | None = engine.parse(scraped, now_s) if scraped is not None else None
     if snapshot is not None and not snapshot.values and not snapshot.info:
-        snapshot = None  # a /metrics without vllm:* families is as good as none
+        snapshot = None  # a /metrics without the engine's families is as good as none
+    facts.update(_metric_facts(engine, snapshot))
 
     model_id = str(chosen.get("id"))
     tok_status, tok = await client.post_json("/tokenize", {"model": model_id, "prompt": "hello"})
     has_tokenize = tok_status == 200 and isinstance(tok, dict) and "count" in tok
+    facts["output_tokens"] = await _token_fact(client, engine, model_id)
 
     info = ServerInfo(
         url=client.base_url,
@@ -103,5 +115,73 @@ async def detect(
         speed_source=source,
         has_metrics=snapshot is not None,
         has_tokenize=has_tokenize,
+        engine=engine.name,
+        facts_source=facts,
     )
-    return info, snapshot
+    return info, snapshot, engine.capacity(snapshot, found.probes)
+
+
+def _metric_facts(engine: base.Engine, snapshot: Snapshot | None) -> dict[str, str]:
+    """running, waiting, spec_decode, prefix_cache: the engine's metric when the snapshot
+    has it, else how bench does without."""
+    have = snapshot.values if snapshot is not None else {}
+    keys = {
+        "running": (metrics.RUNNING,),
+        "waiting": (metrics.WAITING,),
+        "spec_decode": (metrics.SPEC_ACCEPTED, base.SPEC_ACCEPT_RATE, base.SPEC_ACCEPT_LENGTH),
+        "prefix_cache": (metrics.PREFIX_HITS, base.PREFIX_HIT_RATE),
+    }
+    without = {
+        "running": "fallback:the client's own in-flight count",
+        "waiting": "fallback:none (the gate counts the client's requests in flight)",
+        "spec_decode": "fallback:none (not reported)",
+        "prefix_cache": "fallback:none (not reported)",
+    }
+    out = {}
+    for fact, canonical in keys.items():
+        name = engine.metric_names.get(fact)
+        present = any(k in have for k in canonical)
+        out[fact] = f"metrics:{name}" if present and name else without[fact]
+    return out
+
+
+async def _token_fact(client: Client, engine: base.Engine, model: str) -> str:
+    """How output tokens will be counted on this engine (bench.stream.tokens); where the
+    engine's own way fails (a server too old for it), the tokenizer takes over."""
+    if engine.continuous_usage:
+        return "endpoint:stream usage on every chunk (stream_options.continuous_usage_stats)"
+    if engine.chunk_count is not None:
+        return f"endpoint:stream {engine.chunk_count_name} on every chunk"
+    if await tokens.server_tokenizer(client, engine, model) is not None:
+        return f"fallback:streamed text tokenized by {engine.tokenize_path}"
+    return "fallback:none (no per-chunk count and no tokenizer: cells are invalid)"
+
+
+async def engine_setup(
+    client: Client, info: ServerInfo, kv: KvCapacity, engine_kv: base.Capacity | None
+) -> tuple[ServerInfo, Callable[[str, float], Snapshot], tokens.Tokenize | None]:
+    """After the capacity is settled: its fact recorded, the client told how to count
+    tokens of chunks without usage; the engine's /metrics parser and text tokenizer."""
+    engine = ENGINES[info.engine or "vllm"]
+    tokenize = None
+    if engine.name != "vllm":
+        tokenize = await tokens.server_tokenizer(client, engine, info.model)
+        client.counting = tokens.counting_for(engine, tokenize is not None)
+    facts = {
+        **info.facts_source,
+        "kv_capacity": kv_fact(kv, engine_kv.source if engine_kv else None),
+    }
+    return info.model_copy(update={"facts_source": facts}), engine.parse, tokenize
+
+
+def kv_fact(kv: KvCapacity, engine_source: str | None) -> str:
+    """facts_source["kv_capacity"] for the capacity bench.run.capacity settled on."""
+    if kv.source in ("engine_metrics", "engine_endpoint") and engine_source:
+        return engine_source
+    return {
+        "kv_budget": "fallback:--kv-budget",
+        "kv_cache_size_tokens": f"metrics:{metrics.CACHE_CONFIG} kv_cache_size_tokens",
+        "startup_log": "fallback:the server log's KV cache size line",
+        "num_gpu_blocks_x_block_size": f"metrics:{metrics.CACHE_CONFIG} num_gpu_blocks x "
+        "block_size",
+    }.get(kv.source, "fallback:unknown (every cell is run)")

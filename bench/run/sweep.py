@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.engines.detect import ENGINES
 from bench.errors import ServerError
 from bench.host import telemetry
 from bench.results import (
@@ -20,6 +21,8 @@ from bench.results import (
     PlannedContext,
     PrefillSample,
     Results,
+    ServerInfo,
+    TokenSource,
 )
 from bench.run import figures, prompts
 from bench.run.cell import CellRun, CellTiming, Server, launch_prefix_hit_rate, run_cell
@@ -29,6 +32,7 @@ from bench.run.rundir import METRICS, SAMPLES, RunDir
 from bench.stats import estimate
 from bench.stream.client import Clock
 from bench.stream.records import RequestRecord
+from bench.stream.tokens import attribute
 
 # Server seconds: the readiness time-out grows with the tokens the cell must prefill.
 _READY_BASE_S = 120.0
@@ -85,7 +89,7 @@ class Sweep:
             return self._not_run(results, ctx, trial, todo)
         prompt, tokens = await self._prompt(results, ctx, trial)
         path = prompts.endpoint(s.api)
-        scout_body = prompts.request_body(s.api, info.model, prompt, 1)
+        scout_body = prompts.request_body(s.api, info.model, prompt, 1, _extras(info))
         if not self._warmed_up:
             await self._warm_up(results)
         # The scout must be alone on the server: the previous row's cancelled streams may
@@ -113,7 +117,7 @@ class Sweep:
                 trial=trial + 1,
             )
         prompt_tokens = record.prompt_tokens or tokens
-        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens)
+        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens, _extras(info))
         speed = info.speed_factor
         for planned in todo:
             c = planned.concurrency
@@ -147,7 +151,14 @@ class Sweep:
             finally:
                 if self.gpu_sampler is not None:
                     window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
+            # Text kept for the tokenizer is counted now, the window over (bench.stream.tokens).
+            counted = await attribute(run.records, self.server.tokenize)
             result = self._result(run, ctx.label, prompt_tokens, trial, ctx.max_tokens)
+            if result.extras is not None:
+                source = counted or self._token_source()
+                result = result.model_copy(
+                    update={"extras": result.extras.model_copy(update={"token_source": source})}
+                )
             if self.gpu_sampler is not None:
                 telemetry.append_window(
                     self.rundir.path / telemetry.GPU_TELEMETRY_NAME, context_label=ctx.label,
@@ -166,6 +177,13 @@ class Sweep:
             self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
         return results
 
+    def _token_source(self) -> TokenSource:
+        """How tokens were counted where no text had to be tokenized."""
+        counting = self.server.client.counting
+        if counting is not None and counting.chunk_count is not None:
+            return "engine_chunk_count"
+        return "usage"
+
     @staticmethod
     def _drain_timing(hold_s: float, speed: float) -> tuple[float, float]:
         """(time-out, poll) of a drain barrier in client seconds, the same as a cell's."""
@@ -179,7 +197,7 @@ class Sweep:
         s, info = results.settings, results.server
         text = prompts.PromptText(results.run_id, -1, WARMUP_LABEL, s.seed).text(WARMUP_WORDS)
         record = RequestRecord(worker=0, start_s=self.clock())
-        body = prompts.request_body(s.api, info.model, text, WARMUP_MAX_TOKENS)
+        body = prompts.request_body(s.api, info.model, text, WARMUP_MAX_TOKENS, _extras(info))
         await self.server.client.stream(prompts.endpoint(s.api), body, record)
         self.progress.note(
             "warm_up",
@@ -292,7 +310,7 @@ class Sweep:
         counts = []
         for words in (64, 1024):
             record = RequestRecord(worker=0, start_s=self.clock())
-            body = prompts.request_body(s.api, info.model, probe.text(words), 1)
+            body = prompts.request_body(s.api, info.model, probe.text(words), 1, _extras(info))
             await self.server.client.stream(prompts.endpoint(s.api), body, record)
             if record.prompt_tokens is None:
                 raise ServerError(
@@ -472,6 +490,11 @@ def aggregate(results: Results) -> tuple[CellAggregate, ...]:
             )
         )
     return tuple(out)
+
+
+def _extras(info: ServerInfo) -> dict[str, Any]:
+    """The engine's own request fields (llama.cpp: per-token timings)."""
+    return dict(ENGINES[info.engine].request_extras) if info.engine is not None else {}
 
 
 async def sleep(seconds: float) -> None:

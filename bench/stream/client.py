@@ -57,7 +57,7 @@ from pydantic import SecretStr
 
 from bench.errors import ServerError, ServerUnreachable, UsageError
 from bench.results import ReadTimes
-from bench.stream import http1, rxstamp
+from bench.stream import http1, rxstamp, tokens
 from bench.stream.records import RequestRecord
 
 Clock = Callable[[], float]
@@ -168,6 +168,8 @@ class Client:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.base_url = check_url(base_url)
         self.read_timeout_s = read_timeout_s
+        # Set once the engine is known: how chunks without usage are counted.
+        self.counting: tokens.Counting | None = None
         self._clock = clock
         url = httpx.URL(self.base_url)
         # One connection per stream: C streams must never queue behind each other.
@@ -354,7 +356,9 @@ class Client:
     async def _stream_raw(self, path: str, content: bytes, record: RequestRecord) -> None:
         assert self._raw is not None
         try:
-            await self._raw.stream(self._raw_prefix + path, content, record, _Events(record))
+            await self._raw.stream(
+                self._raw_prefix + path, content, record, _Events(record, self.counting)
+            )
         except asyncio.CancelledError:
             record.cancelled = True
             raise
@@ -371,7 +375,7 @@ class Client:
         deadline: asyncio.Timeout,
         stuck_s: float,
     ) -> None:
-        events = _Events(record)
+        events = _Events(record, self.counting)
         loop = asyncio.get_running_loop()
         mark = _progress(record)
         # Raw bytes: the body is identity-encoded (checked at the head), no decoder runs.
@@ -446,12 +450,13 @@ async def _http_error(response: httpx.Response) -> str:
 class _Events:
     """SSE lines of one stream -> the record; every event of one read shares `now`."""
 
-    __slots__ = ("held", "parts", "record")
+    __slots__ = ("counting", "held", "parts", "record")
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, counting: tokens.Counting | None = None) -> None:
         self.parts: list[bytes] = []  # the start of a line not ended yet
         self.held = 0  # its length
         self.record = record
+        self.counting = counting
 
     def feed(self, data: bytes, now: float) -> bool:
         """True when the stream is over: [DONE] or an error event."""
@@ -505,7 +510,7 @@ class _Events:
             if payload == b"[DONE]":
                 record.finished = True
                 return True
-            if _feed(payload, record, now):
+            if _feed(payload, record, now, self.counting):
                 return True
         return self._hold(buf[start:])
 
@@ -522,7 +527,9 @@ class _Events:
         return False
 
 
-def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
+def _feed(
+    payload: bytes, record: RequestRecord, now: float, counting: tokens.Counting | None = None
+) -> bool:
     """Account one data payload; True when the stream must stop (an error event)."""
     if not payload.endswith(b"}"):
         # A cheap well-formedness check: every chunk is one JSON object on one line.
@@ -555,7 +562,7 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
             return True
         record.add_usage(now, int(digits))
     elif text or (text is None and _TEXT.search(payload)):
-        record.unattributed += 1
+        tokens.without_usage(payload, record, now, counting)  # counted, or kept, or neither
     return False
 
 
@@ -580,7 +587,7 @@ def _check_complete(record: RequestRecord) -> None:
         record.error = "stream ended without [DONE]"
     elif record.first_token_s is None and record.tokens > 0:
         record.error = "usage-only stream: tokens counted but no text received"
-    elif record.first_token_s is not None and record.tokens == 0:
+    elif record.first_token_s is not None and record.tokens == 0 and not record.texts:
         record.error = "no usage in stream: the server must send continuous usage stats"
     elif record.tokens == 0:
         record.error = "empty stream: no token received"

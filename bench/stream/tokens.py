@@ -1,0 +1,186 @@
+"""Output tokens of a server that cannot send cumulative usage on every chunk.
+
+vLLM (and SGLang) put `usage.completion_tokens` on every chunk when asked: the client reads
+it and nothing here runs. Otherwise, in this order:
+
+1. the engine's own per-chunk count (llama.cpp with `timings_per_token`: `predicted_n`
+   in each chunk's `timings`): read as the chunk arrives, exactly like usage;
+2. the streamed text, kept chunk by chunk with its arrival time, tokenized after the cell
+   with the server's tokenizer (`/tokenize`). Where the tokenizer gives token pieces that
+   spell the text (llama.cpp `with_pieces`), each token is placed in the chunk that
+   completed it; otherwise the request's count is shared out in proportion to characters.
+   A final usage count, when the server sends one, is the request's total.
+
+A request's tokens are never all stamped at its last chunk: without one of the two, its
+chunks stay "unattributed" and its cell is invalid (bench.run.figures says why).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+
+from bench.results import TokenSource
+from bench.stream.records import RequestRecord
+
+if TYPE_CHECKING:
+    from bench.engines.base import Engine
+    from bench.stream.client import Client
+
+_MAX_COUNT_DIGITS = 12
+# Text kept per request for the tokenizer: beyond this the request's text is dropped and
+# its chunks stay unattributed (a hostile stream must not fill memory).
+MAX_TEXT_CHARS = 4 << 20
+_TEXT_KEYS = ("content", "reasoning_content", "reasoning", "text")
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How the client counts tokens of chunks that carry no usage."""
+
+    chunk_count: re.Pattern[bytes] | None = None  # the engine's per-chunk cumulative count
+    capture_text: bool = False  # keep the text for the tokenizer
+
+
+# text -> (token count, token pieces or None)
+Tokenize = Callable[[str], Awaitable[tuple[int, list[str] | None] | None]]
+
+
+def counting_for(engine: Engine, can_tokenize: bool) -> Counting | None:
+    """vLLM: None (usage on every chunk, as always: a chunk without it makes its cell
+    invalid). Other engines: their own per-chunk count, and the text kept for the
+    tokenizer as a safety net (an SGLang too old for continuous_usage_stats)."""
+    if engine.name == "vllm":
+        return None
+    return Counting(chunk_count=engine.chunk_count, capture_text=can_tokenize)
+
+
+def run_source(counting: Counting | None) -> TokenSource:
+    """The run's main way of counting (each cell says what it really used)."""
+    return "engine_chunk_count" if counting is not None and counting.chunk_count else "usage"
+
+
+def without_usage(payload: bytes, record: RequestRecord, now: float, c: Counting | None) -> None:
+    """A chunk with text and no usage count (the client's hook)."""
+    if c is not None and c.chunk_count is not None:
+        m = c.chunk_count.search(payload)
+        if m is not None and len(m.group(1)) <= _MAX_COUNT_DIGITS:
+            record.add_usage(now, int(m.group(1)))
+            return
+    record.unattributed += 1
+    if c is not None and c.capture_text:
+        keep(record, now, chunk_text(payload))
+
+
+def keep(record: RequestRecord, now: float, text: str) -> None:
+    """Keep one chunk's text; past MAX_TEXT_CHARS the request's text is dropped for good
+    (its chunks stay unattributed and its cell invalid)."""
+    if not text or record.text_chars < 0:
+        return
+    if record.text_chars + len(text) > MAX_TEXT_CHARS:
+        record.texts, record.text_chars = None, -1
+        return
+    if record.texts is None:
+        record.texts = []
+    record.texts.append((now, text))
+    record.text_chars += len(text)
+
+
+def chunk_text(payload: bytes) -> str:
+    """The generated text of one chunk (chat delta, reasoning or completions text)."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        return ""
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    first = choices[0]
+    delta = first.get("delta")
+    where = delta if isinstance(delta, dict) else first
+    return "".join(v for k in _TEXT_KEYS if isinstance(v := where.get(k), str))
+
+
+def read_tokenize(answer: Any) -> tuple[int, list[str] | None] | None:
+    """(count, pieces) from a /tokenize answer: vLLM's `count`/`tokens`/`token_strs`,
+    llama.cpp's `tokens` of ids or of {"id", "piece"}; None when it is neither."""
+    if not isinstance(answer, dict):
+        return None
+    toks, count = answer.get("tokens"), answer.get("count")
+    pieces: list[str] | None = None
+    if isinstance(toks, list) and toks and all(isinstance(t, dict) for t in toks):
+        got = [t.get("piece") for t in toks]
+        pieces = [p for p in got if isinstance(p, str)]
+        pieces = pieces if len(pieces) == len(got) else None
+    strs = answer.get("token_strs")
+    if pieces is None and isinstance(strs, list) and all(isinstance(s, str) for s in strs):
+        pieces = list(strs) or None
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count, pieces
+    if isinstance(toks, list):
+        return len(toks), pieces
+    return None
+
+
+async def server_tokenizer(client: Client, engine: Engine, model: str) -> Tokenize | None:
+    """The server's text tokenizer, when a probe of it answers; else None."""
+
+    async def tokenize(text: str) -> tuple[int, list[str] | None] | None:
+        status, answer = await client.post_json(
+            engine.tokenize_path, engine.tokenize_body(model, text)
+        )
+        return read_tokenize(answer) if status == 200 else None
+
+    got = await tokenize("hello world")
+    return tokenize if got is not None and got[0] > 0 else None
+
+
+def boundaries(texts: list[str], total: int, pieces: list[str] | None) -> tuple[list[int], bool]:
+    """Cumulative tokens at the end of each chunk, and whether they are exact (pieces that
+    spell the text) or shared in proportion to characters. Never decreasing; ends at
+    `total` (0 chunks with text end at 0)."""
+    ends = list(accumulate(len(t) for t in texts))
+    chars = ends[-1] if ends else 0
+    if pieces is not None and "".join(pieces) == "".join(texts):
+        token_ends = list(accumulate(len(p) for p in pieces))
+        exact = [bisect_right(token_ends, e) for e in ends]
+        n = len(pieces)
+        if n and n != total:  # the server's own total wins; the pieces place the tokens
+            exact = [round(total * k / n) for k in exact]
+        return exact, True
+    if chars == 0:
+        return [0 for _ in texts], False
+    return [round(total * e / chars) for e in ends], False
+
+
+async def attribute(records: list[RequestRecord], tokenize: Tokenize | None) -> TokenSource | None:
+    """Give every request with kept text per-chunk token counts (after the cell, when the
+    server is idle); returns how, or None when no request had kept text."""
+    kept = [r for r in records if r.texts]
+    if not kept or tokenize is None:
+        return None
+    exact_all = True
+    for r in kept:
+        if not r.texts:
+            continue
+        times = [t for t, _ in r.texts]
+        texts = [x for _, x in r.texts]
+        got = await tokenize("".join(texts))
+        if got is None:
+            continue
+        count, pieces = got
+        total = r.tokens if r.tokens > 0 else count
+        cumulative, exact = boundaries(texts, total, pieces)
+        exact_all = exact_all and exact
+        r.chunk_s = type(r.chunk_s)("d")
+        r.chunk_tokens = type(r.chunk_tokens)("q")
+        for t, n in zip(times, cumulative, strict=True):
+            r.add_usage(t, n)
+        r.unattributed = 0
+        r.texts, r.text_chars = None, 0
+    return "tokenized_text" if exact_all else "tokenized_text_share"
