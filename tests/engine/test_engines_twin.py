@@ -103,3 +103,9 @@ def test_bench_run_against_each_engine_flavor(flavor: str, tmp_path: Path) -> No
         assert 0 < cell.figures.tbt_s < cell.figures.measured_for_s / 20
     if engine != "vllm":
         assert results.measurement.kv_source in ("engine_metrics", "engine_endpoint")
+    # The tiny profile decodes speculatively: the note names the engine's own source.
+    spec = results.server.facts_source["spec_decode"].removeprefix("metrics:")
+    tables = (out / "tables.md").read_text()
+    assert f"from the server's {spec}" in tables or (
+        engine == "vllm" and "from the server's vllm:spec_decode_* counters" in tables
+    )
