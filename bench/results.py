@@ -96,7 +96,7 @@ class ServerInfo(_Model):
     engine: EngineName | None = None  # None: a results.json from before engine detection
     # fact -> where it came from: "metrics:<name>", "endpoint:<path>[ field]",
     # "fallback:<how>" (facts: engine, max_model_len, kv_capacity, running, waiting,
-    # spec_decode, prefix_cache, output_tokens); see docs/engines.md
+    # spec_decode, prefix_cache, output_tokens, output_tokens_fallback); docs/engines.md
     facts_source: dict[str, str] = Field(default_factory=dict)
 
 

@@ -117,6 +117,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help='the server\'s log: its "KV cache size: N tokens" line is a capacity source',
     )
     p.add_argument(
+        "--tokenizer-url",
+        default=None,
+        metavar="URL",
+        help="a server whose /tokenize counts this model's tokens (llama.cpp's, vLLM's or "
+        "SGLang's), for an engine that sends no per-chunk counts (docs/engines.md)",
+    )
+    p.add_argument(
         "--resume",
         type=Path,
         default=None,
@@ -271,6 +278,11 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         run_settings = _settings(args)
         out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
         rundir = RunDir(out)
+    tokenizer_client = (
+        Client(args.tokenizer_url, settings.api_key, clock=clock, ca_file=settings.ca_file)
+        if args.tokenizer_url
+        else None
+    )
     client = Client(
         run_settings.url,
         settings.api_key,
@@ -285,7 +297,9 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         if previous is not None:
             resume.check_same_server(previous, info, str(rundir.path))
         kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log, engine_kv)
-        info, engine_parse, tokenize = await engine_setup(client, info, kv, engine_kv)
+        info, engine_parse, tokenize = await engine_setup(
+            client, info, kv, engine_kv, tokenizer_client
+        )
         sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
         the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
         print(plan.render(the_plan, info, run_settings), flush=True)
@@ -373,6 +387,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     finally:
         await client.aclose()
+        if tokenizer_client is not None:
+            await tokenizer_client.aclose()
         rundir.unlock()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -103,7 +103,6 @@ async def detect(
     model_id = str(chosen.get("id"))
     tok_status, tok = await client.post_json("/tokenize", {"model": model_id, "prompt": "hello"})
     has_tokenize = tok_status == 200 and isinstance(tok, dict) and "count" in tok
-    facts["output_tokens"] = await _token_fact(client, engine, model_id)
 
     info = ServerInfo(
         url=client.base_url,
@@ -145,32 +144,53 @@ def _metric_facts(engine: base.Engine, snapshot: Snapshot | None) -> dict[str, s
     return out
 
 
-async def _token_fact(client: Client, engine: base.Engine, model: str) -> str:
-    """How output tokens will be counted on this engine (bench.stream.tokens); where the
-    engine's own way fails (a server too old for it), the tokenizer takes over."""
+def _token_facts(engine: base.Engine, tokenizer: str | None) -> dict[str, str]:
+    """How output tokens will be counted on this engine (bench.stream.tokens), and the
+    tokenizer that takes over where the engine's own way fails (a server too old for it);
+    each cell's `extras.token_source` says which it used."""
     if engine.continuous_usage:
-        return "endpoint:stream usage on every chunk (stream_options.continuous_usage_stats)"
-    if engine.chunk_count is not None:
-        return f"endpoint:stream {engine.chunk_count_name} on every chunk"
-    if await tokens.server_tokenizer(client, engine, model) is not None:
-        return f"fallback:streamed text tokenized by {engine.tokenize_path}"
-    return "fallback:none (no per-chunk count and no tokenizer: cells are invalid)"
+        own = "endpoint:stream usage on every chunk (stream_options.continuous_usage_stats)"
+    elif engine.chunk_count is not None:
+        own = f"endpoint:stream {engine.chunk_count_name} on every chunk"
+    else:
+        own = "fallback:none (no per-chunk count)"
+    text = f"fallback:streamed text tokenized by {tokenizer}" if tokenizer else None
+    if text and own.startswith("fallback:"):
+        return {"output_tokens": text}
+    return {"output_tokens": own} | ({"output_tokens_fallback": text} if text else {})
 
 
 async def engine_setup(
-    client: Client, info: ServerInfo, kv: KvCapacity, engine_kv: base.Capacity | None
+    client: Client,
+    info: ServerInfo,
+    kv: KvCapacity,
+    engine_kv: base.Capacity | None,
+    tokenizer_client: Client | None = None,
 ) -> tuple[ServerInfo, Callable[[str, float], Snapshot], tokens.Tokenize | None]:
-    """After the capacity is settled: its fact recorded, the client told how to count
-    tokens of chunks without usage; the engine's /metrics parser and text tokenizer."""
+    """After the capacity is settled: its fact and the way tokens are counted recorded,
+    the client told how to count chunks without usage; the engine's /metrics parser and
+    the text tokenizer (the user's `--tokenizer-url`, else the server's own)."""
     engine = ENGINES[info.engine or "vllm"]
-    tokenize = None
-    if engine.name != "vllm":
+    tokenize, where = None, None
+    if tokenizer_client is not None:
+        tokenize = await tokens.url_tokenizer(tokenizer_client)
+        where = f"{tokenizer_client.base_url}/tokenize (--tokenizer-url)"
+        if tokenize is None:
+            raise UsageError(
+                f"--tokenizer-url {tokenizer_client.base_url}: its /tokenize does not count",
+                hint="point it at a llama.cpp, vLLM or SGLang server of the same model",
+            )
+    elif engine.name != "vllm":
         tokenize = await tokens.server_tokenizer(client, engine, info.model)
+        where = engine.tokenize_path if tokenize is not None else None
+    if engine.name != "vllm":  # vLLM counts by usage only, as always
         client.counting = tokens.counting_for(engine, tokenize is not None)
+    else:
+        tokenize, where = None, None
     facts = {
         **info.facts_source,
         "kv_capacity": kv_fact(kv, engine_kv.source if engine_kv else None),
-    }
+    } | _token_facts(engine, where)
     return info.model_copy(update={"facts_source": facts}), engine.parse, tokenize
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
+from bench.errors import ServerError
 from bench.results import TokenSource
 from bench.stream.records import RequestRecord
 
@@ -34,8 +35,10 @@ if TYPE_CHECKING:
 
 _MAX_COUNT_DIGITS = 12
 # Text kept per request for the tokenizer: beyond this the request's text is dropped and
-# its chunks stay unattributed (a hostile stream must not fill memory).
-MAX_TEXT_CHARS = 4 << 20
+# its chunks stay unattributed (a hostile stream must not fill memory). 256 K characters
+# is some 64 K tokens, whose /tokenize answer with pieces stays under the client's
+# MAX_SETUP_BODY_BYTES.
+MAX_TEXT_CHARS = 256 << 10
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning", "text")
 
 
@@ -129,11 +132,34 @@ def read_tokenize(answer: Any) -> tuple[int, list[str] | None] | None:
 
 async def server_tokenizer(client: Client, engine: Engine, model: str) -> Tokenize | None:
     """The server's text tokenizer, when a probe of it answers; else None."""
+    return await _probed(
+        client, engine.tokenize_path, lambda text: engine.tokenize_body(model, text)
+    )
 
+
+async def url_tokenizer(client: Client) -> Tokenize | None:
+    """A tokenizer the user points at (`bench run --tokenizer-url`): another server's
+    /tokenize, in llama.cpp's shape (`content`) or vLLM's and SGLang's (`prompt`, the
+    server's default model)."""
+    bodies: tuple[Callable[[str], dict[str, Any]], ...] = (
+        lambda text: {"content": text, "add_special": False, "with_pieces": True},
+        lambda text: {"prompt": text, "add_special_tokens": False},
+    )
+    for body in bodies:
+        got = await _probed(client, "/tokenize", body)
+        if got is not None:
+            return got
+    return None
+
+
+async def _probed(
+    client: Client, path: str, body: Callable[[str], dict[str, Any]]
+) -> Tokenize | None:
     async def tokenize(text: str) -> tuple[int, list[str] | None] | None:
-        status, answer = await client.post_json(
-            engine.tokenize_path, engine.tokenize_body(model, text)
-        )
+        try:
+            status, answer = await client.post_json(path, body(text))
+        except ServerError:  # an answer over the size limit: this text stays uncounted
+            return None
         return read_tokenize(answer) if status == 200 else None
 
     got = await tokenize("hello world")

@@ -109,3 +109,38 @@ def test_bench_run_against_each_engine_flavor(flavor: str, tmp_path: Path) -> No
     assert f"from the server's {spec}" in tables or (
         engine == "vllm" and "from the server's vllm:spec_decode_* counters" in tables
     )
+
+
+def test_a_tokenizer_the_user_points_at(tmp_path: Path) -> None:
+    """`--tokenizer-url`: another server's /tokenize counts the streamed text (here a
+    llama.cpp-flavored twin, whose pieces place every token in its chunk)."""
+    out = tmp_path / "r"
+    server_flags = ["--engine", "sglang", "--no-per-chunk-counts"]
+    with (
+        start_twin("tiny", speed=4.0, extra_args=server_flags) as twin,
+        start_twin("tiny", speed=4.0, extra_args=["--engine", "llamacpp"]) as tokenizer,
+    ):
+        args = ["--contexts", "256", "--concurrencies", "2", "--max-tokens", "128"]
+        rc, _, stderr = finish(
+            bench(
+                "--url", twin.url, *args, "--duration", "2", "--out", str(out),
+                "--tokenizer-url", tokenizer.url,
+            )
+        )  # fmt: skip
+        assert rc == 0, stderr[-2000:]
+        refused = tmp_path / "refused"
+        rc, _, stderr = finish(
+            bench(
+                "--url", twin.url, *args, "--duration", "2", "--out", str(refused),
+                "--tokenizer-url", twin.url + "/nothing-here",
+            )
+        )  # fmt: skip
+        assert rc == 2 and "its /tokenize does not count" in stderr
+    results = Results.model_validate_json((out / "results.json").read_text())
+    facts = results.server.facts_source
+    assert facts["output_tokens"].startswith("endpoint:stream usage on every chunk")
+    assert facts["output_tokens_fallback"] == (
+        f"fallback:streamed text tokenized by {tokenizer.url}/tokenize (--tokenizer-url)"
+    )
+    (cell,) = [c for c in results.cells if c.status == "valid"]
+    assert cell.extras is not None and cell.extras.token_source == "tokenized_text"
