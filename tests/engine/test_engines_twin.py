@@ -82,6 +82,9 @@ def test_bench_run_against_each_engine_flavor(flavor: str, tmp_path: Path) -> No
         )
     assert rc == 0, stderr[-2000:]
     assert capacity_line in stdout
+    assert f"Engine: {engine} ({facts['engine']})" in stdout  # the plan says where from
+    running = facts.get("running")
+    assert running is None or f"running {running}" in stdout
     assert "1K x 2: over capacity (needs 2,560 KV tokens, the server has 2,048)" in stdout
     results = Results.model_validate_json((out / "results.json").read_text())
     assert results.server.engine == engine
