@@ -37,12 +37,17 @@ class Capacity:
     detail: str
 
 
+RATES = frozenset({SPEC_ACCEPT_RATE, SPEC_ACCEPT_LENGTH, PREFIX_HIT_RATE})
+
+
 def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) -> Snapshot:
     """The `prefix` families of a Prometheus text, renamed to canonical keys (others keep
-    their name). Values of one family are summed over label sets; `*_info` families keep
+    their name). Values of one family are summed over label sets (several data-parallel
+    ranks add up), except the rates in RATES, which are averaged; `*_info` families keep
     their labels. Lines over MAX_METRICS_LINE and values that are not finite numbers are
     passed over, never raised on."""
     snap = Snapshot(t_s=t_s)
+    seen: dict[str, int] = {}
     for line in text.splitlines():
         if not line.startswith(prefix) or len(line) > MAX_METRICS_LINE:
             continue
@@ -63,6 +68,9 @@ def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) ->
             continue
         key = rename.get(name, name)
         snap.values[key] = snap.values.get(key, 0.0) + value
+        seen[key] = seen.get(key, 0) + 1
+    for key in RATES & seen.keys():
+        snap.values[key] /= seen[key]
     return snap
 
 

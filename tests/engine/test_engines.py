@@ -91,6 +91,19 @@ def test_sglang_metrics_land_on_the_canonical_keys() -> None:
     )
 
 
+def test_two_data_parallel_ranks_add_up_but_their_rates_do_not() -> None:
+    text = "".join(
+        f'sglang:{name}{{model_name="m",dp_rank="{rank}"}} {value}\n'
+        for rank in (0, 1)
+        for name, value in (("num_running_reqs", 3), ("max_total_num_tokens", 1000))
+    )
+    text += 'sglang:cache_hit_rate{dp_rank="0"} 0.2\nsglang:cache_hit_rate{dp_rank="1"} 0.4\n'
+    snap = sglang.parse(text, 0.0)
+    assert snap.get(metrics.RUNNING) == 6
+    assert snap.get("sglang:max_total_num_tokens") == 2000
+    assert snap.get(base.PREFIX_HIT_RATE) == pytest.approx(0.3)
+
+
 def test_sglang_capacity_from_server_info_when_the_metrics_lack_it() -> None:
     probes = {"/get_server_info": {"internal_states": [{"max_total_num_tokens": 5000}]}}
     cap = sglang.ENGINE.capacity(sglang.parse("", 0.0), probes)
