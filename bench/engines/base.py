@@ -35,6 +35,8 @@ class Capacity:
     tokens: int
     source: str  # "metrics:<name>" or "endpoint:<path> <field>"
     detail: str
+    # The server's log (`bench run --server-log`) may correct it: text -> (tokens, detail).
+    from_log: Callable[[str], tuple[int, str] | None] | None = None
 
 
 RATES = frozenset({SPEC_ACCEPT_RATE, SPEC_ACCEPT_LENGTH, PREFIX_HIT_RATE})

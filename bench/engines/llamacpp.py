@@ -8,11 +8,12 @@ server.cpp; the server's README.md):
   `llamacpp:spec_decode_num_draft_tokens_total`, `..._accepted_tokens_total`,
   `..._drafts_total`. No KV capacity is exported there.
 - `/props`: `default_generation_settings.n_ctx` is one slot's context and `total_slots`
-  the number of parallel slots. With a unified KV cache (`--kv-unified`, which recent
-  builds turn on when they choose the slot count themselves) every slot may use the whole
-  cache and n_ctx is its size; with split slots the context is divided among them and the
-  cache is total_slots x n_ctx. /props does not say which: capacity is read as n_ctx, never
-  more (a split cache is understated: give `--kv-budget`).
+  the number of parallel slots. With `-np` given the cache is split (observed on b11312:
+  `-np 4 -c 32768` gives n_ctx 8,192 per slot, and the log says
+  "n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'"): capacity is n_ctx x total_slots.
+  With a unified cache (`--kv-unified`, or recent builds choosing the slot count
+  themselves) every slot reports the whole cache as n_ctx: /props cannot tell, the
+  server's log can (`bench run --server-log`), and then capacity is n_ctx.
 - streaming: no `continuous_usage_stats`; usage comes with the last chunk. With
   `timings_per_token: true` every chunk carries `timings` whose `predicted_n` is the
   cumulative count of generated tokens: that is the per-chunk count bench reads.
@@ -58,16 +59,31 @@ def _slot_ctx(probes: Probes) -> int | None:
     return positive_int(dig(probes.get(PROPS), "default_generation_settings", "n_ctx"))
 
 
+# llama-server's start-up line on how it split the context among its slots.
+_SLOTS_LINE = re.compile(r"n_ctx_slot = (\d+), kv_unified = '(true|false)'")
+
+
+def _unified_from_log(text: str) -> tuple[int, str] | None:
+    """(n_ctx, the line) when the log's last start says the KV cache is unified."""
+    found = None
+    for m in _SLOTS_LINE.finditer(text):
+        found = m
+    if found is None or found.group(2) != "true":
+        return None
+    return int(found.group(1)), found.group(0)
+
+
 def _capacity(snapshot: Snapshot | None, probes: Probes) -> Capacity | None:
     n_ctx = _slot_ctx(probes)
     if n_ctx is None:
         return None
-    slots = positive_int(dig(probes.get(PROPS), "total_slots"), 1 << 16)
+    slots = positive_int(dig(probes.get(PROPS), "total_slots"), 1 << 16) or 1
     return Capacity(
-        n_ctx,
-        "endpoint:/props default_generation_settings.n_ctx",
-        f"/props n_ctx={n_ctx} ({slots or '?'} slots; the whole cache if unified, one "
-        "slot's share if split: then give --kv-budget)",
+        n_ctx * slots,
+        "endpoint:/props default_generation_settings.n_ctx x total_slots",
+        f"/props n_ctx={n_ctx} per slot x total_slots={slots} (a split cache; a unified one "
+        "is n_ctx: give --server-log or --kv-budget)",
+        from_log=_unified_from_log,
     )
 
 

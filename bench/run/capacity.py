@@ -68,6 +68,16 @@ def kv_capacity(
         return KvCapacity(tokens=kv_budget_tokens, source="kv_budget", detail="--kv-budget")
     if engine is not None:
         source = "engine_metrics" if engine.source.startswith("metrics:") else "engine_endpoint"
+        if engine.from_log is not None and server_log is not None:
+            try:
+                corrected = engine.from_log(server_log.read_text(errors="replace"))
+            except OSError:
+                corrected = None
+            if corrected is not None:
+                tokens, line = corrected
+                return KvCapacity(
+                    tokens=tokens, source="startup_log", detail=f'{server_log}: "{line}"'
+                )
         return KvCapacity(tokens=engine.tokens, source=source, detail=engine.detail)
     labels = snapshot.info.get(CACHE_CONFIG, {}) if snapshot is not None else {}
     size = _int(labels, "kv_cache_size_tokens")

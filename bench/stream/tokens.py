@@ -8,8 +8,9 @@ it and nothing here runs. Otherwise, in this order:
 2. the streamed text, kept chunk by chunk with its arrival time, tokenized after the cell
    with the server's tokenizer (`/tokenize`). Where the tokenizer gives token pieces that
    spell the text (llama.cpp `with_pieces`), each token is placed in the chunk that
-   completed it; otherwise the request's count is shared out in proportion to characters.
-   A final usage count, when the server sends one, is the request's total.
+   completed it; otherwise the request's count is shared out in proportion to the text's
+   bytes. Re-tokenized text need not be the tokens the model made (a model can pick a
+   non-canonical split): a final usage count, when the server sends one, is the total.
 
 A request's tokens are never all stamped at its last chunk: without one of the two, its
 chunks stay "unattributed" and its cell is invalid (bench.run.figures says why).
@@ -50,8 +51,8 @@ class Counting:
     capture_text: bool = False  # keep the text for the tokenizer
 
 
-# text -> (token count, token pieces or None)
-Tokenize = Callable[[str], Awaitable[tuple[int, list[str] | None] | None]]
+# text -> (token count, each token's bytes or None)
+Tokenize = Callable[[str], Awaitable[tuple[int, list[bytes] | None] | None]]
 
 
 def counting_for(engine: Engine, can_tokenize: bool) -> Counting | None:
@@ -109,20 +110,35 @@ def chunk_text(payload: bytes) -> str:
     return "".join(v for k in _TEXT_KEYS if isinstance(v := where.get(k), str))
 
 
-def read_tokenize(answer: Any) -> tuple[int, list[str] | None] | None:
+def _piece(value: object) -> bytes | None:
+    """A token's bytes: a string piece, or llama.cpp's list of byte values for a piece
+    that is no valid UTF-8 by itself."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, list) and all(
+        isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in value
+    ):
+        return bytes(value)
+    return None
+
+
+def _pieces(values: list[Any]) -> list[bytes] | None:
+    got = [_piece(v) for v in values]
+    return None if not got or any(p is None for p in got) else [p for p in got if p is not None]
+
+
+def read_tokenize(answer: Any) -> tuple[int, list[bytes] | None] | None:
     """(count, pieces) from a /tokenize answer: vLLM's `count`/`tokens`/`token_strs`,
     llama.cpp's `tokens` of ids or of {"id", "piece"}; None when it is neither."""
     if not isinstance(answer, dict):
         return None
     toks, count = answer.get("tokens"), answer.get("count")
-    pieces: list[str] | None = None
+    pieces: list[bytes] | None = None
     if isinstance(toks, list) and toks and all(isinstance(t, dict) for t in toks):
-        got = [t.get("piece") for t in toks]
-        pieces = [p for p in got if isinstance(p, str)]
-        pieces = pieces if len(pieces) == len(got) else None
+        pieces = _pieces([t.get("piece") for t in toks])
     strs = answer.get("token_strs")
     if pieces is None and isinstance(strs, list) and all(isinstance(s, str) for s in strs):
-        pieces = list(strs) or None
+        pieces = _pieces(strs)
     if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
         return count, pieces
     if isinstance(toks, list):
@@ -155,7 +171,7 @@ async def url_tokenizer(client: Client) -> Tokenize | None:
 async def _probed(
     client: Client, path: str, body: Callable[[str], dict[str, Any]]
 ) -> Tokenize | None:
-    async def tokenize(text: str) -> tuple[int, list[str] | None] | None:
+    async def tokenize(text: str) -> tuple[int, list[bytes] | None] | None:
         try:
             status, answer = await client.post_json(path, body(text))
         except ServerError:  # an answer over the size limit: this text stays uncounted
@@ -166,22 +182,23 @@ async def _probed(
     return tokenize if got is not None and got[0] > 0 else None
 
 
-def boundaries(texts: list[str], total: int, pieces: list[str] | None) -> tuple[list[int], bool]:
-    """Cumulative tokens at the end of each chunk, and whether they are exact (pieces that
-    spell the text) or shared in proportion to characters. Never decreasing; ends at
-    `total` (0 chunks with text end at 0)."""
-    ends = list(accumulate(len(t) for t in texts))
-    chars = ends[-1] if ends else 0
-    if pieces is not None and "".join(pieces) == "".join(texts):
+def boundaries(texts: list[str], total: int, pieces: list[bytes] | None) -> tuple[list[int], bool]:
+    """Cumulative tokens at the end of each chunk, and whether they are placed by the
+    tokenizer's pieces (whose bytes spell the text back) or shared in proportion to the
+    text's bytes. Never decreasing; ends at `total` (no text: 0 everywhere)."""
+    raw = [t.encode("utf-8", "surrogatepass") for t in texts]
+    ends = list(accumulate(len(t) for t in raw))
+    size = ends[-1] if ends else 0
+    if pieces is not None and b"".join(pieces) == b"".join(raw):
         token_ends = list(accumulate(len(p) for p in pieces))
-        exact = [bisect_right(token_ends, e) for e in ends]
+        placed = [bisect_right(token_ends, e) for e in ends]
         n = len(pieces)
         if n and n != total:  # the server's own total wins; the pieces place the tokens
-            exact = [round(total * k / n) for k in exact]
-        return exact, True
-    if chars == 0:
+            placed = [round(total * k / n) for k in placed]
+        return placed, True
+    if size == 0:
         return [0 for _ in texts], False
-    return [round(total * e / chars) for e in ends], False
+    return [round(total * e / size) for e in ends], False
 
 
 async def attribute(records: list[RequestRecord], tokenize: Tokenize | None) -> TokenSource | None:

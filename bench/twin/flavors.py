@@ -9,10 +9,14 @@ engine and change only what a client sees (docs/engines.md cites each engine's s
   `stream_options.continuous_usage_stats` is asked, with or without `include_usage`.
 - llamacpp: `/props` (`default_generation_settings.n_ctx`, `total_slots`), `/health`
   answering `{"status": "ok"}`, `/tokenize` taking `content` (with `with_pieces`), the
-  unlabelled `llamacpp:*` families, no `max_model_len` in /v1/models, no continuous usage:
-  usage only at the end (with `include_usage`), and `timings.predicted_n` on every chunk
-  when `timings_per_token` is asked. n_ctx is the profile's KV capacity (a unified
-  cache: every slot may use all of it), capped at its max_model_len.
+  unlabelled `llamacpp:*` families, no `max_model_len` in /v1/models (`meta.n_ctx`), no
+  continuous usage, and `timings.predicted_n` on every chunk when `timings_per_token` is
+  asked. Completions: usage and timings on the finish chunk, asked or not. Chat: with
+  `include_usage` a last chunk with empty choices carries usage and timings; without it
+  no usage at all, timings on the finish chunk. The KV cache is split into slots as
+  `-np N -c C` does: as many slots of max_model_len as the profile's capacity holds (at
+  least one, at most max_num_seqs), n_ctx = capacity / slots. The simulated engine does
+  not defer requests beyond the slots, and /version stays (it carries the twin's speed).
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ GET_ROUTES: dict[Flavor, tuple[str, ...]] = {
 }
 
 
-def llamacpp_n_ctx(p: Profile) -> int:
-    return min(p.kv_capacity_tokens, p.max_model_len)
+def llamacpp_slots(p: Profile) -> tuple[int, int]:
+    """(total_slots, n_ctx per slot): a split cache whose slots hold the capacity."""
+    slots = max(1, min(p.max_num_seqs, p.kv_capacity_tokens // p.max_model_len))
+    return slots, p.kv_capacity_tokens // slots
 
 
 def model_card(flavor: Flavor, p: Profile) -> dict[str, Any]:
@@ -46,7 +52,11 @@ def model_card(flavor: Flavor, p: Profile) -> dict[str, Any]:
         "owned_by": {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp"}[flavor],
     }
     if flavor == "llamacpp":
-        card["meta"] = {"n_ctx_train": p.max_model_len, "n_vocab": 151_936}
+        card["meta"] = {
+            "n_ctx": llamacpp_slots(p)[1],
+            "n_ctx_train": p.max_model_len,
+            "n_vocab": 151_936,
+        }
         return card
     card.update(root=p.model, parent=None, max_model_len=p.max_model_len)
     if flavor == "vllm":
@@ -68,12 +78,13 @@ def get_json(flavor: Flavor, path: str, p: Profile, version: str) -> dict[str, A
     if path == "/get_model_info":
         return {"model_path": p.model, "tokenizer_path": p.model, "is_generation": True}
     # /props
+    slots, n_ctx = llamacpp_slots(p)
     return {
         "default_generation_settings": {
-            "n_ctx": llamacpp_n_ctx(p),
+            "n_ctx": n_ctx,
             "params": {"n_predict": -1, "timings_per_token": False},
         },
-        "total_slots": p.max_num_seqs,
+        "total_slots": slots,
         "model_alias": p.model,
         "model_path": f"/models/{p.model}.gguf",
         "endpoint_metrics": True,

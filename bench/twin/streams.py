@@ -124,8 +124,11 @@ class Stream:
             return
         self.conn.start_chunked()
         if self.spec.chat:
+            empty = "null" if self.spec.engine == "llamacpp" else '""'  # as each engine does
             self._send(
-                self._choice('"delta":{"role":"assistant","content":""},"logprobs":null', "null")
+                self._choice(
+                    f'"delta":{{"role":"assistant","content":{empty}}},"logprobs":null', "null"
+                )
             )
 
     def emit(self, tokens: int, finished: bool, now: float) -> None:
@@ -173,8 +176,8 @@ class Stream:
             self._resolve()
             return
         if finished:
-            self._send(self._choice(self._finish_delta(), '"length"'))
-            if self.spec.include_usage:
+            self._send(self._choice(self._finish_delta(), '"length"', final=True))
+            if self.spec.include_usage and not self._usage_on_finish():
                 self._send(self._usage_only())
             self._send(b"data: [DONE]\n\n")
             self.outcome = "finished"
@@ -187,11 +190,18 @@ class Stream:
             return '"delta":{},"logprobs":null'
         return '"text":"","logprobs":null,"stop_reason":null'
 
-    def _choice(self, body: str, finish: str) -> bytes:
+    def _usage_on_finish(self) -> bool:
+        """llama.cpp's completions put usage on the finish chunk, asked for or not."""
+        return self.spec.engine == "llamacpp" and not self.spec.chat
+
+    def _choice(self, body: str, finish: str, final: bool = False) -> bytes:
         tail = f',"finish_reason":{finish}}}]'
-        if self._usage_tail:
+        llama = self.spec.engine == "llamacpp"
+        if self._usage_tail or (final and self._usage_on_finish()):
             tail += "," + self._usage_json()
-        elif self._timings:
+        if self._timings or (
+            final and llama and (not self.spec.chat or not self.spec.include_usage)
+        ):
             tail += "," + self._timings_json()
         return self._head + f"{body}{tail}}}\n\n".encode()
 

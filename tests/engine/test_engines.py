@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -122,13 +123,25 @@ def test_llamacpp_metrics_and_props() -> None:
     assert snap.get(metrics.SPEC_DRAFTS) == 5420
     assert "llamacpp:predicted_tokens_seconds" not in snap.values  # nan is passed over
     cap = llamacpp.ENGINE.capacity(snap, {"/props": PROPS})
-    assert cap is not None and cap.tokens == 8192  # n_ctx, never n_ctx x slots
-    assert cap.source == "endpoint:/props default_generation_settings.n_ctx"
+    assert cap is not None and cap.tokens == 8192 * 4  # split slots, as with -np given
+    assert cap.source == "endpoint:/props default_generation_settings.n_ctx x total_slots"
     assert llamacpp.ENGINE.max_model_len({"/props": PROPS}) == (
         8192,
         "endpoint:/props default_generation_settings.n_ctx",
     )
     assert llamacpp.ENGINE.capacity(snap, {"/props": {"total_slots": 4}}) is None
+
+
+def test_a_unified_llamacpp_cache_is_read_from_the_server_log(tmp_path: Path) -> None:
+    cap = llamacpp.ENGINE.capacity(None, {"/props": PROPS})
+    log = tmp_path / "server.log"
+    line = "srv load_model: n_slots = 4, n_ctx_slot = 8192, kv_unified = '{}'\n"
+    log.write_text(line.format("false") + "restarted\n" + line.format("true"))
+    kv = kv_capacity(None, None, log, cap)
+    assert (kv.tokens, kv.source) == (8192, "startup_log")  # the last start counts
+    log.write_text(line.format("false"))
+    assert kv_capacity(None, None, log, cap).tokens == 32_768
+    assert kv_capacity(None, None, tmp_path / "missing.log", cap).tokens == 32_768
 
 
 def test_trtllm_reads_the_newest_iteration() -> None:
@@ -190,7 +203,11 @@ def test_chunk_text_and_tokenize_answers() -> None:
     assert tokens.chunk_text(b"{broken") == ""
     assert tokens.read_tokenize({"count": 3, "tokens": [1, 2, 3], "token_strs": None}) == (3, None)
     llama = {"tokens": [{"id": 1, "piece": "He"}, {"id": 2, "piece": "llo"}]}
-    assert tokens.read_tokenize(llama) == (2, ["He", "llo"])
+    assert tokens.read_tokenize(llama) == (2, [b"He", b"llo"])
+    # llama.cpp gives a piece that is no valid UTF-8 by itself as its byte values.
+    split = {"tokens": [{"id": 7, "piece": [0xC3]}, {"id": 8, "piece": [0xA9]}]}
+    assert tokens.read_tokenize(split) == (2, [b"\xc3", b"\xa9"])
+    assert tokens.read_tokenize({"tokens": [{"id": 7, "piece": [300]}]}) == (1, None)
     assert tokens.read_tokenize({"tokens": [5, 6]}) == (2, None)
     assert tokens.read_tokenize({"count": True}) is None
     assert tokens.read_tokenize([1]) is None
@@ -198,13 +215,16 @@ def test_chunk_text_and_tokenize_answers() -> None:
 
 def test_boundaries_place_each_token_in_the_chunk_that_completed_it() -> None:
     # Chunks "He", "llo wor", "ld"; tokens "Hello", " world".
-    exact, ok = tokens.boundaries(["He", "llo wor", "ld"], 2, ["Hello", " world"])
+    exact, ok = tokens.boundaries(["He", "llo wor", "ld"], 2, [b"Hello", b" world"])
     assert ok and exact == [0, 1, 2]
     # The server's own total wins; the pieces place the tokens.
-    scaled, ok = tokens.boundaries(["He", "llo wor", "ld"], 4, ["Hello", " world"])
+    scaled, ok = tokens.boundaries(["He", "llo wor", "ld"], 4, [b"Hello", b" world"])
     assert ok and scaled == [0, 2, 4]
-    share, ok = tokens.boundaries(["ab", "cd"], 10, ["x"])  # pieces do not spell the text
+    share, ok = tokens.boundaries(["ab", "cd"], 10, [b"x"])  # pieces do not spell the text
     assert not ok and share == [5, 10]
+    # "é" is two byte tokens: the chunk that completes the character holds both.
+    two, ok = tokens.boundaries(["a", "é"], 3, [b"a", b"\xc3", b"\xa9"])
+    assert ok and two == [1, 3]
 
 
 def _stream(
@@ -241,9 +261,9 @@ def test_kept_text_is_counted_after_the_cell_never_all_at_the_last_chunk() -> No
     # As streamed: the final usage stamps both tokens at its chunk (time 3).
     assert list(record.chunk_s) == [3.0] and record.unattributed == 3
 
-    async def tokenize(text: str) -> tuple[int, list[str] | None]:
+    async def tokenize(text: str) -> tuple[int, list[bytes] | None]:
         assert text == "Hello world"
-        return 2, ["Hello", " world"]
+        return 2, [b"Hello", b" world"]
 
     assert asyncio.run(tokens.attribute([record], tokenize)) == "tokenized_text"
     assert list(record.chunk_s) == [1.0, 2.0] and list(record.chunk_tokens) == [1, 2]

@@ -47,7 +47,7 @@ FLAVORS = {
         "KV capacity: 2,048 tokens (engine_endpoint: /props n_ctx=2048",
         {
             "engine": "metrics:llamacpp:*",
-            "kv_capacity": "endpoint:/props default_generation_settings.n_ctx",
+            "kv_capacity": "endpoint:/props default_generation_settings.n_ctx x total_slots",
             "max_model_len": "endpoint:/props default_generation_settings.n_ctx",
             "running": "metrics:llamacpp:requests_processing",
             "output_tokens": "endpoint:stream timings.predicted_n on every chunk",

@@ -117,7 +117,7 @@ def test_trtllm_iteration_stats_never_raise(doc: Any) -> None:
 def test_tokenize_answers_and_chunks_never_raise(answer: Any, payload: bytes) -> None:
     got = tokens.read_tokenize(answer)
     assert got is None or (
-        got[0] >= 0 and (got[1] is None or all(isinstance(p, str) for p in got[1]))
+        got[0] >= 0 and (got[1] is None or all(isinstance(p, bytes) for p in got[1]))
     )
     assert isinstance(tokens.chunk_text(payload), str)
 
@@ -126,10 +126,10 @@ def test_tokenize_answers_and_chunks_never_raise(answer: Any, payload: bytes) ->
 @given(
     texts=st.lists(st.text(max_size=8), max_size=20),
     total=st.integers(0, 10_000),
-    pieces=st.one_of(st.none(), st.lists(st.text(max_size=4), max_size=30)),
+    pieces=st.one_of(st.none(), st.lists(st.binary(max_size=4), max_size=30)),
 )
 def test_boundaries_never_decrease_and_end_at_the_total(
-    texts: list[str], total: int, pieces: list[str] | None
+    texts: list[str], total: int, pieces: list[bytes] | None
 ) -> None:
     counts, exact = tokens.boundaries(texts, total, pieces)
     assert len(counts) == len(texts)
