@@ -46,8 +46,8 @@ def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) ->
     """The `prefix` families of a Prometheus text, renamed to canonical keys (others keep
     their name). Values of one family are summed over label sets (several data-parallel
     ranks add up), except the rates in RATES, which are averaged; `*_info` families keep
-    their labels. Lines over MAX_METRICS_LINE and values that are not finite numbers are
-    passed over, never raised on."""
+    their labels. Lines over MAX_METRICS_LINE, values that are not finite numbers and sums
+    that overflow are passed over, never raised on."""
     snap = Snapshot(t_s=t_s)
     seen: dict[str, int] = {}
     for line in text.splitlines():
@@ -69,10 +69,14 @@ def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) ->
         if name.endswith("_bucket"):
             continue
         key = rename.get(name, name)
-        snap.values[key] = snap.values.get(key, 0.0) + value
+        total = snap.values.get(key, 0.0) + value
         seen[key] = seen.get(key, 0) + 1
-    for key in RATES & seen.keys():
-        snap.values[key] /= seen[key]
+        snap.values[key] = total
+    for key in list(snap.values):
+        if not math.isfinite(snap.values[key]):
+            del snap.values[key]  # a sum that overflows is no reading
+        elif key in RATES:
+            snap.values[key] /= seen[key]
     return snap
 
 
