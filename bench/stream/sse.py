@@ -18,6 +18,7 @@ import json
 import re
 
 from bench.failures import ErrorKind
+from bench.stream import tokens
 from bench.stream.records import RequestRecord
 
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
@@ -37,12 +38,13 @@ MAX_SSE_LINE = 1 * _MIB
 class Events:
     """SSE lines of one stream -> the record; every event of one read shares `now`."""
 
-    __slots__ = ("held", "parts", "record")
+    __slots__ = ("counting", "held", "parts", "record")
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, counting: tokens.Counting | None = None) -> None:
         self.parts: list[bytes] = []  # the start of a line not ended yet
         self.held = 0  # its length
         self.record = record
+        self.counting = counting
 
     def feed(self, data: bytes, now: float) -> bool:
         """True when the stream is over: [DONE] or an error event."""
@@ -110,7 +112,7 @@ class Events:
             if payload == b"[DONE]":
                 record.finished = True
                 return True
-            if _feed(payload, record, now):
+            if _feed(payload, record, now, self.counting):
                 return True
         return self._hold(buf[start:])
 
@@ -128,7 +130,9 @@ class Events:
         return False
 
 
-def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
+def _feed(
+    payload: bytes, record: RequestRecord, now: float, counting: tokens.Counting | None = None
+) -> bool:
     """Account one data payload; True when the stream must stop (an error event)."""
     if not payload.endswith(b"}"):
         # A cheap well-formedness check: every chunk is one JSON object on one line.
@@ -162,7 +166,7 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
             return True
         record.add_usage(now, int(digits))
     elif text or (text is None and _TEXT.search(payload)):
-        record.unattributed += 1
+        tokens.without_usage(payload, record, now, counting)  # counted, or kept, or neither
     return False
 
 
