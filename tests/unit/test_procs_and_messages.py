@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from pydantic import BaseModel, ValidationError, field_validator
 
 from bench.errors import validation_message
@@ -38,6 +39,7 @@ def _started(code: str) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.subprocess
 def test_a_child_that_ignores_sigterm_is_killed_within_the_grace() -> None:
     proc = _started(_STUBBORN)
     began = time.monotonic()
@@ -49,12 +51,14 @@ def test_a_child_that_ignores_sigterm_is_killed_within_the_grace() -> None:
     proc.stdout.close()
 
 
+@pytest.mark.subprocess
 def test_a_child_that_obeys_sigterm_ends_by_it_and_a_reaped_one_is_left_alone() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert procs.stop(proc, grace_s=10) == -signal.SIGTERM
     assert procs.stop(proc, grace_s=10) == -signal.SIGTERM  # already reaped: nothing sent
 
 
+@pytest.mark.subprocess
 def test_a_group_is_stopped_whole_grandchildren_included() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", _STUBBORN_GROUP],
