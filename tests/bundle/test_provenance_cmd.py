@@ -19,9 +19,8 @@ from bench.bundle.pack import pack
 from bench.bundle.recipe import RECIPE_NAME, run_args
 from bench.errors import Exit
 from bench.run.command import _settings
-
-from .conftest import Keys
-from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
+from tests.bundle.conftest import Keys
+from tests.support.runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 
 pytestmark = pytest.mark.subprocess
 

@@ -11,8 +11,7 @@ import pytest
 
 from bench.bundle import sign
 from bench.errors import UsageError, VerifyFailed
-
-from .conftest import Keys
+from tests.bundle.conftest import Keys
 
 pytestmark = pytest.mark.subprocess
 

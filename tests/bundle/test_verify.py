@@ -18,9 +18,8 @@ from bench.bundle.recipe import RECIPE_NAME
 from bench.bundle.schema import SCHEMA_NAME
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit, UsageError, VerifyFailed
-
-from .conftest import Keys
-from .runs import write_run_dir
+from tests.bundle.conftest import Keys
+from tests.support.runs import write_run_dir
 
 pytestmark = pytest.mark.subprocess
 

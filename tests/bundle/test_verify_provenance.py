@@ -19,9 +19,8 @@ from bench.bundle import recipe as recipe_mod
 from bench.bundle import seal
 from bench.bundle.recipe import RECIPE_NAME, ImageServer, Recipe
 from bench.errors import Exit
-
-from .conftest import Keys
-from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
+from tests.bundle.conftest import Keys
+from tests.support.runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 
 pytestmark = pytest.mark.subprocess
 

@@ -18,7 +18,6 @@ from bench.errors import Exit
 from bench.failures import ErrorKind
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
-from tests.engine.scripted import DONE, ScriptedClock, chat_chunk, transport
 from tests.hostile.test_hostile_server import (
     SMALL,
     STREAM_FAULTS,
@@ -27,6 +26,7 @@ from tests.hostile.test_hostile_server import (
     bench_run,
     start_hostile,
 )
+from tests.support.scripted import DONE, ScriptedClock, chat_chunk, transport
 
 pytestmark = pytest.mark.integration
 

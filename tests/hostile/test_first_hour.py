@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools import require
+from tests.support.require import require
 
 ROOT = Path(__file__).parents[2]
 CITED = re.compile(r"(?<![\w/.-])((?:docs/|bench/|provisioning/|tests/)?[\w./-]*[A-Z_a-z-]+\.md)\b")

@@ -11,7 +11,7 @@ import pytest
 
 from bench import run_files
 from bench.errors import BenchError, UsageError, VerifyFailed
-from tests.bundle.runs import small_results
+from tests.support.runs import small_results
 
 
 def _one_line(exc: BenchError) -> str:

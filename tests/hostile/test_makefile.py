@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools import require
+from tests.support.require import require
 
 pytestmark = pytest.mark.subprocess
 

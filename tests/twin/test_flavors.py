@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from bench.engines import detect, llamacpp, sglang
-from tests.twin.sse import chat_body, stream_chat
-from tests.twinproc import start_twin
+from tests.support.sse import chat_body, stream_chat
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.sweep import Sweep
 from bench.stream.client import Client
-from tests.engine.scripted import DONE, Body, ScriptedClock, chat_chunk
+from tests.support.scripted import DONE, Body, ScriptedClock, chat_chunk
 
 OVERHEAD = 9  # what a chat template adds
 

@@ -1,6 +1,6 @@
 """The sweep's own time: sizing the next row during the scout, the gate opening on time.
 
-A whole sweep runs against `tests.engine.simserver` on a virtual-time loop, so every
+A whole sweep runs against `tests.support.simserver` on a virtual-time loop, so every
 assertion is about exact virtual instants, with no sockets and no sleeping.
 """
 
@@ -20,8 +20,8 @@ from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.sweep import Sweep
 from bench.stream.client import Client
-from tests.engine import virtual
-from tests.engine.simserver import SimServer, count_tokens
+from tests.support import virtual
+from tests.support.simserver import SimServer, count_tokens
 
 CONTEXTS = (1024, 2048, 4096, 3000)
 

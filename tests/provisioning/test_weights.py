@@ -16,7 +16,7 @@ from provisioning import hosts, preflight, weights
 from provisioning.preflight import Status
 from provisioning.remote import Remote
 from provisioning.requirements import GIB, Requirements
-from tests.orch.conftest import SshTestHost
+from tests.provisioning.conftest import SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 

@@ -18,7 +18,7 @@ from provisioning.remote import (
     TransferFailed,
     UnknownHostKey,
 )
-from tests.orch.conftest import SshTestHost, start_sshd, stop_sshd
+from tests.provisioning.conftest import SshTestHost, start_sshd, stop_sshd
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 

@@ -18,8 +18,8 @@ from provisioning import hosts
 from provisioning.build import COMMIT_LABEL, build_on_host, pinned_commit, spec_for
 from provisioning.containers import Engine
 from provisioning.remote import Remote
-from tests.orch.conftest import ROOT, SshTestHost
-from tests.orch.test_flow import SMALL_SWEEP, _containers, _provision
+from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.provisioning.test_flow import SMALL_SWEEP, _containers, _provision
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench.results import Results
-from tests.engine.test_run_twin import SMALL, bench, finish
-from tests.twinproc import start_twin
+from tests.run.test_run_twin import SMALL, bench, finish
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 

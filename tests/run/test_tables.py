@@ -15,7 +15,7 @@ from bench.results import (
     ServerInfo,
 )
 from bench.run import card_tables as tables
-from tests.engine.card import CARD, all_measurement_rows, row_lines
+from tests.support.card import CARD, all_measurement_rows, row_lines
 
 K = 1024
 SIZES = {

@@ -1,6 +1,6 @@
 """A vLLM-like server in virtual time, as an httpx transport (no sockets, no sleeping).
 
-Run it on `tests.engine.virtual`'s loop: prefill takes prompt tokens / `prefill_tok_s`,
+Run it on `tests.support.virtual`'s loop: prefill takes prompt tokens / `prefill_tok_s`,
 requests that arrive together reach the engine one `frontend_s` apart (as the API process
 renders and tokenizes them one by one), then a token comes every `tbt_s`. `/tokenize`
 costs `tokenize_fixed_s` + `tokenize_per_char_s` per character. A request whose client
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tests.engine.scripted import DONE, chat_chunk
+from tests.support.scripted import DONE, chat_chunk
 
 TEMPLATE_TOKENS = 9  # what the chat template adds
 

@@ -1,7 +1,7 @@
 """A small hostile OpenAI-compatible server: one asyncio process on 127.0.0.1, told per
 request how to misbehave by the first segment of the path.
 
-    python -m tests.hostile.server [--log FILE] [--tls CERT KEY]   prints "PORT\n" once
+    python -m tests.support.hostile_server [--log FILE] [--tls CERT KEY]   prints "PORT\n" once
                                                     it listens (https with --tls)
 
 A client is pointed at http://127.0.0.1:PORT/h/<spec>, where <spec> is comma-separated

@@ -9,7 +9,7 @@ from provisioning import hosts, orchestrate, preflight
 from provisioning.preflight import Status
 from provisioning.remote import Remote
 from provisioning.requirements import load_requirements
-from tests.orch.conftest import SshTestHost
+from tests.provisioning.conftest import SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 

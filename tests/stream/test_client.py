@@ -10,7 +10,7 @@ import httpx
 
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
-from tests.engine.scripted import DONE, ScriptedClock, chat_chunk, transport
+from tests.support.scripted import DONE, ScriptedClock, chat_chunk, transport
 
 
 def _run(parts: Sequence[bytes | Exception], status: int = 200) -> tuple[RequestRecord, float]:

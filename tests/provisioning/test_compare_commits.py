@@ -16,8 +16,8 @@ import pytest
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit
 from provisioning.build import COMMIT_LABEL
-from tests.orch.conftest import ROOT, SshTestHost
-from tests.orch.test_flow import SMALL_SWEEP, _containers
+from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.provisioning.test_flow import SMALL_SWEEP, _containers
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

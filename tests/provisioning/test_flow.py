@@ -17,7 +17,7 @@ import pytest
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
 from provisioning.flow import scope_of
-from tests.orch.conftest import ROOT, SshTestHost
+from tests.provisioning.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

@@ -13,7 +13,7 @@ from bench.run.command import parse_tokens
 from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.stream import metrics
 from bench.twin import profile
-from tests.engine.card import all_measurement_rows
+from tests.support.card import all_measurement_rows
 
 CARD_SERVER = ServerInfo(url="http://x", model="qwen", max_model_len=262_144)
 

@@ -18,7 +18,7 @@ from provisioning.containers import Engine
 from provisioning.preflight import Status
 from provisioning.remote import Remote
 from provisioning.requirements import load_requirements
-from tests.orch.conftest import SshTestHost, start_sshd, stop_sshd
+from tests.provisioning.conftest import SshTestHost, start_sshd, stop_sshd
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

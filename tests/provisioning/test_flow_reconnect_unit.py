@@ -23,7 +23,7 @@ from provisioning.hosts import Host
 from provisioning.remote import CommandResult, Remote, RetryPolicy, SshUnreachable
 from provisioning.requirements import load_requirements
 from provisioning.run_options import Options
-from tests.bundle.runs import small_results
+from tests.support.runs import small_results
 
 HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)
 

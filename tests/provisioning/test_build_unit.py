@@ -23,7 +23,7 @@ from provisioning.build import (
     valid_commit,
 )
 from provisioning.containers import build_context
-from tests.orch.conftest import ROOT
+from tests.provisioning.conftest import ROOT
 
 # Trace messages as Docker Engine 20.10 sent them for `FROM scratch` + `COPY x /x`
 # (the `aux` of {"id": "moby.buildkit.trace", ...}): a vertex announced, started, completed.

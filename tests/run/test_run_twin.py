@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.results import Results
-from tests.twinproc import TwinProcess, start_twin
+from tests.support.twinproc import TwinProcess, start_twin
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from provisioning.containers import (
     local_image_id,
 )
 from provisioning.remote import Remote
-from tests.orch.conftest import SshTestHost
+from tests.provisioning.conftest import SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from provisioning import preflight, weights
 from provisioning.preflight import Status
 from provisioning.requirements import Requirements
-from tests.orch.test_preflight_unit import Scripted, ok
+from tests.provisioning.test_preflight_unit import Scripted, ok
 
 LFS = "a" * 64
 SMALL = "b" * 64

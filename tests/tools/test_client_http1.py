@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from bench.run import prompts
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 KEY = "sk-perf-test"
