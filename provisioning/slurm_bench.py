@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.errors import Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
-from bench.run.command import estimate_s
+from bench.run.options import estimate_s
 from bench.settings import Settings
 from provisioning import hosts, signing
 from provisioning.local import LocalShell, local_host

@@ -14,13 +14,7 @@ from typing import Any
 from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
 from bench.host import telemetry
-from bench.results import (
-    CellResult,
-    PlannedCell,
-    PlannedContext,
-    PrefillSample,
-    Results,
-)
+from bench.results import CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import outcome, prompts, resume
 from bench.run.cell import CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
@@ -78,7 +72,6 @@ class Sweep:
 
     async def _row(self, results: Results, ctx: PlannedContext, trial: int) -> Results:
         """One context row of one trial: its prompt, its prefill scout, then its cells."""
-        s, info = results.settings, results.server
         cells = [p for p in results.plan.cells if p.context_label == ctx.label]
         todo = [p for p in cells if results.cell(ctx.label, p.concurrency, trial) is None]
         scouted = any(p.context_label == ctx.label and p.trial == trial for p in results.prefill)
@@ -93,7 +86,7 @@ class Sweep:
             results, ctx, trial, prompt=prompt, tokens=tokens, scouted=scouted
         )
         prompt_tokens = record.prompt_tokens or tokens
-        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens, request_extras(info))
+        body = _body(results, prompt, ctx.max_tokens)
         for planned in todo:
             if planned.run:
                 results = await self._cell(
@@ -136,7 +129,7 @@ class Sweep:
             *self._drain_timing(s.readiness_hold_s, info.speed_factor)
         )
         record = RequestRecord(worker=0, start_s=self.clock())
-        scout_body = prompts.request_body(s.api, info.model, prompt, 1, request_extras(info))
+        scout_body = _body(results, prompt, 1)
         async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
             await self.server.client.stream(prompts.endpoint(s.api), scout_body, record)
         if scouted:
@@ -260,12 +253,10 @@ class Sweep:
         """One short request before the first scout of this sweep (a resumed run's server
         may be freshly started too); whatever it measures is not used."""
         self._warmed_up = True
-        s, info = results.settings, results.server
+        s = results.settings
         text = prompts.PromptText(results.run_id, -1, WARMUP_LABEL, s.seed).text(WARMUP_WORDS)
         record = RequestRecord(worker=0, start_s=self.clock())
-        body = prompts.request_body(
-            s.api, info.model, text, WARMUP_MAX_TOKENS, request_extras(info)
-        )
+        body = _body(results, text, WARMUP_MAX_TOKENS)
         await self.server.client.stream(prompts.endpoint(s.api), body, record)
         self.progress.note(
             "warm_up",
@@ -373,14 +364,12 @@ class Sweep:
 
     async def _calibrate(self, results: Results) -> tuple[float, float]:
         """tokens = a + b x words from usage.prompt_tokens of two small probe requests."""
-        s, info = results.settings, results.server
+        s = results.settings
         probe = prompts.PromptText(results.run_id, -1, "probe", s.seed)
         counts = []
         for words in (64, 1024):
             record = RequestRecord(worker=0, start_s=self.clock())
-            body = prompts.request_body(
-                s.api, info.model, probe.text(words), 1, request_extras(info)
-            )
+            body = _body(results, probe.text(words), 1)
             await self.server.client.stream(prompts.endpoint(s.api), body, record)
             if record.prompt_tokens is None:
                 raise ServerError(
@@ -403,6 +392,12 @@ def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
         if p.context_label == ctx.label
     )
     return not scouted or todo
+
+
+def _body(results: Results, text: str, max_tokens: int) -> dict[str, Any]:
+    """A request of this run (its API and model, the engine's own fields)."""
+    s, info = results.settings, results.server
+    return prompts.request_body(s.api, info.model, text, max_tokens, request_extras(info))
 
 
 async def sleep(seconds: float) -> None:

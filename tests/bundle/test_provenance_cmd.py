@@ -18,7 +18,7 @@ from bench.bundle import manifest, seal, sign
 from bench.bundle.pack import pack
 from bench.bundle.recipe import RECIPE_NAME, run_args
 from bench.errors import Exit
-from bench.run.command import _settings
+from bench.run.options import settings_from as _settings
 from tests.bundle.conftest import Keys
 from tests.support.runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit, UsageError
-from bench.run.command import estimate_s
+from bench.run.options import estimate_s
 from provisioning import cli
 from provisioning.local import LocalShell, local_host
 from provisioning.remote import CommandResult, RemoteCommandFailed

@@ -16,6 +16,7 @@ import pytest
 
 from bench.errors import ServerError, UsageError
 from bench.run import command as run_cmd
+from bench.run import options
 from bench.run.server_info import detect
 from bench.stream.client import MAX_METRICS_BODY_BYTES, MAX_SETUP_BODY_BYTES, Client
 from bench.stream.records import RequestRecord
@@ -185,7 +186,7 @@ def test_nan_and_inf_are_one_line_exit_usage(flag: str, value: float) -> None:
     args = parser.parse_args(["run"])
     setattr(args, flag, value)
     with pytest.raises(UsageError, match="is not a finite number"):
-        run_cmd._settings(args)
+        options.settings_from(args)
 
 
 def test_setup_calls_to_a_loopback_server_never_use_the_environments_proxy(
@@ -230,8 +231,8 @@ def test_resume_refuses_a_flag_even_given_with_its_default_value(flags: list[str
     args = build_parser().parse_args(argv)
     args.argv = argv
     with pytest.raises(UsageError, match="--resume continues a run with its own settings; --"):
-        run_cmd._only_url_with_resume(args)
+        options.only_url_with_resume(args)
     url_only = ["run", "--resume", "DIR", "--url", "http://127.0.0.1:1"]
     args = build_parser().parse_args(url_only)
     args.argv = url_only
-    run_cmd._only_url_with_resume(args)  # --url is the one flag a resumed run takes
+    options.only_url_with_resume(args)  # --url is the one flag a resumed run takes

@@ -9,7 +9,7 @@ import pytest
 from bench.errors import UsageError
 from bench.results import Plan, RunSettings, ServerInfo
 from bench.run import capacity, plan, prompts
-from bench.run.command import parse_tokens
+from bench.run.options import parse_tokens
 from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.stream import metrics
 from bench.twin import profile
@@ -185,7 +185,7 @@ def test_cells_plans_only_the_named_decode_cells_and_their_rows() -> None:
 
 def test_cells_outside_the_matrix_or_malformed_are_one_line_usage_errors() -> None:
     from bench.cli import build_parser
-    from bench.run.command import _settings
+    from bench.run.options import settings_from as _settings
 
     parser = build_parser()
     base = ["run", "--contexts", "8K", "--concurrencies", "1", "64"]
