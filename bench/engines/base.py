@@ -15,15 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.results import EngineName
-from bench.stream.metrics import MAX_METRICS_LINE, Snapshot
-
-# Gauges some engines export instead of counters (averaged by the engine itself).
-SPEC_ACCEPT_RATE = "engine:spec_accept_rate"  # accepted / draft tokens
-SPEC_ACCEPT_LENGTH = "engine:spec_accept_length"  # tokens per step, 1 + accepted / drafts
-PREFIX_HIT_RATE = "engine:prefix_cache_hit_rate"
-
-_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+from bench.stream.metrics import (
+    Snapshot,
+)
 
 Probes = Mapping[str, Any]  # path -> the JSON an endpoint answered (detection's probes)
 
@@ -37,47 +31,6 @@ class Capacity:
     detail: str
     # The server's log (`bench run --server-log`) may correct it: text -> (tokens, detail).
     from_log: Callable[[str], tuple[int, str] | None] | None = None
-
-
-RATES = frozenset({SPEC_ACCEPT_RATE, SPEC_ACCEPT_LENGTH, PREFIX_HIT_RATE})
-
-
-def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) -> Snapshot:
-    """The `prefix` families of a Prometheus text, renamed to canonical keys (others keep
-    their name). Values of one family are summed over label sets (several data-parallel
-    ranks add up), except the rates in RATES, which are averaged; `*_info` families keep
-    their labels. Lines over MAX_METRICS_LINE, values that are not finite numbers and sums
-    that overflow are passed over, never raised on."""
-    snap = Snapshot(t_s=t_s)
-    seen: dict[str, int] = {}
-    for line in text.splitlines():
-        if not line.startswith(prefix) or len(line) > MAX_METRICS_LINE:
-            continue
-        m = _LINE.match(line)
-        if m is None:
-            continue
-        name, labels, raw = m.group(1), m.group(2), m.group(3)
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        if not math.isfinite(value):
-            continue
-        if name.endswith("_info"):
-            snap.info[name] = dict(_LABEL.findall(labels or ""))
-            continue
-        if name.endswith("_bucket"):
-            continue
-        key = rename.get(name, name)
-        total = snap.values.get(key, 0.0) + value
-        seen[key] = seen.get(key, 0) + 1
-        snap.values[key] = total
-    for key in list(snap.values):
-        if not math.isfinite(snap.values[key]):
-            del snap.values[key]  # a sum that overflows is no reading
-        elif key in RATES:
-            snap.values[key] /= seen[key]
-    return snap
 
 
 def positive_int(value: object, limit: int = 1 << 40) -> int | None:

@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench.engines.base import Capacity, Engine, Probes, dig, positive_int, prometheus
+from bench.engines.base import Capacity, Engine, Probes, dig, positive_int
 from bench.stream import metrics
-from bench.stream.metrics import Snapshot
+from bench.stream.metrics import Snapshot, prometheus
 
 RUNNING = "llamacpp:requests_processing"
 WAITING = "llamacpp:requests_deferred"

@@ -15,19 +15,15 @@ Sources (sgl-project/sglang):
 
 from __future__ import annotations
 
-from bench.engines.base import (
+from bench.engines.base import Capacity, Engine, Probes, dig, positive_int
+from bench.stream import metrics
+from bench.stream.metrics import (
     PREFIX_HIT_RATE,
     SPEC_ACCEPT_LENGTH,
     SPEC_ACCEPT_RATE,
-    Capacity,
-    Engine,
-    Probes,
-    dig,
-    positive_int,
+    Snapshot,
     prometheus,
 )
-from bench.stream import metrics
-from bench.stream.metrics import Snapshot
 
 RUNNING = "sglang:num_running_reqs"
 WAITING = "sglang:num_queue_reqs"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import math
 
-from bench.engines.base import PREFIX_HIT_RATE, Capacity, Engine, Probes, dig, positive_int
+from bench.engines.base import Capacity, Engine, Probes, dig, positive_int
 from bench.stream import metrics
-from bench.stream.metrics import Snapshot
+from bench.stream.metrics import PREFIX_HIT_RATE, Snapshot
 
 KV_STATS = "kvCacheStats"
 _MAX_ENTRIES = 10_000

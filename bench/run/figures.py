@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.engines import base
 from bench.results import ActiveSource, CellExtras, CellFigures
 from bench.stats import distribution, median
 from bench.stream import metrics
@@ -86,17 +85,18 @@ def cell_figures(
                 metrics.delta(first, last, metrics.SPEC_ACCEPTED),
                 metrics.delta(first, last, metrics.SPEC_DRAFT_TOKENS),
             ),
-            _gauge(last, base.SPEC_ACCEPT_RATE, base.SPEC_ACCEPT_LENGTH),
+            _gauge(last, metrics.SPEC_ACCEPT_RATE, metrics.SPEC_ACCEPT_LENGTH),
         ),
         spec_decode_acceptance_length=_either(
-            _length(first, last), _gauge(last, base.SPEC_ACCEPT_LENGTH, base.SPEC_ACCEPT_LENGTH)
+            _length(first, last),
+            _gauge(last, metrics.SPEC_ACCEPT_LENGTH, metrics.SPEC_ACCEPT_LENGTH),
         ),
         prefix_cache_hit_rate=_either(
             _ratio(
                 metrics.delta(first, last, metrics.PREFIX_HITS),
                 metrics.delta(first, last, metrics.PREFIX_QUERIES),
             ),
-            _gauge(last, base.PREFIX_HIT_RATE, base.PREFIX_HIT_RATE),
+            _gauge(last, metrics.PREFIX_HIT_RATE, metrics.PREFIX_HIT_RATE),
         ),
         requests_started=len(records),
         requests_failed=sum(r.error is not None for r in records),

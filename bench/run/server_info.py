@@ -142,8 +142,12 @@ def _metric_facts(engine: base.Engine, snapshot: Snapshot | None) -> dict[str, s
     keys = {
         "running": (metrics.RUNNING,),
         "waiting": (metrics.WAITING,),
-        "spec_decode": (metrics.SPEC_ACCEPTED, base.SPEC_ACCEPT_RATE, base.SPEC_ACCEPT_LENGTH),
-        "prefix_cache": (metrics.PREFIX_HITS, base.PREFIX_HIT_RATE),
+        "spec_decode": (
+            metrics.SPEC_ACCEPTED,
+            metrics.SPEC_ACCEPT_RATE,
+            metrics.SPEC_ACCEPT_LENGTH,
+        ),
+        "prefix_cache": (metrics.PREFIX_HITS, metrics.PREFIX_HIT_RATE),
     }
     without = {
         "running": "fallback:the client's own in-flight count",

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # A vllm:* sample line is a name, a few labels and a number: far below this.
 MAX_METRICS_LINE = 16_384
-_LINE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)(?:\{(.*)\})?\s+(\S+)")
+_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+# Gauges some engines export instead of vLLM's counters (averaged by the engine itself),
+# under keys of their own (bench.engines writes them; bench.run.figures reads them).
+SPEC_ACCEPT_RATE = "engine:spec_accept_rate"  # accepted / draft tokens
+SPEC_ACCEPT_LENGTH = "engine:spec_accept_length"  # tokens per step, 1 + accepted / drafts
+PREFIX_HIT_RATE = "engine:prefix_cache_hit_rate"
+RATES = frozenset({SPEC_ACCEPT_RATE, SPEC_ACCEPT_LENGTH, PREFIX_HIT_RATE})
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -37,12 +45,23 @@ class Snapshot:
 
 
 def parse(text: str, t_s: float) -> Snapshot:
-    """The `vllm:*` families of a Prometheus text exposition. Whatever the text: lines over
-    MAX_METRICS_LINE and values that are not finite numbers are passed over, never raised on
-    (the body itself is capped by bench.stream.client's MAX_METRICS_BODY_BYTES)."""
+    """The `vllm:*` families of a Prometheus text exposition (`prometheus` with vLLM's own
+    names). Whatever the text: lines over MAX_METRICS_LINE, values that are not finite
+    numbers and sums that overflow are passed over, never raised on (the body itself is
+    capped by bench.stream.client's MAX_METRICS_BODY_BYTES)."""
+    return prometheus(text, "vllm:", {}, t_s)
+
+
+def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) -> Snapshot:
+    """The `prefix` families of a Prometheus text, renamed to canonical keys (others keep
+    their name). Values of one family are summed over label sets (several data-parallel
+    ranks add up), except the rates in RATES, which are averaged; `*_info` families keep
+    their labels. Lines over MAX_METRICS_LINE, values that are not finite numbers and sums
+    that overflow are passed over, never raised on."""
     snap = Snapshot(t_s=t_s)
+    seen: dict[str, int] = {}
     for line in text.splitlines():
-        if not line.startswith("vllm:") or len(line) > MAX_METRICS_LINE:
+        if not line.startswith(prefix) or len(line) > MAX_METRICS_LINE:
             continue
         m = _LINE.match(line)
         if m is None:
@@ -57,11 +76,17 @@ def parse(text: str, t_s: float) -> Snapshot:
         if name.endswith("_info"):
             snap.info[name] = dict(_LABEL.findall(labels or ""))
             continue
-        # Counters are exported with and without the _total suffix by some versions;
-        # histograms' _bucket/_sum/_count lines are not needed here.
         if name.endswith("_bucket"):
             continue
-        snap.values[name] = snap.values.get(name, 0.0) + value
+        key = rename.get(name, name)
+        total = snap.values.get(key, 0.0) + value
+        seen[key] = seen.get(key, 0) + 1
+        snap.values[key] = total
+    for key in list(snap.values):
+        if not math.isfinite(snap.values[key]):
+            del snap.values[key]  # a sum that overflows is no reading
+        elif key in RATES:
+            snap.values[key] /= seen[key]
     return snap
 
 

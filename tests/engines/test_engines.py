@@ -84,9 +84,9 @@ def test_sglang_metrics_land_on_the_canonical_keys() -> None:
     snap = sglang.parse(SGLANG, 1.0)
     assert snap.get(metrics.RUNNING) == 7.0 and snap.get(metrics.WAITING) == 2.0
     assert snap.get(metrics.GENERATION_TOKENS) == 7.557572e6
-    assert snap.get(base.SPEC_ACCEPT_RATE) == 0.75
-    assert snap.get(base.SPEC_ACCEPT_LENGTH) == 2.5
-    assert snap.get(base.PREFIX_HIT_RATE) == pytest.approx(0.0075, abs=1e-4)
+    assert snap.get(metrics.SPEC_ACCEPT_RATE) == 0.75
+    assert snap.get(metrics.SPEC_ACCEPT_LENGTH) == 2.5
+    assert snap.get(metrics.PREFIX_HIT_RATE) == pytest.approx(0.0075, abs=1e-4)
     cap = sglang.ENGINE.capacity(snap, {})
     assert cap == base.Capacity(
         161721, "metrics:sglang:max_total_num_tokens", "sglang:max_total_num_tokens=161721"
@@ -103,7 +103,7 @@ def test_two_data_parallel_ranks_add_up_but_their_rates_do_not() -> None:
     snap = sglang.parse(text, 0.0)
     assert snap.get(metrics.RUNNING) == 6
     assert snap.get("sglang:max_total_num_tokens") == 2000
-    assert snap.get(base.PREFIX_HIT_RATE) == pytest.approx(0.3)
+    assert snap.get(metrics.PREFIX_HIT_RATE) == pytest.approx(0.3)
 
 
 def test_sglang_capacity_from_server_info_when_the_metrics_lack_it() -> None:
@@ -148,7 +148,7 @@ def test_a_unified_llamacpp_cache_is_read_from_the_server_log(tmp_path: Path) ->
 def test_trtllm_reads_the_newest_iteration() -> None:
     snap = trtllm.parse(TRTLLM, 3.0)
     assert snap.get(metrics.RUNNING) == 5 and snap.get(metrics.WAITING) == 3
-    assert snap.get(base.PREFIX_HIT_RATE) == 0.25
+    assert snap.get(metrics.PREFIX_HIT_RATE) == 0.25
     cap = trtllm.ENGINE.capacity(snap, {})
     assert cap is not None and cap.tokens == 32_000
     assert trtllm.parse("[]", 0).values == {}
