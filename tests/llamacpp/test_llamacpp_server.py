@@ -168,6 +168,17 @@ def test_timings_per_token_put_a_running_token_count_on_every_chunk(
     assert all("usage" not in c for c in got.chunks[:-1])
 
 
+def test_an_end_of_sequence_token_is_counted_but_not_written(llama_server: LlamaServer) -> None:
+    """A grammar allows "x" and then only EOS: finish_reason "stop", and usage counts 2."""
+    body = {"model": MODEL_ALIAS, "prompt": PROMPT, "max_tokens": 50, "grammar": 'root ::= "x"'}
+    with llama_server.client() as client:
+        got = stream(client, "/v1/completions", body)
+    *text_chunks, last = got.chunks
+    assert "".join(c["choices"][0]["text"] for c in text_chunks) == "x"
+    assert last["choices"][0]["finish_reason"] == "stop"
+    assert last["usage"]["completion_tokens"] == 2 == last["timings"]["predicted_n"]
+
+
 E_ACUTE = 'root ::= "é"*'  # a grammar: output "é" only, each one two byte tokens
 
 
@@ -255,7 +266,7 @@ def test_metrics_are_these_unlabelled_families_with_no_kv_cache_gauge(
 ) -> None:
     response = httpx.get(f"{llama_server.url}/metrics", timeout=30.0)
     assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
+    assert response.headers["content-type"] == "text/plain; version=0.0.4"
     types = dict(
         line.split()[2:4] for line in response.text.splitlines() if line.startswith("# TYPE ")
     )
@@ -318,10 +329,13 @@ def test_requests_processing_counts_a_running_stream(llama_server: LlamaServer) 
         assert next(events).startswith("data: {")  # still streaming
     assert during["llamacpp:requests_processing"] == 1
     assert during["llamacpp:requests_deferred"] == 0
+    # A request's generated tokens are counted when it ends, not while it runs.
+    predicted = "llamacpp:tokens_predicted_total"
+    assert during[predicted] == before[predicted]
     assert sorted(s["is_processing"] for s in slots) == [False] * (SLOTS - 1) + [True]
     # Closing the stream cancels the request; the slot is free again soon after.
     after = wait_idle(llama_server)
-    assert after["llamacpp:tokens_predicted_total"] > before["llamacpp:tokens_predicted_total"]
+    assert after[predicted] > before[predicted]  # a cancelled request's tokens count too
 
 
 # (c) /props, /slots, /v1/models, /health, /version
