@@ -1,7 +1,7 @@
 """One real llama.cpp server (`llama-server`, C++) for this package's tests.
 
 tests/setup/llamacpp.sh builds it from the llama.cpp sources in PyPI's llama-cpp-python sdist
-(about 10 minutes on 2 cores the first time, then a fraction of a second) and writes the tiny
+(13 minutes of compiling on 2 idle cores the first time, then 0.02 s) and writes the tiny
 GGUF model it serves (tests/llamacpp/make_gguf.py). The server runs on 127.0.0.1 at a free
 port in its own process group, with llama-server's stock defaults except what stands in for a
 benchmark target (SERVER_FLAGS); readiness is a bounded /health poll that also watches the

@@ -128,7 +128,7 @@ extract() {
 # 3. llama-server. A failed build keeps its tree, so the next run resumes it.
 if [[ ! -x $server || ! -f $prefix/bin/.build-recipe || $(<"$prefix/bin/.build-recipe") != "$build_recipe" ]]; then
     extract
-    echo "llamacpp: building llama-server (about 10 minutes on 2 cores, once)" >&2
+    echo "llamacpp: building llama-server (once: 13 min on 2 idle cores, 45 min on busy ones)" >&2
     generator=()
     if command -v ninja >/dev/null; then generator=(-G Ninja); fi
     # The sdist ships llama.cpp's .git; the ceiling keeps git from finding any repository
