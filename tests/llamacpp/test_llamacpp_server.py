@@ -1,5 +1,5 @@
 """What a benchmark client needs to know about llama.cpp's llama-server, asserted on the real
-server (built by tests/setup/llamacpp.sh, started by conftest.py) over plain HTTP.
+server (built by tests/setup/llamacpp.sh, started by server.py) over plain HTTP.
 
 If one of these fails after a llama.cpp upgrade, the facts in docs/engines/llamacpp.md need
 revisiting before a client's numbers can be trusted: where usage comes in a stream, what a
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.llamacpp.conftest import CONTEXT, MODEL_ALIAS, SLOTS, LlamaServer
+from tests.llamacpp.server import CONTEXT, MODEL_ALIAS, SLOTS, LlamaServer
 from tests.vllm import prom
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
