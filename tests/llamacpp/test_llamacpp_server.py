@@ -1,7 +1,7 @@
 """What a benchmark client needs to know about llama.cpp's llama-server, asserted on the real
 server (built by tests/setup/llamacpp.sh, started by server.py) over plain HTTP.
 
-If one of these fails after a llama.cpp upgrade, the facts in docs/engines/llamacpp.md need
+If one of these fails after a llama.cpp upgrade, docs/engines/llamacpp-observed.md needs
 revisiting before a client's numbers can be trusted: where usage comes in a stream, what a
 chunk holds, what /metrics counts, how big the KV cache is, and how to tell the engine apart.
 
