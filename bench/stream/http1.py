@@ -158,11 +158,23 @@ class Pool:
     async def stream(
         self, path: str, body: bytes, record: RequestRecord, reader: EventReader
     ) -> None:
-        """POST body to path, feeding the response to reader. Fills record; cancellable."""
-        conn = await self._acquire(record)
+        """POST body to path, feeding the response to reader. Fills record; cancellable.
+
+        A pooled connection the server closed while it sat idle (the end came before any
+        byte of the answer) is dropped and the request sent once more on a new connection:
+        the server never saw it (RFC 9112, 9.3.1), and the record's clock restarts."""
+        if await self._attempt(path, body, record, reader, fresh=False):
+            await self._attempt(path, body, record, reader, fresh=True)
+
+    async def _attempt(
+        self, path: str, body: bytes, record: RequestRecord, reader: EventReader, *, fresh: bool
+    ) -> bool:
+        """One send; True when it went to a stale kept-alive connection (nothing recorded)."""
+        conn, reused = await self._acquire(record, fresh=fresh)
         if conn is None:
-            return
+            return False
         ex = Exchange(record, reader)
+        ex.stale_ok = reused
         conn.exchange = ex
         record.sent_s = self.clock()  # the write goes to the socket now (TTFT starts here)
         conn.write(
@@ -193,6 +205,7 @@ class Pool:
                 conn.abort()
             if conn.broken:
                 self._all.discard(conn)
+        return ex.stale
 
     def _watch(
         self, ex: Exchange, conn: _Connection, mark: tuple[object, ...], reads: int, ticks: int
@@ -220,11 +233,15 @@ class Pool:
             return
         conn.abort()
 
-    async def _acquire(self, record: RequestRecord) -> _Connection | None:
-        while self._idle:
+    async def _acquire(
+        self, record: RequestRecord, *, fresh: bool
+    ) -> tuple[_Connection | None, bool]:
+        """A connection for one request, and whether it was kept alive from an earlier one
+        (`fresh`: a new one whatever the pool holds)."""
+        while self._idle and not fresh:
             conn = self._idle.pop()
             if not conn.broken:
-                return conn
+                return conn, True
             self._all.discard(conn)
         loop = asyncio.get_running_loop()
         try:
@@ -233,11 +250,11 @@ class Pool:
             why = str(exc) or type(exc).__name__
             where = f"{self.host}:{self.port}"
             record.fail(ErrorKind.TRANSPORT, f"transport error: cannot connect to {where}: {why}")
-            return None
+            return None, False
         conn = _Connection(sock, self.clock)
         conn.on_idle = self._idle.append
         self._all.add(conn)
-        return conn
+        return conn, False
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
         if self._addr is None:

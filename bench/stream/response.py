@@ -84,6 +84,8 @@ class Exchange:
         "reader",
         "reads",
         "record",
+        "stale",
+        "stale_ok",
         "status",
         "stopped",
     )  # fmt: skip
@@ -106,6 +108,11 @@ class Exchange:
         self.location = ""  # of a redirect, shown in its error
         self.reads = 0
         self.stopped = False  # the reader has seen the end of the stream
+        # On a kept-alive connection the server may have closed since its last answer (llama.cpp's
+        # server closes after every stream although it says keep-alive): an end before any
+        # byte of the answer then means the request never reached it (`stale`), not a failure.
+        self.stale_ok = False
+        self.stale = False
 
     def received(self, data: bytes, now: float) -> None:
         self.reads += 1
@@ -274,6 +281,10 @@ class Exchange:
     def eof(self, exc: Exception | None) -> None:
         self.close = True
         if self.done.done():
+            return
+        if self.stale_ok and self.reads == 0:
+            self.stale = True  # bench.stream.http1 sends it again on a new connection
+            self._resolve()
             return
         if self.status and self.status != 200:
             self._http_error()

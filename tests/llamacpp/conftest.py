@@ -15,10 +15,6 @@ import pytest
 from tests.llamacpp.server import LlamaServer, set_up, start_llama_server
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "llamacpp: needs the real llama-server of llamacpp.sh")
-
-
 @pytest.fixture(scope="session")
 def llama_server(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest

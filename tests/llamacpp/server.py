@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.tools import require
+from tests.support.require import require
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "tests" / "setup" / "llamacpp.sh"

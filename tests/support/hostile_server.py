@@ -7,7 +7,8 @@ request how to misbehave by the first segment of the path.
 A client is pointed at http://127.0.0.1:PORT/h/<spec>, where <spec> is comma-separated
 key=value pairs, e.g. `stream=neg-chunk` or `stream=ok,model=m2,version=0.2`:
 
-    stream=   how POST /v1/chat/completions and /v1/completions answer (STREAMS)
+    stream=   how POST /v1/chat/completions and /v1/completions answer (STREAMS; and
+              `stale`: a good stream on a kept-alive connection, the next one on it closed)
     models=   how GET /v1/models answers: ok, nonlist, gzip-bomb, huge, redirect
     metrics=  how GET /metrics answers: none (404, the default), ok, gzip-bomb, huge
     model=, version=, max_model_len=, profile=   the server's identity
@@ -65,6 +66,7 @@ def _event(text: str | None, n: int | None, prompt: int, finish: bool = False) -
 class Hostile:
     def __init__(self, log: str | None) -> None:
         self.log = log
+        self.kept: set[asyncio.StreamWriter] = set()  # connections a `stale` stream kept open
         # 64 MiB of spaces in ~64 KB, made once (compressing it per request is slow)
         self.bomb = gzip.compress(b" " * (64 << 20), compresslevel=9)
 
@@ -116,6 +118,15 @@ class Hostile:
             return await self._send(
                 writer, 200, json.dumps({"count": len(text.split()) + 3}).encode()
             )
+        if path in ("/v1/chat/completions", "/v1/completions") and spec.get("stream") == "stale":
+            # llama.cpp's server: a whole stream that says keep-alive, then the connection is
+            # gone. Here the next request on it is read and never answered: it is closed.
+            if writer in self.kept:
+                self.kept.discard(writer)
+                return False
+            self.kept.add(writer)
+            await self._stream(writer, "stale", json.loads(body or b"{}"))
+            return True
         if path in ("/v1/chat/completions", "/v1/completions") and method == "POST":
             req = json.loads(body or b"{}")
             await self._stream(writer, spec.get("stream", "ok"), req)
@@ -210,6 +221,9 @@ class Hostile:
             body = gzip.compress(_event("a", 1, prompt) + b"data: [DONE]\n\n")
             w(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
               b"content-length: %d\r\n\r\n%b" % (len(body), body))  # fmt: skip
+        elif how == "stale":  # a good stream that keeps its connection (no `connection: close`)
+            w(ok_head.replace(b"connection: close\r\n", b""))
+            await self._body(writer, "ok", max_tokens, prompt)
         else:
             w(ok_head)
             await self._body(writer, how, max_tokens, prompt)
