@@ -38,10 +38,10 @@ from provisioning.placement import OverSsh
 from provisioning.pull_back import open_and_verify
 from provisioning.readiness import wait_ready
 from provisioning.reconnect import Reconnector
-from provisioning.remote import Remote, Shell
+from provisioning.remote import Remote
 from provisioning.run_options import Options, Outcome
 from provisioning.sealing import RunFacts, Sealer
-from provisioning.seams import EngineSide, Placement, Server, Steps, Workspace
+from provisioning.seams import EngineSide, Placement, Server, Shell, Steps, Workspace
 from provisioning.server_start import ServerStart
 from provisioning.sweep_exec import INTERRUPT_GRACE_S, SweepExec
 
