@@ -115,8 +115,9 @@ class OnNode:
 
     directories_step = "node directories"
 
-    def __init__(self, shell: LocalShell, opts: Options, *, directory: Path,
-                 image_tar: Path | None) -> None:  # fmt: skip
+    def __init__(
+        self, shell: LocalShell, opts: Options, *, directory: Path, image_tar: Path | None
+    ) -> None:
         self.shell, self.opts = shell, opts
         self.host = shell.host
         self.directory = directory
