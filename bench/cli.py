@@ -19,6 +19,7 @@ from bench import __version__, logs
 from bench.bundle import command as bundle_command
 from bench.card import command as card_command
 from bench.errors import BenchError, Exit, Interrupted, exit_through_make
+from bench.export import command as export_command
 from bench.fleet import command as fleet_command
 from bench.host import command as host_command
 from bench.local import command as local_command
@@ -46,6 +47,7 @@ COMMANDS: tuple[_Registers, ...] = (
     local_command,
     report_command,
     provenance_command,
+    export_command,
 )
 
 

@@ -174,9 +174,22 @@ class Interrupted(BenchError):
 
 
 def first_problem(exc: ValidationError, whole: str = "") -> tuple[str, str]:
-    """(where, what) of a validation error's first problem, for a one-line message: the
-    dotted path of the field (`whole` when it is the document itself) and pydantic's
-    message without its "Value error, " prefix."""
-    first = exc.errors()[0]
+    """(where, what) of a validation error's first problem: the dotted path of the field
+    (`whole` when it is the document itself) and pydantic's message without its
+    "Value error, " prefix. The one reader of pydantic's error list (see
+    `validation_message`)."""
+    errors = exc.errors()
+    if not errors:
+        return whole, "not valid"
+    first = errors[0]
     where = ".".join(str(p) for p in first["loc"]) or whole
-    return where, str(first["msg"]).removeprefix("Value error, ")
+    return where, " ".join(str(first["msg"]).removeprefix("Value error, ").split())
+
+
+def validation_message(exc: ValidationError, whole: str = "") -> str:
+    """A validation error as one line: "where: what" of its first problem (just "what"
+    when it has no place and `whole` is empty), and how many more there are."""
+    where, what = first_problem(exc, whole)
+    line = f"{where}: {what}" if where else what
+    more = exc.error_count() - 1
+    return line + (f" (and {more} more)" if more > 0 else "")

@@ -41,7 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.errors import ProfileError, first_problem
+from bench.errors import ProfileError, validation_message
 
 LAUNCH_PROFILE_DIR = Path(__file__).with_name("launch_profiles")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -176,9 +176,8 @@ def load_launch_profile(ref: str | Path) -> LaunchProfile:
     try:
         profile = LaunchProfile.model_validate(data)
     except ValidationError as exc:
-        where, what = first_problem(exc)
         raise ProfileError(
-            f"launch profile {path}: {where + ': ' if where else ''}{what}",
+            f"launch profile {path}: {validation_message(exc)}",
             hint="fix the file",
         ) from None
     if profile.name != path.stem:

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bench.errors import SettingsError
+from bench.errors import SettingsError, first_problem
 from bench.logs import LogFormat
 
 
@@ -63,10 +63,10 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     try:
         settings = Settings.model_validate(_nested(env))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "BENCH_" + "__".join(str(p).upper() for p in first["loc"])
+        field, what = first_problem(exc)
+        where = "BENCH_" + field.replace(".", "__").upper()
         raise SettingsError(
-            f"setting {where} is invalid: {first['msg']}",
+            f"setting {where} is invalid: {what}",
             hint=f"fix or unset {where} in the environment",
         ) from None
     if settings.api_key is None and env.get("VLLM_API_KEY"):

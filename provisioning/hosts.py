@@ -47,7 +47,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.errors import ToolMissing, UsageError, first_problem
+from bench.errors import ToolMissing, UsageError, validation_message
 
 DEFAULT_MODEL_CACHE = "~/.cache/huggingface"
 
@@ -125,9 +125,8 @@ def load_inventory(path: Path | None) -> Inventory:
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}", hint="fix the inventory file") from None
     except ValidationError as exc:
-        where, what = first_problem(exc)
         raise UsageError(
-            f"{path}: {where}: {what}",
+            f"{path}: {validation_message(exc)}",
             hint="allowed per host: hostname, user, port, key, profile, model_cache; per "
             "cluster: partition, account, login, shared_dir, checkout, runtime",
         ) from None

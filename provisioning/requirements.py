@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.errors import ProfileError
+from bench.errors import ProfileError, validation_message
 from provisioning.cuda_compat import CudaRequirement
 
 REQUIREMENTS_FILE = Path(__file__).with_name("host_requirements.toml")
@@ -71,8 +71,10 @@ def load_requirements(
     try:
         table = tomllib.loads(path.read_text())
         entry = _Entry.model_validate(table.get(profile, {}))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path}: [{profile}] is malformed: {exc}".splitlines()[0]) from None
+    except ValidationError as exc:
+        raise ProfileError(f"{path}: [{profile}] is malformed: {validation_message(exc)}") from None
     return Requirements(
         profile=profile,
         gpus=gpus,

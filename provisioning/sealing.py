@@ -22,7 +22,7 @@ from typing import TextIO
 import structlog
 from pydantic import ValidationError
 
-from bench.errors import RunFailed
+from bench.errors import RunFailed, validation_message
 from bench.host import environment
 from bench.provenance import recipe as recipe_mod
 from bench.results import Results
@@ -175,7 +175,10 @@ class Sealer:
         path = f"{self.where.run_dir}/{rundir.RESULTS}"
         try:
             results = Results.model_validate_json(self.shell.read_text(path))
-        except (ValidationError, FileNotFoundError) as exc:
+        except ValidationError as exc:
+            log.warning("recipe_not_written", host=self.host, error=validation_message(exc))
+            return
+        except FileNotFoundError as exc:
             log.warning("recipe_not_written", host=self.host, error=str(exc).splitlines()[0])
             return
         made = run_recipe.recipe_for(

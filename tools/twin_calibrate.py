@@ -30,13 +30,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from bench.results import CellFigures
 from bench.twin import profile as profiles
 from bench.twin import virtual
 from bench.twin.engine import Engine
 from bench.twin.profile import Profile
 
 TARGETS = pathlib.Path(__file__).with_name("card_targets.json")
-Row = dict[int, virtual.CellFigures]
+Row = dict[int, CellFigures]  # by concurrency, from bench.run.figures
 # tok/s and TBT must land within 5 % (TTFT within 10 %): errors of the TBT stretch count more.
 RATIO_WEIGHT = 8.0
 
@@ -55,7 +56,7 @@ def _rows(t: dict[str, Any]) -> list[tuple[str, int, dict[int, dict[str, float]]
 
 def simulate_row(prof: Profile, ctx: int, cs: list[int], seed: int = 0) -> tuple[float, Row]:
     ttft, cells = virtual.run_row(prof, ctx, cs, seed=seed)
-    return ttft, {c.concurrency: c for c in cells}
+    return ttft, {c.concurrency: c.figures for c in cells}
 
 
 def _with(prof: Profile, **update: Any) -> Profile:

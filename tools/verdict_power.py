@@ -37,7 +37,7 @@ from pathlib import Path
 import bench.cards
 from bench.card.figures import context_tokens
 from bench.card.parse import read_card
-from bench.run.command import PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
+from bench.run.plan import PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.run.prompts import context_label, fit
 from bench.twin import noise, virtual
 from bench.twin import profile as profiles
@@ -86,13 +86,14 @@ def simulate_card(profile: Profile, card_path: Path) -> Base:
         scout, cells = virtual.run_row(quiet, tokens, sorted(levels))
         for cell in cells:
             key: Key = ("decode", ctx, cell.concurrency)
+            f = cell.figures
             figures[key] = {
-                "total_tok_s": cell.total_tok_s,
-                "per_request_tok_s": 1.0 / cell.tbt_s,
-                "ttft_s": cell.ttft_s,
-                "tbt_s": cell.tbt_s,
+                "total_tok_s": f.total_tok_s,
+                "per_request_tok_s": f.per_request_tok_s,
+                "ttft_s": f.ttft_s,
+                "tbt_s": f.tbt_s,
             }
-            server_s[key] = cell.gate_s + cell.measured_s
+            server_s[key] = cell.gate_s + f.measured_for_s
         first = ("decode", ctx, min(levels))
         server_s[first] += scout
     for p in card.prefill:

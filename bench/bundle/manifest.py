@@ -11,7 +11,6 @@ as the orchestrator has it made inside the run's container before signing on the
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from datetime import datetime
@@ -20,7 +19,8 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.bundle import schema
-from bench.errors import UsageError, VerifyFailed, first_problem
+from bench.errors import VerifyFailed, validation_message
+from bench.run import layout
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -104,8 +104,9 @@ def read(root: Path) -> Manifest:
     try:
         manifest = Manifest.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        where, what = first_problem(exc, "document")
-        raise VerifyFailed(f"{MANIFEST_NAME}: malformed at {where}: {what}") from None
+        raise VerifyFailed(
+            f"{MANIFEST_NAME}: malformed at {validation_message(exc, 'document')}"
+        ) from None
     if manifest.schema_version != MANIFEST_SCHEMA_VERSION:
         raise VerifyFailed(
             f"{MANIFEST_NAME}: schema version {manifest.schema_version} is not "
@@ -152,14 +153,11 @@ def check(root: Path, manifest: Manifest) -> list[str]:
 
 def run_id_of(root: Path) -> str:
     """The run id from results.json when it has one, else the directory's name."""
-    results = root / "results.json"
+    results = root / layout.RESULTS
     if results.is_file():
-        try:
-            doc = json.loads(results.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            raise UsageError(
-                "results.json: not valid JSON", hint="sign a directory written by `bench run`"
-            ) from None
+        doc = layout.read_json(
+            results, shown=layout.RESULTS, hint="sign a directory written by `bench run`"
+        )
         if isinstance(doc, dict):
             for key in ("run_id", "id"):
                 if isinstance(doc.get(key), str) and doc[key]:

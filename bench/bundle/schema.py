@@ -10,13 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bench.errors import VerifyFailed, first_problem
+from bench.errors import VerifyFailed
 from bench.provenance import recipe
 from bench.results import SCHEMA_VERSION, Results
+from bench.run import layout
 
-RESULTS_NAME = "results.json"
+RESULTS_NAME = layout.RESULTS  # `bench manifest` (manifest.refresh) names it so
 SCHEMA_NAME = "results.schema.json"
 
 
@@ -56,24 +55,4 @@ def write_json_schema(root: Path) -> Path:
 
 def validate_results(root: Path) -> Results:
     """Parse root/results.json with the models; a problem names the file and the field."""
-    path = root / RESULTS_NAME
-    if not path.is_file():
-        raise VerifyFailed(f"{RESULTS_NAME}: missing", hint="a bundle is made from `bench run`")
-    try:
-        raw = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError):
-        raise VerifyFailed(f"{RESULTS_NAME}: not valid JSON") from None
-    version = raw.get("schema_version") if isinstance(raw, dict) else None
-    if version != SCHEMA_VERSION:
-        raise VerifyFailed(
-            f"{RESULTS_NAME}: schema version {version!r}, this bench reads {SCHEMA_VERSION}",
-            hint="verify it with the bench version that made it",
-        )
-    try:
-        return Results.model_validate(raw)
-    except ValidationError as exc:
-        where, what = first_problem(exc, "document")
-        raise VerifyFailed(
-            f"{RESULTS_NAME}: does not match the schema at {where}: {what}"
-            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
-        ) from None
+    return layout.load_results(root, shown=RESULTS_NAME, error=VerifyFailed)

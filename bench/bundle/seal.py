@@ -6,13 +6,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from pydantic import ValidationError
-
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, sign
-from bench.errors import UsageError
+from bench.errors import BenchError, UsageError
 from bench.provenance import recipe
-from bench.results import Results
+from bench.run import layout
 
 _CHUNK_BYTES = 1 << 20
 # Shorter "secrets" would match by chance (and are no secret worth the name).
@@ -43,8 +41,8 @@ def write_default_recipe(root: Path) -> None:
     if (root / recipe.RECIPE_NAME).exists():
         return
     try:
-        results = Results.model_validate_json((root / schema.RESULTS_NAME).read_bytes())
-    except (OSError, ValidationError):
+        results = layout.load_results(root)
+    except BenchError:
         return
     recipe.write(root, recipe.from_results(results))
 
@@ -63,7 +61,7 @@ def seal(
             f"{leaked}: contains the API key; refusing to sign a bundle that leaks it",
             hint="remove the key from that file, then sign again",
         )
-    if (root / schema.RESULTS_NAME).is_file():
+    if (root / layout.RESULTS).is_file():
         schema.write_json_schema(root)
         write_default_recipe(root)
     (root / manifest_mod.SIGNATURE_NAME).unlink(missing_ok=True)

@@ -14,7 +14,6 @@ Any failure is a VerifyFailed naming the offending file(s).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,13 +22,13 @@ from pathlib import Path
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, sign
 from bench.bundle.pack import OpenLimits, open_bundle
-from bench.errors import UsageError, VerifyFailed
+from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.provenance import recipe as recipe_mod
 from bench.provenance import sources as prov
 from bench.results import Results
+from bench.run import layout
 
-ENVIRONMENT_NAME = "environment.json"
-_ENVIRONMENT_MAX_BYTES = 16 << 20
+ENVIRONMENT_NAME = layout.ENVIRONMENT
 
 
 @dataclass(frozen=True)
@@ -44,12 +43,9 @@ class Verified:
 
 def read_environment(root: Path) -> dict[str, object] | None:
     """environment.json as a JSON object (bounded), or None."""
-    path = root / ENVIRONMENT_NAME
     try:
-        if path.stat().st_size > _ENVIRONMENT_MAX_BYTES:
-            return None
-        raw = json.loads(path.read_bytes())
-    except (OSError, ValueError, UnicodeDecodeError):
+        raw = layout.read_json(root / ENVIRONMENT_NAME)
+    except BenchError:
         return None
     return raw if isinstance(raw, dict) else None
 

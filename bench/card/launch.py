@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.card.model import Card
-from bench.errors import ProfileError
+from bench.errors import ProfileError, validation_message
 from bench.launch_profile import LaunchProfile, card_argv
 
 FROM_ENVIRONMENT = "from environment"
@@ -173,7 +173,6 @@ def seed_profile(card: Card, name: str, startup_timeout_s: float = 3600.0) -> La
     try:
         return LaunchProfile.model_validate(data)
     except ValidationError as exc:
-        what = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise ProfileError(
-            f"{card.source}: the launch command makes no valid profile: {what}"
+            f"{card.source}: the launch command makes no valid profile: {validation_message(exc)}"
         ) from None

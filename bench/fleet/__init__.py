@@ -1,6 +1,8 @@
 """A fleet report: one sweep run on several nodes, per cell every node and who stands out.
 
-report   loading the nodes' runs, the outlier rule, FleetReport
+report   the outlier rule, FleetReport
+nodes    loading the nodes' runs: verified bundles, environment facts, GPU clocks, names
+words    the findings, noise, settings and rule in sentences
 view     the report as Markdown tables and one HTML page
 command  `bench fleet`
 """

@@ -32,50 +32,42 @@ image id, vLLM version, kernel) are read from each bundle's environment.json, th
 mean SM clock over the measured windows from its gpu_telemetry.jsonl; for a node that
 stands out, the facts it does not share with the others are named beside it (the clock
 when it differs from the others' median by more than CLOCK_TOLERANCE_PCT).
+
+This module owns the rule and FleetReport; `nodes` loads the nodes and their facts,
+`words` says the findings in sentences, `view` renders the report.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from bench import stats
 from bench.errors import Exit
-from bench.host import telemetry
-from bench.provenance import sources as provenance
-from bench.verdict import run_source
+from bench.fleet.nodes import Node, load_nodes
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec, RunFigures, Status, metrics_of
+from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec, Status
 from bench.verdict.reproduce import pooled_noise
+
+# load_nodes is the nodes module's: callers of the report (the orchestrator) reach it here.
+__all__ = [
+    "DEFAULT_K", "DEFAULT_MIN_DEVIATION_PCT", "MAD_TO_SD", "MIN_NODES", "NAMES", "NOISE_SE",
+    "NO_NOISE", "Finding", "FleetReport", "Node", "NodeValue", "Rule", "SettingDifference",
+    "Spread", "fleet", "load_nodes", "spread",
+]  # fmt: skip
 
 MIN_NODES = 3
 MAD_TO_SD = 1.4826
 DEFAULT_K = 3.5
 DEFAULT_MIN_DEVIATION_PCT = 5.0
 NOISE_SE = 3.0  # standard errors of a difference of two means the floor asks for
-# A node's mean SM clock in the windows is named when it differs from the others' median
-# by more than this (clocks move by a few MHz from run to run).
-CLOCK_TOLERANCE_PCT = 2.0
 # A relative sd below this is float rounding of identical repeats, not a noise estimate.
 NO_NOISE = 1e-9
 # What a fleet's nodes must share: the verdict's settings, and the server image.
 NAMES: tuple[str, ...] = (*settings_mod.NAMES, "image")
-# Environment facts compared between nodes, in the order they are named.
-FACTS: tuple[str, ...] = (
-    "driver",
-    "CUDA",
-    "GPU model",
-    "GPU count",
-    "GPU max SM clock",
-    "GPU power limit",
-    "image",
-    "vLLM",
-    "kernel",
-)
 
 
 @dataclass(frozen=True)
@@ -83,22 +75,6 @@ class Rule:
     k: float = DEFAULT_K
     min_deviation_pct: float = DEFAULT_MIN_DEVIATION_PCT
     accept: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    run: RunFigures
-    facts: dict[str, str] = field(default_factory=dict)
-    # The mean SM clock of its GPUs over the measured windows (gpu_telemetry.jsonl).
-    window_clock_mhz: float | None = None
-
-    @property
-    def settings(self) -> dict[str, str]:
-        out = dict(self.run.settings)
-        if self.run.image_id:
-            out["image"] = self.run.image_id
-        return out
 
 
 @dataclass(frozen=True)
@@ -232,106 +208,6 @@ class FleetReport:
         return "FLEET: " + "; ".join(parts)
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """What a bundle records beside its figures: environment.json, and the GPUs' mean SM
-    clock over the measured windows (None without GPU telemetry)."""
-
-    env: Any
-    window_clock_mhz: float | None
-
-
-def read_recorded(directory: Path) -> Recorded:
-    """For `run_source.load_run_with`: read from the verified bundle's directory."""
-    return Recorded(
-        run_source.read_environment(directory),
-        window_clock(directory / telemetry.GPU_TELEMETRY_NAME),
-    )
-
-
-def window_clock(path: Path) -> float | None:
-    """The mean over windows and GPUs of the mean SM clock; None when not recorded or
-    not readable (a telemetry file that does not parse is no evidence either way)."""
-    try:
-        windows = telemetry.read_windows(path)
-    except (OSError, ValueError):  # pydantic's ValidationError, bad UTF-8, bad JSON
-        return None
-    clocks = [
-        g.mean_sm_clock_mhz
-        for w in windows
-        for g in w.telemetry.gpus
-        if g.mean_sm_clock_mhz is not None
-    ]
-    return stats.mean(clocks) if clocks else None
-
-
-def load_nodes(
-    paths: Sequence[Path], how: run_source.Verification, names: Sequence[str] | None = None
-) -> list[Node]:
-    """One node per bundle, each verified as `bench compare` verifies (VerifyFailed,
-    exit 5, for one that does not), named `names` when the caller knows the hosts (the
-    hostname a container records is its own), else by `node_names`."""
-    loaded = [run_source.load_run_with(p, how, read_recorded) for p in paths]
-    if names is None:
-        names = node_names([str(p) for p in paths], [hostname(rec.env) for _, rec in loaded])
-    return [
-        Node(name, run, facts_of(rec.env), rec.window_clock_mhz)
-        for name, (run, rec) in zip(names, loaded, strict=True)
-    ]
-
-
-def facts_of(env: Any) -> dict[str, str]:
-    """The environment facts a fleet compares, from environment.json as plain JSON; a
-    fact that is not recorded is left out."""
-    env = env if isinstance(env, dict) else {}
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
-    gpus = [g for g in gpu.get("gpus") or [] if isinstance(g, dict)]
-
-    def joined(key: str, unit: str) -> str | None:
-        found = sorted({float(g[key]) for g in gpus if isinstance(g.get(key), int | float)})
-        return ", ".join(f"{v:g} {unit}" for v in found) if found else None
-
-    host = env.get("host") if isinstance(env.get("host"), dict) else {}
-    names = sorted({settings_mod.gpu_name(str(g.get("name", "?"))) for g in gpus})
-    out: dict[str, str | None] = {
-        "driver": gpu.get("driver_version"),
-        "CUDA": gpu.get("cuda_version"),
-        "GPU model": ", ".join(names) if names else None,
-        "GPU count": str(len(gpus)) if gpus else None,
-        "GPU max SM clock": joined("max_sm_clock_mhz", "MHz"),
-        "GPU power limit": joined("power_limit_w", "W"),
-        "image": provenance.image_id(env),
-        "vLLM": env.get("vllm_version"),
-        "kernel": host.get("kernel"),
-    }
-    return {k: str(v) for k, v in out.items() if v is not None and str(v) != ""}
-
-
-def node_names(paths: Sequence[str], hostnames: Sequence[str | None]) -> list[str]:
-    """Each node's name: its recorded hostname when every bundle records a different one,
-    else the bundle's name (without .tar.gz), else that with a number."""
-    if all(hostnames) and len(set(hostnames)) == len(hostnames):
-        return [str(h) for h in hostnames]
-    names = []
-    for p in paths:
-        name = p.rstrip("/").rsplit("/", 1)[-1]
-        for suffix in (".tar.gz", ".tgz"):
-            name = name.removesuffix(suffix)
-        if name == "results.json":
-            parts = p.rstrip("/").rsplit("/", 2)
-            name = parts[-2] if len(parts) >= 2 else name
-        names.append(name)
-    if len(set(names)) != len(names):
-        names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
-    return names
-
-
-def hostname(env: Any) -> str | None:
-    host = env.get("host") if isinstance(env, dict) else None
-    name = host.get("hostname") if isinstance(host, dict) else None
-    return str(name) if name else None
-
-
 def _settings(
     nodes: Sequence[Node], accept: frozenset[str]
 ) -> tuple[tuple[SettingDifference, ...], tuple[str, ...]]:
@@ -463,181 +339,3 @@ def _size(label: str) -> float:
             return float(label)
         except ValueError:
             return math.inf
-
-
-# --- words ------------------------------------------------------------------------
-
-
-def _amount(deviations: Sequence[float]) -> str:
-    sizes = sorted(abs(d) for d in deviations)
-
-    def fmt(x: float) -> str:
-        return f"{x:.0f}" if x >= 5 else f"{x:.1f}"
-
-    lo, hi = fmt(sizes[0]), fmt(sizes[-1])
-    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
-
-
-def _levels_text(concs: Sequence[int], levels: Sequence[int]) -> str:
-    concs = sorted(set(concs))
-    idx = [levels.index(c) for c in concs if c in levels]
-    contiguous = len(idx) == len(concs) and idx == list(range(idx[0], idx[0] + len(idx)))
-    if len(concs) == 1:
-        return f"{concs[0]} request{'s' if concs[0] != 1 else ''}"
-    if contiguous:
-        return f"{concs[0]}–{concs[-1]} requests"
-    return f"{', '.join(str(c) for c in concs)} requests"
-
-
-def where(cells: Sequence[Key], levels: Sequence[int], contexts: Sequence[str]) -> str:
-    """`64–128 requests`, `64–128 requests (8K, 16K)`, `1 request at 8K and 64–128
-    requests at 16K`, `prefill at 8K`."""
-    parts = []
-    decode: dict[str, list[int]] = {}
-    for phase, ctx, conc in cells:
-        if phase == "decode":
-            decode.setdefault(ctx, []).append(conc)
-    if decode:
-        sets = {tuple(sorted(set(v))) for v in decode.values()}
-        in_order = [c for c in contexts if c in decode]
-        if len(sets) == 1:
-            text = _levels_text(next(iter(sets)), levels)
-            if len(contexts) > 1:
-                text += f" ({', '.join(in_order)})"
-            parts.append(text)
-        else:
-            parts.append(
-                " and ".join(f"{_levels_text(decode[c], levels)} at {c}" for c in in_order)
-            )
-    prefill = [ctx for phase, ctx, _ in cells if phase == "prefill"]
-    if prefill:
-        parts.append(f"prefill at {', '.join(dict.fromkeys(prefill))}")
-    return " and ".join(parts)
-
-
-def _others_text(values: Mapping[str, str | None]) -> str:
-    groups: dict[str, list[str]] = {}
-    for node, value in values.items():
-        groups.setdefault(value or "not recorded", []).append(node)
-    if len(groups) == 1:
-        return next(iter(groups))
-    return ", ".join(f"{v} ({', '.join(ns)})" for v, ns in groups.items())
-
-
-def environment_differences(report: FleetReport, name: str) -> list[str]:
-    """`its driver is 580.65 while the others run 580.82`, one per fact the node does
-    not share with every other node."""
-    me = report.node(name)
-    others = [n for n in report.nodes if n.name != name]
-    out = []
-    for fact in FACTS:
-        mine = me.facts.get(fact)
-        theirs = {n.name: n.facts.get(fact) for n in others}
-        if mine is None and all(v is None for v in theirs.values()):
-            continue
-        if all(v == mine for v in theirs.values()):
-            continue
-        verb = "run" if fact in ("driver", "CUDA", "image", "vLLM", "kernel") else "have"
-        out.append(
-            f"its {fact} is {mine or 'not recorded'} while the others {verb} {_others_text(theirs)}"
-        )
-    clocks = [n.window_clock_mhz for n in others if n.window_clock_mhz is not None]
-    if me.window_clock_mhz is not None and clocks:
-        ref = stats.median(clocks)
-        if abs(me.window_clock_mhz / ref - 1.0) * 100.0 > CLOCK_TOLERANCE_PCT:
-            out.append(
-                f"its GPUs ran at {me.window_clock_mhz:,.0f} MHz (mean SM clock in the "
-                f"windows) while the others ran {ref:,.0f} MHz (median)"
-            )
-    return out
-
-
-def finding_texts(report: FleetReport, name: str) -> list[str]:
-    """`gpu07 is 9 % slower at 64–128 requests (Total tok/s)`: the node's findings, the
-    figures that stand out at the same cells in the same direction said once."""
-    groups: dict[tuple[bool, str], list[Finding]] = {}
-    for f in report.findings:
-        if f.node == name:
-            place = where([k for k, _ in f.cells], report.levels, report.contexts)
-            groups.setdefault((f.slower, place), []).append(f)
-    out = []
-    for (slower, place), found in groups.items():
-        amount = _amount([d for f in found for _, d in f.cells])
-        labels = ", ".join(f.metric.label for f in found)
-        out.append(f"{amount} {'slower' if slower else 'faster'} at {place} ({labels})")
-    return [f"{name} is {' and '.join(out)}"] if out else []
-
-
-def node_lines(report: FleetReport) -> list[str]:
-    """Per node that stands out: what, where, and how its environment differs."""
-    out = []
-    for name in report.outlier_nodes:
-        texts = finding_texts(report, name)
-        diffs = environment_differences(report, name)
-        recorded = sorted({k for n in report.nodes for k in n.facts})
-        env = (
-            "; ".join(diffs)
-            if diffs
-            else "no recorded environment difference from the others"
-            + (f" ({', '.join(recorded)} compared)" if recorded else " (none recorded)")
-        )
-        out.append(f"{'; '.join(texts)}; {env}")
-    return out
-
-
-def noise_lines(report: FleetReport) -> list[str]:
-    out = []
-    r = report.rule
-    for phase in ("decode", "prefill"):
-        for metric in metrics_of(phase):
-            if not any(s.metric is metric and s.values for s in report.spreads):
-                continue
-            n = report.noise.get(metric.name)
-            if n is None or n.sd_log <= NO_NOISE:
-                why = "one trial per node" if n is None else "repeats identical"
-                out.append(
-                    f"- {metric.label}: no run-to-run noise estimate ({why}): "
-                    f"a node stands out only beyond {r.min_deviation_pct:g} % from the median"
-                )
-            elif n.sound:
-                out.append(
-                    f"- {metric.label}: run-to-run sd of one trial {n.sd_log * 100:.2f} % "
-                    f"({n.df} degrees of freedom, pooled over {n.cells} cells of all nodes)"
-                )
-            else:
-                out.append(
-                    f"- {metric.label}: run-to-run noise differs between cells: each cell's "
-                    f"own, pooled over the nodes (overall {n.sd_log * 100:.2f} %)"
-                )
-    return out
-
-
-def settings_lines(report: FleetReport) -> list[str]:
-    out = []
-    if report.settings:
-        out.append("Settings that differ between nodes (most nodes / this node):")
-        for d in report.settings:
-            mark = " (accepted)" if d.accepted else ""
-            out.append(f"- {d.name}: {d.common} / {d.node}: {d.theirs}{mark}")
-    if report.unchecked:
-        out.append(
-            "Settings not checked (not recorded on every node, or simulated by the twin): "
-            + ", ".join(report.unchecked)
-        )
-    if report.blocking:
-        names = ",".join(dict.fromkeys(d.name for d in report.blocking))
-        out.append(
-            f"NOT COMPARABLE: {names} differ between nodes; pass --accept {names} to report anyway"
-        )
-    return out
-
-
-def rule_line(report: FleetReport) -> str:
-    r = report.rule
-    return (
-        f"A node stands out in a cell when its log value is more than k = {r.k:g} × 1.4826 × "
-        f"MAD (over the {len(report.nodes)} nodes) from the median AND beyond the "
-        f"run-to-run noise ({NOISE_SE:g} × sd × √(2/trials)), or beyond "
-        f"{r.min_deviation_pct:g} % where there is no noise estimate; at least {MIN_NODES} "
-        "valid nodes per cell. Δ = node against the fleet median."
-    )

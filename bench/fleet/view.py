@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import html
 
-from bench.fleet.report import (
-    FACTS,
-    FleetReport,
-    NodeValue,
-    Spread,
-    node_lines,
-    noise_lines,
-    rule_line,
-    settings_lines,
-)
+from bench.fleet.nodes import FACTS
+from bench.fleet.report import FleetReport, NodeValue, Spread
+from bench.fleet.words import node_lines, noise_lines, rule_line, settings_lines
 from bench.verdict import page, plots
 from bench.verdict.cells import METRICS, MetricSpec
 from bench.verdict.views import Table, TCell, markdown, pct, trust_lines

@@ -30,10 +30,12 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from bench import __version__
+from bench.errors import BenchError
 from bench.host import inventory
+from bench.run import layout
 from bench.settings import Settings
 
-ENVIRONMENT_NAME = "environment.json"
+ENVIRONMENT_NAME = layout.ENVIRONMENT
 ENVIRONMENT_SCHEMA_VERSION = 1
 REDACTED = "********"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -358,10 +360,11 @@ def write(run_dir: Path, env: Environment) -> Path:
 
 
 def _server_of(run_dir: Path) -> dict[str, Any]:
-    """results.json's `server` as `bench run` recorded it, or {}."""
+    """results.json's `server` as `bench run` recorded it, or {} (read as plain JSON: any
+    bench's results.json will do)."""
     try:
-        doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        doc = layout.read_json(run_dir / layout.RESULTS)
+    except BenchError:
         return {}
     server = doc.get("server") if isinstance(doc, dict) else None
     return server if isinstance(server, dict) else {}

@@ -19,7 +19,11 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict
 
+from bench import procs
 from bench.host.inventory import Runner, csv_rows, number, run_command, value
+from bench.run import layout
+
+GPU_TELEMETRY_NAME = layout.GPU_TELEMETRY  # the run directory's file of these samples
 
 
 class _Model(BaseModel):
@@ -242,20 +246,12 @@ class GpuSampler:
         proc, self._proc = self._proc, None
         if proc is None:
             return []
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        procs.stop(proc)
         if self._reader is not None:
             self._reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
         return parse_telemetry("".join(self._lines), with_throttle=self._throttle is not None)
-
-
-GPU_TELEMETRY_NAME = "gpu_telemetry.jsonl"
 
 
 class WindowRecord(_Model):

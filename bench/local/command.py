@@ -18,7 +18,6 @@ import getpass
 import os
 import secrets
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -29,10 +28,12 @@ from pathlib import Path
 
 import structlog
 
+from bench import procs
 from bench.bundle import pack as pack_mod
 from bench.bundle import seal, sign
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit, RunFailed
+from bench.run import layout
 from bench.settings import Settings
 from bench.twin.process import start_twin
 
@@ -143,13 +144,7 @@ def _bench(args: list[str], env: dict[str, str], *, partial_on_interrupt: bool =
         try:
             rc = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise KeyboardInterrupt from None
+            rc = procs.stop(proc, grace_s=60)  # killed after that: not a partial run
         if partial_on_interrupt and rc == Exit.INTERRUPTED:
             return rc
         raise
@@ -178,7 +173,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             _bench(["environment", "--out", str(out), "--server-pid", str(twin.proc.pid)], env)
     if (
         rc not in (Exit.OK, Exit.INTERRUPTED, Exit.RUN_FAILED)
-        or not (out / "results.json").exists()
+        or not (out / layout.RESULTS).exists()
     ):
         raise RunFailed(f"bench run exited with {rc} and left no results in {out}")
     _bench(["report", str(out)], env)
@@ -186,7 +181,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     bundle = pack_mod.pack(out, out.with_name(out.name + ".tar.gz"))
     verified = verify_bundle(bundle, args.allowed_signers)
     if rc != Exit.OK:  # a finished `bench run` printed the tables already
-        print((out / "tables.md").read_text(encoding="utf-8"))
+        print((out / layout.TABLES).read_text(encoding="utf-8"))
     card = args.card or published_card()
     page = out.with_name(out.name + "-reproduce.html")
     verdict = _bench(["reproduce", str(bundle), "--card", str(card),

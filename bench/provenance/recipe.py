@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench import is_dirty
-from bench.errors import VerifyFailed, first_problem
+from bench.errors import VerifyFailed, validation_message
 from bench.provenance import sources as provenance
 from bench.results import Results, RunSettings
 
@@ -238,8 +238,9 @@ def read(root: Path) -> Recipe:
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
-        where, what = first_problem(exc, "document")
-        raise VerifyFailed(f"{RECIPE_NAME}: malformed at {where}: {what}") from None
+        raise VerifyFailed(
+            f"{RECIPE_NAME}: malformed at {validation_message(exc, 'document')}"
+        ) from None
 
 
 def json_schema() -> dict[str, object]:

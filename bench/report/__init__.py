@@ -1,7 +1,8 @@
 """The report people look at: report.html (self-contained) and the plots as PNG files.
 
 data      figures per cell at server speed, from results.json
-plots     matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency
+frontier  throughput per GPU against per-user tok/s: the points, the Pareto front, the GPU count
+plots     matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency, the frontier
 html      one HTML file: the card's three tables (from bench.run.card_tables) and the plots inline
 command   `bench report DIR`
 """

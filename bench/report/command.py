@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bench.errors import UsageError
 from bench.host import telemetry
-from bench.host.environment import ENVIRONMENT_NAME
-from bench.report import data, html, plots
+from bench.report import data, frontier, html, plots
+from bench.report.html import Plot
 from bench.results import Results
+from bench.run import layout
 from bench.settings import Settings
 
 REPORT_NAME = "report.html"
@@ -21,45 +18,59 @@ PLOTS_DIR = "plots"
 
 
 def write_report(run_dir: Path) -> Path:
-    try:
-        results = Results.model_validate_json((run_dir / "results.json").read_bytes())
-    except FileNotFoundError:
-        raise UsageError(
-            f"{run_dir}: has no results.json", hint="give the run directory of `bench run`"
-        ) from None
-    except ValidationError as exc:
-        raise UsageError(
-            f"{run_dir / 'results.json'}: not valid results ({exc.error_count()} errors)",
-            hint="check it with `bench verify`",
-        ) from None
+    results = layout.load_results(run_dir)
     env: dict[str, Any] | None = None
-    env_path = run_dir / ENVIRONMENT_NAME
+    env_path = run_dir / layout.ENVIRONMENT
     if env_path.is_file():
-        env = json.loads(env_path.read_text(encoding="utf-8"))
+        raw = layout.read_json(env_path)
+        env = raw if isinstance(raw, dict) else None
     cells = data.decode_cells(results)
     label = f"{results.server.model} · {results.run_id}"
-    figures = {
-        "decode_heatmap.png": (
+    figures = [
+        Plot(
+            "decode_heatmap.png",
             "Sustained decode: total tok/s (TTFT below) by context and concurrency",
             plots.decode_heatmap(cells, f"Sustained decode, total tok/s · {label}"),
         ),
-        "prefill_vs_context.png": (
+        Plot(
+            "prefill_vs_context.png",
             "Prefill throughput against context (TTFT below each point)",
             plots.prefill_vs_context(data.prefill_points(results), f"Prefill · {label}"),
         ),
-        "latency_vs_concurrency.png": (
+        Plot(
+            "latency_vs_concurrency.png",
             "TTFT and time between tokens against concurrency, per context",
             plots.latency_vs_concurrency(cells, f"Latency · {label}"),
         ),
-    }
+        frontier_plot(results, env, cells, label),
+    ]
     (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
-    for name, (_, png) in figures.items():
-        (run_dir / PLOTS_DIR / name).write_bytes(png)
-    windows = telemetry.read_windows(run_dir / telemetry.GPU_TELEMETRY_NAME)
-    page = html.render(results, {caption: png for caption, png in figures.values()}, env, windows)
+    for figure in figures:
+        (run_dir / PLOTS_DIR / figure.name).write_bytes(figure.png)
+    windows = telemetry.read_windows(run_dir / layout.GPU_TELEMETRY)
+    page = html.render(results, figures, env, windows)
     out = run_dir / REPORT_NAME
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def frontier_plot(
+    results: Results, env: dict[str, Any] | None, cells: list[data.CellPoint], label: str
+) -> Plot:
+    """Total output tok/s per GPU against per-user output tok/s, per context (frontier.png)."""
+    gpus = frontier.gpu_count(env, twin="twin" in results.server.version_payload)
+    by_context = frontier.points_of(cells)
+    panels = [(ctx, [plots.FrontierSeries("", pts, float(gpus.n or 1))])
+              for ctx, pts in by_context.items()]  # fmt: skip
+    png = plots.frontier(panels, gpus.axis_label(), f"Frontier · {label}")
+    note = (
+        f"x: per-user output tok/s, the decode speed one request sees (Per request tok/s: "
+        f"1000 / the median time between tokens in ms). y: {gpus.axis_label()}, from Total "
+        "tok/s (usage tokens received inside the window / its measured length). Both at "
+        "server speed, trials averaged as in the tables; one point per concurrency, the "
+        "line is the Pareto front (no other point is faster on both axes)."
+    )
+    return Plot("frontier.png", "Frontier: throughput per GPU against per-user speed", png, note)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

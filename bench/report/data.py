@@ -14,6 +14,7 @@ class CellPoint:
     concurrency: int
     status: str  # valid, not_ready, over_capacity, invalid, interrupted, not_run
     total_tok_s: float | None = None
+    per_request_tok_s: float | None = None
     ttft_s: float | None = None
     tbt_s: float | None = None
 
@@ -55,6 +56,7 @@ def decode_cells(results: Results) -> list[CellPoint]:
                         concurrency,
                         status,
                         total_tok_s=_mean([f.total_tok_s for f in figs]),
+                        per_request_tok_s=_mean([f.per_request_tok_s for f in figs]),
                         ttft_s=_mean([f.ttft_s for f in figs]),
                         tbt_s=_mean([f.tbt_s for f in figs]),
                     )

@@ -7,6 +7,7 @@ import base64
 import html
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bench.host.telemetry import WindowRecord
@@ -30,6 +31,25 @@ pre { background: #f6f6f6; padding: 0.6rem; white-space: pre-wrap; word-break: b
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5rem 0; }
 .note { color: #555; font-size: 0.9rem; } .warn { color: #8a4b00; }
 """
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One plot of the page: plots/<name> on disk, inline here with the id <name> less .png."""
+
+    name: str  # "frontier.png"
+    caption: str
+    png: bytes
+    note: str = ""  # a paragraph under it (what the axes mean)
+
+    def html(self) -> str:
+        ident = html.escape(self.name.removesuffix(".png"))
+        note = f'<p class="note">{html.escape(self.note)}</p>' if self.note else ""
+        return (
+            f"<h3>{html.escape(self.caption)}</h3>"
+            f'<img id="{ident}" alt="{html.escape(self.caption)}" '
+            f'src="data:image/png;base64,{base64.b64encode(self.png).decode()}">{note}'
+        )
 
 
 def _cell(text: str, header: bool) -> str:
@@ -167,7 +187,7 @@ def _telemetry_section(windows: Sequence[WindowRecord]) -> str:
 
 def render(
     results: Results,
-    plots: Mapping[str, bytes],
+    plots: Sequence[Plot],
     environment: Mapping[str, Any] | None = None,
     gpu_windows: Sequence[WindowRecord] = (),
 ) -> str:
@@ -198,11 +218,7 @@ def render(
         if speed != 1
         else ""
     )
-    images = "".join(
-        f'<h3>{html.escape(caption)}</h3><img alt="{html.escape(caption)}" '
-        f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-        for caption, png in plots.items()
-    )
+    images = "".join(p.html() for p in plots)
     env_html = _environment_section(environment) if environment else ""
     if gpu_windows:
         env_html = _telemetry_section(gpu_windows) + env_html

@@ -10,10 +10,12 @@ import io
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import ToolMissing
 from bench.report.data import CellPoint, PrefillPoint
+from bench.report.frontier import X_LABEL, FrontierPoint, pareto
 
 _DPI = 110
 
@@ -145,4 +147,67 @@ def latency_vs_concurrency(cells: Sequence[CellPoint], title: str) -> bytes:
         ax.grid(alpha=0.3, which="both")
     right.legend(title="context", fontsize=8)
     fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
+@dataclass(frozen=True)
+class FrontierSeries:
+    """One run's points in one context; `divisor` turns its total tok/s into the y axis."""
+
+    label: str  # the run ("" for a single run's report)
+    points: Sequence[FrontierPoint]
+    divisor: float = 1.0
+    dashed: bool = False
+    color: int = 0  # index into matplotlib's colour cycle: one colour per run on every panel
+
+
+def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str,
+             title: str) -> bytes:  # fmt: skip
+    """One panel per context: every series' points (concurrency written beside each, a
+    hollow marker for a not_ready cell) and its Pareto front as a line. `ylabel` is the
+    axis in full ("... per GPU (4 GPUs: source)"): the part in brackets goes to the title."""
+    axis, _, source = ylabel.partition(" (")
+    plt = _pyplot()
+    from matplotlib import ticker
+
+    cols = max(1, min(3, len(panels)))
+    rows = max(1, math.ceil(len(panels) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 4.0 * rows), squeeze=False)
+    for ax, (context, series) in zip(axes.flat, panels, strict=False):
+        for s in series:
+            colour = f"C{s.color % 10}"
+            ys = [p.total_tok_s / s.divisor for p in s.points]
+            xs = [p.per_user_tok_s for p in s.points]
+            ax.scatter([x for x, p in zip(xs, s.points, strict=True) if not p.flagged],
+                       [y for y, p in zip(ys, s.points, strict=True) if not p.flagged],
+                       s=22, color=colour, zorder=3)  # fmt: skip
+            ax.scatter([x for x, p in zip(xs, s.points, strict=True) if p.flagged],
+                       [y for y, p in zip(ys, s.points, strict=True) if p.flagged],
+                       s=22, facecolors="none", edgecolors=colour, zorder=3)  # fmt: skip
+            for x, y, p in zip(xs, ys, s.points, strict=True):
+                # The first run's labels above its points, the next one's below them.
+                ax.annotate(str(p.concurrency), (x, y), textcoords="offset points",
+                            xytext=(4, 3 if s.color % 2 == 0 else -10), fontsize=7,
+                            color=colour)  # fmt: skip
+            front = pareto(s.points)
+            name = f"{s.label} Pareto front" if s.label else "Pareto front"
+            ax.plot([p.per_user_tok_s for p in front], [p.total_tok_s / s.divisor for p in front],
+                    color=colour, linestyle="--" if s.dashed else "-", linewidth=1.4,
+                    label=name, zorder=2)  # fmt: skip
+        top_x = max((p.per_user_tok_s for s in series for p in s.points), default=1.0)
+        top_y = max((p.total_tok_s / s.divisor for s in series for p in s.points), default=1.0)
+        ax.set_xlim(0, top_x * 1.12)  # room for the labels right of the points
+        ax.set_ylim(0, top_y * 1.12)
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_title(f"context {context}", fontsize=9)
+        ax.set_xlabel(X_LABEL, fontsize=8)
+        ax.set_ylabel(axis, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    where = f"y: {axis} ({source}; " if source else "("
+    fig.suptitle(f"{title}\n{where}labels: requests at once; hollow: readiness gate never held)",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout()
     return _png(fig)

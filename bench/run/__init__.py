@@ -12,6 +12,7 @@ figures       a cell's figures from its records (the published definitions)
 progress      the sweep's progress lines and ETA
 resume        which cells a resumed run may keep
 rundir        the run directory: results.json, records, tables.md
+layout        its file names, and the one bounded reader of results.json
 card_tables   the card's three tables rendered from results.json (tables.md)
 decode_notes  notes under those tables (spec-decode acceptance, prefix-cache hits)
 """

@@ -23,16 +23,13 @@ from bench.results import KvCapacity, Measurement, Results, RunSettings, ServerI
 from bench.run import plan, resume, sweep
 from bench.run.capacity import kv_capacity
 from bench.run.cell import Server
+from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.server_info import detect
 from bench.settings import Settings
 from bench.stream import event_loop
 from bench.stream.client import Client, check_url
-
-PUBLISHED_CONTEXTS = ("8K", "16K", "32K", "64K", "128K", "256K")
-PUBLISHED_PREFILL_ONLY = ("256K",)
-PUBLISHED_CONCURRENCIES = ("1", "2", "4", "8", "16", "32", "64", "128")
 
 
 def parse_tokens(text: str) -> int:

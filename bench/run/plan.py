@@ -11,6 +11,11 @@ from bench.results import KvCapacity, Plan, PlannedCell, PlannedContext, RunSett
 from bench.run.capacity import kv_needed, over_capacity_reason
 from bench.run.prompts import context_label, fit
 
+# The published card's matrix: `bench run`'s defaults (K = 1024 tokens).
+PUBLISHED_CONTEXTS = ("8K", "16K", "32K", "64K", "128K", "256K")
+PUBLISHED_PREFILL_ONLY = ("256K",)
+PUBLISHED_CONCURRENCIES = ("1", "2", "4", "8", "16", "32", "64", "128")
+
 # Rough figures for the estimate only (server time): prefill speed, per-stream warm-up.
 _PREFILL_TOK_S = 5000.0
 _RAMP_S_PER_STREAM = 0.2

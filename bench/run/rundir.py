@@ -1,11 +1,8 @@
 """The output directory of a run, written so that every finished cell is on disk at once.
 
-results.json     the Results model, replaced atomically after every cell
-samples.jsonl    one line per request of every finished cell (raw timings)
-metrics.jsonl    the /metrics samples of every window
-tables.md        the card's three tables, re-rendered with results.json
-gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
-INCOMPLETE       present until the run completes (interrupted, killed, failed)
+Its files are named in `bench.run.layout`: results.json is replaced atomically after every
+cell, with tables.md beside it; samples.jsonl, metrics.jsonl and gpu_telemetry.jsonl get
+the lines of every finished cell; INCOMPLETE is there until the run completes.
 
 A run directory belongs to one run: `create` makes it (or takes an empty one; anything
 else, a run or unrelated files, is refused) and `lock` holds an exclusive flock on the
@@ -24,21 +21,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from bench.errors import DiskError, UsageError
-from bench.host.telemetry import GPU_TELEMETRY_NAME
-from bench.results import SCHEMA_VERSION, Results
+from bench.results import Results
 from bench.run import card_tables as tables
+from bench.run.layout import (
+    GPU_TELEMETRY,
+    INCOMPLETE,
+    METRICS,
+    RESULTS,
+    SAMPLES,
+    SERVER_LOG,
+    TABLES,
+    load_results,
+)
 
-RESULTS = "results.json"
-SAMPLES = "samples.jsonl"
-METRICS = "metrics.jsonl"
-TABLES = "tables.md"
-INCOMPLETE = "INCOMPLETE"
-# The server's log: the orchestrator writes it into the run directory before `bench run`
-# starts (its "KV cache size" line is a capacity source), and it belongs in the bundle.
-SERVER_LOG = "server.log"
+__all__ = ["INCOMPLETE", "METRICS", "RESULTS", "SAMPLES", "SERVER_LOG", "TABLES", "RunDir"]
 
 
 def _key(row: dict[str, Any]) -> tuple[object, object, object, object]:
@@ -108,23 +105,10 @@ class RunDir:
             self._lock = None
 
     def load(self) -> Results:
-        try:
-            raw = (self.path / RESULTS).read_text()
-        except OSError:
-            raise UsageError(
-                f"{self.path} has no {RESULTS} to resume", hint="check the directory"
-            ) from None
-        try:
-            data = json.loads(raw)
-            if data.get("schema_version") != SCHEMA_VERSION:
-                raise UsageError(
-                    f"{self.path / RESULTS} has schema version {data.get('schema_version')}, "
-                    f"this bench writes {SCHEMA_VERSION}",
-                    hint="resume it with the bench version that started it",
-                )
-            return Results.model_validate(data)
-        except (ValueError, ValidationError):
-            raise UsageError(f"{self.path / RESULTS} is not a valid results file") from None
+        """The results of the run to resume (see `layout.load_results`)."""
+        if not (self.path / RESULTS).is_file():
+            raise UsageError(f"{self.path} has no {RESULTS} to resume", hint="check the directory")
+        return load_results(self.path)
 
     def save(self, results: Results) -> None:
         self._atomic(RESULTS, results.model_dump_json(indent=2) + "\n")
@@ -152,7 +136,7 @@ class RunDir:
         `interrupted` (measured again): its rerun writes its lines anew, never twice.
         Keys are (phase, context, concurrency, trial).
         """
-        for name in (SAMPLES, METRICS, GPU_TELEMETRY_NAME):
+        for name in (SAMPLES, METRICS, GPU_TELEMETRY):
             path = self.path / name
             if not path.exists():
                 continue

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from bench import procs
 from bench.errors import ServerError
 
 _LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
@@ -85,13 +86,7 @@ def start_twin(
         host, port = _wait_for_port(proc, err.name, timeout_s)
         yield TwinProcess(f"http://{host}:{port}", port, proc, err.name)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        procs.stop(proc)
         if proc.stdout is not None:
             proc.stdout.close()
         err.close()

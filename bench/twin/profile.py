@@ -16,7 +16,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.errors import ProfileError, first_problem
+from bench.errors import ProfileError, validation_message
 
 PROFILE_DIR = pathlib.Path(__file__).with_name("profiles")
 
@@ -189,8 +189,7 @@ def load(name_or_path: str) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        where, what = first_problem(exc, "profile")
         raise ProfileError(
-            f"twin profile {path} is malformed: {where}: {what}",
+            f"twin profile {path} is malformed: {validation_message(exc, 'profile')}",
             hint="fix the file or pick a built-in profile",
         ) from None

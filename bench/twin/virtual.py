@@ -4,40 +4,39 @@ This is what calibration fits against: per context row, one cold `max_tokens=1` 
 (prefill tok/s = prompt tokens / TTFT, and it warms the prefix cache), then per
 concurrency C: C identical streams launched at once, a readiness gate (>= C running,
 none waiting, every worker has a token, held `hold_s`), a `window_s` window, cancel.
-Figures follow the card's arithmetic: total tok/s = tokens inside the window / measured
-seconds; per-request time between tokens = (t_last - t_first) / (tokens - 1), median over
-requests; TTFT = median over requests.
+
+Each stream is a `RequestRecord` in virtual seconds, as the client would have written it,
+and a cell's figures are the product's own (`bench.run.figures.cell_figures`): what is
+calibrated against the card is the arithmetic `bench run` applies, not a copy of it.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import statistics
 from dataclasses import dataclass, field
 
+from bench.results import CellFigures
+from bench.run.figures import cell_figures
+from bench.stream.records import RequestRecord
 from bench.twin import noise
 from bench.twin.engine import Engine, Request
 from bench.twin.frontend import Frontend
 from bench.twin.profile import Profile
 
 
-@dataclass
-class CellFigures:
+@dataclass(frozen=True)
+class VirtualCell:
+    """One decode cell run in virtual time: the virtual seconds from the launch to the
+    window's start (the readiness gate), the window's length, the request records of the
+    cell and the figures `bench.run.figures` makes of them."""
+
     context: int
     concurrency: int
-    total_tok_s: float
-    tbt_s: float
-    ttft_s: float
     gate_s: float
-    window_tokens: int
-    measured_s: float
-
-
-@dataclass
-class _Track:
-    submitted_s: float
-    chunks: list[tuple[float, int]] = field(default_factory=list)
+    window_s: float
+    figures: CellFigures
+    records: tuple[RequestRecord, ...] = field(repr=False)
 
 
 def prompt_ids(context: int, tag: int) -> list[int]:
@@ -66,22 +65,22 @@ def decode_cell(
     window_s: float = 30.0,
     hold_s: float = 3.0,
     gate_timeout_s: float = 600.0,
-) -> CellFigures:
+) -> VirtualCell:
     frontend: Frontend[Request] = Frontend(engine.profile)
     t = 0.0
     seq = itertools.count()
     arrivals: list[tuple[float, int, Request]] = []
-    tracks: dict[Request, _Track] = {}
-    worker_of: dict[Request, int] = {}
+    records: dict[Request, RequestRecord] = {}
     has_token = [False] * concurrency
+    in_flight: list[tuple[float, int]] = []  # (t, open streams) after every step
 
     held = 0  # requests the server holds: in the frontend, waiting or running
 
     def submit(worker: int, now: float) -> None:
         nonlocal held
         req = engine.make_request(ids, max_tokens)
-        tracks[req] = _Track(now)
-        worker_of[req] = worker
+        # Sent the moment it is asked for: no connection set-up in virtual time.
+        records[req] = RequestRecord(worker, start_s=now, sent_s=now, prompt_tokens=len(ids))
         held += 1
         frontend.submit(now, len(ids), req)
         for ready, started in frontend.start_due(now, held):
@@ -106,11 +105,16 @@ def decode_cell(
         if window_start is not None and t > window_start + window_s:
             break
         for em in res.emissions:
-            tracks[em.request].chunks.append((t, em.tokens))
-            has_token[worker_of[em.request]] = True
+            rec = records[em.request]
+            if rec.first_token_s is None:
+                rec.first_token_s = t
+            rec.add_usage(t, rec.tokens + em.tokens)
+            has_token[rec.worker] = True
             if em.finished:
+                rec.finished, rec.end_s = True, t
                 held -= 1
-                submit(worker_of[em.request], t)
+                submit(rec.worker, t)
+        in_flight.append((t, held))
         if window_start is None:
             ready = len(engine.running) >= concurrency and not engine.waiting and all(has_token)
             if not ready:
@@ -121,40 +125,28 @@ def decode_cell(
                 window_start = t
             if t > gate_timeout_s:
                 raise RuntimeError(f"gate never opened: context {len(ids)} x {concurrency}")
-    for req in list(tracks):
+    assert window_start is not None
+    w1 = window_start + window_s
+    for req, rec in records.items():
         engine.abort(req)
+        if rec.end_s is None:  # cancelled at the window's end, as the client does
+            rec.cancelled, rec.end_s = True, w1
     for _, _, req in arrivals:
         engine.abort(req)
-    assert window_start is not None
-    return _figures(len(ids), concurrency, tracks, window_start, window_s)
-
-
-def _figures(
-    context: int, concurrency: int, tracks: dict[Request, _Track], w0: float, window_s: float
-) -> CellFigures:
-    in_window = [
-        (ts, n) for tr in tracks.values() for ts, n in tr.chunks if w0 < ts <= w0 + window_s
-    ]
-    tokens = sum(n for _, n in in_window)
-    measured = max(ts for ts, _ in in_window) - w0
-    tbts, ttfts = [], []
-    for tr in tracks.values():
-        if not tr.chunks:
-            continue
-        ttfts.append(tr.chunks[0][0] - tr.submitted_s)
-        n = sum(k for _, k in tr.chunks)
-        if n > 1:
-            tbts.append((tr.chunks[-1][0] - tr.chunks[0][0]) / (n - 1))
-    return CellFigures(
-        context=context,
-        concurrency=concurrency,
-        total_tok_s=tokens / measured,
-        tbt_s=statistics.median(tbts),
-        ttft_s=statistics.median(ttfts),
-        gate_s=w0,
-        window_tokens=tokens,
-        measured_s=measured,
+    kept = tuple(records.values())
+    figures, _, reason = cell_figures(
+        kept,
+        window_start,
+        w1,
+        samples=(),
+        client_active=in_flight,
+        first=None,
+        last=None,
+        ready_after_s=window_start,
     )
+    if figures is None:
+        raise RuntimeError(f"no figures for context {len(ids)} x {concurrency}: {reason}")
+    return VirtualCell(len(ids), concurrency, window_start, window_s, figures, kept)
 
 
 def run_row(
@@ -166,7 +158,7 @@ def run_row(
     tag: int = 1,
     run_seed: int | None = None,
     trial: int = 0,
-) -> tuple[float, list[CellFigures]]:
+) -> tuple[float, list[VirtualCell]]:
     """The scout's TTFT and the figures of each decode cell of one context row.
 
     One engine serves the whole row, as one server does: the scout's prefix stays cached

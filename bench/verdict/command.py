@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from bench.card.model import Card
 from bench.card.parse import read_card
-from bench.errors import CardError, Exit, UsageError
+from bench.errors import CardError, Exit, UsageError, validation_message
 from bench.settings import Settings
 from bench.verdict import page
 from bench.verdict.card_source import from_card
@@ -119,7 +119,7 @@ def load_reference(path: Path) -> RunFigures:
             raise CardError(f"{path}: cannot read the card: {exc.strerror}") from None
         except ValidationError as exc:
             raise CardError(
-                f"{path}: not a card imported by `bench card import` ({exc.error_count()} errors)"
+                f"{path}: not a card imported by `bench card import`: {validation_message(exc)}"
             ) from None
         return from_card(card)
     return from_card(read_card(path))

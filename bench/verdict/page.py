@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.errors import DiskError
+from bench.report import frontier
+from bench.report import plots as report_plots
 from bench.stats import mean_ci
 from bench.verdict import plots
-from bench.verdict.cells import MetricSpec, metrics_of
+from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
 from bench.verdict.views import (
@@ -167,6 +169,31 @@ def _curves(c: Comparison) -> bytes:
     return plots.curves_png(panels)
 
 
+def frontier_png(runs: Sequence[tuple[str, RunFigures]]) -> bytes:
+    """Total output tok/s per GPU against per-user tok/s, per context, one line (Pareto
+    front) per run: (label, run) pairs, the first solid, the others dashed."""
+    counts = [frontier.gpu_count_of_settings(r.settings, twin=r.twin) for _, r in runs]
+    divisors, ylabel = frontier.common_scale(counts)
+    contexts = list(dict.fromkeys(ctx for _, r in runs for ctx in r.contexts))
+    panels = []
+    for ctx in contexts:
+        series = []
+        for i, ((label, run), divisor) in enumerate(zip(runs, divisors, strict=True)):
+            points = []
+            for conc in run.concurrencies:
+                cell = run.cell(("decode", ctx, conc))
+                if cell is None or cell.status not in ("valid", "not_ready"):
+                    continue
+                x, y = cell.value("per_request_tok_s"), cell.value("total_tok_s")
+                if x is not None and y is not None:
+                    points.append(frontier.FrontierPoint(conc, x, y, cell.status != "valid"))
+            if points:
+                series.append(report_plots.FrontierSeries(label, points, divisor, i > 0, i))
+        if series:
+            panels.append((ctx, series))
+    return report_plots.frontier(panels, ylabel, "Frontier")
+
+
 def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
     contexts = list(dict.fromkeys([*c.a.contexts, *c.b.contexts]))
     levels = sorted(set(c.a.concurrencies) | set(c.b.concurrencies))
@@ -220,5 +247,11 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
             "(dashed); error bars: 95 % CI over trials.</p>"
         )
         parts.append(_img(_curves(c), "figures by concurrency"))
+        parts.append(
+            "<p>Frontier: per context, total output tok/s per GPU (per server when a run "
+            "records no GPU count) against per-user output tok/s (1000 / median time between "
+            "tokens), one point per concurrency, each run's Pareto front as its line.</p>"
+        )
+        parts.append(_img(frontier_png([("A", c.a), ("B", c.b)]), "frontier"))
         parts += [_table(t) for t in compare_tables(c)]
     return _page("Compare", parts)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bench import stats
+from bench import distributions, stats
 from bench.errors import Exit
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import UNMEASURED, UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
@@ -217,7 +217,7 @@ def _interval(
         m = stats.mean(logs)
         own = math.fsum((x - m) ** 2 for x in logs)
         sd, df = pooled.moderated(own, len(values) - 1)  # this cell's noise, shrunk
-        half = stats.t_quantile(0.975, df) * sd / math.sqrt(len(values))
+        half = distributions.t_quantile(0.975, df) * sd / math.sqrt(len(values))
         return (
             (math.exp(m - half) / reference - 1) * 100.0,
             (math.exp(m + half) / reference - 1) * 100.0,

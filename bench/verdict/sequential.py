@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bench import stats
+from bench import distributions, stats
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import POWER, CellDelta, Comparison, FigureDelta, Policy, compare
 from bench.verdict.run_source import merge_runs
@@ -109,7 +109,7 @@ def equivalent(f: FigureDelta, cell: CellDelta, margin_pct: float) -> bool:
         return False
     se = f.sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b)
     p = 1.0 - EQUIVALENCE_ALPHA
-    q = stats.norm_ppf(p) if math.isinf(f.df) else stats.t_quantile(p, f.df)
+    q = distributions.norm_ppf(p) if math.isinf(f.df) else distributions.t_quantile(p, f.df)
     return abs(math.log1p(f.delta_pct / 100.0)) + q * se < math.log1p(margin_pct / 100.0)
 
 

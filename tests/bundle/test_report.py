@@ -24,19 +24,22 @@ def _run_dir(tmp_path: Path, speed_factor: float = 1.0) -> Path:
     return root
 
 
-def test_report_is_self_contained_with_the_cards_tables_and_three_plots(tmp_path: Path) -> None:
+def test_report_is_self_contained_with_the_cards_tables_and_four_plots(tmp_path: Path) -> None:
     root = _run_dir(tmp_path)
     page = write_report(root).read_text()
     # No network: nothing fetched from anywhere, the images are inline.
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "<script" not in page and "<link" not in page and "@import" not in page
-    assert page.count('src="data:image/png;base64,') == 3
+    assert page.count('src="data:image/png;base64,') == 4
     # The card's numbers, in its format, from bench.run.card_tables.
     assert "<td>1,259.4<br>21,500 ms TTFT</td>" in page
     assert "<td>5,144</td><td>1,592 ms TTFT</td>" in page
     matrix = page.split("<h2>Sustained decode</h2>")[1].split("<h2>All measurements</h2>")[0]
     assert matrix.count('<td class="over">Over capacity</td>') == 15
-    for name in ("decode_heatmap.png", "prefill_vs_context.png", "latency_vs_concurrency.png"):
+    for name in (
+        "decode_heatmap.png", "prefill_vs_context.png", "latency_vs_concurrency.png",
+        "frontier.png",
+    ):  # fmt: skip
         assert (root / "plots" / name).read_bytes().startswith(PNG_MAGIC)
 
 
@@ -77,7 +80,7 @@ def test_cli_report_without_results_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["report", str(tmp_path)]) == 2
-    assert "has no results.json" in capsys.readouterr().err
+    assert "results.json: missing" in capsys.readouterr().err
 
 
 def test_gpu_telemetry_table_when_the_run_sampled_gpus(tmp_path: Path) -> None:

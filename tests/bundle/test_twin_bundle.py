@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from bench import procs
+
 pytestmark = pytest.mark.integration
 
 _NVIDIA_SMI = r"""#!/bin/bash
@@ -84,8 +86,7 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
             env=env,
         )  # fmt: skip
     finally:
-        twin.terminate()
-        twin.wait(timeout=30)
+        procs.stop(twin, grace_s=30)
         if twin.stdout is not None:
             twin.stdout.close()
     shutil.copyfile(server_log, run / "server.log")

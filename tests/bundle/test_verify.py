@@ -171,7 +171,7 @@ def test_results_that_break_the_schema_fail_even_when_signed(run_dir: Path, keys
     (run_dir / "results.json").write_text(json.dumps(doc))
     _signed(run_dir, keys)
     with pytest.raises(
-        VerifyFailed, match=r"^results\.json: does not match the schema at cells\.0"
+        VerifyFailed, match=r"^results\.json: does not match the results schema at cells\.0"
     ):
         verify_bundle(run_dir, keys.allowed)
 

@@ -9,12 +9,8 @@ import pytest
 from bench.errors import UsageError
 from bench.results import Plan, RunSettings, ServerInfo
 from bench.run import capacity, plan, prompts
-from bench.run.command import (
-    PUBLISHED_CONCURRENCIES,
-    PUBLISHED_CONTEXTS,
-    PUBLISHED_PREFILL_ONLY,
-    parse_tokens,
-)
+from bench.run.command import parse_tokens
+from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.stream import metrics
 from bench.twin import profile
 from tests.engine.card import all_measurement_rows

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import httpx
 
+from bench.errors import BenchError
 from bench.results import Results
+from bench.run import layout
 
 
 def new_mark() -> str:
@@ -100,9 +102,10 @@ def wait_no_survivors(mark: str, timeout_s: float = 10, **kw: tuple[int, ...]) -
 
 
 def load_results(out: Path) -> Results | None:
+    """The run's results as the product reads them; None while there are none (yet)."""
     try:
-        return Results.model_validate_json((out / "results.json").read_text())
-    except (OSError, ValueError):
+        return layout.load_results(out)
+    except BenchError:
         return None
 
 

@@ -98,7 +98,7 @@ def test_resuming_a_damaged_results_file_is_exit_usage(cli: Cli, tmp_path: Path)
     (tmp_path / "results.json").write_text('{"schema_version": 1, "cells": [')
     rc, err = cli("run", "--resume", str(tmp_path))
     assert rc == Exit.USAGE
-    assert_one_line_error(err, "results.json is not a valid results file")
+    assert_one_line_error(err, "results.json: not valid JSON")
 
 
 # -- launch profiles -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bench import procs
 from bench.errors import Exit
 
 pytestmark = pytest.mark.integration
@@ -56,12 +57,7 @@ def start_hostile(log: Path) -> Hostile:
 def _stop(h: Hostile) -> None:
     if h.proc.stdout is not None:
         h.proc.stdout.close()
-    h.proc.terminate()
-    try:
-        h.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        h.proc.kill()
-        h.proc.wait()
+    procs.stop(h.proc, grace_s=10)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import procs
 from bench.errors import Exit, ServerError
 from bench.stream.client import (
     MAX_ERROR_BODY,
@@ -68,12 +69,7 @@ def tls_hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsHostile
         yield TlsHostile(proc, int(proc.stdout.readline()), cert)
     finally:
         proc.stdout.close()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        procs.stop(proc, grace_s=10)
 
 
 def _client(h: TlsHostile, spec: str) -> Client:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from bench import procs
+
 ROOT = Path(__file__).resolve().parents[2]
 SSHD_SH = ROOT / "tests" / "setup" / "sshd.sh"
 ALIAS = "bench-test-host"
@@ -142,13 +144,7 @@ def stop_sshd(host: SshTestHost, *, forget: bool = True) -> None:
     """Stop the server; FORGET (default) also removes its account and that account's home
     (a restart on the same DIR and port keeps them with forget=False)."""
     leftovers = _children(host.proc.pid)
-    if host.proc.poll() is None:
-        host.proc.terminate()
-        try:
-            host.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            host.proc.kill()
-            host.proc.wait()
+    procs.stop(host.proc, grace_s=10)
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

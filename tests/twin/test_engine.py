@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from bench.twin import profile
@@ -141,9 +143,10 @@ def test_virtual_methodology_figures_follow_the_step_costs() -> None:
     cell = virtual.decode_cell(eng, ids, 1, max_tokens=3000, window_s=3.0, hold_s=0.5)
     step = prof.decode_step_seconds(1, 1000 + 500)
     per_token = step / prof.mean_tokens_per_step
-    assert cell.tbt_s == pytest.approx(per_token, rel=0.1)
-    assert cell.total_tok_s == pytest.approx(1 / per_token, rel=0.1)
-    assert cell.measured_s <= 3.0 and cell.window_tokens > 0
+    f = cell.figures
+    assert f.tbt_s == pytest.approx(per_token, rel=0.1)
+    assert f.total_tok_s == pytest.approx(1 / per_token, rel=0.1)
+    assert f.measured_for_s <= 3.0 and f.output_tokens > 0
 
 
 def test_slow_requests_are_every_nth_and_lose_drafts() -> None:
@@ -187,3 +190,43 @@ def test_the_slow_pattern_restarts_at_a_cold_prompt_on_an_idle_engine() -> None:
     assert row(8) == first  # the same pattern again, not continued from row 7
     warm = [eng.make_request([8, *range(1, 200)], 4) for _ in range(4)]  # cached: continues
     assert [bool(r.drop_per_step) for r in warm] == [False, True, False, False]
+
+
+def test_virtual_figures_are_the_products_on_the_cells_records() -> None:
+    """The twin is calibrated by `bench run`'s own arithmetic: the figures of a virtual cell
+    are bench.run.figures' on its records, and those follow the card's definitions (a chunk
+    at the window's first instant counts, as figures.py counts it)."""
+    from bench.run.figures import cell_figures
+    from bench.twin import virtual
+
+    prof = profile.load("tiny")
+    eng = Engine(prof, 0)
+    ids = virtual.prompt_ids(2000, 3)
+    virtual.prefill_ttft_s(eng, ids)
+    cell = virtual.decode_cell(eng, ids, 4, max_tokens=400, window_s=2.0, hold_s=0.2)
+    w0, w1 = cell.gate_s, cell.gate_s + cell.window_s
+    f = cell.figures
+    again, _, reason = cell_figures(
+        cell.records, w0, w1, (), [], first=None, last=None, ready_after_s=w0
+    )
+    assert reason is None and again is not None
+    assert again.model_dump(exclude={"average_active", "active_source"}) == f.model_dump(
+        exclude={"average_active", "active_source"}
+    )
+    # By hand, from the records: the card's definitions.
+    inside = [r.tokens_between(w0, w1) for r in cell.records]
+    tokens = sum(n for n, _ in inside)
+    last = max(t for n, t in inside if n and t is not None)
+    assert f.output_tokens == tokens and f.measured_for_s == pytest.approx(last - w0)
+    assert f.total_tok_s == pytest.approx(tokens / (last - w0))
+    assert any(w0 in r.chunk_s for r in cell.records)  # the chunk of the gate's last step
+    ttfts = sorted(r.ttft_s for r in cell.records if r.ttft_s is not None)
+    assert f.ttft_s == pytest.approx(statistics.median(ttfts))
+    tbts = [r.tbt_s for r in cell.records if r.tbt_s is not None]
+    assert f.tbt_s == pytest.approx(statistics.median(tbts))
+    assert f.completed_requests == sum(
+        r.finished and r.end_s is not None and w0 <= r.end_s <= w1 for r in cell.records
+    )
+    assert (
+        f.completed_requests > 0
+    )  # max_tokens=400: a stream finishes (and restarts) inside the window

@@ -149,7 +149,7 @@ def test_compare_lists_metadata_flags_cells_and_writes_html(
     out = capsys.readouterr().out
     assert "3 OF 40 CELLS CHANGED; NOT MEASURED BY EITHER SIDE: 15" in out
     page = html.read_text()
-    assert page.count("data:image/png;base64,") == 2
+    assert page.count("data:image/png;base64,") == 3  # heatmaps, curves, frontier
     assert 'class="worse"' in page
     assert main(["compare", str(a)]) == 2
 

@@ -12,7 +12,8 @@ from bench.results import Results
 from bench.verdict.cells import BY_NAME, Cell
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
-from bench.verdict.run_source import from_results, merge_runs, sweep_server_s
+from bench.verdict.run_figures import from_results, sweep_server_s
+from bench.verdict.run_source import merge_runs
 from bench.verdict.views import compare_markdown
 from tests.verdict.synth import make_results
 

@@ -16,7 +16,9 @@ import pytest
 from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit
+from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet
+from bench.fleet import words as fleet_words
 from bench.host import telemetry
 from bench.results import Results
 from bench.verdict.cells import BY_NAME, Cell, RunFigures
@@ -290,31 +292,34 @@ def test_hostile_inputs_one_line_and_the_named_exit(
 
 
 def test_node_names_hostnames_else_bundle_names() -> None:
-    assert fleet.node_names(["a/x.tar.gz", "b/y.tar.gz"], ["gpu01", "gpu02"]) == ["gpu01", "gpu02"]
-    assert fleet.node_names(["a/x.tar.gz", "b/y.tgz"], ["h", "h"]) == ["x", "y"]
-    assert fleet.node_names(["a/results.json", "b/results.json"], [None, None]) == ["a", "b"]
-    assert fleet.node_names(["a/r.tar.gz", "b/r.tar.gz"], [None, None]) == ["r#1", "r#2"]
+    assert fleet_nodes.node_names(["a/x.tar.gz", "b/y.tar.gz"], ["gpu01", "gpu02"]) == [
+        "gpu01",
+        "gpu02",
+    ]
+    assert fleet_nodes.node_names(["a/x.tar.gz", "b/y.tgz"], ["h", "h"]) == ["x", "y"]
+    assert fleet_nodes.node_names(["a/results.json", "b/results.json"], [None, None]) == ["a", "b"]
+    assert fleet_nodes.node_names(["a/r.tar.gz", "b/r.tar.gz"], [None, None]) == ["r#1", "r#2"]
 
 
 def test_where_and_how_much_in_words() -> None:
     levels = (1, 2, 4, 8, 16, 32, 64, 128)
     one = ("8K",)
-    assert fleet.where([("decode", "8K", 64), ("decode", "8K", 128)], levels, one) == (
+    assert fleet_words.where([("decode", "8K", 64), ("decode", "8K", 128)], levels, one) == (
         "64–128 requests"
     )
-    assert fleet.where([("decode", "8K", 1)], levels, one) == "1 request"
-    assert fleet.where([("decode", "8K", 1), ("decode", "8K", 64)], levels, one) == (
+    assert fleet_words.where([("decode", "8K", 1)], levels, one) == "1 request"
+    assert fleet_words.where([("decode", "8K", 1), ("decode", "8K", 64)], levels, one) == (
         "1, 64 requests"
     )
     two = ("8K", "16K")
     both = [("decode", c, n) for c in two for n in (64, 128)]
-    assert fleet.where(both, levels, two) == "64–128 requests (8K, 16K)"
+    assert fleet_words.where(both, levels, two) == "64–128 requests (8K, 16K)"
     mixed = [("decode", "8K", 64), ("decode", "8K", 128), ("decode", "16K", 64)]
-    assert fleet.where(mixed, levels, two) == "64–128 requests at 8K and 64 requests at 16K"
-    assert fleet.where([("prefill", "16K", 1)], levels, two) == "prefill at 16K"
-    assert fleet._amount([-9.2, -8.6]) == "9 %"
-    assert fleet._amount([-8.4, -10.2]) == "8–10 %"
-    assert fleet._amount([2.34]) == "2.3 %"
+    assert fleet_words.where(mixed, levels, two) == "64–128 requests at 8K and 64 requests at 16K"
+    assert fleet_words.where([("prefill", "16K", 1)], levels, two) == "prefill at 16K"
+    assert fleet_words._amount([-9.2, -8.6]) == "9 %"
+    assert fleet_words._amount([-8.4, -10.2]) == "8–10 %"
+    assert fleet_words._amount([2.34]) == "2.3 %"
 
 
 def test_records_that_do_not_read_are_not_recorded(
@@ -328,14 +333,17 @@ def test_records_that_do_not_read_are_not_recorded(
         {"gpu": {"gpus": [1, None, {"name": 7, "max_sm_clock_mhz": "fast"}]}, "host": {}},
     ]
     for env in junk:
-        assert fleet.facts_of(env) == {} or set(fleet.facts_of(env)) <= {"GPU model", "GPU count"}
-        assert fleet.hostname(env) is None
+        assert fleet_nodes.facts_of(env) == {} or set(fleet_nodes.facts_of(env)) <= {
+            "GPU model",
+            "GPU count",
+        }
+        assert fleet_nodes.hostname(env) is None
     env = {"gpu01": junk[0], "gpu02": junk[1], "gpu03": junk[2]}
     paths = _fleet(tmp_path, card, slow={"gpu04": 0.09}, env=env)  # type: ignore[arg-type]
     (paths[0] / telemetry.GPU_TELEMETRY_NAME).write_bytes(b"\xff{not json\n")
     (paths[1] / telemetry.GPU_TELEMETRY_NAME).write_text('{"context_label": 1}\n')
-    assert fleet.window_clock(paths[0] / telemetry.GPU_TELEMETRY_NAME) is None
-    assert fleet.window_clock(paths[1] / telemetry.GPU_TELEMETRY_NAME) is None
+    assert fleet_nodes.window_clock(paths[0] / telemetry.GPU_TELEMETRY_NAME) is None
+    assert fleet_nodes.window_clock(paths[1] / telemetry.GPU_TELEMETRY_NAME) is None
     assert main(["fleet", *map(str, paths)]) == Exit.NOT_REPRODUCED
     out = capsys.readouterr().out
     assert out.rstrip().endswith("STANDS OUT: gpu04")

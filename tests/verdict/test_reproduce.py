@@ -12,7 +12,7 @@ from bench.verdict.card_source import from_card
 from bench.verdict.cells import BY_NAME
 from bench.verdict.page import reproduce_heat_cell
 from bench.verdict.reproduce import Tolerances, reproduce
-from bench.verdict.run_source import from_results
+from bench.verdict.run_figures import from_results
 from bench.verdict.views import reproduce_markdown
 from tests.verdict.synth import make_results
 

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from bench.stats import betainc, mean_ci, t_cdf, t_quantile, welch
+from bench.distributions import betainc, t_cdf, t_quantile
+from bench.stats import mean_ci, welch
 
 T975 = {
     1: 12.706204736174694,
@@ -65,7 +66,7 @@ def test_mean_ci_matches_scipy() -> None:
 
 
 def test_norm_ppf_matches_known_quantiles() -> None:
-    from bench.stats import norm_ppf
+    from bench.distributions import norm_ppf
 
     assert abs(norm_ppf(0.975) - 1.959963985) < 1e-7
     assert abs(norm_ppf(0.8) - 0.841621234) < 1e-7
@@ -120,7 +121,8 @@ def test_trigamma_and_the_prior_df_of_cell_variances() -> None:
     import math
     import random
 
-    from bench.stats import prior_df, trigamma
+    from bench.distributions import trigamma
+    from bench.stats import prior_df
 
     assert abs(trigamma(1.0) - math.pi**2 / 6) < 1e-9
     assert abs(trigamma(0.5) - math.pi**2 / 2) < 1e-9

@@ -35,11 +35,11 @@ def test_virtual_cells_scale_with_their_factor() -> None:
     _, [noisy] = virtual.run_row(p, 8192, [16], run_seed=3, trial=1)
     f = noise.cell_factor(p, 3, 1, 8192, 16)
     assert f != 1.0
-    assert noisy.tbt_s == pytest.approx(base.tbt_s * f, rel=0.003)
-    assert noisy.total_tok_s == pytest.approx(base.total_tok_s / f, rel=0.01)
+    assert noisy.figures.tbt_s == pytest.approx(base.figures.tbt_s * f, rel=0.003)
+    assert noisy.figures.total_tok_s == pytest.approx(base.figures.total_tok_s / f, rel=0.01)
     quiet = noise.without_noise(p)
     _, [same] = virtual.run_row(quiet, 8192, [16], run_seed=3, trial=1)
-    assert same.tbt_s == pytest.approx(base.tbt_s, rel=1e-9)
+    assert same.figures.tbt_s == pytest.approx(base.figures.tbt_s, rel=1e-9)
 
 
 def test_live_twin_run_noise_scales_step_costs_per_cell_and_seed() -> None:

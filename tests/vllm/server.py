@@ -17,7 +17,6 @@ import contextlib
 import os
 import re
 import secrets
-import signal
 import socket
 import subprocess
 import time
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from bench import procs
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "tests" / "setup" / "vllm_cpu.sh"
@@ -196,26 +197,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> No
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the server's process group (API server, engine core, worker), then SIGKILL."""
-    pgid = proc.pid  # start_new_session=True made the server its group's leader
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline:
-        proc.poll()
-        if not group_alive(pgid):
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-    proc.wait()
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    procs.stop(proc, STOP_GRACE_S, group=True)
 
 
 def _tail(path: Path, lines: int = 40) -> str:

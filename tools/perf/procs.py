@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import procs as bench_procs
+
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 _LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
 
@@ -82,13 +84,7 @@ def serving(
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    bench_procs.stop(proc, grace_s=10)
     if proc.stdout is not None:
         proc.stdout.close()
 

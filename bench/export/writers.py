@@ -1,0 +1,83 @@
+"""Rows to a file: CSV (header, empty field for a missing value), JSON lines (null for
+one), or Parquet (a typed column per field, null for one) through pyarrow, the optional
+`export` extra; without it the command is one line naming `pip install 'bench[export]'`.
+
+Files are written beside their final name and renamed into place, so a failed export
+leaves no half file behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from bench.errors import DiskError, ToolMissing
+
+Format = Literal["csv", "parquet", "jsonl"]
+FORMATS: tuple[Format, ...] = ("csv", "parquet", "jsonl")
+EXTENSIONS: dict[Format, str] = {"csv": ".csv", "parquet": ".parquet", "jsonl": ".jsonl"}
+Row = dict[str, Any]
+
+
+def _csv(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+        out.writeheader()
+        for row in rows:
+            out.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+
+
+def _jsonl(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps({k: row.get(k) for k in columns}, allow_nan=False) + "\n")
+
+
+def _arrow_type(pa: Any, values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return pa.bool_()
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.int64()
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return pa.float64()
+    return pa.string()
+
+
+def _parquet(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ToolMissing(
+            "pyarrow is not installed; Parquet export needs it",
+            hint="pip install 'bench[export]'",
+        ) from None
+    fields, arrays = [], []
+    for name in columns:
+        values = [row.get(name) for row in rows]
+        kind = _arrow_type(pa, values)
+        if kind == pa.float64():
+            values = [None if v is None else float(v) for v in values]
+        fields.append(pa.field(name, kind))
+        arrays.append(pa.array(values, type=kind))
+    pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), str(path))
+
+
+def write(rows: Sequence[Row], columns: Sequence[str], path: Path, fmt: Format) -> Path:
+    writer = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt]
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        writer(rows, columns, partial)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise DiskError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,102 @@
+"""The run directory's layout: the name of every file `bench run` (and `bench environment`)
+writes into it, and the one bounded reader of its JSON files.
+
+results.json         the Results model (`bench.results`), replaced after every cell
+samples.jsonl        one line per request of every finished cell (raw timings)
+metrics.jsonl        the /metrics samples of every window
+gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
+tables.md            the card's three tables, re-rendered with results.json
+environment.json     the server's host, image, launch and weights (`bench.host.environment`)
+server.log           the server's log, when whoever started the server put it there
+INCOMPLETE           present until the run completes (interrupted, killed, failed)
+
+Every module that names one of these files takes the name from here. Every reader of
+results.json goes through `load_results`; a reader that must also take another bench's
+version of a file (plain JSON, its own checks) goes through `read_json`. Both read at most
+a bounded number of bytes, and any problem (missing, too large, not JSON, another schema)
+is one BenchError line naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bench.errors import BenchError, UsageError, validation_message
+from bench.results import SCHEMA_VERSION, Results
+
+RESULTS = "results.json"
+SAMPLES = "samples.jsonl"
+METRICS = "metrics.jsonl"
+GPU_TELEMETRY = "gpu_telemetry.jsonl"
+TABLES = "tables.md"
+ENVIRONMENT = "environment.json"
+# The orchestrator writes the server's log into the run directory before `bench run` starts
+# (its "KV cache size" line is a capacity source), and it belongs in the bundle.
+SERVER_LOG = "server.log"
+INCOMPLETE = "INCOMPLETE"
+
+# A full card run's results.json is well under a megabyte; anything past this is no
+# results file, and is refused before it is parsed.
+JSON_MAX_BYTES = 32 << 20
+
+
+def read_json(
+    path: Path,
+    *,
+    shown: str | None = None,
+    error: type[BenchError] = UsageError,
+    hint: str | None = None,
+    max_bytes: int = JSON_MAX_BYTES,
+) -> Any:
+    """The JSON document in `path`, read bounded: at most `max_bytes`. A file that is
+    missing, unreadable, too large or not JSON is an `error` naming it as `shown` (the
+    path by default), with `hint` when given."""
+    name = str(path) if shown is None else shown
+    try:
+        with path.open("rb") as f:
+            raw = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise error(f"{name}: missing", hint=hint) from None
+    except IsADirectoryError:
+        raise error(f"{name}: a directory, not a file", hint=hint) from None
+    except OSError as exc:
+        raise error(f"{name}: cannot read: {exc.strerror}", hint=hint) from None
+    if len(raw) > max_bytes:
+        raise error(f"{name}: larger than {max_bytes:,} bytes, refused unread", hint=hint)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 and bad JSON are ValueErrors
+        what = " ".join(str(exc).split())[:200]
+        raise error(f"{name}: not valid JSON ({what})", hint=hint) from None
+
+
+def load_results(
+    directory: Path, *, shown: str | None = None, error: type[BenchError] = UsageError
+) -> Results:
+    """results.json in `directory` as this bench's Results, read through `read_json`: a
+    file of another schema version, or one that does not match the schema, is an `error`
+    naming the file as `shown` (its path by default) and the first field at fault."""
+    path = directory / RESULTS
+    name = str(path) if shown is None else shown
+    raw = read_json(
+        path, shown=name, error=error, hint="give a run directory or bundle of `bench run`"
+    )
+    mismatch = f"{name}: does not match the results schema at"
+    hint = "was it written by this version of bench?"
+    if not isinstance(raw, dict):
+        raise error(f"{mismatch} document: not a JSON object", hint=hint)
+    if "schema_version" not in raw:  # the model's default must not pass it for ours
+        raise error(f"{mismatch} schema_version: missing", hint=hint)
+    if raw["schema_version"] != SCHEMA_VERSION:
+        raise error(
+            f"{name}: schema version {raw['schema_version']!r}, this bench reads {SCHEMA_VERSION}",
+            hint="read it with the bench version that made it",
+        )
+    try:
+        return Results.model_validate(raw)
+    except ValidationError as exc:
+        raise error(f"{mismatch} {validation_message(exc, 'document')}", hint=hint) from None

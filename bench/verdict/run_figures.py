@@ -1,0 +1,201 @@
+"""A run's results.json (and environment.json) as `RunFigures`, at server speed.
+
+A twin runs N times faster than real time and records N (`server.speed_factor`);
+`results.json` holds client-clock figures, so rates are divided by N and durations
+multiplied by N (`CellFigures.at_server_speed`) before any comparison. A cell with a trial
+that is not valid is named by the worst (`interrupted`, `invalid`, `not_ready`), never
+judged; a single trial carries the run's own spread of its figures (see `cells`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench.provenance import sources as provenance
+from bench.results import CellResult, PrefillSample, Results
+from bench.verdict import settings as run_settings
+from bench.verdict.cells import (
+    Cell,
+    Key,
+    RunFigures,
+    Status,
+    context_order,
+    mean_rse,
+    median_rse,
+)
+
+
+def _cell_rse(cell: CellResult) -> dict[str, float]:
+    ex = cell.extras
+    out: dict[str, float] = {}
+    if ex is None:
+        return out
+    if ex.tbt is not None:
+        tbt = median_rse(ex.tbt.n, ex.tbt.p50, ex.tbt.p90)
+        if tbt is not None:
+            out["tbt_s"] = out["per_request_tok_s"] = tbt
+        total = mean_rse(ex.tbt.n, ex.tbt.mean, ex.tbt.p50, ex.tbt.p90)
+        if total is None and ex.chunk_gap is not None:
+            gap = ex.chunk_gap
+            total = mean_rse(gap.n, gap.mean, gap.p50, gap.p90)
+        if total is not None:
+            out["total_tok_s"] = total
+    if ex.ttft is not None:
+        ttft = median_rse(ex.ttft.n, ex.ttft.p50, ex.ttft.p90)
+        if ttft is not None:
+            out["ttft_s"] = ttft
+    return out
+
+
+# A cell with a trial in one of these is that, whatever its other trials say; the first
+# found in this order names it.
+_UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
+
+
+def _reasons(items: list[CellResult] | list[PrefillSample], status: str) -> str:
+    found = sorted({r.reason or "no reason" for r in items if r.status == status})
+    trials = sum(1 for r in items if r.status == status)
+    return f"{trials} of {len(items)} trials {status.replace('_', ' ')}: {'; '.join(found)}"
+
+
+def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: float) -> Cell:
+    statuses = {r.status for r in results}
+    if "over_capacity" in statuses:
+        reason = next((r.reason for r in results if r.reason), None)
+        return Cell("decode", label, concurrency, "over_capacity", reason)
+    figures = [r.figures.at_server_speed(n) for r in results if r.figures is not None]
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        # Never "valid": a not_ready cell carries figures, shown but never judged equal.
+        shown = {
+            "total_tok_s": tuple(f.total_tok_s for f in figures),
+            "per_request_tok_s": tuple(f.per_request_tok_s for f in figures),
+            "ttft_s": tuple(f.ttft_s for f in figures),
+            "tbt_s": tuple(f.tbt_s for f in figures),
+        }
+        return Cell("decode", label, concurrency, bad, _reasons(results, bad), shown)
+    if not figures:
+        reasons = "; ".join(sorted({f"{r.status}: {r.reason or 'no reason'}" for r in results}))
+        return Cell("decode", label, concurrency, "failed", reasons)
+    trials = {
+        "total_tok_s": tuple(f.total_tok_s for f in figures),
+        "per_request_tok_s": tuple(f.per_request_tok_s for f in figures),
+        "ttft_s": tuple(f.ttft_s for f in figures),
+        "tbt_s": tuple(f.tbt_s for f in figures),
+    }
+    flagged = sorted({r.status for r in results} - {"valid"})
+    detail = f"trials also {', '.join(flagged)}" if flagged else None
+    # The run's own spread is only needed for a single trial (see cells.py).
+    rse = _cell_rse(results[0]) if len(figures) == 1 else {}
+    return Cell("decode", label, concurrency, "valid", detail, trials, rse)
+
+
+def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
+    statuses = {s.status for s in samples}
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        return Cell("prefill", label, 1, bad, _reasons(samples, bad))
+    good = [s.at_server_speed(n) for s in samples if s.status == "valid"]
+    if not good:
+        reasons = "; ".join(sorted({f"{s.status}: {s.reason or 'no reason'}" for s in samples}))
+        return Cell("prefill", label, 1, "failed", reasons)
+    trials = {
+        "prefill_tok_s": tuple(s.prefill_tok_s for s in good if s.prefill_tok_s is not None),
+        "prefill_ttft_s": tuple(s.ttft_s for s in good if s.ttft_s is not None),
+    }
+    return Cell("prefill", label, 1, "valid", None, trials)
+
+
+def _metadata(results: Results, env: Any) -> dict[str, str]:
+    s = results.settings
+    out = {
+        "server model": results.server.model,
+        "server version": results.server.version or "—",
+        "max_model_len": str(results.server.max_model_len),
+        "speed factor": f"{results.server.speed_factor:g}",
+        "KV capacity tokens": str(results.plan.kv.tokens),
+        "window s (server time)": f"{s.duration_s:g}",
+        "max tokens": str(s.max_tokens),
+        "trials": str(s.trials),
+        "bench version": results.bench_version,
+        "run state": results.state,
+    }
+    for key, value in sorted(results.server.version_payload.items()):
+        if key != "version":  # e.g. the twin's profile, speed and seed
+            out[f"server /version {key}"] = json.dumps(value, sort_keys=True)
+    if isinstance(env, dict):
+        gpu = env.get("gpu") or {}
+        gpus = [str(g.get("name", "?")) for g in gpu.get("gpus", [])]
+        extra = {
+            "image digest": (env.get("image") or {}).get("digest"),
+            "vLLM version": env.get("vllm_version"),
+            "launch flags": " ".join((env.get("launch") or {}).get("argv", [])) or None,
+            "GPUs": f"{len(gpus)} x {', '.join(sorted(set(gpus)))}" if gpus else "none",
+            "driver": gpu.get("driver_version"),
+            "CUDA": gpu.get("cuda_version"),
+            "host": (env.get("host") or {}).get("hostname"),
+        }
+        out.update({k: str(v) for k, v in extra.items() if v is not None})
+        # What the image was built from (bench.vllm.commit, bench.version, ...): the
+        # orchestrator records the image's labels, and two builds differ by them.
+        labels = (env.get("image") or {}).get("labels") or {}
+        out.update(
+            {f"image label {k}": str(v) for k, v in labels.items() if k.startswith("bench.")}
+        )
+    return out
+
+
+def sweep_server_s(results: Results) -> float | None:
+    """Server seconds of the run's sweep: from its clock anchor to the end of its last
+    measured window (decode cells carry their start and window end), times the speed
+    factor; None when no cell recorded when it ran."""
+    ends = [
+        r.started_at_s + r.extras.window_end_s
+        for r in results.cells
+        if r.started_at_s is not None and r.extras is not None and r.extras.window_end_s is not None
+    ]
+    return max(ends) * results.server.speed_factor if ends else None
+
+
+def from_results(results: Results, env: Any = None, *, name: str = "run") -> RunFigures:
+    n = results.server.speed_factor
+    by_cell: dict[tuple[str, int], list[CellResult]] = {}
+    for r in results.cells:
+        by_cell.setdefault((r.context_label, r.concurrency), []).append(r)
+    cells: dict[Key, Cell] = {}
+    for (label, conc), rs in by_cell.items():
+        cells[("decode", label, conc)] = _decode_cell(label, conc, rs, n)
+    for planned in results.plan.cells:
+        key: Key = ("decode", planned.context_label, planned.concurrency)
+        if not planned.run and key not in cells:
+            status: Status = "over_capacity"
+            cells[key] = Cell(
+                "decode", planned.context_label, planned.concurrency, status, planned.reason
+            )
+    by_context: dict[str, list[PrefillSample]] = {}
+    for p in results.prefill:
+        by_context.setdefault(p.context_label, []).append(p)
+    for label, samples in by_context.items():
+        cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
+    twin = run_settings.is_twin(results)
+    return RunFigures(
+        settings=run_settings.from_run(results, env),
+        twin=twin,
+        weights=provenance.weights_line(env, twin=twin),
+        model_revision=provenance.model_revision(env),
+        image_id=provenance.image_id(env),
+        packages=provenance.server_packages(env, twin=twin),
+        name=name,
+        kind="run",
+        speed_factor=n,
+        metadata=_metadata(results, env),
+        cells=cells,
+        contexts=context_order(k[1] for k in cells),
+        concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+        server_s=() if (spent := sweep_server_s(results)) is None else (spent,),
+        planned=frozenset(
+            [("decode", c.context_label, c.concurrency) for c in results.plan.cells]
+            + [("prefill", c.label, 1) for c in results.plan.contexts]
+        ),
+    )

@@ -1,0 +1,42 @@
+"""One real twin run for the report and export tests: `bench run` against `bench twin serve`
+(profile tiny, 10x fast), then `bench report`, both as the product's own commands.
+
+Two decode contexts x concurrency 1, 2, 4 (the tiny profile's KV cache fits only some: the
+others are over capacity), two trials, so that tables.md has every kind of row.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.twinproc import start_twin
+
+RUN_ARGS = (
+    "--contexts", "512", "1K", "--prefill-only-contexts", "--concurrencies", "1", "2", "4",
+    "--duration", "5", "--max-tokens", "128", "--trials", "2",
+)  # fmt: skip
+
+
+def bench(*argv: str, env: dict[str, str] | None = None, timeout_s: float = 300) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", *argv],
+        env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"bench {argv[0]} failed ({done.returncode}): {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="package")
+def twin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run directory of a finished twin run, with its report.html."""
+    run = tmp_path_factory.mktemp("twin-report") / "run"
+    env = {**os.environ, "BENCH_API_KEY": "k-report", "BENCH_LOG_FORMAT": "json"}
+    with start_twin("tiny", speed=10.0, api_key="k-report") as twin:
+        bench("run", "--url", twin.url, *RUN_ARGS, "--out", str(run), env=env)
+    bench("report", str(run), env=env)
+    return run
