@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.stream.failures import ErrorKind
+
 SCHEMA_VERSION = 1
 
 Api = Literal["chat", "completions"]
@@ -214,6 +216,11 @@ class CellResult(_Model):
     figures: CellFigures | None = None  # None unless status is valid or not_ready
     extras: CellExtras | None = None
     started_at_s: float | None = None  # seconds since the run's clock anchor
+    failures_by_kind: dict[ErrorKind, int] = Field(
+        default_factory=dict,
+        description="the cell's failed requests by kind (bench.stream.failures); only kinds "
+        "that occurred; empty when none failed (and in results written before it was added)",
+    )
 
 
 class Estimate(_Model):

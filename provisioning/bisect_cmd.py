@@ -23,17 +23,12 @@ from bench.verdict import bisect
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from provisioning import build, hosts, image, signing
+from provisioning.compare_cmd import sweep_options
 from provisioning.containers import Engine
 from provisioning.flow import HostRun
-from provisioning.orchestrate import (
-    Target,
-    new_run_id,
-    preflight_host,
-    resolve_target,
-    run_all,
-    sweep_options,
-)
 from provisioning.remote import Remote
+from provisioning.runs import new_run_id, run_all
+from provisioning.targets import Target, preflight_host, resolve_target
 
 FIGURES = {
     "total": "total_tok_s",

@@ -1,22 +1,8 @@
-"""Containers on a GPU host through the Docker SDK over SSH.
+"""Containers on a GPU host through the Docker SDK over SSH: images, containers, execs.
 
-The one module that imports the docker SDK; its exceptions become ours here.
-
-The SDK speaks to the host's engine with `docker system dial-stdio` over its own paramiko
-connection (`ssh://user@name:port`, use_ssh_client=False). That connection reads
-~/.ssh/config for the name (HostName, IdentityFile, ProxyCommand) and checks the host key
-against ~/.ssh/known_hosts with paramiko's RejectPolicy: an unknown or changed key fails.
-provisioning.remote has checked (or, with --trust-new-host, recorded) the key before any
-container call, so both connections trust the same key. (The SDK's other mode shells out
-to the system `ssh`, which reads the password database's home rather than HOME and cannot
-be given a config file; it is not used.)
-
-The SDK's connection keeps within OpenSSH's defaults: each pooled HTTP connection is one SSH
-session (`docker system dial-stdio`), and a stock sshd allows 10 per connection
-(MaxSessions). The SDK as shipped keeps a pool per request URL, up to 10 idle connections in
-each, and opens more when they are busy, so a run reached 16 channels and the host refused
-the next ("open failed"). Here the SDK gets one pool of SDK_SESSIONS connections that waits
-for a free one instead of opening another; preflight checks the host allows that many.
+The SDK's connection (one bounded pool of SSH sessions) and its exceptions as ours are
+provisioning.docker_sdk's; this machine's own images are provisioning.local_images'. Both
+are re-exported here for the modules that import them from this one.
 
 Every container carries labels (app, run id, role) so that clean-up finds exactly the
 containers of one run, also after a crash of this process.
@@ -28,19 +14,31 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, cast
 
 import docker
 import docker.errors
 import docker.utils.build
-import paramiko
-import requests.exceptions
 import structlog
-import urllib3
 
-from bench.errors import BenchError, HostCheckFailed, RunFailed, ServerError
+from bench.errors import RunFailed
+from provisioning.docker_sdk import (
+    SDK_SESSIONS,
+    TRANSPORT_ERRORS,
+    ContainerFailed,
+    EngineUnreachable,
+    ImageMissing,
+    SessionRefused,
+    open_client,
+    wrap,
+)
 from provisioning.hosts import Host
+from provisioning.local_images import (
+    build_context,
+    local_image_chunks,
+    local_image_env,
+    local_image_id,
+)
 
 log = structlog.get_logger("provisioning.containers")
 
@@ -49,25 +47,24 @@ LABEL_RUN = "org.vllm-bench.run-id"
 LABEL_ROLE = "org.vllm-bench.role"
 APP = "vllm-bench"
 
-
-class EngineUnreachable(HostCheckFailed):
-    pass
-
-
-class SessionRefused(EngineUnreachable):
-    """The host's sshd refused a session on a working connection (MaxSessions)."""
-
-
-class ContainerFailed(ServerError):
-    """A container exited when it should be running; carries its log tail."""
-
-    def __init__(self, message: str, *, log_tail: str, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.log_tail = log_tail
-
-
-class ImageMissing(RunFailed):
-    pass
+__all__ = [
+    "APP",
+    "LABEL_APP",
+    "LABEL_ROLE",
+    "LABEL_RUN",
+    "SDK_SESSIONS",
+    "ContainerFailed",
+    "ContainerSpec",
+    "Engine",
+    "EngineUnreachable",
+    "ImageMissing",
+    "Mount",
+    "SessionRefused",
+    "build_context",
+    "local_image_chunks",
+    "local_image_env",
+    "local_image_id",
+]
 
 
 @dataclass(frozen=True)
@@ -102,54 +99,6 @@ class ContainerSpec:
         return f"vllm-bench-{self.run_id}-{self.role}"
 
 
-def _wrap(action: str, exc: BaseException) -> BenchError:
-    if isinstance(exc, docker.errors.ImageNotFound):
-        return ImageMissing(f"{action}: image not found on the host: {exc.explanation}")
-    if isinstance(exc, docker.errors.APIError):
-        return RunFailed(f"{action}: the Docker engine said: {exc.explanation or exc}")
-    if isinstance(exc, paramiko.ChannelException):
-        # The connection is up; the host's sshd refused one more session on it.
-        return SessionRefused(
-            f"{action}: the host's sshd refused another SSH session ({exc}); the connection "
-            "itself is up",
-            hint=f"the run needs {SDK_SESSIONS} sessions per connection: MaxSessions in the "
-            "host's sshd_config (OpenSSH's default 10 is enough)",
-        )
-    return EngineUnreachable(
-        f"{action}: lost the Docker engine over ssh: {exc or type(exc).__name__}",
-        hint="check `ssh HOST docker version`",
-    )
-
-
-# At most this many SSH sessions on the SDK's connection: the server's log and the sweep's
-# output are held open for a whole run, and one more serves every short call.
-SDK_SESSIONS = 4
-_POOL_KEY = "http+docker://ssh/engine"
-
-
-def _one_bounded_pool(client: docker.DockerClient) -> None:
-    """Route every request of the SDK's SSH adapter through one pool of SDK_SESSIONS that
-    blocks when all are busy (see the module docstring)."""
-    adapter: Any = client.api.get_adapter("http+docker://ssh")  # the SDK's SSHHTTPAdapter
-    per_url = adapter.get_connection
-
-    def get_connection(url: str, proxies: object = None) -> urllib3.HTTPConnectionPool:
-        pool: urllib3.HTTPConnectionPool = per_url(_POOL_KEY, proxies)
-        pool.block = True
-        return pool
-
-    adapter.get_connection = get_connection
-
-
-_TRANSPORT_ERRORS = (
-    docker.errors.DockerException,
-    paramiko.SSHException,
-    requests.exceptions.RequestException,
-    OSError,
-    EOFError,
-)
-
-
 class Engine:
     """The Docker engine of one host."""
 
@@ -159,40 +108,12 @@ class Engine:
         self.host = host
         self._timeout_s = timeout_s
         self._local = local
-        self._client = self._open()
+        self._connect()
 
-    def _open(self) -> docker.DockerClient:
-        host = self.host
-        if self._local:
-            try:
-                client = docker.from_env(timeout=int(self._timeout_s))
-                self.server_version = str(client.version().get("Version", "?"))
-                return client
-            except _TRANSPORT_ERRORS as exc:
-                raise EngineUnreachable(
-                    f"no Docker engine answers on {host.name}: {exc}",
-                    hint="on the node, `docker version` must work for this user "
-                    "(the docker group, or a rootless engine in DOCKER_HOST)",
-                ) from None
-        url = f"ssh://{host.user}@{host.name}:{host.port}"
-        try:
-            client = docker.DockerClient(
-                base_url=url,
-                use_ssh_client=False,
-                timeout=int(self._timeout_s),
-                max_pool_size=SDK_SESSIONS,
-            )
-            _one_bounded_pool(client)
-            self.server_version = str(client.version().get("Version", "?"))
-            return client
-        except paramiko.SSHException as exc:
-            raise EngineUnreachable(
-                f"the Docker SDK could not open ssh to {host.address}: {exc}",
-                hint="it uses ~/.ssh/config and checks ~/.ssh/known_hosts; "
-                "`ssh HOST docker version` must work",
-            ) from None
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap(f"connecting to Docker on {host.name}", exc) from None
+    def _connect(self) -> None:
+        self._client, self.server_version = open_client(
+            self.host, timeout_s=self._timeout_s, local=self._local
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -204,9 +125,9 @@ class Engine:
         """
         try:
             self._client.close()
-        except _TRANSPORT_ERRORS as exc:  # the old connection is already gone
+        except TRANSPORT_ERRORS as exc:  # the old connection is already gone
             log.debug("engine_close_failed", error=str(exc))
-        self._client = self._open()
+        self._connect()
 
     def __enter__(self) -> Engine:
         return self
@@ -222,8 +143,8 @@ class Engine:
             return str(self._client.images.get(ref).id)
         except docker.errors.ImageNotFound:
             return None
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap(f"looking up image {ref}", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap(f"looking up image {ref}", exc) from None
 
     def load(self, chunks: Iterable[bytes]) -> list[str]:
         """`docker load` from a stream of tar chunks; returns the loaded image ids."""
@@ -231,15 +152,15 @@ class Engine:
             # A generator body: requests sends it chunked (the stubs only know bytes/files).
             images = self._client.images.load(cast(bytes, _stream(chunks)))
             return [str(i.id) for i in images]
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("loading the image on the host", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("loading the image on the host", exc) from None
 
     def image_labels(self, ref: str) -> dict[str, str]:
         """The labels of an image on the host (an id or a tag)."""
         try:
             labels = self._client.images.get(ref).labels
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap(f"reading the labels of {ref}", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap(f"reading the labels of {ref}", exc) from None
         return {str(k): str(v) for k, v in (labels or {}).items()}
 
     def build(self, context: IO[bytes], params: Mapping[str, str]) -> Iterator[dict[str, Any]]:
@@ -263,8 +184,8 @@ class Engine:
             for line in response.iter_lines():
                 if line.strip():
                     yield json.loads(line)
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("building the image on the host", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("building the image on the host", exc) from None
 
     # -- containers -------------------------------------------------------------------------
 
@@ -298,8 +219,8 @@ class Engine:
             ]
         try:
             container = self._client.containers.run(spec.image, **kwargs)
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap(f"starting {spec.name}", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap(f"starting {spec.name}", exc) from None
         log.info("container_started", name=spec.name, id=container.short_id, image=spec.image)
         return str(container.id)
 
@@ -309,8 +230,8 @@ class Engine:
             c = self._client.containers.get(cid)
         except docker.errors.NotFound:
             return "removed", None
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("reading container state", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("reading container state", exc) from None
         st = c.attrs.get("State", {})
         code = st.get("ExitCode") if c.status in ("exited", "dead") else None
         return str(c.status), code
@@ -318,8 +239,8 @@ class Engine:
     def host_port(self, cid: str, container_port: int) -> int:
         try:
             c = self._client.containers.get(cid)
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("reading published ports", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("reading published ports", exc) from None
         bindings = (c.attrs["NetworkSettings"]["Ports"] or {}).get(f"{container_port}/tcp") or []
         if not bindings:
             raise RunFailed(f"container {c.name} publishes no port {container_port}")
@@ -330,8 +251,8 @@ class Engine:
             raw: bytes = self._client.containers.get(cid).logs(tail=lines)
         except docker.errors.NotFound:
             return ""
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("reading the container log", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("reading the container log", exc) from None
         return raw.decode(errors="replace")
 
     def follow_logs(self, cid: str, on_line: Callable[[str], None]) -> threading.Thread:
@@ -348,7 +269,7 @@ class Engine:
                         on_line(line.decode(errors="replace"))
                 if buf:
                     on_line(buf.decode(errors="replace"))
-            except _TRANSPORT_ERRORS as exc:  # the container went away: the follower ends
+            except TRANSPORT_ERRORS as exc:  # the container went away: the follower ends
                 log.debug("log_follow_ended", error=str(exc))
 
         thread = threading.Thread(target=pump, name=f"logs-{cid[:12]}", daemon=True)
@@ -378,23 +299,23 @@ class Engine:
                 workdir=workdir,
             )["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=False)
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("starting a command in the container", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("starting a command in the container", exc) from None
         return str(exec_id), _mapped(stream, "following a command's output")
 
     def exec_result(self, exec_id: str) -> tuple[bool, int | None, int]:
         """(still running, exit code, host pid) of an exec."""
         try:
             info = self._client.api.exec_inspect(exec_id)
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("reading a command's state", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("reading a command's state", exc) from None
         return bool(info["Running"]), info.get("ExitCode"), int(info.get("Pid") or 0)
 
     def wait(self, cid: str, timeout_s: float) -> int:
         try:
             res = self._client.containers.get(cid).wait(timeout=timeout_s)
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("waiting for a container", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("waiting for a container", exc) from None
         return int(res.get("StatusCode", -1))
 
     def run_ids(self) -> set[str]:
@@ -407,8 +328,8 @@ class Engine:
         }
         try:
             return list(self._client.containers.list(all=True, filters=filters))
-        except _TRANSPORT_ERRORS as exc:
-            raise _wrap("listing containers", exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise wrap("listing containers", exc) from None
 
     def containers_of(self, run_id: str) -> list[str]:
         return [str(c.name) for c in self._list({LABEL_APP: APP, LABEL_RUN: run_id})]
@@ -425,8 +346,8 @@ class Engine:
                 removed.append(str(c.name))
             except docker.errors.NotFound:
                 continue
-            except _TRANSPORT_ERRORS as exc:
-                raise _wrap(f"removing {c.name}", exc) from None
+            except TRANSPORT_ERRORS as exc:
+                raise wrap(f"removing {c.name}", exc) from None
         if removed:
             log.info("containers_removed", run_id=run_id, names=removed)
         return removed
@@ -436,8 +357,8 @@ def _mapped(chunks: Iterator[bytes], action: str) -> Iterator[bytes]:
     """The SDK's output stream with its transport errors as ours (a dropped connection)."""
     try:
         yield from chunks
-    except _TRANSPORT_ERRORS as exc:
-        raise _wrap(action, exc) from None
+    except TRANSPORT_ERRORS as exc:
+        raise wrap(action, exc) from None
 
 
 def _error_text(body: str) -> str:
@@ -448,56 +369,6 @@ def _error_text(body: str) -> str:
     return str(doc.get("message", body)) if isinstance(doc, dict) else body.strip()
 
 
-def build_context(root: Path, dockerfile_name: str, dockerfile_text: str) -> IO[bytes]:
-    """The tar build context of ROOT as `docker build` sends it, honouring .dockerignore.
-
-    The Dockerfile travels as an extra file (its text may differ from the one in ROOT);
-    .dockerignore is read like the Docker CLI reads it (blank lines and comments dropped).
-    Gzipped: BuildKit tells a tar context from a Dockerfile by its first KiB, and Python's
-    tar puts a PAX header (sub-second mtimes) first, which that test misreads.
-    """
-    ignore = root / ".dockerignore"
-    patterns = []
-    if ignore.is_file():
-        lines = (line.strip() for line in ignore.read_text().splitlines())
-        patterns = [line for line in lines if line and not line.startswith("#")]
-    context = docker.utils.build.tar(
-        root, exclude=patterns, dockerfile=(dockerfile_name, dockerfile_text), gzip=True
-    )
-    context.seek(0)
-    return cast(IO[bytes], context)
-
-
 def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
     """A generator body: requests sends it chunked, never holding the image in memory."""
     yield from chunks
-
-
-def local_image_env(ref: str) -> list[str] | None:
-    """An image's configured environment on this machine; None when absent or no engine."""
-    try:
-        env = docker.from_env().images.get(ref).attrs.get("Config", {}).get("Env") or []
-    except _TRANSPORT_ERRORS:
-        return None
-    return [str(e) for e in env]
-
-
-def local_image_id(ref: str) -> str | None:
-    """The id of an image in this machine's engine; None when absent or no engine answers."""
-    try:
-        return str(docker.from_env().images.get(ref).id)
-    except _TRANSPORT_ERRORS:
-        return None
-
-
-def local_image_chunks(ref: str) -> Iterator[bytes]:
-    """`docker save` of a local image as tar chunks, started only when first read."""
-    try:
-        image = docker.from_env().images.get(ref)
-        yield from image.save(named=True)
-    except docker.errors.ImageNotFound:
-        raise ImageMissing(
-            f"image {ref} is not on this machine either", hint="build it first (make image)"
-        ) from None
-    except _TRANSPORT_ERRORS as exc:
-        raise _wrap("saving the local image", exc) from None

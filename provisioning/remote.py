@@ -1,6 +1,7 @@
 """Commands and file transfers on a GPU host over one verified SSH connection.
 
-The one module that imports fabric and paramiko; their exceptions become ours here:
+The module that opens SSH connections with fabric and paramiko (the Docker SDK opens its
+own: provisioning.docker_sdk); their exceptions become ours here:
 
     HostCheckFailed (bench.errors)
     ├── UnknownHostKey       the host's key is in no known_hosts file (fingerprint + command)
@@ -12,27 +13,25 @@ The one module that imports fabric and paramiko; their exceptions become ours he
     └── TransferFailed       a copy did not complete (or its checksum differs)
 
 Host keys are checked against the known_hosts files `ssh -G` names for the host (hashed
-entries and [host]:port names included). An unknown key is refused with its fingerprint
-and the exact line that would trust it, unless the caller passed trust_new_host, which
-records it in the first user known_hosts file; a changed key is never accepted.
+entries and [host]:port names included) by provisioning.host_keys: an unknown key is
+refused with its fingerprint and the exact line that would trust it, unless the caller
+passed trust_new_host; a changed key is never accepted. What travels over channels of the
+open connection (sshd's limits, HTTP to the host's loopback) is provisioning.ssh_channels'.
 
 A connection that drops (sshd restarted, a NAT timeout, a killed session) is reopened
-with backoff; idempotent commands are rerun. File copies (provisioning.transfer) resume
-over this connection's SFTP session.
+with backoff (provisioning.retry); idempotent commands are rerun. File copies
+(provisioning.transfer) resume over this connection's SFTP session.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import shlex
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 import fabric
 import paramiko
@@ -40,20 +39,40 @@ import structlog
 from invoke.exceptions import CommandTimedOut
 
 from bench.errors import HostCheckFailed, RunFailed
+from provisioning import ssh_channels
+from provisioning.host_keys import (
+    HostKeyChanged,
+    HostKeyDecision,
+    UnknownHostKey,
+    fingerprint,
+    key_changed,
+)
 from provisioning.hosts import Host
+from provisioning.retry import RetryPolicy, retry_call
+from provisioning.shell import CommandResult, Probe, Shell
 
 log = structlog.get_logger("provisioning.remote")
 
 TransferProgress = Callable[[int, int], None]
 _QUIET_LOGGER = "provisioning.remote.paramiko"
 
-
-class UnknownHostKey(HostCheckFailed):
-    pass
-
-
-class HostKeyChanged(HostCheckFailed):
-    pass
+__all__ = [
+    "TRANSIENT",
+    "CommandResult",
+    "HostKeyChanged",
+    "Probe",
+    "Remote",
+    "RemoteCommandFailed",
+    "RetryPolicy",
+    "Shell",
+    "SshAuthFailed",
+    "SshUnreachable",
+    "TransferFailed",
+    "TransferProgress",
+    "UnknownHostKey",
+    "fingerprint",
+    "is_transient",
+]
 
 
 class SshAuthFailed(HostCheckFailed):
@@ -72,76 +91,6 @@ class TransferFailed(RunFailed):
     pass
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5
-    first_backoff_s: float = 0.5
-    max_backoff_s: float = 8.0
-
-    def backoff_s(self, attempt: int) -> float:
-        return float(min(self.max_backoff_s, self.first_backoff_s * (2**attempt)))
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    command: str
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
-def fingerprint(key: paramiko.PKey) -> str:
-    """OpenSSH's SHA256 fingerprint (as `ssh-keygen -lf` prints it)."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _known_hosts_line(name: str, key: paramiko.PKey) -> str:
-    return f"{name} {key.get_name()} {key.get_base64()}"
-
-
-class _HostKeyDecision(paramiko.MissingHostKeyPolicy):
-    """Refuse an unknown key with what the user needs to decide, or record it when told to."""
-
-    def __init__(self, host: Host, trust_new_host: bool) -> None:
-        self._host = host
-        self._trust = trust_new_host
-        self.trusted: str | None = None
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        line = _known_hosts_line(hostname, key)
-        target = _learn_file(self._host)
-        if not self._trust:
-            raise UnknownHostKey(
-                f"host key of {self._host.name} ({hostname}) is not known: "
-                f"{key.get_name()} {fingerprint(key)}",
-                hint=(
-                    "confirm that fingerprint with the host's owner, then trust it with: "
-                    f"echo {shlex.quote(line)} >> {shlex.quote(str(target))} "
-                    "(or rerun with --trust-new-host)"
-                ),
-            )
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with target.open("a") as fh:
-            fh.write(line + "\n")
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        self.trusted = fingerprint(key)
-        log.warning(
-            "host_key_trusted", host=self._host.name, fingerprint=self.trusted, file=str(target)
-        )
-
-
-def _learn_file(host: Host) -> Path:
-    user_files = [p for p in host.known_hosts_files if not str(p).startswith("/etc/")]
-    return user_files[0] if user_files else Path.home() / ".ssh" / "known_hosts"
-
-
 # What a dropped or refused connection raises; callers catch these and ask is_transient.
 TRANSIENT: tuple[type[BaseException], ...] = (OSError, EOFError, paramiko.SSHException)
 
@@ -156,42 +105,6 @@ def is_transient(exc: BaseException) -> bool:
 def _no_such_name(exc: BaseException) -> bool:
     """The resolver says the name does not exist (not a temporary failure: EAI_AGAIN)."""
     return isinstance(exc, socket.gaierror) and exc.errno in (socket.EAI_NONAME, socket.EAI_FAIL)
-
-
-class Probe(Protocol):
-    """What the checks need of a host: run a command (Remote, or a scripted fake in tests)."""
-
-    def run(self, command: str) -> CommandResult: ...
-
-
-class Shell(Protocol):
-    """What the host flow (provisioning.flow) needs of a host: commands, small files, HTTP to
-    its loopback. Remote does it over SSH; provisioning.local.LocalShell on the machine the
-    code runs on (a Slurm node running its own part of a job)."""
-
-    host: Host
-    retry: RetryPolicy
-
-    def run(
-        self,
-        command: str,
-        *,
-        check: bool = False,
-        timeout_s: float | None = 120.0,
-        idempotent: bool = True,
-    ) -> CommandResult: ...
-
-    def write_text(self, remote_path: str, text: str, mode: int = 0o644) -> None: ...
-
-    def read_text(self, remote_path: str) -> str: ...
-
-    def http_get(
-        self, port: int, path: str, *, headers: dict[str, str] | None = None, timeout_s: float = 10
-    ) -> tuple[int, bytes] | None: ...
-
-    def reconnect(self) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class Remote:
@@ -249,7 +162,7 @@ class Remote:
         for path in h.known_hosts_files:
             if path.is_file():
                 client.load_system_host_keys(str(path))
-        policy = _HostKeyDecision(h, self._trust)
+        policy = HostKeyDecision(h, self._trust)
         client.set_missing_host_key_policy(policy)
         return conn
 
@@ -259,16 +172,7 @@ class Remote:
             conn.open()
         except paramiko.BadHostKeyException as exc:
             conn.close()
-            raise HostKeyChanged(
-                f"host key of {self.host.name} ({self.host.known_hosts_name}) has CHANGED: "
-                f"known {exc.expected_key.get_name()} {fingerprint(exc.expected_key)}, "
-                f"offered {exc.key.get_name()} {fingerprint(exc.key)}",
-                hint=(
-                    "this can be an attack; if the host was reinstalled, confirm the new key with "
-                    f"its owner, then remove the old one: ssh-keygen -R "
-                    f"{shlex.quote(self.host.known_hosts_name)}"
-                ),
-            ) from None
+            raise key_changed(self.host, exc) from None
         except paramiko.AuthenticationException as exc:
             conn.close()
             keys = ", ".join(str(p) for p in self.host.identity_files) or "default keys and agent"
@@ -293,25 +197,35 @@ class Remote:
         """Open the connection, retrying transient failures with backoff."""
         if self._conn is not None and self._conn.is_connected:
             return
-        last: BaseException | None = None
-        for attempt in range(self.retry.attempts):
-            try:
-                self._conn = self._open_once()
-                log.debug("ssh_connected", host=self.host.name, attempt=attempt + 1)
-                return
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not is_transient(exc):
-                    raise
-                if _no_such_name(exc) and self.reconnects == 0:
-                    # A name that does not resolve will not after a backoff (16 s before).
-                    raise SshUnreachable(
-                        f"{self.host.hostname} does not resolve: {exc}",
-                        hint=f"check the host name (`ssh -G {self.host.name}` shows its HostName)",
-                    ) from None
-                last = exc
-                log.info("ssh_connect_retry", host=self.host.name, error=str(exc) or repr(exc))
-                self.sleep(self.retry.backoff_s(attempt))
-        raise SshUnreachable(
+        self._conn = retry_call(
+            self._connect_once,
+            self.retry,
+            transient=is_transient,
+            event="ssh_connect_retry",
+            give_up=self._unreachable,
+            log_fields=lambda: {"host": self.host.name},
+            sleep=self.sleep,
+        )
+
+    def _connect_once(self, attempt: int) -> fabric.Connection:
+        try:
+            conn = self._open_once()
+        except socket.gaierror as exc:
+            if _no_such_name(exc) and self.reconnects == 0:
+                # A name that does not resolve will not after a backoff (16 s before).
+                raise SshUnreachable(
+                    f"{self.host.hostname} does not resolve: {exc}",
+                    hint=f"check the host name (`ssh -G {self.host.name}` shows its HostName)",
+                ) from None
+            raise
+        log.debug("ssh_connected", host=self.host.name, attempt=attempt + 1)
+        return conn
+
+    def _unreachable(self, last: Exception, attempts: int) -> SshUnreachable | None:
+        """What connect raises once retrying stops on LAST (None: LAST itself)."""
+        if not is_transient(last):
+            return None
+        return SshUnreachable(
             f"cannot reach {self.host.address} over ssh: {last}",
             hint=f"check that `ssh {self.host.name} true` works from this machine",
         )
@@ -355,28 +269,33 @@ class Remote:
 
         An idempotent command is rerun on a fresh connection when the connection drops.
         """
-        attempts = self.retry.attempts if idempotent else 1
-        for attempt in range(attempts):
+        policy = self.retry if idempotent else replace(self.retry, attempts=1)
+
+        def once(_: int) -> Any:
             try:
-                res = self._c.run(
-                    command,
-                    hide=True,
-                    warn=True,
-                    in_stream=False,
-                    timeout=timeout_s,
+                return self._c.run(
+                    command, hide=True, warn=True, in_stream=False, timeout=timeout_s
                 )
-                break
             except CommandTimedOut:
                 raise RemoteCommandFailed(
                     f"{self.host.name}: `{command}` did not finish within {timeout_s:.0f} s"
                 ) from None
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not is_transient(exc) or attempt + 1 == attempts:
-                    raise SshUnreachable(
-                        f"ssh to {self.host.name} dropped during `{command}`: {exc}"
-                    ) from None
-                self.sleep(self.retry.backoff_s(attempt))
-                self.reconnect()
+
+        def dropped(exc: Exception, _: int) -> SshUnreachable | None:
+            if not isinstance(exc, TRANSIENT):
+                return None
+            return SshUnreachable(f"ssh to {self.host.name} dropped during `{command}`: {exc}")
+
+        res = retry_call(
+            once,
+            policy,
+            transient=is_transient,
+            event="ssh_command_retry",
+            give_up=dropped,
+            between=lambda _: self.reconnect(),
+            log_fields=lambda: {"host": self.host.name},
+            sleep=self.sleep,
+        )
         result = CommandResult(command, int(res.exited), str(res.stdout), str(res.stderr))
         if check and not result.ok:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
@@ -407,39 +326,16 @@ class Remote:
     def session_capacity(self, wanted: int) -> int:
         """How many sessions this connection may hold at once (sshd's MaxSessions), counted
         up to WANTED by opening them together."""
-        transport, opened = self._transport(), []
-        try:
-            for _ in range(wanted):
-                try:
-                    opened.append(transport.open_session(timeout=10))
-                except paramiko.ChannelException:
-                    break
-        finally:
-            for channel in opened:
-                channel.close()
-        return len(opened)
+        return ssh_channels.session_capacity(self._transport(), wanted)
 
     def sftp_problem(self) -> str | None:
         """None when the host serves SFTP; else what went wrong opening it."""
-        try:
-            self._c.client.open_sftp().close()
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            return str(exc) or type(exc).__name__
-        return None
+        return ssh_channels.sftp_problem(self._c.client)
 
     def forwarding_problem(self) -> str | None:
         """None when sshd forwards TCP to the host's loopback (how the server's port is
         reached); a closed port answers "connect failed", a refusal "prohibited"."""
-        try:
-            channel = self._transport().open_channel(
-                "direct-tcpip", ("127.0.0.1", 1), ("127.0.0.1", 0), timeout=10
-            )
-        except paramiko.ChannelException as exc:
-            if exc.code == paramiko.common.OPEN_FAILED_CONNECT_FAILED:
-                return None
-            return exc.text or f"channel refused (code {exc.code})"
-        channel.close()
-        return None
+        return ssh_channels.forwarding_problem(self._transport())
 
     # -- HTTP to a port on the host's loopback (the server under test) --------------------
 
@@ -471,7 +367,7 @@ class Remote:
             return None
         try:
             channel.settimeout(timeout_s)
-            return _http_over(channel, path, headers or {})
+            return ssh_channels.http_over(channel, path, headers or {})
         except (OSError, EOFError):
             return None
         finally:
@@ -488,17 +384,3 @@ class Remote:
         with self.sftp().open(remote_path, "r") as fh:
             data: bytes = fh.read()
         return data.decode()
-
-
-def _http_over(channel: paramiko.Channel, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    lines = [f"GET {path} HTTP/1.0", "Host: 127.0.0.1", "Connection: close"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    channel.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-    data = b""
-    while chunk := channel.recv(65536):
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split()
-    if len(status_line) < 2 or not status_line[1].isdigit():
-        raise EOFError("no HTTP response")
-    return int(status_line[1]), body

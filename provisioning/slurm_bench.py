@@ -18,7 +18,8 @@ Ctrl-C: the tasks get SIGINT (`scancel --signal=INT`): each keeps its finished c
 signs and packs them, and removes its containers; the job then ends by itself. One that
 has not ended INTERRUPT_GRACE_S later (or a second Ctrl-C, or a job still pending) is
 cancelled outright (`scancel`). What finished is collected either way. A node whose task
-failed is reported as failed; the other nodes' bundles are collected as usual.
+failed is reported as failed; the other nodes' bundles are collected as usual. (Watching
+and collecting are provisioning.slurm_watch's.)
 
 Secrets stay out of Slurm: sbatch gets this process's environment without them (a job's
 environment is saved in the controller's state files; over SSH, the login shell's own
@@ -28,43 +29,37 @@ environment, to which nothing of ours is sent); each node makes its server's key
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import posixpath
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bench.errors import BenchError, Interrupted, RunFailed, UsageError
+from bench.errors import Interrupted, UsageError
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run.command import estimate_s
 from bench.settings import Settings
-from provisioning import hosts, orchestrate, signing
-from provisioning.flow import open_and_verify, scope_of
+from provisioning import hosts, signing
 from provisioning.local import LocalShell, local_host
 from provisioning.node import (
     JOB_FILE,
     NODES_DIR,
-    OUTCOME_FILE,
-    SIGNERS_FILE,
     NodeJob,
-    NodeOutcome,
-    node_dir_name,
 )
 from provisioning.remote import Remote, Shell
-from provisioning.run_options import Outcome
+from provisioning.runs import check_run_id, new_run_id
 from provisioning.shared_dir import SharedDir
-from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
+from provisioning.slurm import JobRequest, Slurm, batch_script
+from provisioning.slurm_watch import Watch
+from provisioning.summary import default_card, summarise
+from provisioning.targets import DEFAULT_PROFILE, default_image
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBMITTED_FILE = "submitted.json"
 SECRET_VARIABLES = ("VLLM_API_KEY", "BENCH_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-INTERRUPT_GRACE_S = 180.0
-POLL_S = 2.0
 # Beyond the sweep's estimate: image load, server start (the profile's own time-out is added),
 # signing and packing, and the scheduler's own start-up of the tasks.
 TIME_MARGIN_FACTOR = 1.5
@@ -80,32 +75,6 @@ def time_limit_min(startup_timeout_s: float, sweep_estimate_s: float) -> int:
 
 def without_secrets(environ: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in SECRET_VARIABLES}
-
-
-@dataclass
-class NodeResult:
-    """One node's part, as _summarise reads a host's (outcome + error)."""
-
-    outcome: Outcome
-    error: BenchError | None = None
-
-
-def cells_done(run_dir: SharedDir, run_id: str) -> dict[str, str]:
-    """node → "done/planned" decode cells, from each node's results.json (rewritten after
-    every cell); a node whose sweep has not started yet is absent."""
-    found: dict[str, str] = {}
-    for name in run_dir.folders(NODES_DIR):
-        text = run_dir.read(NODES_DIR, name, scope_of(run_id, name), "results.json")
-        try:
-            doc = json.loads(text) if text else None
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
-            continue
-        planned = sum(1 for c in doc.get("plan", {}).get("cells", []) if c.get("run"))
-        planned *= int(doc.get("settings", {}).get("trials", 1))
-        found[name] = f"{len(doc.get('cells', []))}/{planned}"
-    return found
 
 
 @dataclass(frozen=True)
@@ -187,14 +156,14 @@ def apply_cluster(args: argparse.Namespace) -> None:
 
 def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     apply_cluster(args)
-    run_id = orchestrate.check_run_id(args.run_id) or orchestrate.new_run_id()
+    run_id = check_run_id(args.run_id) or new_run_id()
     if args.keep:
         raise UsageError("--keep does not apply to a Slurm job: the nodes are released after it")
-    profile_arg = args.profile or orchestrate.DEFAULT_PROFILE
+    profile_arg = args.profile or DEFAULT_PROFILE
     if Path(profile_arg).is_file():  # a profile file: the nodes read it from the shared path
         profile_arg = str(Path(profile_arg).resolve())
     profile = load_launch_profile(profile_arg)
-    image_ref = args.image or orchestrate.default_image(profile)
+    image_ref = args.image or default_image(profile)
     bench_args = tuple(args.bench_args)
     minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
     if args.slurm_login and not args.cluster_checkout:
@@ -294,7 +263,7 @@ def _follow(  # noqa: PLR0917 - the one place these meet
     args: argparse.Namespace,
 ) -> int:
     job_id = submitted.job_id
-    watch = _Watch(slurm, job_id, run_dir, run_id)
+    watch = Watch(slurm, job_id, run_dir, run_id)
     state, interrupted = watch.wait()
     allowed = args.allowed_signers or signing.default_allowed_signers()
     results = watch.collect(state, args.results, allowed, submitted.nodes, interrupted)
@@ -302,9 +271,9 @@ def _follow(  # noqa: PLR0917 - the one place these meet
         for r in results:
             if r.error is None and not r.outcome.complete:
                 r.error = Interrupted(f"interrupted on {r.outcome.host}")
-    card = None if args.no_verdict else args.card or orchestrate._default_card(profile)
+    card = None if args.no_verdict else args.card or default_card(profile)
     print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
-    return orchestrate._summarise(results, allowed, card, fleet_of=True)
+    return summarise(results, allowed, card, fleet_of=True)
 
 
 class Submitted(BaseModel):
@@ -315,129 +284,3 @@ class Submitted(BaseModel):
     job_id: str
     nodes: int
     partition: str
-
-
-@dataclass
-class _Watch:
-    """The job, watched from here: its state and each node's cells, printed when they change."""
-
-    slurm: Slurm
-    job_id: str
-    run_dir: SharedDir
-    run_id: str
-    last: str = ""
-
-    def wait(self) -> tuple[JobState | None, bool]:
-        """Until the job ends: (its last state, interrupted); Ctrl-C stops it (module doc)."""
-        try:
-            return self._until_finished(None), False
-        except KeyboardInterrupt:
-            pass
-        state = self.slurm.state(self.job_id)
-        if state is None or state.pending:
-            print(f"\ninterrupted: cancelling job {self.job_id}", file=sys.stderr, flush=True)
-            self.slurm.cancel(self.job_id)
-        else:
-            print(
-                f"\ninterrupted: stopping job {self.job_id}'s tasks (scancel --signal=INT); "
-                "they keep their finished cells; Ctrl-C again to cancel it outright",
-                file=sys.stderr,
-                flush=True,
-            )
-            self.slurm.signal(self.job_id, "INT")
-        try:
-            return self._until_finished(time.monotonic() + INTERRUPT_GRACE_S), True
-        except (KeyboardInterrupt, TimeoutError):
-            print(f"cancelling job {self.job_id} (scancel)", file=sys.stderr, flush=True)
-            self.slurm.cancel(self.job_id)
-        return self._until_finished(None), True
-
-    def _until_finished(self, deadline: float | None) -> JobState | None:
-        while True:
-            state = self.slurm.state(self.job_id)
-            cells = cells_done(self.run_dir, self.run_id)
-            line = (
-                state.describe(self.job_id) if state
-                else f"job {self.job_id} no longer known to Slurm"
-            )  # fmt: skip
-            if cells:
-                line += "; cells done: " + ", ".join(f"{n} {c}" for n, c in cells.items())
-            if line != self.last:
-                print(line, file=sys.stderr, flush=True)
-                self.last = line
-            if state is None or state.finished:
-                return state
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError
-            time.sleep(POLL_S)
-
-    def collect(
-        self,
-        state: JobState | None,
-        results_dir: Path,
-        allowed: Path,
-        nodes: int,
-        interrupted: bool,
-    ) -> list[NodeResult]:
-        """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified; a node without
-        one is a failed row saying why."""
-        names = set(self.run_dir.folders(NODES_DIR))
-        names |= {node_dir_name(n) for n in self.slurm.hostnames(state.nodes)} if state else set()
-        out = [self._collect_one(name, results_dir, allowed) for name in sorted(names)]
-        for missing in range(len(out), nodes):  # nodes never given a task (cancelled early)
-            why: BenchError = (
-                Interrupted("interrupted before a node ran this task of the job") if interrupted
-                else RunFailed("no node ran this task of the job")
-            )  # fmt: skip
-            out.append(NodeResult(Outcome(host=f"(node {missing + 1})", run_id=self.run_id), why))
-        return out
-
-    def _collect_one(self, name: str, results_dir: Path, allowed: Path) -> NodeResult:
-        run_id = self.run_id
-        result = NodeResult(Outcome(host=name, run_id=run_id))
-        log = self.run_dir.join(NODES_DIR, "task-*.log")
-        try:
-            found = NodeOutcome.model_validate_json(
-                self.run_dir.read(NODES_DIR, name, OUTCOME_FILE) or ""
-            )
-        except ValidationError:
-            result.error = RunFailed(
-                f"node {name} left no outcome: its task was killed or never started; see {log}"
-            )
-            return result
-        result.outcome.timings_s = dict(found.timings_s)
-        result.outcome.image_id = found.image_id
-        if found.archive and self.run_dir.is_file(found.archive):
-            local = results_dir / name / f"{run_id}.tar.gz"
-            try:
-                self._trust(name, allowed)
-                self.run_dir.fetch(found.archive, local)
-                result.outcome.archive = local
-                result.outcome.complete = open_and_verify(local, run_id, allowed, [])
-            except BenchError as exc:
-                result.error = exc
-                return result
-            finally:
-                root = local.with_name(run_id)
-                result.outcome.local_dir = root if root.is_dir() else None
-        if found.state == "interrupted":
-            result.error = Interrupted(f"interrupted on {name}")
-        elif found.state in ("failed", "running"):
-            what = found.error or "its task ended without saying why"
-            if found.state == "running":
-                what = f"its task was killed before it finished (see {log})"
-            result.error = RunFailed(f"{name}: {what}")
-        return result
-
-    def _trust(self, node: str, allowed: Path) -> None:
-        """The node's public key (its allowed_signers line, on the shared filesystem) into
-        the local allowed-signers file, as the host flow trusts a host's key read over SSH."""
-        text = self.run_dir.read(NODES_DIR, node, SIGNERS_FILE)
-        if text is None:
-            raise RunFailed(f"node {node} left no public key in the run directory")
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) >= 4 and fields[0] == signing.principal(node):
-                signing.trust_locally(f"{fields[2]} {fields[3]}", node, allowed)
-                return
-        raise RunFailed(f"node {node}'s {SIGNERS_FILE} holds no key for {signing.principal(node)}")

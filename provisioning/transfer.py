@@ -12,14 +12,12 @@ the pull-back) raises TransferStopped and leaves NAME.part, the incomplete copy,
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from pathlib import Path
 
-import structlog
-
 from provisioning.remote import TRANSIENT, Remote, TransferFailed, TransferProgress, is_transient
-
-log = structlog.get_logger("provisioning.transfer")
+from provisioning.retry import retry_call
 
 CHUNK_BYTES = 1 << 20
 
@@ -54,58 +52,74 @@ def get(
     part = _part(local_path)
     local_path.parent.mkdir(parents=True, exist_ok=True)
     part.unlink(missing_ok=True)
-    size = -1
-    attempts = remote.retry.attempts
-    for attempt in range(attempts):
-        try:
-            sftp = remote.sftp()
-            size = int(sftp.stat(remote_path).st_size or 0)
-            done = part.stat().st_size if part.exists() else 0
-            if done > size:
-                part.unlink()
-                done = 0
-            src = sftp.open(remote_path, "rb")
-            stopped = False
-            try:
-                with part.open("ab") as dst:
-                    src.seek(done)
-                    src.prefetch(size)
-                    while done < size:
-                        if stop is not None and stop.is_set():
-                            stopped = True
-                            raise TransferStopped(remote_path, local_path, done, size)
-                        chunk = src.read(min(CHUNK_BYTES, size - done))
-                        if not chunk:
-                            raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
-                        dst.write(chunk)
-                        done += len(chunk)
-                        if progress is not None:
-                            progress(done, size)
-            finally:
-                # Closing a file waits for every read-ahead reply, i.e. the rest of the file:
-                # a stopped copy leaves it open; closing the connection (the caller) ends it.
-                if not stopped:
-                    src.close()
-            break
-        except FileNotFoundError:
-            raise TransferFailed(f"{remote.host.name}:{remote_path} does not exist") from None
-        except TRANSIENT as exc:
-            if not is_transient(exc) or attempt + 1 == attempts:
-                raise TransferFailed(
-                    f"copying {remote.host.name}:{remote_path} failed after "
-                    f"{attempt + 1} attempts: {exc or type(exc).__name__}"
-                ) from None
-            log.warning(
-                "transfer_resumed",
-                host=remote.host.name,
-                path=remote_path,
-                bytes_done=part.stat().st_size if part.exists() else 0,
-                error=str(exc) or type(exc).__name__,
-            )
-            remote.sleep(remote.retry.backoff_s(attempt))
-            remote.reconnect()
+
+    def give_up(exc: Exception, attempts: int) -> TransferFailed | None:
+        if isinstance(exc, FileNotFoundError):
+            return TransferFailed(f"{remote.host.name}:{remote_path} does not exist")
+        if not isinstance(exc, TRANSIENT):
+            return None
+        return TransferFailed(
+            f"copying {remote.host.name}:{remote_path} failed after "
+            f"{attempts} attempts: {exc or type(exc).__name__}"
+        )
+
+    size = retry_call(
+        lambda _: _get_once(remote, remote_path, local_path, progress, stop),
+        remote.retry,
+        transient=lambda exc: is_transient(exc) and not isinstance(exc, FileNotFoundError),
+        event="transfer_resumed",
+        give_up=give_up,
+        between=lambda _: remote.reconnect(),
+        log_fields=lambda: {
+            "host": remote.host.name,
+            "path": remote_path,
+            "bytes_done": part.stat().st_size if part.exists() else 0,
+        },
+        level=logging.WARNING,
+        sleep=remote.sleep,
+    )
     _check_same(remote, part, remote_path)
     part.replace(local_path)
+    return size
+
+
+def _get_once(
+    remote: Remote,
+    remote_path: str,
+    local_path: Path,
+    progress: TransferProgress | None,
+    stop: threading.Event | None,
+) -> int:
+    """One try of `get`: from the bytes already in LOCAL_PATH.part on; the file's size."""
+    part = _part(local_path)
+    sftp = remote.sftp()
+    size = int(sftp.stat(remote_path).st_size or 0)
+    done = part.stat().st_size if part.exists() else 0
+    if done > size:
+        part.unlink()
+        done = 0
+    src = sftp.open(remote_path, "rb")
+    stopped = False
+    try:
+        with part.open("ab") as dst:
+            src.seek(done)
+            src.prefetch(size)
+            while done < size:
+                if stop is not None and stop.is_set():
+                    stopped = True
+                    raise TransferStopped(remote_path, local_path, done, size)
+                chunk = src.read(min(CHUNK_BYTES, size - done))
+                if not chunk:
+                    raise EOFError(f"{remote_path} ended at {done} of {size} bytes")
+                dst.write(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, size)
+    finally:
+        # Closing a file waits for every read-ahead reply, i.e. the rest of the file:
+        # a stopped copy leaves it open; closing the connection (the caller) ends it.
+        if not stopped:
+            src.close()
     return size
 
 
@@ -114,37 +128,57 @@ def put(
 ) -> int:
     """Copy a file to the host; returns its size."""
     size = local_path.stat().st_size
-    attempts = remote.retry.attempts
-    for attempt in range(attempts):
-        try:
-            sftp = remote.sftp()
-            try:
-                done = int(sftp.stat(remote_path).st_size or 0)
-            except FileNotFoundError:
-                done = 0
-            if done > size or attempt == 0:
-                done = 0  # a first attempt never appends to an old file of that name
-            with (
-                local_path.open("rb") as src,
-                sftp.open(remote_path, "ab" if done else "wb") as dst,
-            ):
-                src.seek(done)
-                dst.set_pipelined(True)
-                while chunk := src.read(CHUNK_BYTES):
-                    dst.write(chunk)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, size)
-            break
-        except TRANSIENT as exc:
-            if isinstance(exc, PermissionError) or attempt + 1 == attempts:
-                raise TransferFailed(
-                    f"copying {local_path} to {remote.host.name}:{remote_path} failed: {exc}"
-                ) from None
-            remote.sleep(remote.retry.backoff_s(attempt))
-            remote.reconnect()
+
+    def give_up(exc: Exception, attempts: int) -> TransferFailed | None:
+        if not isinstance(exc, TRANSIENT):
+            return None
+        return TransferFailed(
+            f"copying {local_path} to {remote.host.name}:{remote_path} failed: {exc}"
+        )
+
+    retry_call(
+        lambda attempt: _put_once(remote, local_path, remote_path, progress, fresh=attempt == 0),
+        remote.retry,
+        transient=lambda exc: isinstance(exc, TRANSIENT) and not isinstance(exc, PermissionError),
+        event="transfer_resumed",
+        give_up=give_up,
+        between=lambda _: remote.reconnect(),
+        log_fields=lambda: {"host": remote.host.name, "path": remote_path},
+        level=logging.WARNING,
+        sleep=remote.sleep,
+    )
     _check_same(remote, local_path, remote_path)
     return size
+
+
+def _put_once(
+    remote: Remote,
+    local_path: Path,
+    remote_path: str,
+    progress: TransferProgress | None,
+    *,
+    fresh: bool,
+) -> None:
+    """One try of `put`: from the bytes already on the host to the end (FRESH: from 0)."""
+    size = local_path.stat().st_size
+    sftp = remote.sftp()
+    try:
+        done = int(sftp.stat(remote_path).st_size or 0)
+    except FileNotFoundError:
+        done = 0
+    if done > size or fresh:
+        done = 0  # a first attempt never appends to an old file of that name
+    with (
+        local_path.open("rb") as src,
+        sftp.open(remote_path, "ab" if done else "wb") as dst,
+    ):
+        src.seek(done)
+        dst.set_pipelined(True)
+        while chunk := src.read(CHUNK_BYTES):
+            dst.write(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, size)
 
 
 def _check_same(remote: Remote, local_path: Path, remote_path: str) -> None:

@@ -239,7 +239,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{_ci(power_hits, N)} | {2 * n * len(base.figures)} | "
         f"{fixed_s / 3600:.2f} h + {2 * n} server starts |"
     )
-    # The product's sequential scheduler (bench.verdict.sequential) on the same seeds.
+    _sequential_row(profile, base, changes, fixed_s)
+    _mde_table(profile, base, names, args.mde_samples)
+    print(f"\nwall {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+def _sequential_row(
+    profile: Profile, base: Base, changes: list[tuple[Key, str, float]], fixed_s: float
+) -> None:
+    """The product's sequential scheduler (bench.verdict.sequential) on the same seeds."""
+    N = len(changes)
     seq_aa = seq_power = 0
     seq_measurements = 0
     seq_s = 0.0
@@ -258,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{seq_s / N / 3600:.2f} h = {seq_s / N / fixed_s:.0%} of fixed, "
         f"+ up to {sum(STAGES[-1])} server starts |"
     )
-    # MDE table.
+
+
+def _mde_table(profile: Profile, base: Base, names: list[str], samples: int) -> None:
+    """The MDE each figure gets with 3 and 5 trials a side (median and worst cell)."""
     print()
     print("| figure | MDE 1 trial a side | MDE 3 trials (median / worst) | "
           "MDE 5 trials (median / worst) |")  # fmt: skip
@@ -266,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     table: dict[int, dict[str, list[float]]] = {}
     for trials in (3, 5):
         table[trials] = {m: [] for m in names}
-        for i in range(args.mde_samples):
+        for i in range(samples):
             c = fixed(profile, base, 10_000 + i, trials)
             for x in c.cells:
                 for f in x.figures:
@@ -280,8 +293,6 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {BY_NAME[m].label} | none: no noise estimate (raw Δ only) | {cols[0]} | {cols[1]} |"
         )
-    print(f"\nwall {time.monotonic() - t0:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 import shutil
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
@@ -100,19 +101,18 @@ def _refuse_reason(member: tarfile.TarInfo) -> str | None:
         return "has an absolute path"
     if ".." in PurePosixPath(name).parts:
         return "has '..' in its path"
-    if member.issym():
-        return "is a symbolic link"
-    if member.islnk():
-        return "is a hard link"
-    if member.ischr() or member.isblk():
-        return "is a device file"
-    if member.isfifo():
-        return "is a FIFO"
-    if member.issparse():
-        return "is a sparse file"
-    if not (member.isreg() or member.isdir()):
-        return "is not a regular file or directory"
-    return None
+    return next((why for refused, why in _REFUSED_KINDS if refused(member)), None)
+
+
+# What a member may not be, in the order it is checked: only regular files and directories.
+_REFUSED_KINDS: tuple[tuple[Callable[[tarfile.TarInfo], bool], str], ...] = (
+    (tarfile.TarInfo.issym, "is a symbolic link"),
+    (tarfile.TarInfo.islnk, "is a hard link"),
+    (lambda m: m.ischr() or m.isblk(), "is a device file"),
+    (tarfile.TarInfo.isfifo, "is a FIFO"),
+    (tarfile.TarInfo.issparse, "is a sparse file"),
+    (lambda m: not (m.isreg() or m.isdir()), "is not a regular file or directory"),
+)
 
 
 def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> None:

@@ -64,33 +64,14 @@ def check_provenance(root: Path, results: Results) -> tuple[str, ...]:
         recipe = None
         problems.append(exc.message)
     env = read_environment(root)
-    twin = "twin" in results.server.version_payload
     if env is None:
         problems.append(f"{ENVIRONMENT_NAME}: missing or not a readable JSON object")
     else:
-        image = env.get("image")
         # The orchestrator's runs are in an image it knows the id of. (Being in a container
         # alone says nothing: the twin may run in any, and bench cannot see an image's id.)
         in_image = recipe is not None and recipe.server.kind == "image"
-        if not isinstance(image, dict):
-            problems.append(f"{ENVIRONMENT_NAME}: no image record")
-        elif in_image and not prov.image_id(env):
-            problems.append(f"{ENVIRONMENT_NAME}: the server ran in an image but no image id")
-        else:
-            found.append(f"image: {prov.image_id(env) or 'none (not run in a container)'}")
-        packages = prov.server_packages(env, twin=twin)
-        if packages is None:
-            problems.append(f"{ENVIRONMENT_NAME}: no package freeze of the server")
-        else:
-            found.append(f"server packages: {len(packages)} recorded")
-        weights = prov.weights_of(env)
-        if not weights:
-            problems.append(f"{ENVIRONMENT_NAME}: no weights record")
-        elif weights.get("model") and not (weights.get("revision") and weights.get("files")):
-            problems.append(f"{ENVIRONMENT_NAME}: weights of {weights['model']} without a "
-                            "revision and file hashes")  # fmt: skip
-        else:
-            found.append(prov.weights_line(env, twin=twin))
+        twin = "twin" in results.server.version_payload
+        _check_environment(env, problems, found, in_image=in_image, twin=twin)
     if problems:
         raise VerifyFailed(
             f"provenance incomplete: {'; '.join(problems)}",
@@ -98,6 +79,33 @@ def check_provenance(root: Path, results: Results) -> tuple[str, ...]:
             "--integrity-only checks only the signature, hashes and schema",
         )
     return tuple(found)
+
+
+def _check_environment(
+    env: dict[str, object], problems: list[str], found: list[str], *, in_image: bool, twin: bool
+) -> None:
+    """The environment record's image, server packages and weights: a line each in `found`,
+    or what is missing in `problems`."""
+    image = env.get("image")
+    if not isinstance(image, dict):
+        problems.append(f"{ENVIRONMENT_NAME}: no image record")
+    elif in_image and not prov.image_id(env):
+        problems.append(f"{ENVIRONMENT_NAME}: the server ran in an image but no image id")
+    else:
+        found.append(f"image: {prov.image_id(env) or 'none (not run in a container)'}")
+    packages = prov.server_packages(env, twin=twin)
+    if packages is None:
+        problems.append(f"{ENVIRONMENT_NAME}: no package freeze of the server")
+    else:
+        found.append(f"server packages: {len(packages)} recorded")
+    weights = prov.weights_of(env)
+    if not weights:
+        problems.append(f"{ENVIRONMENT_NAME}: no weights record")
+    elif weights.get("model") and not (weights.get("revision") and weights.get("files")):
+        problems.append(f"{ENVIRONMENT_NAME}: weights of {weights['model']} without a "
+                        "revision and file hashes")  # fmt: skip
+    else:
+        found.append(prov.weights_line(env, twin=twin))
 
 
 def verify_dir(root: Path, allowed_signers: Path, *, provenance: bool = False) -> Verified:

@@ -180,18 +180,7 @@ def redact_settings(tree: Any, key: str = "") -> Any:
 
 def listening_pid(port: int, proc: Path = Path("/proc")) -> int | None:
     """The process holding a listening TCP socket on `port` (this network namespace)."""
-    inodes: set[str] = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = (proc / "net" / table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != _TCP_LISTEN:
-                continue
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(f"socket:[{fields[9]}]")
+    inodes = _listening_inodes(port, proc)
     if not inodes:
         return None
     for entry in proc.iterdir():
@@ -208,6 +197,23 @@ def listening_pid(port: int, proc: Path = Path("/proc")) -> int | None:
             except OSError:
                 continue
     return None
+
+
+def _listening_inodes(port: int, proc: Path) -> set[str]:
+    """The sockets listening on TCP `port`, as /proc/PID/fd links name them."""
+    inodes: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (proc / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+                continue
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    return inodes
 
 
 def _nul_split(raw: bytes) -> list[str]:

@@ -8,6 +8,7 @@ prompts       the synthetic prompts (unique per request, so no prefix cache help
 server_info   what the server says about itself (/version, /v1/models, /metrics)
 sweep         the cells in order, with readiness holds, warm-up and telemetry
 cell          one cell: C streams launched together, the measured window, its records
+outcome       a scout's or cell's results entry (failures counted by kind), its raw lines
 figures       a cell's figures from its records (the published definitions)
 progress      the sweep's progress lines and ETA
 resume        which cells a resumed run may keep

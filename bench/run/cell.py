@@ -56,9 +56,10 @@ class CellRun:
 
     @property
     def error(self) -> str | None:
+        """The first failed request's message (the cell's reason), None when none failed."""
         for r in self.records:
-            if r.error is not None:
-                return r.error
+            if r.failure is not None:
+                return r.failure.message
         return None
 
     def tokens_since(self, t_s: float) -> int:
@@ -144,132 +145,20 @@ async def run_cell(
     progress: OnCellDone | None = None,
     on_window: Callable[[bool], None] | None = None,
 ) -> CellRun:
-    clock, sleep = server.clock, server.sleep
+    """Drain, start C looping workers, hold the readiness gate, measure the window."""
     if not isinstance(body, bytes):
         body = json.dumps(body).encode()  # once per cell, not once per request
     poll_s = max(0.01, min(0.25, timing.hold_s / 6))
     drain_note = await server.drain(timing.drain_timeout_s, poll_s)
     before_launch = await server.scrape()
-    run = CellRun(concurrency=concurrency, t0_s=clock(), drain_note=drain_note)
+    run = CellRun(concurrency=concurrency, t0_s=server.clock(), drain_note=drain_note)
     run.before_launch = before_launch
-    current: list[RequestRecord | None] = [None] * concurrency
-    had_token = [False] * concurrency
-    failed = asyncio.Event()
-    in_flight = 0
-
-    async def worker(i: int) -> None:
-        nonlocal in_flight
-        while True:
-            record = RequestRecord(worker=i, start_s=clock())
-            run.records.append(record)
-            current[i] = record
-            in_flight += 1
-            try:
-                await server.client.stream(path, body, record)
-            finally:
-                in_flight -= 1
-            if record.first_token_s is not None:
-                had_token[i] = True
-            if record.error is not None:
-                failed.set()
-                return
-
-    def restarting() -> int:
-        """Workers between two requests after the ramp: the previous request delivered
-        tokens, the next one has none yet. Looping workers restart all the time in steady
-        state; the server may not count such a request as running for a moment, and that
-        dip must not reset the gate (with short outputs it would reset it forever)."""
-        return sum(
-            had_token[i] and r is not None and r.first_token_s is None
-            for i, r in enumerate(current)
-        )
-
-    def workers_without_a_token() -> int:
-        return sum(
-            not (had_token[i] or (r is not None and r.first_token_s is not None))
-            for i, r in enumerate(current)
-        )
-
-    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    cell = _Cell(server, run, timing, poll_s, progress)
+    tasks = [asyncio.create_task(cell.worker(i, path, body)) for i in range(concurrency)]
     try:
-        # Readiness gate: >= C running and none waiting on the server (our own in-flight
-        # count without /metrics), every worker has a token, all held for hold_s.
-        deadline = run.t0_s + timing.ready_timeout_s
-        held_since: float | None = None
-        missing = "no check yet"
-        while not failed.is_set():
-            snap = await server.scrape()
-            now = clock()
-            if snap is not None:
-                running = snap.get(metrics.RUNNING) or 0
-                waiting = snap.get(metrics.WAITING) or 0
-                server_ok = running + restarting() >= concurrency and waiting == 0
-                missing = f"server had {running:g} running, {waiting:g} waiting"
-            else:
-                server_ok = in_flight >= concurrency
-                missing = f"{in_flight} of {concurrency} requests in flight"
-            without = workers_without_a_token()
-            tokens_ok = without == 0
-            if tokens_ok and run.launched is None and run.before_launch is not None:
-                run.launched_requests = len(run.records)
-                run.launched = await server.scrape()
-            if not tokens_ok:
-                missing += f"; {without} of {concurrency} workers without a token"
-            if server_ok and tokens_ok:
-                held_since = now if held_since is None else held_since
-                # Within a microsecond counts as held: the pause before this check was
-                # held_since + hold_s - now, which rounding can leave a hair short (and a
-                # virtual clock cannot advance by less than its resolution).
-                if now - held_since >= timing.hold_s - HOLD_SLACK_S:
-                    run.ready_after_s = now - run.t0_s
-                    break
-            else:
-                held_since = None
-            if progress is not None:
-                progress(run)
-            if now >= deadline:
-                run.not_ready = (
-                    f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"
-                )
-                break
-            if not tokens_ok:
-                # Look at our own records often (no request to the server) and check the
-                # server again as soon as every worker has a token: the hold then starts
-                # at the check right after the last first token, not up to a poll later.
-                await wait_until(
-                    lambda: workers_without_a_token() == 0 or failed.is_set(),
-                    clock, sleep, poll_s, token_poll_s(poll_s),
-                )  # fmt: skip
-            else:
-                await sleep(gate_pause_s(now, poll_s, held_since, timing.hold_s))
-        if failed.is_set():
-            return run
-
-        # The fixed window, sampling /metrics (or our in-flight count) all along.
-        run.w0_s = clock()
-        if on_window is not None:  # GPU telemetry covers exactly the window
-            on_window(True)
-        run.first = await server.scrape()
-        end_s = run.w0_s + timing.window_s
-        next_sample_s = run.w0_s
-        while not failed.is_set():
-            now = clock()
-            if now >= end_s:
-                break
-            if now >= next_sample_s:
-                run.client_active.append((now, in_flight))
-                snap = await server.scrape()
-                if snap is not None:
-                    run.samples.append(snap)
-                next_sample_s += timing.sample_every_s
-                if progress is not None:
-                    progress(run)
-            await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
-        run.w1_s = min(clock(), end_s)
-        if on_window is not None:
-            on_window(False)
-        run.client_active.append((run.w1_s, in_flight))
-        run.last = await server.scrape()
+        await cell.gate()
+        if not cell.failed.is_set():
+            await cell.window(on_window)
         return run
     finally:
         for t in tasks:
@@ -277,3 +166,150 @@ async def run_cell(
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+
+
+class _Cell:
+    """The C looping workers of one cell, and the gate and window that watch them."""
+
+    def __init__(
+        self,
+        server: Server,
+        run: CellRun,
+        timing: CellTiming,
+        poll_s: float,
+        progress: OnCellDone | None,
+    ) -> None:
+        self.server, self.run, self.timing, self.poll_s = server, run, timing, poll_s
+        self.progress = progress
+        self.current: list[RequestRecord | None] = [None] * run.concurrency
+        self.had_token = [False] * run.concurrency
+        self.failed = asyncio.Event()  # a request failed: the cell ends
+        self.in_flight = 0
+
+    async def worker(self, i: int, path: str, body: bytes) -> None:
+        """One request after another until the cell ends or one of them fails."""
+        clock = self.server.clock
+        while True:
+            record = RequestRecord(worker=i, start_s=clock())
+            self.run.records.append(record)
+            self.current[i] = record
+            self.in_flight += 1
+            try:
+                await self.server.client.stream(path, body, record)
+            finally:
+                self.in_flight -= 1
+            if record.first_token_s is not None:
+                self.had_token[i] = True
+            if record.failure is not None:
+                self.failed.set()
+                return
+
+    def restarting(self) -> int:
+        """Workers between two requests after the ramp: the previous request delivered
+        tokens, the next one has none yet. Looping workers restart all the time in steady
+        state; the server may not count such a request as running for a moment, and that
+        dip must not reset the gate (with short outputs it would reset it forever)."""
+        return sum(
+            self.had_token[i] and r is not None and r.first_token_s is None
+            for i, r in enumerate(self.current)
+        )
+
+    def workers_without_a_token(self) -> int:
+        return sum(
+            not (self.had_token[i] or (r is not None and r.first_token_s is not None))
+            for i, r in enumerate(self.current)
+        )
+
+    async def gate(self) -> None:
+        """Readiness gate: >= C running and none waiting on the server (our own in-flight
+        count without /metrics), every worker has a token, all held for hold_s. Sets
+        `ready_after_s`, or `not_ready` when the time-out comes first; returns early when
+        a request fails."""
+        run, timing, poll_s = self.run, self.timing, self.poll_s
+        clock, sleep = self.server.clock, self.server.sleep
+        deadline = run.t0_s + timing.ready_timeout_s
+        held_since: float | None = None
+        while not self.failed.is_set():
+            now, server_ok, without, missing = await self._check()
+            if without == 0:
+                await self._launched()
+            if server_ok and without == 0:
+                held_since = now if held_since is None else held_since
+                # Within a microsecond counts as held: the pause before this check was
+                # held_since + hold_s - now, which rounding can leave a hair short (and a
+                # virtual clock cannot advance by less than its resolution).
+                if now - held_since >= timing.hold_s - HOLD_SLACK_S:
+                    run.ready_after_s = now - run.t0_s
+                    return
+            else:
+                held_since = None
+            if self.progress is not None:
+                self.progress(run)
+            if now >= deadline:
+                why = f"readiness gate not reached in {timing.ready_timeout_s:.0f} s ({missing})"
+                run.not_ready = why
+                return
+            if without:
+                # Look at our own records often (no request to the server) and check the
+                # server again as soon as every worker has a token: the hold then starts
+                # at the check right after the last first token, not up to a poll later.
+                await wait_until(
+                    lambda: self.workers_without_a_token() == 0 or self.failed.is_set(),
+                    clock, sleep, poll_s, token_poll_s(poll_s),
+                )  # fmt: skip
+            else:
+                await sleep(gate_pause_s(now, poll_s, held_since, timing.hold_s))
+
+    async def _check(self) -> tuple[float, bool, int, str]:
+        """One look: (when, the server side holds, workers without a token, what is missing)."""
+        c = self.run.concurrency
+        snap = await self.server.scrape()
+        now = self.server.clock()
+        if snap is not None:
+            running = snap.get(metrics.RUNNING) or 0
+            waiting = snap.get(metrics.WAITING) or 0
+            server_ok = running + self.restarting() >= c and waiting == 0
+            missing = f"server had {running:g} running, {waiting:g} waiting"
+        else:
+            server_ok = self.in_flight >= c
+            missing = f"{self.in_flight} of {c} requests in flight"
+        without = self.workers_without_a_token()
+        if without:
+            missing += f"; {without} of {c} workers without a token"
+        return now, server_ok, without, missing
+
+    async def _launched(self) -> None:
+        """/metrics once every worker has its first token (the launch's prefix-cache hits)."""
+        run = self.run
+        if run.launched is None and run.before_launch is not None:
+            run.launched_requests = len(run.records)
+            run.launched = await self.server.scrape()
+
+    async def window(self, on_window: Callable[[bool], None] | None) -> None:
+        """The fixed window, sampling /metrics (or our in-flight count) all along."""
+        run, timing = self.run, self.timing
+        clock, sleep, scrape = self.server.clock, self.server.sleep, self.server.scrape
+        run.w0_s = clock()
+        if on_window is not None:  # GPU telemetry covers exactly the window
+            on_window(True)
+        run.first = await scrape()
+        end_s = run.w0_s + timing.window_s
+        next_sample_s = run.w0_s
+        while not self.failed.is_set():
+            now = clock()
+            if now >= end_s:
+                break
+            if now >= next_sample_s:
+                run.client_active.append((now, self.in_flight))
+                snap = await scrape()
+                if snap is not None:
+                    run.samples.append(snap)
+                next_sample_s += timing.sample_every_s
+                if self.progress is not None:
+                    self.progress(run)
+            await sleep(max(0.0, min(next_sample_s, end_s) - clock()))
+        run.w1_s = min(clock(), end_s)
+        if on_window is not None:
+            on_window(False)
+        run.client_active.append((run.w1_s, self.in_flight))
+        run.last = await scrape()

@@ -17,9 +17,9 @@ import uuid
 from pathlib import Path
 
 from bench import __version__
-from bench.errors import BenchError, Interrupted, ServerUnreachable, UsageError
+from bench.errors import Interrupted, UsageError
 from bench.host import environment, telemetry
-from bench.results import KvCapacity, Measurement, Results, RunSettings, ServerInfo
+from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
 from bench.run import plan, resume, sweep
 from bench.run.capacity import kv_capacity
 from bench.run.cell import Server
@@ -29,7 +29,8 @@ from bench.run.rundir import RunDir
 from bench.run.server_info import detect
 from bench.settings import Settings
 from bench.stream import event_loop
-from bench.stream.client import Client, check_url
+from bench.stream.client import Client
+from bench.stream.urls import check_url
 
 
 def parse_tokens(text: str) -> int:
@@ -252,122 +253,130 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
-    clock = time.perf_counter
-    previous: Results | None = None
-    if args.resume is not None:
-        _only_url_with_resume(args)
-        new_url = check_url(args.url) if args.url else None  # before anything is read
-        rundir = RunDir(args.resume)
-        if args.resume.is_dir():
-            rundir.lock()  # before reading it: a run still writing it is refused
-        previous = rundir.load()
-        run_settings = previous.settings
-        if args.url:
-            run_settings = run_settings.model_copy(update={"url": new_url})
-    else:
-        run_settings = _settings(args)
-        out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
-        rundir = RunDir(out)
+    rundir, previous, run_settings = _open_rundir(args)
     client = Client(
         run_settings.url,
         settings.api_key,
-        clock=clock,
+        clock=time.perf_counter,
         read_timeout_s=run_settings.request_timeout_s,
         ca_file=settings.ca_file,
     )
     try:
-        info, snapshot = await detect(
-            client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
+        return await _run(
+            args, settings, client, rundir, previous=previous, run_settings=run_settings
         )
-        if previous is not None:
-            resume.check_same_server(previous, info, str(rundir.path))
-        kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log)
-        sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
-        the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
-        print(plan.render(the_plan, info, run_settings), flush=True)
-        anchor_s, anchor_unix_s = clock(), time.time()
-        if previous is None:
-            rundir.create()
-            results = Results(
-                bench_version=__version__,
-                run_id=uuid.uuid4().hex[:12],
-                created_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-                settings=run_settings,
-                server=info,
-                plan=the_plan,
-                measurement=Measurement(
-                    active_source="server_metrics" if info.has_metrics else "client_in_flight",
-                    prompt_sizing=the_plan.prompt_sizing,
-                    kv_source=kv.source,
-                    metrics_available=info.has_metrics,
-                    read_times=client.read_times,
-                    ttft_from="request_written",
-                ),
-            )
-        else:
-            # Finished entries are kept as they are; `interrupted` ones are measured again.
-            results, finished = resume.carry_on(previous)
-            results = results.model_copy(update={"plan": the_plan, "server": info})
-            rundir.keep_only(finished)
-        rundir.save(results)
-        if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
-            # Where this ran: the server's launch from /proc when it is local, GPUs, host.
-            found = environment.capture(
-                settings,
-                now=dt.datetime.now(dt.UTC),
-                server_port=environment.local_port(run_settings.url),
-                vllm_version=info.version,
-                twin="twin" in info.version_payload,
-            )
-            environment.write(rundir.path, found)
-        todo = sum(
-            p.run and results.cell(p.context_label, p.concurrency, t) is None
-            for p in the_plan.cells
-            for t in range(run_settings.trials)
-        )
-        progress = SweepProgress(
-            clock,
-            total_cells=todo,
-            estimated_s=the_plan.estimated_duration_s,
-            speed_factor=info.speed_factor,
-        )
-        server = Server(client, clock, sweep.sleep, has_metrics=info.has_metrics)
-        runner = sweep.Sweep(
-            server=server,
-            rundir=rundir,
-            progress=progress,
-            anchor_s=anchor_s,
-            anchor_unix_s=anchor_unix_s,
-            gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
-        )
-        try:
-            results = await runner.run(results)
-            if resume.cut_at_the_end(results):
-                # The last cells failed at the transport level: did the server go away?
-                await client.get("/v1/models")  # ServerUnreachable if so
-        except ServerUnreachable:
-            # What the crash cut is marked `interrupted`: --resume measures it again.
-            rundir.save(resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
-            raise
-        except BenchError:
-            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
-            raise
-        except asyncio.CancelledError:
-            partial = rundir.load().model_copy(update={"state": "interrupted"})
-            rundir.save(partial)
-            raise Interrupted(
-                f"interrupted; finished cells are in {rundir.path}",
-                hint=f"continue with: bench run --resume {rundir.path}",
-            ) from None
-        rundir.save(results)
-        print(f"results: {rundir.path}", flush=True)
-        print((rundir.path / "tables.md").read_text(), flush=True)
-        return 0
     finally:
         await client.aclose()
         rundir.unlock()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def _open_rundir(args: argparse.Namespace) -> tuple[RunDir, Results | None, RunSettings]:
+    """The run's directory, the run it continues (--resume: locked, then read) and the
+    settings it runs with."""
+    if args.resume is None:
+        run_settings = _settings(args)
+        out = args.out or Path("results") / dt.datetime.now(dt.UTC).strftime("run-%Y%m%d-%H%M%S")
+        return RunDir(out), None, run_settings
+    _only_url_with_resume(args)
+    new_url = check_url(args.url) if args.url else None  # before anything is read
+    rundir = RunDir(args.resume)
+    if args.resume.is_dir():
+        rundir.lock()  # before reading it: a run still writing it is refused
+    previous = rundir.load()
+    run_settings = previous.settings
+    if args.url:
+        run_settings = run_settings.model_copy(update={"url": new_url})
+    return rundir, previous, run_settings
+
+
+async def _run(
+    args: argparse.Namespace,
+    settings: Settings,
+    client: Client,
+    rundir: RunDir,
+    *,
+    previous: Results | None,
+    run_settings: RunSettings,
+) -> int:
+    """Detect the server, plan, then measure into `rundir` (new, or the run resumed)."""
+    clock = time.perf_counter
+    info, snapshot = await detect(
+        client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
+    )
+    if previous is not None:
+        resume.check_same_server(previous, info, str(rundir.path))
+    kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log)
+    sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
+    the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
+    print(plan.render(the_plan, info, run_settings), flush=True)
+    anchor_s, anchor_unix_s = clock(), time.time()
+    if previous is None:
+        rundir.create()
+        results = _new_results(run_settings, info, kv, the_plan, client)
+    else:
+        # Finished entries are kept as they are; `interrupted` ones are measured again.
+        results, finished = resume.carry_on(previous)
+        results = results.model_copy(update={"plan": the_plan, "server": info})
+        rundir.keep_only(finished)
+    rundir.save(results)
+    if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
+        # Where this ran: the server's launch from /proc when it is local, GPUs, host.
+        found = environment.capture(
+            settings,
+            now=dt.datetime.now(dt.UTC),
+            server_port=environment.local_port(run_settings.url),
+            vllm_version=info.version,
+            twin="twin" in info.version_payload,
+        )
+        environment.write(rundir.path, found)
+    todo = sum(
+        p.run and results.cell(p.context_label, p.concurrency, t) is None
+        for p in the_plan.cells
+        for t in range(run_settings.trials)
+    )
+    progress = SweepProgress(
+        clock,
+        total_cells=todo,
+        estimated_s=the_plan.estimated_duration_s,
+        speed_factor=info.speed_factor,
+    )
+    runner = sweep.Sweep(
+        server=Server(client, clock, sweep.sleep, has_metrics=info.has_metrics),
+        rundir=rundir,
+        progress=progress,
+        anchor_s=anchor_s,
+        anchor_unix_s=anchor_unix_s,
+        gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
+    )
+    results = await runner.measure(results)
+    rundir.save(results)
+    print(f"results: {rundir.path}", flush=True)
+    print((rundir.path / "tables.md").read_text(), flush=True)
+    return 0
+
+
+def _new_results(
+    run_settings: RunSettings, info: ServerInfo, kv: KvCapacity, the_plan: Plan, client: Client
+) -> Results:
+    """A new run's results.json before its first measurement."""
+    return Results(
+        bench_version=__version__,
+        run_id=uuid.uuid4().hex[:12],
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        settings=run_settings,
+        server=info,
+        plan=the_plan,
+        measurement=Measurement(
+            active_source="server_metrics" if info.has_metrics else "client_in_flight",
+            prompt_sizing=the_plan.prompt_sizing,
+            kv_source=kv.source,
+            metrics_available=info.has_metrics,
+            read_times=client.read_times,
+            ttft_from="request_written",
+        ),
+    )
 
 
 def estimate_s(argv: list[str]) -> float:

@@ -73,13 +73,7 @@ def cell_figures(
     running = [
         v for s in samples if w0_s <= s.t_s <= w1_s and (v := s.get(metrics.RUNNING)) is not None
     ]
-    active_source: ActiveSource = "server_metrics"
-    if running:
-        average_active = sum(running) / len(running)
-    else:
-        active_source = "client_in_flight"
-        inside = [n for t, n in client_active if w0_s <= t <= w1_s]
-        average_active = sum(inside) / len(inside) if inside else 0.0
+    average_active, active_source = _average_active(running, client_active, w0_s, w1_s)
 
     extras = CellExtras(
         ttft=distribution(ttfts),
@@ -152,6 +146,16 @@ def cell_figures(
         measured_for_s=measured_for_s,
     )
     return figures, extras, None
+
+
+def _average_active(
+    running: list[float], client_active: Sequence[tuple[float, int]], w0_s: float, w1_s: float
+) -> tuple[float, ActiveSource]:
+    """Mean requests running over the window: the server's samples, else our in-flight count."""
+    if running:
+        return sum(running) / len(running), "server_metrics"
+    inside = [n for t, n in client_active if w0_s <= t <= w1_s]
+    return (sum(inside) / len(inside) if inside else 0.0), "client_in_flight"
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

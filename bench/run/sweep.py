@@ -11,22 +11,20 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.errors import ServerError
+from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
 from bench.host import telemetry
 from bench.results import (
-    CellAggregate,
     CellResult,
     PlannedCell,
     PlannedContext,
     PrefillSample,
     Results,
 )
-from bench.run import figures, prompts
-from bench.run.cell import CellRun, CellTiming, Server, launch_prefix_hit_rate, run_cell
+from bench.run import outcome, prompts, resume
+from bench.run.cell import CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
 from bench.run.progress import SweepProgress
 from bench.run.rundir import METRICS, SAMPLES, RunDir
-from bench.stats import estimate
 from bench.stream.client import Clock
 from bench.stream.records import RequestRecord
 
@@ -72,9 +70,12 @@ class Sweep:
                     results = await self._row(results, ctx, trial)
         finally:
             await self._presize.aclose()
-        return results.model_copy(update={"state": "complete", "aggregates": aggregate(results)})
+        return results.model_copy(
+            update={"state": "complete", "aggregates": outcome.aggregate(results)}
+        )
 
     async def _row(self, results: Results, ctx: PlannedContext, trial: int) -> Results:
+        """One context row of one trial: its prompt, its prefill scout, then its cells."""
         s, info = results.settings, results.server
         cells = [p for p in results.plan.cells if p.context_label == ctx.label]
         todo = [p for p in cells if results.cell(ctx.label, p.concurrency, trial) is None]
@@ -84,86 +85,162 @@ class Sweep:
         if ctx.scout_reason is not None:
             return self._not_run(results, ctx, trial, todo)
         prompt, tokens = await self._prompt(results, ctx, trial)
-        path = prompts.endpoint(s.api)
-        scout_body = prompts.request_body(s.api, info.model, prompt, 1)
         if not self._warmed_up:
             await self._warm_up(results)
+        results, record = await self._scout(
+            results, ctx, trial, prompt=prompt, tokens=tokens, scouted=scouted
+        )
+        prompt_tokens = record.prompt_tokens or tokens
+        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens)
+        for planned in todo:
+            if planned.run:
+                results = await self._cell(
+                    results,
+                    ctx,
+                    trial,
+                    c=planned.concurrency,
+                    body=body,
+                    prompt_tokens=prompt_tokens,
+                )
+                continue
+            result = CellResult(
+                context_label=ctx.label,
+                prompt_tokens=prompt_tokens,
+                concurrency=planned.concurrency,
+                trial=trial,
+                status="over_capacity",
+                reason=planned.reason,
+            )
+            results = results.model_copy(update={"cells": (*results.cells, result)})
+            self.rundir.save(results)
+        return results
+
+    async def _scout(
+        self,
+        results: Results,
+        ctx: PlannedContext,
+        trial: int,
+        *,
+        prompt: str,
+        tokens: int,
+        scouted: bool,
+    ) -> tuple[Results, RequestRecord]:
+        """The row's cold max_tokens=1 request: the prefill sample (unless the row has one
+        already), and it warms the prefix cache for the row's cells."""
+        s, info = results.settings, results.server
         # The scout must be alone on the server: the previous row's cancelled streams may
         # still run for a while (vLLM aborts them a few steps after the disconnect).
         drain_note = await self.server.drain(
             *self._drain_timing(s.readiness_hold_s, info.speed_factor)
         )
-        # The cold scout: prefill sample, and it warms the prefix cache for the row.
         record = RequestRecord(worker=0, start_s=self.clock())
+        scout_body = prompts.request_body(s.api, info.model, prompt, 1)
         async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
-            await self.server.client.stream(path, scout_body, record)
-        if not scouted:
-            sample = scout_sample(record, ctx.label, trial, tokens, drain_note)
-            results = results.model_copy(update={"prefill": (*results.prefill, sample)})
-            self.rundir.append(SAMPLES, [self._raw("prefill", ctx.label, 1, trial, record)])
-            self.rundir.save(results)
-            self.progress.note(
-                "prefill_measured",
-                context=ctx.label,
-                status=sample.status,
-                prefill_tok_s=None  # at server speed, like the tables
-                if sample.prefill_tok_s is None
-                else round(sample.prefill_tok_s / results.server.speed_factor),
-                reason=sample.reason,
-                trial=trial + 1,
-            )
-        prompt_tokens = record.prompt_tokens or tokens
-        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens)
-        speed = info.speed_factor
-        for planned in todo:
-            c = planned.concurrency
-            name = f"{ctx.label} x {c}" + (f" trial {trial + 1}" if s.trials > 1 else "")
-            if not planned.run:
-                result = CellResult(
-                    context_label=ctx.label,
-                    prompt_tokens=prompt_tokens,
-                    concurrency=c,
-                    trial=trial,
-                    status="over_capacity",
-                    reason=planned.reason,
-                )
-                results = results.model_copy(update={"cells": (*results.cells, result)})
-                self.rundir.save(results)
-                continue
-            timing = CellTiming(
-                window_s=s.duration_s / speed,
-                hold_s=s.readiness_hold_s / speed,
-                ready_timeout_s=(_READY_BASE_S + c * prompt_tokens / _READY_PREFILL_TOK_S) / speed,
-                drain_timeout_s=_DRAIN_TIMEOUT_S / speed + 5.0,
-                sample_every_s=1.0 / speed,
-            )
-            self.progress.cell_started(name)
-            window_gpu: list[telemetry.GpuSample] = []
-            try:
-                run = await run_cell(
-                    self.server, path, body, c, timing, progress=self.progress.update,
-                    on_window=self._gpu_window(window_gpu),
-                )  # fmt: skip
-            finally:
-                if self.gpu_sampler is not None:
-                    window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
-            result = self._result(run, ctx.label, prompt_tokens, trial, ctx.max_tokens)
+            await self.server.client.stream(prompts.endpoint(s.api), scout_body, record)
+        if scouted:
+            return results, record
+        sample = outcome.scout_sample(record, ctx.label, trial, tokens, drain_note)
+        results = results.model_copy(update={"prefill": (*results.prefill, sample)})
+        line = self._sample_line("prefill", ctx.label, 1, trial, record, origin_s=self.anchor_s)
+        self.rundir.append(SAMPLES, [line])
+        self.rundir.save(results)
+        self.progress.note(
+            "prefill_measured",
+            context=ctx.label,
+            status=sample.status,
+            prefill_tok_s=None  # at server speed, like the tables
+            if sample.prefill_tok_s is None
+            else round(sample.prefill_tok_s / info.speed_factor),
+            reason=sample.reason,
+            trial=trial + 1,
+        )
+        return results, record
+
+    async def _cell(
+        self,
+        results: Results,
+        ctx: PlannedContext,
+        trial: int,
+        *,
+        c: int,
+        body: dict[str, Any],
+        prompt_tokens: int,
+    ) -> Results:
+        """One decode cell: measured, its raw lines appended, results saved."""
+        s, speed = results.settings, results.server.speed_factor
+        name = f"{ctx.label} x {c}" + (f" trial {trial + 1}" if s.trials > 1 else "")
+        timing = CellTiming(
+            window_s=s.duration_s / speed,
+            hold_s=s.readiness_hold_s / speed,
+            ready_timeout_s=(_READY_BASE_S + c * prompt_tokens / _READY_PREFILL_TOK_S) / speed,
+            drain_timeout_s=_DRAIN_TIMEOUT_S / speed + 5.0,
+            sample_every_s=1.0 / speed,
+        )
+        self.progress.cell_started(name)
+        window_gpu: list[telemetry.GpuSample] = []
+        try:
+            run = await run_cell(
+                self.server, prompts.endpoint(s.api), body, c, timing,
+                progress=self.progress.update, on_window=self._gpu_window(window_gpu),
+            )  # fmt: skip
+        finally:
             if self.gpu_sampler is not None:
-                telemetry.append_window(
-                    self.rundir.path / telemetry.GPU_TELEMETRY_NAME, context_label=ctx.label,
-                    concurrency=c, trial=trial, samples=window_gpu,
-                    output_tokens=result.figures.output_tokens if result.figures else None,
-                )  # fmt: skip
-            self.rundir.append(
-                SAMPLES,
-                [self._raw("decode", ctx.label, c, trial, r, t0=run.t0_s) for r in run.records],
-            )
-            self.rundir.append(METRICS, self._metrics_rows(run, ctx.label, trial))
-            results = results.model_copy(update={"cells": (*results.cells, result)})
-            results = results.model_copy(update={"aggregates": aggregate(results)})
-            self.rundir.save(results)
-            shown = result.figures.at_server_speed(speed) if result.figures else None
-            self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
+                window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
+        result = outcome.cell_result(
+            run, ctx.label, prompt_tokens, trial, started_at_s=run.t0_s - self.anchor_s,
+            max_tokens=ctx.max_tokens,
+        )  # fmt: skip
+        if self.gpu_sampler is not None:
+            telemetry.append_window(
+                self.rundir.path / telemetry.GPU_TELEMETRY_NAME, context_label=ctx.label,
+                concurrency=c, trial=trial, samples=window_gpu,
+                output_tokens=result.figures.output_tokens if result.figures else None,
+            )  # fmt: skip
+        self.rundir.append(
+            SAMPLES,
+            [
+                self._sample_line("decode", ctx.label, c, trial, r, origin_s=run.t0_s)
+                for r in run.records
+            ],
+        )
+        self.rundir.append(METRICS, outcome.metrics_lines(run, ctx.label, trial, self.anchor_s))
+        results = results.model_copy(update={"cells": (*results.cells, result)})
+        results = results.model_copy(update={"aggregates": outcome.aggregate(results)})
+        self.rundir.save(results)
+        shown = result.figures.at_server_speed(speed) if result.figures else None
+        self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
+        return results
+
+    def _sample_line(
+        self, phase: str, label: str, c: int, trial: int, r: RequestRecord, *, origin_s: float
+    ) -> dict[str, object]:
+        return outcome.sample_line(
+            phase, label, c, trial, r,
+            origin_s=origin_s, anchor_s=self.anchor_s, anchor_unix_s=self.anchor_unix_s,
+        )  # fmt: skip
+
+    async def measure(self, results: Results) -> Results:
+        """`run`; when it stops early, results.json says how: `failed` (the cells a vanished
+        server cut marked `interrupted`, for --resume to measure again) or `interrupted`."""
+        rundir = self.rundir
+        try:
+            results = await self.run(results)
+            if resume.cut_at_the_end(results):
+                # The last cells failed at the transport level: did the server go away?
+                await self.server.client.get("/v1/models")  # ServerUnreachable if so
+        except ServerUnreachable:
+            # What the crash cut is marked `interrupted`: --resume measures it again.
+            rundir.save(resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
+            raise
+        except BenchError:
+            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
+            raise
+        except asyncio.CancelledError:
+            rundir.save(rundir.load().model_copy(update={"state": "interrupted"}))
+            raise Interrupted(
+                f"interrupted; finished cells are in {rundir.path}",
+                hint=f"continue with: bench run --resume {rundir.path}",
+            ) from None
         return results
 
     @staticmethod
@@ -303,95 +380,6 @@ class Sweep:
         b = max((counts[1] - counts[0]) / 960, 1e-6)
         return counts[0] - 64 * b, b
 
-    def _result(
-        self,
-        run: CellRun,
-        label: str,
-        prompt_tokens: int,
-        trial: int,
-        max_tokens: int | None = None,
-    ) -> CellResult:
-        base = {
-            "context_label": label,
-            "prompt_tokens": prompt_tokens,
-            "concurrency": run.concurrency,
-            "trial": trial,
-            "started_at_s": run.t0_s - self.anchor_s,
-        }
-        error = run.error
-        if error is not None or run.w0_s is None or run.w1_s is None:
-            failed = sum(r.error is not None for r in run.records)
-            reason = f"{failed} request(s) failed, first: {error}" if error else "no window"
-            return CellResult(**base, status="invalid", reason=reason)
-        figs, extras, why = figures.cell_figures(
-            run.records,
-            run.w0_s,
-            run.w1_s,
-            run.samples,
-            run.client_active,
-            first=run.first,
-            last=run.last,
-            ready_after_s=run.ready_after_s,
-        )
-        extras = extras.model_copy(
-            update={
-                "window_start_s": run.w0_s - run.t0_s,
-                "window_end_s": run.w1_s - run.t0_s,
-                "launch_prefix_cache_hit_rate": launch_prefix_hit_rate(run),
-            }
-        )
-        if figs is None:
-            return CellResult(**base, status="invalid", reason=why, extras=extras)
-        over = max((r.tokens for r in run.records), default=0)
-        if max_tokens is not None and over > max_tokens:
-            # The server's usage counts are not to be believed: neither are the figures.
-            why = (
-                f"the server claimed {over} output tokens for one request, "
-                f"more than its max_tokens {max_tokens}"
-            )
-            return CellResult(**base, status="invalid", reason=why, extras=extras)
-        # A cell whose gate never held, or that started on an undrained server, is
-        # measured and flagged: its numbers are shown with the reason beside them.
-        flag = "; ".join(x for x in (run.drain_note, run.not_ready) if x)
-        if flag:
-            return CellResult(**base, status="not_ready", reason=flag, figures=figs, extras=extras)
-        return CellResult(**base, status="valid", figures=figs, extras=extras)
-
-    def _raw(
-        self,
-        phase: str,
-        label: str,
-        c: int,
-        trial: int,
-        r: RequestRecord,
-        *,
-        t0: float | None = None,
-    ) -> dict[str, object]:
-        origin = self.anchor_s if t0 is None else t0
-        return {
-            "phase": phase,
-            "context": label,
-            "concurrency": c,
-            "trial": trial,
-            # Unix time of this row's time origin, to line raw times up with other logs.
-            "origin_unix_s": round(self.anchor_unix_s + (origin - self.anchor_s), 6),
-            **r.to_json(origin),
-        }
-
-    def _metrics_rows(self, run: CellRun, label: str, trial: int) -> list[dict[str, object]]:
-        snaps = [x for x in (run.first, *run.samples, run.last) if x is not None]
-        return [
-            {
-                "phase": "decode",
-                "context": label,
-                "concurrency": run.concurrency,
-                "trial": trial,
-                "t_s": round(x.t_s - self.anchor_s, 6),
-                "values": x.values,
-            }
-            for x in snaps
-        ]
-
 
 def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
     """Whether `Sweep._row` will size this row's prompt (the same test it makes)."""
@@ -404,74 +392,6 @@ def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
         if p.context_label == ctx.label
     )
     return not scouted or todo
-
-
-def scout_sample(
-    record: RequestRecord,
-    label: str,
-    trial: int,
-    sized_tokens: int,
-    drain_note: str | None = None,
-) -> PrefillSample:
-    """prefill tok/s = prompt tokens / TTFT of the cold max_tokens=1 request.
-
-    The token's text may be swallowed by a reasoning parser (a <think> token): for the
-    scout the first usage chunk with a token counts as the first token too. A scout sent
-    while the server was still busy (`drain_note`: the barrier before it timed out)
-    shared its prefill with other requests: no number from it.
-    """
-    if drain_note is not None:
-        return PrefillSample(
-            context_label=label,
-            prompt_tokens=record.prompt_tokens or sized_tokens,
-            trial=trial,
-            status="invalid",
-            reason=drain_note,
-        )
-    first = record.first_token_s
-    if first is None and record.chunk_s:
-        first = record.chunk_s[0]
-    usage_only = record.error is not None and record.error.startswith("usage-only")
-    if (record.error is not None and not usage_only) or first is None:
-        return PrefillSample(
-            context_label=label,
-            prompt_tokens=record.prompt_tokens or sized_tokens,
-            trial=trial,
-            status="invalid",
-            reason=record.error or "no token received",
-        )
-    ttft = first - record.ttft_from_s
-    tokens = record.prompt_tokens or sized_tokens
-    return PrefillSample(
-        context_label=label,
-        prompt_tokens=tokens,
-        trial=trial,
-        status="valid",
-        ttft_s=ttft,
-        prefill_tok_s=tokens / ttft if ttft > 0 else None,
-    )
-
-
-def aggregate(results: Results) -> tuple[CellAggregate, ...]:
-    groups: dict[tuple[str, int], list[CellResult]] = {}
-    for c in results.cells:
-        if c.status == "valid" and c.figures is not None:
-            groups.setdefault((c.context_label, c.concurrency), []).append(c)
-    out = []
-    for (label, conc), cells in groups.items():
-        figs = [c.figures for c in cells if c.figures is not None]
-        out.append(
-            CellAggregate(
-                context_label=label,
-                concurrency=conc,
-                trials=len(figs),
-                total_tok_s=estimate([f.total_tok_s for f in figs]),
-                per_request_tok_s=estimate([f.per_request_tok_s for f in figs]),
-                ttft_s=estimate([f.ttft_s for f in figs]),
-                tbt_s=estimate([f.tbt_s for f in figs]),
-            )
-        )
-    return tuple(out)
 
 
 async def sleep(seconds: float) -> None:

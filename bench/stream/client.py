@@ -1,4 +1,5 @@
-"""The HTTP client of the server under test: the one module that imports httpx.
+"""The HTTP client of the server under test (httpx stays inside this package: here, in
+bench.stream.bodies and in bench.stream.urls).
 
     httpx.TimeoutException (read)      -> record.error "read time-out after N s"
     httpx.HTTPError (connect, protocol) -> record.error "transport error: ..."
@@ -6,8 +7,11 @@
     error event inside a 200 stream    -> record.error "error event: <message>"
     a chunk that is not one JSON object -> record.error "malformed chunk: ..."
     a stream with usage but no text     -> record.error "usage-only stream ..."
+    no [DONE], no usage, nothing at all -> "stream ended without [DONE]", "no usage in
+                                           stream ...", "empty stream ..."
 
-Request failures are data on the record; only the small JSON helpers used before the
+Request failures are data on the record: a kind (bench.stream.failures.ErrorKind) and
+the message above (`record.error`); only the small JSON helpers used before the
 sweep (model, version, metrics, tokenize) raise `ServerUnreachable` when nothing answers.
 
 Limits on what a server may send (a hostile one must not exhaust memory or time):
@@ -15,7 +19,7 @@ Limits on what a server may send (a hostile one must not exhaust memory or time)
     MAX_SETUP_BODY_BYTES    body of /v1/models, /version, /tokenize (decoded: a gzip bomb
                             stops here too)                         -> ServerError, exit 3
     MAX_METRICS_BODY_BYTES  body of one /metrics scrape             -> ServerError, exit 3
-    MAX_SSE_LINE            one line of the measured stream         -> record.error
+    MAX_SSE_LINE            one line of the measured stream (bench.stream.sse) -> record.error
     MAX_ERROR_BODY          bytes of a non-200 stream's body read for its message (the
                             rest is never read)                     -> record.error "HTTP N: ..."
     a small call's whole answer takes at most twice its read time-out (a server that
@@ -29,52 +33,33 @@ apply the limits above with the same messages, ask for an identity-encoded event
 refuse at the head a 200 that is encoded or not text/event-stream (an encoded stream would
 only fail at its end, or inflate in memory).
 
-Secrets: a URL with credentials (http://user:pass@host) is refused (`check_url`): the API
-key comes from VLLM_API_KEY or BENCH_API_KEY only. For a loopback server no proxy from
+Secrets: a URL with credentials is refused (bench.stream.urls.check_url): the API key
+comes from VLLM_API_KEY or BENCH_API_KEY only. For a loopback server no proxy from
 the environment is used (HTTP_PROXY, ALL_PROXY): the small calls go the way the measured
 stream goes (bench.stream.http1 never uses a proxy), so a proxy never sees the key.
-
-The per-chunk path is kept cheap: bytes are split on newlines by hand, the clock is
-read once per network read (every event in that read shares the timestamp), and each
-`data:` line is scanned with precompiled byte regexes instead of a JSON parse. The
-scans are safe against look-alikes inside generated text because JSON escapes every
-quote inside a string, so `"completion_tokens":` can only match a key.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import re
 import ssl
-import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
-from bench.errors import ServerError, ServerUnreachable, UsageError
+from bench.errors import ServerUnreachable
 from bench.results import ReadTimes
-from bench.stream import http1, rxstamp
+from bench.stream import bodies, http1, rxstamp, sse
+from bench.stream import response as h1response
+from bench.stream.failures import ErrorKind
 from bench.stream.records import RequestRecord
+from bench.stream.urls import check_url, is_loopback
 
 Clock = Callable[[], float]
 
-_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
-_PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
-# A non-empty string value of a text field: chat content, reasoning (vLLM's reasoning
-# parsers use `reasoning_content` or `reasoning`), or completions `text`.
-_TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning|text)":\s*"(?!")')
-_ERROR = re.compile(rb'"error":|"object":\s*"error"')
-_DONE = re.compile(rb"data:[ \t]*\[DONE\][ \t]*\r?\n")
-# A usage count longer than this is a lie (10^12 tokens), and would overflow the record's
-# 64-bit array (a count of 2^63 was a traceback) or Python's int() digit limit.
-_MAX_COUNT_DIGITS = 12
-
-
-_JSON_HEADERS = {"content-type": "application/json"}
 # The measured stream's request, as bench.stream.http1 sends it.
 _STREAM_HEADERS = {
     "content-type": "application/json",
@@ -84,68 +69,12 @@ _STREAM_HEADERS = {
 _MIB = 1 << 20
 MAX_SETUP_BODY_BYTES = 4 * _MIB
 MAX_METRICS_BODY_BYTES = 16 * _MIB
-MAX_SSE_LINE = 1 * _MIB
-MAX_ERROR_BODY = http1.MAX_ERROR_BODY
+MAX_SSE_LINE = sse.MAX_SSE_LINE
+MAX_ERROR_BODY = h1response.MAX_ERROR_BODY
 # bench.stream.http1's watchdog ends a stream after five quarters of the read time-out without
 # progress; the httpx path uses the same deadline (a silent server meets httpx's own read
 # time-out first, as it meets the watchdog's "no byte" rule first on bench.stream.http1).
 NO_PROGRESS_FACTOR = 1.25
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and localhost: the server is on this machine."""
-    host = host.strip("[]").lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
-
-
-def check_url(url: str) -> str:
-    """The server's base URL, checked: http(s), a host that can be a name, no credentials.
-
-    A password in the URL would be written to results.json, the report, the plan line and
-    the signed bundle: it is refused, naming the environment variable to use instead.
-    """
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, UnicodeError, ValueError):
-        raise UsageError(
-            "--url is not a valid URL", hint="write e.g. http://127.0.0.1:8000"
-        ) from None
-    if parsed.userinfo:
-        shown = parsed.copy_with(username=None, password=None)
-        raise UsageError(
-            f"--url must not carry a user name or password (given for {shown})",
-            hint="drop USER:PASSWORD@ from it and give the API key in VLLM_API_KEY "
-            "(or BENCH_API_KEY) instead",
-        )
-    if parsed.scheme not in ("http", "https"):
-        raise UsageError(
-            f"--url must be http:// or https://, not {parsed.scheme or 'no scheme'}",
-            hint="write e.g. http://127.0.0.1:8000",
-        )
-    host = parsed.host
-    literal = host.startswith("[") or ":" in host
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-        literal = True
-    except ValueError:
-        pass
-    labels = host.rstrip(".").split(".")
-    if not host or (
-        not literal and (len(host) > 253 or not all(_LABEL.match(label) for label in labels))
-    ):
-        raise UsageError(
-            f"--url has no valid host name ({host[:80]!r})",
-            hint="a host name is dot-separated labels of letters, digits and '-'",
-        )
-    return url.rstrip("/")
 
 
 class Client:
@@ -225,10 +154,10 @@ class Client:
                 status, body, charset = await self._small("GET", path, timeout, limit)
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
-                f"cannot reach {self.base_url}{path}: {_describe(exc)}",
+                f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}",
                 hint="check --url and that the server is up",
             ) from None
-        return status, _decode(body, charset)
+        return status, bodies.decode(body, charset)
 
     async def post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         try:
@@ -237,7 +166,7 @@ class Client:
             )
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
-                f"cannot reach {self.base_url}{path}: {_describe(exc)}"
+                f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}"
             ) from None
         try:
             return status, json.loads(raw)
@@ -245,54 +174,14 @@ class Client:
             return status, None
 
     async def _small(
-        self, method: str, path: str, timeout: float, limit: int, content: bytes | None = None
+        self, method: str, path: str, wait_s: float, limit: int, content: bytes | None = None
     ) -> tuple[int, bytes, str | None]:
-        """One small request, its (decoded) body read up to `limit` bytes and within twice
-        `timeout` in all; over either, a one-line ServerError / time-out. A gzip or deflate
-        body is inflated here at most `limit` bytes at a time (httpx would inflate each read
-        whole: a 64 KB bomb was 64 MiB at once); other encodings are refused."""
-        headers = {**_JSON_HEADERS} if content is not None else {}
-        headers["accept-encoding"] = "gzip, deflate"
-        got = bytearray()
-        try:
-            async with asyncio.timeout(2 * timeout):
-                async with self._http.stream(
-                    method, path, content=content, headers=headers, timeout=timeout
-                ) as r:
-                    if r.is_stream_consumed:
-                        # A response made whole in memory (httpx.MockTransport's): httpx
-                        # has decoded it already.
-                        inflate, parts = None, _once(r.content)
-                    else:
-                        inflate = _inflater(r.headers.get("content-encoding", ""))
-                        parts = r.aiter_raw()
-                    async for part in parts:
-                        if inflate is None:
-                            got += part
-                        else:
-                            data = inflate.decompress(part, limit + 1 - len(got))
-                            got += data
-                            while inflate.unconsumed_tail and len(got) <= limit:
-                                tail = inflate.unconsumed_tail
-                                got += inflate.decompress(tail, limit + 1 - len(got))
-                        if len(got) > limit:
-                            name = (
-                                "MAX_METRICS_BODY_BYTES"
-                                if path == "/metrics"
-                                else ("MAX_SETUP_BODY_BYTES")
-                            )
-                            raise ServerError(
-                                f"{self.base_url}{path} answered more than {limit // _MIB} MiB "
-                                f"(the limit {name}, counted after decoding)",
-                                hint="is --url a vLLM-compatible server?",
-                            )
-                    return r.status_code, bytes(got), r.charset_encoding
-        except TimeoutError:
-            raise httpx.ReadTimeout(f"no whole answer within {2 * timeout:g} s") from None
-        except (zlib.error, _NotDecoded) as exc:
-            raise ServerError(
-                f"{self.base_url}{path} sent a body that does not decode: {exc}"
-            ) from None
+        """One small request read within bounds (bench.stream.bodies.read_small)."""
+        name = "MAX_METRICS_BODY_BYTES" if path == "/metrics" else "MAX_SETUP_BODY_BYTES"
+        return await bodies.read_small(
+            self._http, method, path, base_url=self.base_url, wait_s=wait_s, limit=limit,
+            limit_name=name, content=content,
+        )  # fmt: skip
 
     # -- the measured stream ------------------------------------------------------------
 
@@ -327,25 +216,26 @@ class Client:
                 ) as response:  # fmt: skip
                     record.http_status = response.status_code
                     if response.status_code != 200:
-                        record.error = await _http_error(response)
+                        record.fail(ErrorKind.HTTP_STATUS, await bodies.http_error(response))
                         return
-                    problem = _not_an_event_stream(response.headers)
+                    problem = bodies.not_an_event_stream(response.headers)
                     if problem is not None:
-                        record.error = f"transport error: {problem}"
+                        record.fail(ErrorKind.NOT_EVENT_STREAM, f"transport error: {problem}")
                         return
                     await self._read_events(response, record, clock, deadline, stuck_s)
         except asyncio.CancelledError:
             record.cancelled = True
             raise
         except TimeoutError:
-            record.error = (
+            record.fail(
+                ErrorKind.STALLED,
                 f"read time-out: no token for {self.read_timeout_s:g} s "
-                "(the server kept sending other bytes)"
+                "(the server kept sending other bytes)",
             )
         except httpx.TimeoutException:
-            record.error = f"read time-out after {self.read_timeout_s:g} s"
+            record.fail(ErrorKind.TIMEOUT, f"read time-out after {self.read_timeout_s:g} s")
         except httpx.HTTPError as exc:
-            record.error = f"transport error: {_describe(exc)}"
+            record.fail(ErrorKind.TRANSPORT, f"transport error: {bodies.describe(exc)}")
         finally:
             record.end_s = clock()
         if record.error is None and not record.cancelled:
@@ -354,7 +244,7 @@ class Client:
     async def _stream_raw(self, path: str, content: bytes, record: RequestRecord) -> None:
         assert self._raw is not None
         try:
-            await self._raw.stream(self._raw_prefix + path, content, record, _Events(record))
+            await self._raw.stream(self._raw_prefix + path, content, record, sse.Events(record))
         except asyncio.CancelledError:
             record.cancelled = True
             raise
@@ -371,7 +261,7 @@ class Client:
         deadline: asyncio.Timeout,
         stuck_s: float,
     ) -> None:
-        events = _Events(record)
+        events = sse.Events(record)
         loop = asyncio.get_running_loop()
         mark = _progress(record)
         # Raw bytes: the body is identity-encoded (checked at the head), no decoder runs.
@@ -384,226 +274,20 @@ class Client:
                 deadline.reschedule(loop.time() + stuck_s)
 
 
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    yield data
-
-
-class _NotDecoded(Exception):
-    pass
-
-
-def _inflater(encoding: str) -> Any:
-    """A zlib decompressor for a gzip or deflate body, None for identity; else refused."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return None
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        return zlib.decompressobj()
-    raise _NotDecoded(f"content-encoding {encoding[:40]!r} (asked for gzip, deflate or none)")
-
-
 def _progress(record: RequestRecord) -> tuple[object, ...]:
     """What moves on when a stream makes progress (bench.stream.http1's watchdog reads the same)."""
     return (record.first_token_s is not None, record.tokens, record.unattributed)
 
 
-def _not_an_event_stream(headers: httpx.Headers) -> str | None:
-    """Why a 200's head is no measured stream (bench.stream.http1 says the same), or None."""
-    encoding = headers.get("content-encoding", "").strip().lower()
-    if encoding not in ("", "identity"):
-        return f"the response is content-encoding {encoding[:40]!r}, not identity"
-    ctype = headers.get("content-type", "").strip().lower()
-    if ctype and not ctype.startswith("text/event-stream"):
-        return f"the response is {ctype[:60]!r}, not text/event-stream"
-    return None
-
-
-async def _http_error(response: httpx.Response) -> str:
-    """`HTTP N: <body start>` from at most MAX_ERROR_BODY bytes (a redirect: where to).
-
-    The body's end is never read: leaving a response before its end closes the connection
-    instead of pooling it, as bench.stream.http1 closes one after an error (a server that closes
-    it without saying so would otherwise fail the next request, reusing it at once)."""
-    got = bytearray()
-    length = response.headers.get("content-length", "")
-    expected = int(length) if length.isdigit() and len(length) <= 18 else None
-    parts = _once(response.content) if response.is_stream_consumed else response.aiter_raw()
-    if expected == 0:
-        parts = _once(b"")
-    async for part in parts:  # (consumed already: a response made whole in memory)
-        got += part
-        if len(got) >= MAX_ERROR_BODY or (expected is not None and len(got) >= expected):
-            break
-    text = bytes(got[:MAX_ERROR_BODY]).decode("utf-8", "replace").strip()
-    location = response.headers.get("location")
-    if location:  # a redirect is not followed: say where it pointed
-        text = f"(Location: {location.strip()[:200]}) {text}".strip()
-    return f"HTTP {response.status_code}: {text}"
-
-
-class _Events:
-    """SSE lines of one stream -> the record; every event of one read shares `now`."""
-
-    __slots__ = ("held", "parts", "record")
-
-    def __init__(self, record: RequestRecord) -> None:
-        self.parts: list[bytes] = []  # the start of a line not ended yet
-        self.held = 0  # its length
-        self.record = record
-
-    def feed(self, data: bytes, now: float) -> bool:
-        """True when the stream is over: [DONE] or an error event."""
-        if self.parts:
-            if b"\n" not in data:
-                # Still inside one line: keep the piece, join once at its end (joining
-                # at every read made one long line cost quadratic time).
-                return self._hold(data)
-            buf = b"".join(self.parts) + data
-            self.parts, self.held = [], 0
-        else:
-            buf = data
-        record = self.record
-        end = buf.rfind(b"\n") + 1
-        if (
-            record.first_token_s is not None
-            and record.prompt_tokens is not None
-            and buf.find(b'"error"', 0, end) < 0
-        ):
-            # After the first token only usage counts matter, and every event of this read
-            # shares `now`: one scan of the complete lines instead of one per event. Raw
-            # newlines cannot occur inside JSON strings, so a line-anchored [DONE] is real,
-            # and every data line must end with "}" (else the exact path below says why).
-            done = _done_line(buf, end)
-            stop = end if done < 0 else done
-            lines = buf.count(b"\ndata:", 0, stop) + buf.startswith(b"data:")
-            counts = _COMPLETION_TOKENS.findall(buf, 0, stop)
-            # Every data line carries its usage count (else the exact path below looks
-            # at each line: one with text and no count cannot be attributed).
-            if lines == len(counts) == buf.count(b"}\n", 0, stop) + buf.count(b"}\r\n", 0, stop):
-                add = record.add_usage
-                for digits in counts:
-                    if len(digits) > _MAX_COUNT_DIGITS:
-                        record.error = _implausible(digits)
-                        return True
-                    add(now, int(digits))
-                if done >= 0:
-                    record.finished = True
-                    return True
-                return self._hold(buf[end:])
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            line = buf[start:nl]
-            start = nl + 1
-            if not line.startswith(b"data:"):
-                continue  # blank separators, comments, event: lines
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                record.finished = True
-                return True
-            if _feed(payload, record, now):
-                return True
-        return self._hold(buf[start:])
-
-    def _hold(self, rest: bytes) -> bool:
-        if not rest:
-            return False
-        self.parts.append(rest)
-        self.held += len(rest)
-        if self.held > MAX_SSE_LINE:
-            self.record.error = (
-                f"malformed stream: a line over {MAX_SSE_LINE // _MIB} MiB (MAX_SSE_LINE)"
-            )
-            return True
-        return False
-
-
-def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
-    """Account one data payload; True when the stream must stop (an error event)."""
-    if not payload.endswith(b"}"):
-        # A cheap well-formedness check: every chunk is one JSON object on one line.
-        record.error = "malformed chunk: " + payload[:80].decode("utf-8", "replace")
-        return True
-    text = None
-    if record.first_token_s is None:
-        if _ERROR.search(payload):
-            record.error = "error event: " + _error_message(payload)
-            return True
-        text = _TEXT.search(payload)
-        if text:
-            record.first_token_s = now
-    elif b'"error"' in payload and _ERROR.search(payload):
-        record.error = "error event: " + _error_message(payload)
-        return True
-    if record.prompt_tokens is None:
-        # Usually on the first chunk; a server with usage only at the end says it last.
-        p = _PROMPT_TOKENS.search(payload)
-        if p:
-            if len(p.group(1)) > _MAX_COUNT_DIGITS:
-                record.error = _implausible(p.group(1), "prompt_tokens")
-                return True
-            record.prompt_tokens = int(p.group(1))
-    m = _COMPLETION_TOKENS.search(payload)
-    if m:
-        digits = m.group(1)
-        if len(digits) > _MAX_COUNT_DIGITS:
-            record.error = _implausible(digits)
-            return True
-        record.add_usage(now, int(digits))
-    elif text or (text is None and _TEXT.search(payload)):
-        record.unattributed += 1
-    return False
-
-
-def _implausible(digits: bytes, name: str = "completion_tokens") -> str:
-    shown = digits[:24].decode("ascii") + ("..." if len(digits) > 24 else "")
-    return f"implausible usage: {name} {shown} (over {_MAX_COUNT_DIGITS} digits)"
-
-
-def _done_line(buf: bytes, end: int) -> int:
-    """Where the `data: [DONE]` line starts in buf[:end], or -1 (a C scan, then a check)."""
-    i = buf.find(b"[DONE]", 0, end)
-    while i >= 0:
-        line = buf.rfind(b"\n", 0, i) + 1
-        if _DONE.match(buf, line, end):
-            return line
-        i = buf.find(b"[DONE]", i + 6, end)
-    return -1
-
-
 def _check_complete(record: RequestRecord) -> None:
     if not record.finished:
-        record.error = "stream ended without [DONE]"
+        record.fail(ErrorKind.NO_DONE, "stream ended without [DONE]")
     elif record.first_token_s is None and record.tokens > 0:
-        record.error = "usage-only stream: tokens counted but no text received"
+        record.fail(ErrorKind.USAGE_ONLY, "usage-only stream: tokens counted but no text received")
     elif record.first_token_s is not None and record.tokens == 0:
-        record.error = "no usage in stream: the server must send continuous usage stats"
+        record.fail(
+            ErrorKind.NO_USAGE,
+            "no usage in stream: the server must send continuous usage stats",
+        )
     elif record.tokens == 0:
-        record.error = "empty stream: no token received"
-
-
-def _error_message(payload: bytes) -> str:
-    try:
-        obj = json.loads(payload)
-    except ValueError:
-        return payload[:200].decode("utf-8", "replace")
-    err = obj.get("error", obj) if isinstance(obj, dict) else obj
-    if isinstance(err, dict):
-        return str(err.get("message", err))[:200]
-    return str(err)[:200]
-
-
-def _decode(body: bytes, charset: str | None) -> str:
-    try:
-        return body.decode(charset or "utf-8", "replace")
-    except LookupError:  # a charset Python does not know
-        return body.decode("utf-8", "replace")
-
-
-def _describe(exc: httpx.HTTPError) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
+        record.fail(ErrorKind.EMPTY, "empty stream: no token received")

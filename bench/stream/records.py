@@ -13,6 +13,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.stream.failures import ErrorKind, RequestError
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -28,12 +30,21 @@ class RequestRecord:
     chunk_tokens: array[int] = field(default_factory=lambda: array("q"))  # cumulative
     finished: bool = False  # the server ended the stream normally
     cancelled: bool = False  # we cancelled it (end of a window, Ctrl-C)
-    error: str | None = None
+    failure: RequestError | None = None  # why it failed (None: it did not)
     http_status: int | None = None
     # Chunks that carried text but no usage count: their tokens are credited to a later
     # chunk (with usage only in the last one, all of them at the end), so when they were
     # made is unknown. A cell with such a request has no per-token times (bench.run.figures).
     unattributed: int = 0
+
+    @property
+    def error(self) -> str | None:
+        """The failure's one-line message (what samples.jsonl and a cell's reason say)."""
+        return None if self.failure is None else self.failure.message
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        """Record why the request failed."""
+        self.failure = RequestError(kind, message)
 
     @property
     def tokens(self) -> int:
@@ -99,5 +110,6 @@ class RequestRecord:
             "finished": self.finished,
             "cancelled": self.cancelled,
             "error": self.error,
+            "error_kind": None if self.failure is None else self.failure.kind.value,
             "http_status": self.http_status,
         }

@@ -181,7 +181,8 @@ class Twin:
         if delay > SPIN_S:
             await asyncio.sleep(delay - SPIN_S)
         await asyncio.sleep(0)  # even a free step lets I/O in
-        while loop.time() < due:
+        # A deliberate spin: an Event would wake no sooner than the selector's millisecond.
+        while loop.time() < due:  # noqa: ASYNC110
             await asyncio.sleep(0)
 
     def _close(self, req: Request, stream: Stream) -> None:

@@ -20,7 +20,7 @@ from bench.results import CellFigures
 from bench.run.figures import cell_figures
 from bench.stream.records import RequestRecord
 from bench.twin import noise
-from bench.twin.engine import Engine, Request
+from bench.twin.engine import Emission, Engine, Request
 from bench.twin.frontend import Frontend
 from bench.twin.profile import Profile
 
@@ -56,6 +56,93 @@ def prefill_ttft_s(engine: Engine, ids: list[int]) -> float:
     return t
 
 
+class _Cell:
+    """The streams of one decode cell in virtual time: the frontend's queue, the engine,
+    one `RequestRecord` per request, the readiness gate."""
+
+    def __init__(self, engine: Engine, ids: list[int], concurrency: int, max_tokens: int):
+        self.engine, self.ids, self.concurrency, self.max_tokens = (
+            engine,
+            ids,
+            concurrency,
+            max_tokens,
+        )
+        self.frontend: Frontend[Request] = Frontend(engine.profile)
+        self.seq = itertools.count()
+        self.arrivals: list[tuple[float, int, Request]] = []
+        self.records: dict[Request, RequestRecord] = {}
+        self.has_token = [False] * concurrency
+        self.in_flight: list[tuple[float, int]] = []  # (t, open streams) after every step
+        self.held = 0  # requests the server holds: in the frontend, waiting or running
+        self.gate_since: float | None = None
+
+    def submit(self, worker: int, now: float) -> None:
+        req = self.engine.make_request(self.ids, self.max_tokens)
+        # Sent the moment it is asked for: no connection set-up in virtual time.
+        self.records[req] = RequestRecord(
+            worker, start_s=now, sent_s=now, prompt_tokens=len(self.ids)
+        )
+        self.held += 1
+        self.frontend.submit(now, len(self.ids), req)
+        self._queue_started(now)
+
+    def _queue_started(self, now: float) -> None:
+        for ready, started in self.frontend.start_due(now, self.held):
+            heapq.heappush(self.arrivals, (ready, next(self.seq), started))
+
+    def admit(self, t: float) -> None:
+        """Requests the frontend has handed on by `t` join the engine."""
+        self._queue_started(t)
+        while self.arrivals and self.arrivals[0][0] <= t:
+            self.engine.add(heapq.heappop(self.arrivals)[2])
+
+    def next_arrival_s(self, t: float) -> float:
+        """When the idle engine next has something to do."""
+        upcoming = [self.arrivals[0][0]] if self.arrivals else []
+        nxt = self.frontend.next_start_s()
+        return max(t, min([*upcoming, *([nxt] if nxt is not None else [])]))
+
+    def received(self, emissions: list[Emission], t: float) -> None:
+        """Tokens of one engine step, as the client stamps them; a finished request is
+        replaced at once by its worker's next."""
+        for em in emissions:
+            rec = self.records[em.request]
+            if rec.first_token_s is None:
+                rec.first_token_s = t
+            rec.add_usage(t, rec.tokens + em.tokens)
+            self.has_token[rec.worker] = True
+            if em.finished:
+                rec.finished, rec.end_s = True, t
+                self.held -= 1
+                self.submit(rec.worker, t)
+        self.in_flight.append((t, self.held))
+
+    def gate_opens(self, t: float, hold_s: float, timeout_s: float) -> bool:
+        """The readiness gate: >= C running, none waiting, every worker has a token,
+        held for `hold_s`."""
+        engine = self.engine
+        ready = (
+            len(engine.running) >= self.concurrency and not engine.waiting and all(self.has_token)
+        )
+        if t > timeout_s:
+            raise RuntimeError(f"gate never opened: context {len(self.ids)} x {self.concurrency}")
+        if not ready:
+            self.gate_since = None
+        elif self.gate_since is None:
+            self.gate_since = t
+        return self.gate_since is not None and t - self.gate_since >= hold_s
+
+    def close(self, window_end_s: float) -> tuple[RequestRecord, ...]:
+        """Cancel what is still open at the window's end, as the client does."""
+        for req, rec in self.records.items():
+            self.engine.abort(req)
+            if rec.end_s is None:
+                rec.cancelled, rec.end_s = True, window_end_s
+        for _, _, req in self.arrivals:
+            self.engine.abort(req)
+        return tuple(self.records.values())
+
+
 def decode_cell(
     engine: Engine,
     ids: list[int],
@@ -66,80 +153,32 @@ def decode_cell(
     hold_s: float = 3.0,
     gate_timeout_s: float = 600.0,
 ) -> VirtualCell:
-    frontend: Frontend[Request] = Frontend(engine.profile)
-    t = 0.0
-    seq = itertools.count()
-    arrivals: list[tuple[float, int, Request]] = []
-    records: dict[Request, RequestRecord] = {}
-    has_token = [False] * concurrency
-    in_flight: list[tuple[float, int]] = []  # (t, open streams) after every step
-
-    held = 0  # requests the server holds: in the frontend, waiting or running
-
-    def submit(worker: int, now: float) -> None:
-        nonlocal held
-        req = engine.make_request(ids, max_tokens)
-        # Sent the moment it is asked for: no connection set-up in virtual time.
-        records[req] = RequestRecord(worker, start_s=now, sent_s=now, prompt_tokens=len(ids))
-        held += 1
-        frontend.submit(now, len(ids), req)
-        for ready, started in frontend.start_due(now, held):
-            heapq.heappush(arrivals, (ready, next(seq), started))
-
+    cell = _Cell(engine, ids, concurrency, max_tokens)
     for w in range(concurrency):
-        submit(w, 0.0)
-    gate_since: float | None = None
+        cell.submit(w, 0.0)
+    t = 0.0
     window_start: float | None = None
     while True:
-        for ready, started in frontend.start_due(t, held):
-            heapq.heappush(arrivals, (ready, next(seq), started))
-        while arrivals and arrivals[0][0] <= t:
-            engine.add(heapq.heappop(arrivals)[2])
+        cell.admit(t)
         if engine.idle:
-            upcoming = [arrivals[0][0]] if arrivals else []
-            nxt = frontend.next_start_s()
-            t = max(t, min([*upcoming, *([nxt] if nxt is not None else [])]))
+            t = cell.next_arrival_s(t)
             continue
         res = engine.step()
         t += res.duration_s
         if window_start is not None and t > window_start + window_s:
             break
-        for em in res.emissions:
-            rec = records[em.request]
-            if rec.first_token_s is None:
-                rec.first_token_s = t
-            rec.add_usage(t, rec.tokens + em.tokens)
-            has_token[rec.worker] = True
-            if em.finished:
-                rec.finished, rec.end_s = True, t
-                held -= 1
-                submit(rec.worker, t)
-        in_flight.append((t, held))
-        if window_start is None:
-            ready = len(engine.running) >= concurrency and not engine.waiting and all(has_token)
-            if not ready:
-                gate_since = None
-            elif gate_since is None:
-                gate_since = t
-            elif t - gate_since >= hold_s:
-                window_start = t
-            if t > gate_timeout_s:
-                raise RuntimeError(f"gate never opened: context {len(ids)} x {concurrency}")
+        cell.received(res.emissions, t)
+        if window_start is None and cell.gate_opens(t, hold_s, gate_timeout_s):
+            window_start = t
     assert window_start is not None
     w1 = window_start + window_s
-    for req, rec in records.items():
-        engine.abort(req)
-        if rec.end_s is None:  # cancelled at the window's end, as the client does
-            rec.cancelled, rec.end_s = True, w1
-    for _, _, req in arrivals:
-        engine.abort(req)
-    kept = tuple(records.values())
+    kept = cell.close(w1)
     figures, _, reason = cell_figures(
         kept,
         window_start,
         w1,
         samples=(),
-        client_active=in_flight,
+        client_active=cell.in_flight,
         first=None,
         last=None,
         ready_after_s=window_start,

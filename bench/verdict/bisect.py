@@ -120,8 +120,7 @@ def _spread(lo: int, hi: int, k: int, skipped: set[int]) -> list[int]:
     if len(inside) <= k:
         return inside
     step = (len(inside) + 1) / (k + 1)
-    picks = sorted({inside[min(len(inside) - 1, round(step * (j + 1)) - 1)] for j in range(k)})
-    return picks
+    return sorted({inside[min(len(inside) - 1, round(step * (j + 1)) - 1)] for j in range(k)})
 
 
 def bisect(

@@ -253,21 +253,29 @@ def _own_ss(values: Sequence[float]) -> float:
 
 
 def _cell_mark(a: Cell | None, b: Cell | None, figures: tuple[FigureDelta, ...]) -> CellMark:
-    if a is None or b is None:
-        return "cannot compare"
-    if a.status in UNTRUSTED or b.status in UNTRUSTED:
+    return _status_mark(a, b) or _figures_mark(figures)
+
+
+def _status_mark(a: Cell | None, b: Cell | None) -> CellMark | None:
+    """What the two statuses alone decide; None when both are alike and measured."""
+    if a is None or b is None or a.status in UNTRUSTED or b.status in UNTRUSTED:
         return "cannot compare"
     if a.status in UNMEASURED and b.status in UNMEASURED:
         return "not measured"
     if a.status != b.status:
         return "status changed"
+    return None
+
+
+# The marks of a cell's figures, the first present wins (after "mixed").
+_FIGURE_MARKS: tuple[CellMark, ...] = ("regressed", "improved", "unchanged", "raw")
+
+
+def _figures_mark(figures: tuple[FigureDelta, ...]) -> CellMark:
     marks = {f.mark for f in figures}
     if "regressed" in marks and "improved" in marks:
         return "mixed"
-    for m in ("regressed", "improved", "unchanged", "raw"):
-        if m in marks:
-            return m
-    return "n/a"
+    return next((m for m in _FIGURE_MARKS if m in marks), "n/a")
 
 
 def _reason(a: Cell | None, b: Cell | None) -> str | None:

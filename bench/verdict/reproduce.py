@@ -267,33 +267,45 @@ def _figures(
 
 
 def _verdict(ours: Cell | None, card: Cell, checks: tuple[FigureCheck, ...]) -> CellVerdict:
-    if ours is not None and ours.status in UNTRUSTED:
-        here: dict[str, CellVerdict] = {
-            "not_ready": "not ready here",
-            "invalid": "invalid here",
-            "interrupted": "interrupted here",
-        }
-        return here.get(ours.status, "failed here")
-    if ours is not None and card.status in UNMEASURED and ours.status in UNMEASURED:
-        both = card.status == ours.status == "over_capacity"
-        return "both over capacity" if both else "not run on either side"
-    if card.status == "over_capacity":
-        if ours is None:
-            return "not measured here"
-        return "over capacity on card only"
-    if ours is None:
-        return "not measured here"
-    if ours.status == "over_capacity":
-        return "over capacity here only"
-    if card.status != "valid":
-        return "not run on card"
-    if ours.status != "valid":
-        return "failed here"
+    status = _status_verdict(ours, card)
+    if status is not None:
+        return status
     compared = [c for c in checks if c.card is not None]
     outcomes = {c.outcome for c in compared}
     if not compared or "fail" in outcomes or None in outcomes:
         return "fail"
     return "inconclusive" if "inconclusive" in outcomes else "pass"
+
+
+# Our cell's status when it has no trustworthy numbers.
+_HERE: dict[str, CellVerdict] = {
+    "not_ready": "not ready here",
+    "invalid": "invalid here",
+    "interrupted": "interrupted here",
+}
+
+
+def _status_verdict(ours: Cell | None, card: Cell) -> CellVerdict | None:
+    """What the two statuses alone decide; None when both are valid (the figures decide)."""
+    if ours is None:
+        return "not measured here"
+    if ours.status in UNTRUSTED:
+        return _HERE.get(ours.status, "failed here")
+    if card.status in UNMEASURED and ours.status in UNMEASURED:
+        both = card.status == ours.status == "over_capacity"
+        return "both over capacity" if both else "not run on either side"
+    return _one_side_verdict(ours.status, card.status)
+
+
+def _one_side_verdict(ours: str, card: str) -> CellVerdict | None:
+    """The status rules left once ours is trusted and not both sides are unmeasured."""
+    if card == "over_capacity":
+        return "over capacity on card only"
+    if ours == "over_capacity":
+        return "over capacity here only"
+    if card != "valid":
+        return "not run on card"
+    return None if ours == "valid" else "failed here"
 
 
 def reproduce(

@@ -17,16 +17,10 @@ import pytest
 from bench.errors import ServerError, UsageError
 from bench.run import command as run_cmd
 from bench.run.server_info import detect
-from bench.stream.client import (
-    MAX_METRICS_BODY_BYTES,
-    MAX_SETUP_BODY_BYTES,
-    MAX_SSE_LINE,
-    Client,
-    _Events,
-    check_url,
-    is_loopback,
-)
+from bench.stream.client import MAX_METRICS_BODY_BYTES, MAX_SETUP_BODY_BYTES, Client
 from bench.stream.records import RequestRecord
+from bench.stream.sse import MAX_SSE_LINE, Events
+from bench.stream.urls import check_url, is_loopback
 from tests.engine.scripted import Body, ScriptedClock
 
 
@@ -131,7 +125,7 @@ def test_v1_models_whose_data_is_not_a_list_of_models_is_one_line_exit_server(
 @pytest.mark.timeout(20)
 def test_one_long_sse_line_is_refused_at_max_sse_line_in_linear_time() -> None:
     record = RequestRecord(worker=0, start_s=0.0)
-    events = _Events(record)
+    events = Events(record)
     piece = b"x" * 65_536
     started = time.process_time()
     stopped = False
@@ -147,7 +141,7 @@ def test_one_long_sse_line_is_refused_at_max_sse_line_in_linear_time() -> None:
 
 def test_a_long_but_allowed_line_split_in_many_reads_is_read_whole() -> None:
     record = RequestRecord(worker=0, start_s=0.0)
-    events = _Events(record)
+    events = Events(record)
     line = b'data: {"choices":[{"delta":{"content":"' + b"y" * 500_000 + b'"}}],'
     line += b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
     for i in range(0, len(line), 4096):

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from bench.bundle.pack import OpenLimits, open_bundle
 from bench.errors import BenchError
 from bench.stream import metrics
-from bench.stream.client import _Events
-from bench.stream.http1 import MAX_CHUNK_LINE, MAX_CHUNK_SIZE_DIGITS, _Exchange
 from bench.stream.records import RequestRecord
+from bench.stream.response import MAX_CHUNK_LINE, MAX_CHUNK_SIZE_DIGITS, Exchange
+from bench.stream.sse import Events
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -104,13 +104,13 @@ class Collect:
         return False
 
 
-def feed_exchange(raw: bytes, cuts: list[int]) -> tuple[_Exchange, RequestRecord, Collect]:
+def feed_exchange(raw: bytes, cuts: list[int]) -> tuple[Exchange, RequestRecord, Collect]:
     record = RequestRecord(worker=0, start_s=0.0)
     reader = Collect()
     bounds = sorted({c % (len(raw) + 1) for c in cuts} | {0, len(raw)})
 
-    async def go() -> _Exchange:
-        ex = _Exchange(record, reader)
+    async def go() -> Exchange:
+        ex = Exchange(record, reader)
         for i, (a, b) in enumerate(itertools.pairwise(bounds)):
             if ex.done.done():  # failed or complete: the connection reads no further
                 break
@@ -222,7 +222,7 @@ def test_an_sse_stream_split_anywhere_gives_the_reference_record(
     if done:
         raw += b"data: [DONE]\n\n"
     record = RequestRecord(worker=0, start_s=0.0)
-    reader = _Events(record)
+    reader = Events(record)
     bounds = sorted({c % (len(raw) + 1) for c in cuts} | {0, len(raw)})
     stopped = False
     for a, b in itertools.pairwise(bounds):
@@ -242,7 +242,7 @@ def test_an_sse_stream_split_anywhere_gives_the_reference_record(
 @given(data=st.binary(max_size=3000), cuts=st.lists(st.integers(0, 5000), max_size=20))
 def test_any_bytes_to_the_sse_reader_never_raise(data: bytes, cuts: list[int]) -> None:
     record = RequestRecord(worker=0, start_s=0.0)
-    reader = _Events(record)
+    reader = Events(record)
     bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
     for a, b in itertools.pairwise(bounds):
         if reader.feed(data[a:b], 1.0):

@@ -136,4 +136,6 @@ def test_a_name_that_does_not_resolve_is_one_line_at_once_not_after_backoff(
     monkeypatch.setattr(remote, "_open_once", again)
     with pytest.raises(SshUnreachable, match="cannot reach"):
         remote.connect()
-    assert len(slept) == remote.retry.attempts
+    # backoff between the attempts (none after the last: it only delayed the error)
+    assert slept == [remote.retry.backoff_s(i) for i in range(remote.retry.attempts - 1)]
+    assert slept == [0.5, 1.0, 2.0, 4.0]

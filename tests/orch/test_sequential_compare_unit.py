@@ -13,7 +13,7 @@ from bench.errors import Exit
 from bench.settings import Settings
 from bench.twin import profile as profiles
 from bench.verdict.cells import RunFigures
-from provisioning import cli, orchestrate
+from provisioning import cli, compare_cmd
 from tests.card.conftest import SHIPPED
 from tools import verdict_power as power
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(300)
 BASE = power.simulate_card(profiles.load("published"), SHIPPED)
 
 
-class VirtualSweeps(orchestrate._Sweeps):
+class VirtualSweeps(compare_cmd.Sweeps):
     """Sweeps that are virtual runs of the twin: B is 8 % slower at 32K x 32 if asked."""
 
     slower_b = False
@@ -57,7 +57,7 @@ def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sweeps = _sweeps(tmp_path, slower_b=True)
-    code = orchestrate._sequential(sweeps, "A vs B")
+    code = compare_cmd.sequential_compare(sweeps, "A vs B")
     out = capsys.readouterr().out
     asked = sweeps.asked
     assert [(side, trial, extra) for side, trial, extra in asked[:3]] == [

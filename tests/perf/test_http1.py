@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from bench.stream.http1 import MAX_CHUNK_LINE, _Exchange, chunk_size
 from bench.stream.records import RequestRecord
+from bench.stream.response import MAX_CHUNK_LINE, Exchange, chunk_size
 
 
 class Collect:
@@ -32,13 +32,13 @@ HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding
 
 def _feed(
     parts: Sequence[bytes], reader: Collect | None = None
-) -> tuple[_Exchange, RequestRecord, Collect]:
+) -> tuple[Exchange, RequestRecord, Collect]:
     record = RequestRecord(worker=0, start_s=0.0)
     reader = reader or Collect()
     ticks = iter(range(1, 1000))
 
-    async def go() -> _Exchange:
-        ex = _Exchange(record, reader)
+    async def go() -> Exchange:
+        ex = Exchange(record, reader)
         for p in parts:
             ex.received(p, float(next(ticks)))
         return ex

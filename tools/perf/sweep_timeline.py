@@ -113,16 +113,7 @@ def breakdown(
         o = r["origin_unix_s"] - started_wall
         spans.append(Span(PREFILLS, o + r["start_s"], o + (r["end_s"] or r["start_s"])))
 
-    cell_end: dict[tuple[str, int, int], float] = {}
-    first_wave: dict[tuple[str, int, int], dict[int, float]] = {}
-    for r in samples:
-        if r["phase"] != "decode":
-            continue
-        key = (r["context"], r["concurrency"], r["trial"])
-        cell_end[key] = max(cell_end.get(key, 0.0), r["end_s"] or 0.0)
-        wave = first_wave.setdefault(key, {})
-        if r["worker"] not in wave and r["first_token_s"] is not None:
-            wave[r["worker"]] = r["first_token_s"]
+    cell_end, first_wave = _decode_times(samples)
 
     def name(label: str, c: int, trial: int) -> str:
         return f"{label} x {c}" + (f" trial {trial + 1}" if multi else "")
@@ -156,23 +147,8 @@ def breakdown(
             {"cell": n} | {_SHORT[p]: round(v, 4) for p, v in _sum(cell).items() if p in _SHORT}
         )
 
-    scouts = {(r["context"], r["trial"]): r for r in prefill_rows}
-    for t, e in events:
-        if e["event"] == "prefill_measured":
-            scout = scouts.get((e["context"], e["trial"] - 1))
-            if scout is not None:
-                end = scout["origin_unix_s"] - started_wall + scout["end_s"]
-                spans.append(Span(WRITING, end, t))
-        elif e["event"] == "prompt_sized":
-            spans.append(Span(SIZING, t - e["waited_s"], t))
+    spans += _scout_spans(events, prefill_rows, spans, started_wall, anchor)
     sized_by_log = any(e["event"] == "prompt_sized" for _, e in events)
-    if not sized_by_log:
-        # Before the sweep logged it, sizing was the gap just before each scout.
-        marks = sorted(sp.end_s for sp in spans if sp.part != PREFILLS)
-        for r in prefill_rows:
-            a = r["origin_unix_s"] - started_wall + r["start_s"]
-            before = [m for m in marks if m <= a]
-            spans.append(Span(SIZING, before[-1] if before else anchor, a))
 
     spans = [sp for sp in spans if sp.end_s > sp.start_s]
     parts = cover(spans, wall_s)
@@ -194,6 +170,51 @@ def breakdown(
         "sizing_logged": sized_by_log,
         "per_cell": per_cell,
     }
+
+
+def _decode_times(
+    samples: list[dict[str, Any]],
+) -> tuple[dict[tuple[str, int, int], float], dict[tuple[str, int, int], dict[int, float]]]:
+    """Per decode cell: when its last request ended, and each worker's first first token."""
+    cell_end: dict[tuple[str, int, int], float] = {}
+    first_wave: dict[tuple[str, int, int], dict[int, float]] = {}
+    for r in samples:
+        if r["phase"] != "decode":
+            continue
+        key = (r["context"], r["concurrency"], r["trial"])
+        cell_end[key] = max(cell_end.get(key, 0.0), r["end_s"] or 0.0)
+        wave = first_wave.setdefault(key, {})
+        if r["worker"] not in wave and r["first_token_s"] is not None:
+            wave[r["worker"]] = r["first_token_s"]
+    return cell_end, first_wave
+
+
+def _scout_spans(
+    events: list[tuple[float, dict[str, Any]]],
+    prefill_rows: list[dict[str, Any]],
+    spans: list[Span],
+    started_wall: float,
+    anchor: float,
+) -> list[Span]:
+    """Writing after each scout and prompt sizing (from the log, or before the sweep logged
+    it, the gap just before each scout)."""
+    out: list[Span] = []
+    scouts = {(r["context"], r["trial"]): r for r in prefill_rows}
+    for t, e in events:
+        if e["event"] == "prefill_measured":
+            scout = scouts.get((e["context"], e["trial"] - 1))
+            if scout is not None:
+                end = scout["origin_unix_s"] - started_wall + scout["end_s"]
+                out.append(Span(WRITING, end, t))
+        elif e["event"] == "prompt_sized":
+            out.append(Span(SIZING, t - e["waited_s"], t))
+    if not any(e["event"] == "prompt_sized" for _, e in events):
+        marks = sorted(sp.end_s for sp in [*spans, *out] if sp.part != PREFILLS)
+        for r in prefill_rows:
+            a = r["origin_unix_s"] - started_wall + r["start_s"]
+            before = [m for m in marks if m <= a]
+            out.append(Span(SIZING, before[-1] if before else anchor, a))
+    return out
 
 
 def _sum(spans: list[Span]) -> dict[str, float]:
