@@ -2,7 +2,7 @@
 
     EngineSide  what the flow and its steps need of a host's container engine;
                 provisioning.containers.Engine is one (over SSH, or the node's own)
-    Shell       what they need of the host's commands and files: provisioning.remote's
+    Shell       what they need of the host's commands and files: provisioning.shell's
                 Protocol, which Remote (SSH) and provisioning.local.LocalShell satisfy
     Placement   what differs between a host reached over SSH (provisioning.placement.OverSsh)
                 and the Slurm node the code runs on (provisioning.node.OnNode): how the
@@ -22,8 +22,8 @@ from typing import Protocol, TextIO
 
 from bench.errors import Interrupted
 from provisioning.containers import ContainerSpec
-from provisioning.remote import Shell
 from provisioning.run_options import Outcome
+from provisioning.shell import Shell
 
 __all__ = [
     "BUNDLES_IN_CONTAINER",
