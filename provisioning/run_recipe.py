@@ -2,7 +2,7 @@
 or the command that builds it here and the id it had), the launch profile with the model
 revision it pins, the `python -m provisioning bench` command with the `bench run`
 arguments, and what the host must provide. Written into the run directory as recipe.json
-before the manifest is made, so the signature covers it (`bench.provenance.recipe` owns the format).
+before the manifest is made, so the signature covers it (`bench.bundle.recipe` owns the format).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.provenance import recipe as recipe_mod
+from bench.bundle import recipe as recipe_mod
 from bench.results import Results
 from provisioning.build import BuildSpec
 from provisioning.requirements import GIB, Requirements

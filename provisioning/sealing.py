@@ -22,9 +22,9 @@ from typing import TextIO
 import structlog
 from pydantic import ValidationError
 
+from bench.bundle import recipe as recipe_mod
 from bench.errors import RunFailed, validation_message
 from bench.host import environment
-from bench.provenance import recipe as recipe_mod
 from bench.results import Results
 from bench.run import rundir
 from provisioning import run_recipe, signing

@@ -18,9 +18,9 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bench import run_files
 from bench.bundle import schema
 from bench.errors import VerifyFailed, validation_message
-from bench.run import layout
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -153,10 +153,10 @@ def check(root: Path, manifest: Manifest) -> list[str]:
 
 def run_id_of(root: Path) -> str:
     """The run id from results.json when it has one, else the directory's name."""
-    results = root / layout.RESULTS
+    results = root / run_files.RESULTS
     if results.is_file():
-        doc = layout.read_json(
-            results, shown=layout.RESULTS, hint="sign a directory written by `bench run`"
+        doc = run_files.read_json(
+            results, shown=run_files.RESULTS, hint="sign a directory written by `bench run`"
         )
         if isinstance(doc, dict):
             for key in ("run_id", "id"):

@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench import run_files
+from bench.bundle import recipe
 from bench.errors import VerifyFailed
-from bench.provenance import recipe
 from bench.results import SCHEMA_VERSION, Results
-from bench.run import layout
 
-RESULTS_NAME = layout.RESULTS  # `bench manifest` (manifest.refresh) names it so
+RESULTS_NAME = run_files.RESULTS  # `bench manifest` (manifest.refresh) names it so
 SCHEMA_NAME = "results.schema.json"
 
 
@@ -55,4 +55,4 @@ def write_json_schema(root: Path) -> Path:
 
 def validate_results(root: Path) -> Results:
     """Parse root/results.json with the models; a problem names the file and the field."""
-    return layout.load_results(root, shown=RESULTS_NAME, error=VerifyFailed)
+    return run_files.load_results(root, shown=RESULTS_NAME, error=VerifyFailed)

@@ -6,11 +6,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+from bench import run_files
 from bench.bundle import manifest as manifest_mod
-from bench.bundle import schema, sign
+from bench.bundle import recipe, schema, sign
 from bench.errors import BenchError, UsageError
-from bench.provenance import recipe
-from bench.run import layout
 
 _CHUNK_BYTES = 1 << 20
 # Shorter "secrets" would match by chance (and are no secret worth the name).
@@ -41,7 +40,7 @@ def write_default_recipe(root: Path) -> None:
     if (root / recipe.RECIPE_NAME).exists():
         return
     try:
-        results = layout.load_results(root)
+        results = run_files.load_results(root)
     except BenchError:
         return
     recipe.write(root, recipe.from_results(results))
@@ -61,7 +60,7 @@ def seal(
             f"{leaked}: contains the API key; refusing to sign a bundle that leaks it",
             hint="remove the key from that file, then sign again",
         )
-    if (root / layout.RESULTS).is_file():
+    if (root / run_files.RESULTS).is_file():
         schema.write_json_schema(root)
         write_default_recipe(root)
     (root / manifest_mod.SIGNATURE_NAME).unlink(missing_ok=True)

@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from bench import run_files
 from bench.bundle import manifest as manifest_mod
+from bench.bundle import provenance as prov
+from bench.bundle import recipe as recipe_mod
 from bench.bundle import schema, sign
 from bench.bundle.pack import OpenLimits, open_bundle
 from bench.errors import BenchError, UsageError, VerifyFailed
-from bench.provenance import recipe as recipe_mod
-from bench.provenance import sources as prov
 from bench.results import Results
-from bench.run import layout
 
-ENVIRONMENT_NAME = layout.ENVIRONMENT
+ENVIRONMENT_NAME = run_files.ENVIRONMENT
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Verified:
 def read_environment(root: Path) -> dict[str, object] | None:
     """environment.json as a JSON object (bounded), or None."""
     try:
-        raw = layout.read_json(root / ENVIRONMENT_NAME)
+        raw = run_files.read_json(root / ENVIRONMENT_NAME)
     except BenchError:
         return None
     return raw if isinstance(raw, dict) else None

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench import run_files
 from bench.errors import UsageError
 from bench.export import rows, writers
-from bench.run import layout
 from bench.settings import Settings
 from bench.verdict import run_source
 
@@ -57,7 +57,7 @@ def export(
     with run_source.opened(source) as directory:
         shown = directory if source.is_file() and source.name.endswith(".json") else source
         run_source.check(directory, shown, how)
-        results = layout.load_results(directory)
+        results = run_files.load_results(directory)
         env = run_source.read_environment(directory)
         figures = rows.figure_rows(results, env)
         requests = rows.request_rows(results, directory) if with_requests else None

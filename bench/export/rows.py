@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bench.bundle import provenance as sources
 from bench.errors import UsageError
-from bench.provenance import sources
 from bench.results import CellFigures, PrefillSample, Results
 
 FIGURE_COLUMNS = (

@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import stats
+from bench import run_files, stats
+from bench.bundle import provenance
 from bench.host import telemetry
-from bench.provenance import sources as provenance
-from bench.run import layout
 from bench.verdict import run_source
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import RunFigures
@@ -61,7 +60,7 @@ def read_recorded(directory: Path) -> Recorded:
     """For `run_source.load_run_with`: read from the verified bundle's directory."""
     return Recorded(
         run_source.read_environment(directory),
-        window_clock(directory / layout.GPU_TELEMETRY),
+        window_clock(directory / run_files.GPU_TELEMETRY),
     )
 
 
@@ -133,7 +132,7 @@ def node_names(paths: Sequence[str], hostnames: Sequence[str | None]) -> list[st
         name = p.rstrip("/").rsplit("/", 1)[-1]
         for suffix in (".tar.gz", ".tgz"):
             name = name.removesuffix(suffix)
-        if name == layout.RESULTS:
+        if name == run_files.RESULTS:
             parts = p.rstrip("/").rsplit("/", 2)
             name = parts[-2] if len(parts) >= 2 else name
         names.append(name)

@@ -29,13 +29,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from bench import __version__
+from bench import __version__, run_files
 from bench.errors import BenchError
 from bench.host import inventory
-from bench.run import layout
 from bench.settings import Settings
 
-ENVIRONMENT_NAME = layout.ENVIRONMENT
+ENVIRONMENT_NAME = run_files.ENVIRONMENT
 ENVIRONMENT_SCHEMA_VERSION = 1
 REDACTED = "********"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -369,7 +368,7 @@ def _server_of(run_dir: Path) -> dict[str, Any]:
     """results.json's `server` as `bench run` recorded it, or {} (read as plain JSON: any
     bench's results.json will do)."""
     try:
-        doc = layout.read_json(run_dir / layout.RESULTS)
+        doc = run_files.read_json(run_dir / run_files.RESULTS)
     except BenchError:
         return {}
     server = doc.get("server") if isinstance(doc, dict) else None

@@ -19,11 +19,11 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict
 
-from bench import procs
+from bench import run_files
+from bench.host import procs
 from bench.host.inventory import Runner, csv_rows, number, run_command, value
-from bench.run import layout
 
-GPU_TELEMETRY_NAME = layout.GPU_TELEMETRY  # the run directory's file of these samples
+GPU_TELEMETRY_NAME = run_files.GPU_TELEMETRY  # the run directory's file of these samples
 
 
 class _Model(BaseModel):

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import structlog
 
-from bench import procs
+from bench import run_files
 from bench.bundle import pack as pack_mod
 from bench.bundle import seal, sign
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit, RunFailed
-from bench.run import layout
+from bench.host import procs
 from bench.settings import Settings
 from bench.twin.process import start_twin
 
@@ -173,7 +173,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             _bench(["environment", "--out", str(out), "--server-pid", str(twin.proc.pid)], env)
     if (
         rc not in (Exit.OK, Exit.INTERRUPTED, Exit.RUN_FAILED)
-        or not (out / layout.RESULTS).exists()
+        or not (out / run_files.RESULTS).exists()
     ):
         raise RunFailed(f"bench run exited with {rc} and left no results in {out}")
     _bench(["report", str(out)], env)
@@ -181,7 +181,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     bundle = pack_mod.pack(out, out.with_name(out.name + ".tar.gz"))
     verified = verify_bundle(bundle, args.allowed_signers)
     if rc != Exit.OK:  # a finished `bench run` printed the tables already
-        print((out / layout.TABLES).read_text(encoding="utf-8"))
+        print((out / run_files.TABLES).read_text(encoding="utf-8"))
     card = args.card or published_card()
     page = out.with_name(out.name + "-reproduce.html")
     verdict = _bench(["reproduce", str(bundle), "--card", str(card),

@@ -1,6 +1,6 @@
-"""Where a run's figures come from, and how to make them again.
+"""`bench provenance`: where a bundle's figures come from, and how to make them again.
 
-sources  what results.json and environment.json say: bench's commit, image, weights
-recipe   recipe.json: the pinned inputs of a run (image, launch, model, bench)
-command  `bench provenance`
+command  prints bench's commit, the image, the launch and the weights of a verified bundle
+         (`--recipe`: its recipe.json); the facts themselves are read by
+         `bench.bundle.provenance` and `bench.bundle.recipe`
 """

@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench import run_files
 from bench.bundle import manifest as manifest_mod
+from bench.bundle import provenance as prov
+from bench.bundle import recipe as recipe_mod
 from bench.bundle.verify import ENVIRONMENT_NAME, read_environment
 from bench.errors import UsageError, VerifyFailed
-from bench.provenance import recipe as recipe_mod
-from bench.provenance import sources as prov
 from bench.results import Results
-from bench.run import layout
 from bench.settings import Settings
 from bench.verdict.run_source import Verification, add_verification_args, check
 from bench.verdict.run_source import opened as opened_run
@@ -98,7 +98,7 @@ def chain(root: Path, shown: Path, results: Results, env: Any, trust: str) -> li
     twin = "twin" in results.server.version_payload
     out = [f"Provenance of run {results.run_id} ({shown})", ""]
     out.append(f"signature    {trust}")
-    sha = hashes.get(layout.RESULTS)
+    sha = hashes.get(run_files.RESULTS)
     cells = len(results.cells) + len(results.prefill)
     out.append(
         f"figures      results.json (schema v{results.schema_version}, {cells} cell and prefill "
@@ -161,7 +161,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     how = Verification(tuple(args.allowed_signers), bool(args.unverified))
     with opened_run(path) as root:
         _, trust = check(root, path, how)
-        results = layout.load_results(root)
+        results = run_files.load_results(root)
         env = read_environment(root)
         if args.recipe:
             recipe = recipe_mod.read(root)

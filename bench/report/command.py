@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from bench import run_files
 from bench.host import telemetry
 from bench.report import data, frontier, html, plots
 from bench.report.html import Plot
 from bench.results import Results
-from bench.run import layout
 from bench.settings import Settings
 
 REPORT_NAME = "report.html"
@@ -18,11 +18,11 @@ PLOTS_DIR = "plots"
 
 
 def write_report(run_dir: Path) -> Path:
-    results = layout.load_results(run_dir)
+    results = run_files.load_results(run_dir)
     env: dict[str, Any] | None = None
-    env_path = run_dir / layout.ENVIRONMENT
+    env_path = run_dir / run_files.ENVIRONMENT
     if env_path.is_file():
-        raw = layout.read_json(env_path)
+        raw = run_files.read_json(env_path)
         env = raw if isinstance(raw, dict) else None
     cells = data.decode_cells(results)
     label = f"{results.server.model} · {results.run_id}"
@@ -47,7 +47,7 @@ def write_report(run_dir: Path) -> Path:
     (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
     for figure in figures:
         (run_dir / PLOTS_DIR / figure.name).write_bytes(figure.png)
-    windows = telemetry.read_windows(run_dir / layout.GPU_TELEMETRY)
+    windows = telemetry.read_windows(run_dir / run_files.GPU_TELEMETRY)
     page = html.render(results, figures, env, windows)
     out = run_dir / REPORT_NAME
     out.write_text(page, encoding="utf-8")

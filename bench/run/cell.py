@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.stream import metrics
+from bench.stream import metrics, tokens
 from bench.stream.client import Client, Clock
 from bench.stream.metrics import Snapshot
 from bench.stream.records import RequestRecord
@@ -67,19 +67,31 @@ class CellRun:
 
 
 class Server:
-    """The sweep's view of the server: the client, the clock, whether /metrics works."""
+    """The sweep's view of the server: the client, the clock, whether /metrics works, how
+    its engine's /metrics reads (bench.engines) and its text tokenizer, if any."""
 
-    def __init__(self, client: Client, clock: Clock, sleep: Sleep, *, has_metrics: bool) -> None:
+    def __init__(
+        self,
+        client: Client,
+        clock: Clock,
+        sleep: Sleep,
+        *,
+        has_metrics: bool,
+        parse: Callable[[str, float], Snapshot] = metrics.parse,
+        tokenize: tokens.Tokenize | None = None,
+    ) -> None:
         self.client = client
         self.clock = clock
         self.sleep = sleep
         self.has_metrics = has_metrics
+        self.parse = parse
+        self.tokenize = tokenize
 
     async def scrape(self) -> Snapshot | None:
         if not self.has_metrics:
             return None
         status, text = await self.client.get("/metrics")
-        return metrics.parse(text, self.clock()) if status == 200 else None
+        return self.parse(text, self.clock()) if status == 200 else None
 
     async def drain(self, timeout_s: float, poll_s: float) -> str | None:
         """Wait until nothing runs or waits; the reason if that never happens."""

@@ -26,9 +26,9 @@ from bench.run.cell import Server
 from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run.server_info import detect
+from bench.run.server_info import detect, engine_setup
 from bench.settings import Settings
-from bench.stream import event_loop
+from bench.stream import event_loop, tokens
 from bench.stream.client import Client
 from bench.stream.urls import check_url
 
@@ -113,6 +113,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         metavar="PATH",
         help='the server\'s log: its "KV cache size: N tokens" line is a capacity source',
+    )
+    p.add_argument(
+        "--tokenizer-url",
+        default=None,
+        metavar="URL",
+        help="a server whose /tokenize counts this model's tokens (llama.cpp's, vLLM's or "
+        "SGLang's), for an engine that sends no per-chunk counts (docs/engines.md)",
     )
     p.add_argument(
         "--resume",
@@ -254,6 +261,13 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
+    tokenizer_client = (
+        Client(
+            args.tokenizer_url, settings.api_key, clock=time.perf_counter, ca_file=settings.ca_file
+        )
+        if args.tokenizer_url
+        else None
+    )
     client = Client(
         run_settings.url,
         settings.api_key,
@@ -263,10 +277,18 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     )
     try:
         return await _run(
-            args, settings, client, rundir, previous=previous, run_settings=run_settings
+            args,
+            settings,
+            client,
+            rundir,
+            previous=previous,
+            run_settings=run_settings,
+            tokenizer_client=tokenizer_client,
         )
     finally:
         await client.aclose()
+        if tokenizer_client is not None:
+            await tokenizer_client.aclose()
         rundir.unlock()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -299,15 +321,17 @@ async def _run(
     *,
     previous: Results | None,
     run_settings: RunSettings,
+    tokenizer_client: Client | None,
 ) -> int:
     """Detect the server, plan, then measure into `rundir` (new, or the run resumed)."""
     clock = time.perf_counter
-    info, snapshot = await detect(
+    info, snapshot, engine_kv = await detect(
         client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
     )
     if previous is not None:
         resume.check_same_server(previous, info, str(rundir.path))
-    kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log)
+    kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log, engine_kv)
+    info, engine_parse, tokenize = await engine_setup(client, info, kv, engine_kv, tokenizer_client)
     sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
     the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
     print(plan.render(the_plan, info, run_settings), flush=True)
@@ -343,7 +367,14 @@ async def _run(
         speed_factor=info.speed_factor,
     )
     runner = sweep.Sweep(
-        server=Server(client, clock, sweep.sleep, has_metrics=info.has_metrics),
+        server=Server(
+            client,
+            clock,
+            sweep.sleep,
+            has_metrics=info.has_metrics,
+            parse=engine_parse,
+            tokenize=tokenize,
+        ),
         rundir=rundir,
         progress=progress,
         anchor_s=anchor_s,
@@ -375,6 +406,7 @@ def _new_results(
             metrics_available=info.has_metrics,
             read_times=client.read_times,
             ttft_from="request_written",
+            output_tokens_from=tokens.run_source(client.counting),
         ),
     )
 

@@ -1,5 +1,6 @@
 """Notes under the tables on what the decode matrix rests on: speculative decoding's
-acceptance (from the vllm:spec_decode_* counters over each window) and the prefix-cache
+acceptance (from the vllm:spec_decode_* counters over each window, or another engine's
+own, see bench.engines) and the prefix-cache
 hit rate of each cell's C requests launched together (what backs "TTFT mostly excludes
 prefill"). Shown in tables.md and so in report.html; absent when no cell has them.
 """
@@ -47,9 +48,13 @@ def spec_decode_note(results: Results) -> str | None:
             + " (1 + accepted / drafts)"
         )
     n = max(len(rates), len(lengths))
+    source = "vllm:spec_decode_* counters"
+    fact = results.server.facts_source.get("spec_decode", "")
+    if results.server.engine not in (None, "vllm") and fact.startswith("metrics:"):
+        source = fact.removeprefix("metrics:")  # another engine's (bench.engines)
     return (
         f"Speculative decoding: {' and '.join(parts)}; median over the windows of {n} "
-        "measured decode cells, from the server's vllm:spec_decode_* counters."
+        f"measured decode cells, from the server's {source}."
     )
 
 

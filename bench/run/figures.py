@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.engines import base
 from bench.results import ActiveSource, CellExtras, CellFigures
 from bench.stats import distribution, median
 from bench.stream import metrics
@@ -80,14 +81,22 @@ def cell_figures(
         tbt=distribution(tbts),
         chunk_gap=distribution(gaps),
         tokens_per_chunk=chunk_tokens / chunks if chunks else None,
-        spec_decode_acceptance_rate=_ratio(
-            metrics.delta(first, last, metrics.SPEC_ACCEPTED),
-            metrics.delta(first, last, metrics.SPEC_DRAFT_TOKENS),
+        spec_decode_acceptance_rate=_either(
+            _ratio(
+                metrics.delta(first, last, metrics.SPEC_ACCEPTED),
+                metrics.delta(first, last, metrics.SPEC_DRAFT_TOKENS),
+            ),
+            _gauge(last, base.SPEC_ACCEPT_RATE, base.SPEC_ACCEPT_LENGTH),
         ),
-        spec_decode_acceptance_length=_length(first, last),
-        prefix_cache_hit_rate=_ratio(
-            metrics.delta(first, last, metrics.PREFIX_HITS),
-            metrics.delta(first, last, metrics.PREFIX_QUERIES),
+        spec_decode_acceptance_length=_either(
+            _length(first, last), _gauge(last, base.SPEC_ACCEPT_LENGTH, base.SPEC_ACCEPT_LENGTH)
+        ),
+        prefix_cache_hit_rate=_either(
+            _ratio(
+                metrics.delta(first, last, metrics.PREFIX_HITS),
+                metrics.delta(first, last, metrics.PREFIX_QUERIES),
+            ),
+            _gauge(last, base.PREFIX_HIT_RATE, base.PREFIX_HIT_RATE),
         ),
         requests_started=len(records),
         requests_failed=sum(r.error is not None for r in records),
@@ -162,6 +171,18 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
     return num / den
+
+
+def _either(counted: float | None, gauge: float | None) -> float | None:
+    return counted if counted is not None else gauge
+
+
+def _gauge(last: Snapshot | None, key: str, active: str) -> float | None:
+    """An engine's own averaged gauge (SGLang, TensorRT-LLM: bench.engines) where the
+    counters are absent; None while `active` reads 0 (no speculative decoding, no cache)."""
+    if last is None or not last.get(active):
+        return None
+    return last.get(key)
 
 
 def _length(first: Snapshot | None, last: Snapshot | None) -> float | None:

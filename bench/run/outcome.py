@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.results import CellAggregate, CellResult, PrefillSample, Results
+from bench.failures import ErrorKind, count_by_kind
+from bench.results import CellAggregate, CellResult, PrefillSample, Results, TokenSource
 from bench.run import figures
 from bench.run.cell import CellRun, launch_prefix_hit_rate
 from bench.stats import estimate
-from bench.stream.failures import ErrorKind, count_by_kind
 from bench.stream.records import RequestRecord
 
 
@@ -185,3 +185,13 @@ def metrics_lines(run: CellRun, label: str, trial: int, anchor_s: float) -> list
         }
         for x in snaps
     ]
+
+
+def with_token_source(result: CellResult, source: TokenSource) -> CellResult:
+    """The cell's entry with how its output tokens were counted (in its extras, when it
+    has figures)."""
+    if result.extras is None:
+        return result
+    return result.model_copy(
+        update={"extras": result.extras.model_copy(update={"token_source": source})}
+    )

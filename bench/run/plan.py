@@ -144,10 +144,22 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
+def _engine_lines(server: ServerInfo) -> list[str]:
+    """Which engine, and where its facts come from (server.facts_source, docs/engines.md)."""
+    if server.engine is None:
+        return []
+    facts = dict(server.facts_source)
+    how = facts.pop("engine", "")
+    facts.pop("kv_capacity", None)  # the KV capacity line says it
+    shown = "; ".join(f"{k} {v}" for k, v in facts.items())
+    return [f"Engine: {server.engine} ({how})"] + ([f"Facts from: {shown}"] if shown else [])
+
+
 def render(plan: Plan, server: ServerInfo, settings: RunSettings) -> str:
     out = [
         f"Plan: {server.model} at {server.url} (max_model_len {server.max_model_len:,}, "
         f"{settings.api} API, speed factor {server.speed_factor:g} from {server.speed_source})",
+        *_engine_lines(server),
         "KV capacity: "
         + (f"{plan.kv.tokens:,} tokens" if plan.kv.tokens is not None else "unknown")
         + f" ({plan.kv.source}: {plan.kv.detail})",

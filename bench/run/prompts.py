@@ -14,7 +14,7 @@ and the real size is read back from the scout's usage (recorded, never guessed).
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bench.results import Api
@@ -70,7 +70,11 @@ def message_body(api: Api, model: str, text: str) -> dict[str, Any]:
     return {"model": model, "prompt": text}
 
 
-def request_body(api: Api, model: str, text: str, max_tokens: int) -> dict[str, Any]:
+def request_body(
+    api: Api, model: str, text: str, max_tokens: int, extras: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """`extras`: the engine's own request fields (bench.engines: llama.cpp's per-token
+    timings), added after the standard ones."""
     body = message_body(api, model, text)
     body.update(
         max_tokens=max_tokens,
@@ -79,6 +83,7 @@ def request_body(api: Api, model: str, text: str, max_tokens: int) -> dict[str, 
         stream_options={"include_usage": True, "continuous_usage_stats": True},
         ignore_eos=True,
     )
+    body.update(extras or {})
     return body
 
 

@@ -114,6 +114,7 @@ def identity(info: ServerInfo) -> dict[str, object]:
         "max model length": info.max_model_len,
         "launch profile": launch_profile(info),
         "speed factor": info.speed_factor,
+        "engine": info.engine,
     }
 
 
@@ -121,12 +122,13 @@ def check_same_server(previous: Results, now: ServerInfo, where: str) -> None:
     """Refuse to resume a run against a server other than the one that measured it.
 
     Model, version, max model length and speed factor are compared always; the launch
-    profile when both servers report one. A resumed run never mixes two servers' cells.
+    profile and the engine when both are known. A resumed run never mixes two servers' cells.
     """
     was, found = identity(previous.server), identity(now)
-    if was["launch profile"] is None or found["launch profile"] is None:
-        was.pop("launch profile")
-        found.pop("launch profile")
+    for optional in ("launch profile", "engine"):  # compared when both runs know it
+        if was[optional] is None or found[optional] is None:
+            was.pop(optional)
+            found.pop(optional)
     diffs = [f"{k} {found[k]!r}, the run's {was[k]!r}" for k in was if was[k] != found[k]]
     if diffs:
         raise UsageError(

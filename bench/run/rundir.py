@@ -1,6 +1,6 @@
 """The output directory of a run, written so that every finished cell is on disk at once.
 
-Its files are named in `bench.run.layout`: results.json is replaced atomically after every
+Its files are named in `bench.run_files`: results.json is replaced atomically after every
 cell, with tables.md beside it; samples.jsonl, metrics.jsonl and gpu_telemetry.jsonl get
 the lines of every finished cell; INCOMPLETE is there until the run completes.
 
@@ -24,7 +24,7 @@ from typing import Any
 from bench.errors import DiskError, UsageError
 from bench.results import Results
 from bench.run import card_tables as tables
-from bench.run.layout import (
+from bench.run_files import (
     GPU_TELEMETRY,
     INCOMPLETE,
     METRICS,

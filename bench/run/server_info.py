@@ -1,15 +1,21 @@
-"""What the server under test is: model, max_model_len, version, speed, endpoints."""
+"""What the server under test is: engine, model, max_model_len, version, speed, endpoints,
+and where each of those facts came from (`ServerInfo.facts_source`, docs/engines.md)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
+from bench.engines import base, tokenizers
+from bench.engines.detect import ENGINES
+from bench.engines.detect import detect as detect_engine
 from bench.errors import ServerError, UsageError
-from bench.results import ServerInfo, SpeedSource
+from bench.results import KvCapacity, ServerInfo, SpeedSource
+from bench.stream import metrics, tokens
 from bench.stream.client import Client
-from bench.stream.metrics import Snapshot, parse
+from bench.stream.metrics import Snapshot
 
 
 def _json(text: str) -> Any:
@@ -28,10 +34,8 @@ def _reported_speed(payload: dict[str, Any]) -> float | None:
     return None
 
 
-async def detect(
-    client: Client, *, model: str | None, speed_factor: float | None, now_s: float
-) -> tuple[ServerInfo, Snapshot | None]:
-    """Ask the server; the /metrics snapshot comes back too (KV capacity lives there)."""
+async def _served_model(client: Client, model: str | None) -> dict[str, Any]:
+    """The entry of /v1/models to measure: `model` when given, else the first."""
     status, text = await client.get("/v1/models")
     if status in (401, 403):
         raise UsageError(
@@ -59,17 +63,14 @@ async def detect(
             ids = ", ".join(str(m.get("id")) for m in models)
             raise UsageError(f"model {model!r} is not served here", hint=f"served: {ids}")
         chosen = named[0]
-    max_model_len = chosen.get("max_model_len")
-    if (
-        not isinstance(max_model_len, int)
-        or isinstance(max_model_len, bool)
-        or not 0 < max_model_len < 1 << 40
-    ):
-        raise ServerError(
-            f"/v1/models does not give max_model_len for {chosen.get('id')!r}",
-            hint="bench run needs a vLLM-compatible server",
-        )
+    return chosen
 
+
+async def _speed(
+    client: Client, speed_factor: float | None
+) -> tuple[dict[str, Any], float, SpeedSource]:
+    """/version's payload, and the speed factor: --speed-factor, else what /version says
+    (the twin), else 1."""
     version_payload: dict[str, Any] = {}
     status, text = await client.get("/version")
     got = _json(text) if status == 200 else None
@@ -83,11 +84,36 @@ async def detect(
         speed, source = reported, "version"
     if speed <= 0:
         raise UsageError(f"speed factor {speed:g} is not positive", hint="use --speed-factor > 0")
+    return version_payload, speed, source
 
-    status, text = await client.get("/metrics")
-    snapshot = parse(text, now_s) if status == 200 else None
+
+async def detect(
+    client: Client, *, model: str | None, speed_factor: float | None, now_s: float
+) -> tuple[ServerInfo, Snapshot | None, base.Capacity | None]:
+    """Ask the server; the /metrics snapshot (normalised by its engine) and the KV capacity
+    the engine itself reports (None for vLLM: bench.run.capacity reads its labels) come
+    back too."""
+    chosen = await _served_model(client, model)
+    found = await detect_engine(client)
+    engine = found.engine
+    facts = {"engine": found.how}
+    max_model_len = base.positive_int(chosen.get("max_model_len"))
+    facts["max_model_len"] = "endpoint:/v1/models max_model_len"
+    if max_model_len is None and (own := engine.max_model_len(found.probes)) is not None:
+        max_model_len, facts["max_model_len"] = own
+    if max_model_len is None:
+        raise ServerError(
+            f"/v1/models does not give max_model_len for {chosen.get('id')!r}",
+            hint="bench run needs a vLLM-compatible server",
+        )
+
+    version_payload, speed, source = await _speed(client, speed_factor)
+
+    scraped = found.metrics_text
+    snapshot: Snapshot | None = engine.parse(scraped, now_s) if scraped is not None else None
     if snapshot is not None and not snapshot.values and not snapshot.info:
-        snapshot = None  # a /metrics without vllm:* families is as good as none
+        snapshot = None  # a /metrics without the engine's families is as good as none
+    facts.update(_metric_facts(engine, snapshot))
 
     model_id = str(chosen.get("id"))
     tok_status, tok = await client.post_json("/tokenize", {"model": model_id, "prompt": "hello"})
@@ -103,5 +129,94 @@ async def detect(
         speed_source=source,
         has_metrics=snapshot is not None,
         has_tokenize=has_tokenize,
+        engine=engine.name,
+        facts_source=facts,
     )
-    return info, snapshot
+    return info, snapshot, engine.capacity(snapshot, found.probes)
+
+
+def _metric_facts(engine: base.Engine, snapshot: Snapshot | None) -> dict[str, str]:
+    """running, waiting, spec_decode, prefix_cache: the engine's metric when the snapshot
+    has it, else how bench does without."""
+    have = snapshot.values if snapshot is not None else {}
+    keys = {
+        "running": (metrics.RUNNING,),
+        "waiting": (metrics.WAITING,),
+        "spec_decode": (metrics.SPEC_ACCEPTED, base.SPEC_ACCEPT_RATE, base.SPEC_ACCEPT_LENGTH),
+        "prefix_cache": (metrics.PREFIX_HITS, base.PREFIX_HIT_RATE),
+    }
+    without = {
+        "running": "fallback:the client's own in-flight count",
+        "waiting": "fallback:none (the gate counts the client's requests in flight)",
+        "spec_decode": "fallback:none (not reported)",
+        "prefix_cache": "fallback:none (not reported)",
+    }
+    out = {}
+    for fact, canonical in keys.items():
+        name = engine.metric_names.get(fact)
+        present = any(k in have for k in canonical)
+        out[fact] = f"metrics:{name}" if present and name else without[fact]
+    return out
+
+
+def _token_facts(engine: base.Engine, tokenizer: str | None) -> dict[str, str]:
+    """How output tokens will be counted on this engine (bench.stream.tokens), and the
+    tokenizer that takes over where the engine's own way fails (a server too old for it);
+    each cell's `extras.token_source` says which it used."""
+    if engine.continuous_usage:
+        own = "endpoint:stream usage on every chunk (stream_options.continuous_usage_stats)"
+    elif engine.chunk_count is not None:
+        own = f"endpoint:stream {engine.chunk_count_name} on every chunk"
+    else:
+        own = "fallback:none (no per-chunk count)"
+    text = f"fallback:streamed text tokenized by {tokenizer}" if tokenizer else None
+    if text and own.startswith("fallback:"):
+        return {"output_tokens": text}
+    return {"output_tokens": own} | ({"output_tokens_fallback": text} if text else {})
+
+
+async def engine_setup(
+    client: Client,
+    info: ServerInfo,
+    kv: KvCapacity,
+    engine_kv: base.Capacity | None,
+    tokenizer_client: Client | None = None,
+) -> tuple[ServerInfo, Callable[[str, float], Snapshot], tokens.Tokenize | None]:
+    """After the capacity is settled: its fact and the way tokens are counted recorded,
+    the client told how to count chunks without usage; the engine's /metrics parser and
+    the text tokenizer (the user's `--tokenizer-url`, else the server's own)."""
+    engine = ENGINES[info.engine or "vllm"]
+    tokenize, where = None, None
+    if tokenizer_client is not None:
+        tokenize = await tokenizers.url_tokenizer(tokenizer_client)
+        where = f"{tokenizer_client.base_url}/tokenize (--tokenizer-url)"
+        if tokenize is None:
+            raise UsageError(
+                f"--tokenizer-url {tokenizer_client.base_url}: its /tokenize does not count",
+                hint="point it at a llama.cpp, vLLM or SGLang server of the same model",
+            )
+    elif engine.name != "vllm":
+        tokenize = await tokenizers.server_tokenizer(client, engine, info.model)
+        where = engine.tokenize_path if tokenize is not None else None
+    if engine.name != "vllm":  # vLLM counts by usage only, as always
+        client.counting = tokenizers.counting_for(engine, tokenize is not None)
+    else:
+        tokenize, where = None, None
+    facts = {
+        **info.facts_source,
+        "kv_capacity": kv_fact(kv, engine_kv.source if engine_kv else None),
+    } | _token_facts(engine, where)
+    return info.model_copy(update={"facts_source": facts}), engine.parse, tokenize
+
+
+def kv_fact(kv: KvCapacity, engine_source: str | None) -> str:
+    """facts_source["kv_capacity"] for the capacity bench.run.capacity settled on."""
+    if kv.source in ("engine_metrics", "engine_endpoint") and engine_source:
+        return engine_source
+    return {
+        "kv_budget": "fallback:--kv-budget",
+        "kv_cache_size_tokens": f"metrics:{metrics.CACHE_CONFIG} kv_cache_size_tokens",
+        "startup_log": "fallback:the server log's KV cache size line",
+        "num_gpu_blocks_x_block_size": f"metrics:{metrics.CACHE_CONFIG} num_gpu_blocks x "
+        "block_size",
+    }.get(kv.source, "fallback:unknown (every cell is run)")

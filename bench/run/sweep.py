@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
 from bench.host import telemetry
 from bench.results import (
@@ -25,6 +26,7 @@ from bench.run.cell import CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
 from bench.run.progress import SweepProgress
 from bench.run.rundir import METRICS, SAMPLES, RunDir
+from bench.stream import tokens
 from bench.stream.client import Clock
 from bench.stream.records import RequestRecord
 
@@ -91,7 +93,7 @@ class Sweep:
             results, ctx, trial, prompt=prompt, tokens=tokens, scouted=scouted
         )
         prompt_tokens = record.prompt_tokens or tokens
-        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens)
+        body = prompts.request_body(s.api, info.model, prompt, ctx.max_tokens, request_extras(info))
         for planned in todo:
             if planned.run:
                 results = await self._cell(
@@ -134,7 +136,7 @@ class Sweep:
             *self._drain_timing(s.readiness_hold_s, info.speed_factor)
         )
         record = RequestRecord(worker=0, start_s=self.clock())
-        scout_body = prompts.request_body(s.api, info.model, prompt, 1)
+        scout_body = prompts.request_body(s.api, info.model, prompt, 1, request_extras(info))
         async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
             await self.server.client.stream(prompts.endpoint(s.api), scout_body, record)
         if scouted:
@@ -186,10 +188,15 @@ class Sweep:
         finally:
             if self.gpu_sampler is not None:
                 window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
+        # Text kept for the tokenizer is counted now, the window over (bench.stream.tokens).
+        counted = await tokens.attribute(run.records, self.server.tokenize)
         result = outcome.cell_result(
             run, ctx.label, prompt_tokens, trial, started_at_s=run.t0_s - self.anchor_s,
             max_tokens=ctx.max_tokens,
         )  # fmt: skip
+        result = outcome.with_token_source(
+            result, counted or tokens.run_source(self.server.client.counting)
+        )
         if self.gpu_sampler is not None:
             telemetry.append_window(
                 self.rundir.path / telemetry.GPU_TELEMETRY_NAME, context_label=ctx.label,
@@ -256,7 +263,9 @@ class Sweep:
         s, info = results.settings, results.server
         text = prompts.PromptText(results.run_id, -1, WARMUP_LABEL, s.seed).text(WARMUP_WORDS)
         record = RequestRecord(worker=0, start_s=self.clock())
-        body = prompts.request_body(s.api, info.model, text, WARMUP_MAX_TOKENS)
+        body = prompts.request_body(
+            s.api, info.model, text, WARMUP_MAX_TOKENS, request_extras(info)
+        )
         await self.server.client.stream(prompts.endpoint(s.api), body, record)
         self.progress.note(
             "warm_up",
@@ -369,7 +378,9 @@ class Sweep:
         counts = []
         for words in (64, 1024):
             record = RequestRecord(worker=0, start_s=self.clock())
-            body = prompts.request_body(s.api, info.model, probe.text(words), 1)
+            body = prompts.request_body(
+                s.api, info.model, probe.text(words), 1, request_extras(info)
+            )
             await self.server.client.stream(prompts.endpoint(s.api), body, record)
             if record.prompt_tokens is None:
                 raise ServerError(

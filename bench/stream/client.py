@@ -10,7 +10,7 @@ bench.stream.bodies and in bench.stream.urls).
     no [DONE], no usage, nothing at all -> "stream ended without [DONE]", "no usage in
                                            stream ...", "empty stream ..."
 
-Request failures are data on the record: a kind (bench.stream.failures.ErrorKind) and
+Request failures are data on the record: a kind (bench.failures.ErrorKind) and
 the message above (`record.error`); only the small JSON helpers used before the
 sweep (model, version, metrics, tokenize) raise `ServerUnreachable` when nothing answers.
 
@@ -51,10 +51,10 @@ import httpx
 from pydantic import SecretStr
 
 from bench.errors import ServerUnreachable
+from bench.failures import ErrorKind
 from bench.results import ReadTimes
-from bench.stream import bodies, http1, rxstamp, sse
+from bench.stream import bodies, http1, rxstamp, sse, tokens
 from bench.stream import response as h1response
-from bench.stream.failures import ErrorKind
 from bench.stream.records import RequestRecord
 from bench.stream.urls import check_url, is_loopback
 
@@ -98,6 +98,8 @@ class Client:
         self.base_url = check_url(base_url)
         self.read_timeout_s = read_timeout_s
         self._clock = clock
+        # Set once the engine is known: how chunks without usage are counted.
+        self.counting: tokens.Counting | None = None
         url = httpx.URL(self.base_url)
         # One connection per stream: C streams must never queue behind each other.
         self._http = httpx.AsyncClient(
@@ -244,7 +246,9 @@ class Client:
     async def _stream_raw(self, path: str, content: bytes, record: RequestRecord) -> None:
         assert self._raw is not None
         try:
-            await self._raw.stream(self._raw_prefix + path, content, record, sse.Events(record))
+            await self._raw.stream(
+                self._raw_prefix + path, content, record, sse.Events(record, self.counting)
+            )
         except asyncio.CancelledError:
             record.cancelled = True
             raise
@@ -261,7 +265,7 @@ class Client:
         deadline: asyncio.Timeout,
         stuck_s: float,
     ) -> None:
-        events = sse.Events(record)
+        events = sse.Events(record, self.counting)
         loop = asyncio.get_running_loop()
         mark = _progress(record)
         # Raw bytes: the body is identity-encoded (checked at the head), no decoder runs.
@@ -284,7 +288,7 @@ def _check_complete(record: RequestRecord) -> None:
         record.fail(ErrorKind.NO_DONE, "stream ended without [DONE]")
     elif record.first_token_s is None and record.tokens > 0:
         record.fail(ErrorKind.USAGE_ONLY, "usage-only stream: tokens counted but no text received")
-    elif record.first_token_s is not None and record.tokens == 0:
+    elif record.first_token_s is not None and record.tokens == 0 and not record.texts:
         record.fail(
             ErrorKind.NO_USAGE,
             "no usage in stream: the server must send continuous usage stats",

@@ -31,8 +31,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from bench.failures import ErrorKind
 from bench.stream import rxstamp
-from bench.stream.failures import ErrorKind
 from bench.stream.records import RequestRecord
 from bench.stream.response import EventReader, Exchange
 

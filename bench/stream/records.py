@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.stream.failures import ErrorKind, RequestError
+from bench.failures import ErrorKind, RequestError
 
 
 @dataclass(slots=True)
@@ -36,6 +36,10 @@ class RequestRecord:
     # chunk (with usage only in the last one, all of them at the end), so when they were
     # made is unknown. A cell with such a request has no per-token times (bench.run.figures).
     unattributed: int = 0
+    # (arrival, text) of chunks without a count, kept for the server's tokenizer when the
+    # engine sends neither usage nor its own count per chunk (bench.stream.tokens).
+    texts: list[tuple[float, str]] | None = None
+    text_chars: int = 0  # characters in `texts`; -1: over the limit, dropped for good
 
     @property
     def error(self) -> str | None:

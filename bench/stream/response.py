@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from bench.stream.failures import ErrorKind
+from bench.failures import ErrorKind
 from bench.stream.records import RequestRecord
 
 _MAX_HEAD = 65_536

@@ -3,7 +3,7 @@
 Tokens are `usage.completion_tokens` (cumulative, continuous usage stats); the first
 token is the first chunk with non-empty text; `data: [DONE]` ends the stream; an error
 event, a chunk that is not one JSON object on one line, a line over MAX_SSE_LINE or an
-implausible usage count ends it with that failure on the record (bench.stream.failures).
+implausible usage count ends it with that failure on the record (bench.failures).
 
 The per-chunk path is kept cheap: bytes are split on newlines by hand, the clock is
 read once per network read (every event in that read shares the timestamp), and each
@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 
-from bench.stream.failures import ErrorKind
+from bench.failures import ErrorKind
+from bench.stream import tokens
 from bench.stream.records import RequestRecord
 
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
@@ -37,12 +38,13 @@ MAX_SSE_LINE = 1 * _MIB
 class Events:
     """SSE lines of one stream -> the record; every event of one read shares `now`."""
 
-    __slots__ = ("held", "parts", "record")
+    __slots__ = ("counting", "held", "parts", "record")
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, counting: tokens.Counting | None = None) -> None:
         self.parts: list[bytes] = []  # the start of a line not ended yet
         self.held = 0  # its length
         self.record = record
+        self.counting = counting
 
     def feed(self, data: bytes, now: float) -> bool:
         """True when the stream is over: [DONE] or an error event."""
@@ -110,7 +112,7 @@ class Events:
             if payload == b"[DONE]":
                 record.finished = True
                 return True
-            if _feed(payload, record, now):
+            if _feed(payload, record, now, self.counting):
                 return True
         return self._hold(buf[start:])
 
@@ -128,7 +130,9 @@ class Events:
         return False
 
 
-def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
+def _feed(
+    payload: bytes, record: RequestRecord, now: float, counting: tokens.Counting | None = None
+) -> bool:
     """Account one data payload; True when the stream must stop (an error event)."""
     if not payload.endswith(b"}"):
         # A cheap well-formedness check: every chunk is one JSON object on one line.
@@ -162,7 +166,7 @@ def _feed(payload: bytes, record: RequestRecord, now: float) -> bool:
             return True
         record.add_usage(now, int(digits))
     elif text or (text is None and _TEXT.search(payload)):
-        record.unattributed += 1
+        tokens.without_usage(payload, record, now, counting)  # counted, or kept, or neither
     return False
 
 

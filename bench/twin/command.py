@@ -13,7 +13,7 @@ import structlog
 
 from bench.errors import DiskError, UsageError
 from bench.settings import Settings
-from bench.twin import http, noise, profile
+from bench.twin import flavors, http, noise, profile
 from bench.twin.faults import Faults
 from bench.twin.server import Twin, TwinConfig
 
@@ -32,6 +32,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="require this key on /v1/* (prefer VLLM_API_KEY in the environment)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--engine",
+        choices=flavors.FLAVORS,
+        default="vllm",
+        help="which engine the twin speaks as: its detection endpoints, metric names and "
+        "usage behaviour (docs/engines.md)",
+    )
+    p.add_argument(
+        "--no-per-chunk-counts",
+        action="store_true",
+        help="ignore stream_options.continuous_usage_stats and timings_per_token: usage only "
+        "at the end (an SGLang older than continuous usage, a plain OpenAI-style server)",
+    )
     p.add_argument(
         "--run-noise",
         action="store_true",
@@ -131,7 +144,16 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
                 raise DiskError(
                     f"cannot open --ground-truth-log {args.ground_truth_log}: {exc.strerror}"
                 ) from None
-        config = TwinConfig(prof, args.speed, args.seed, key, faults, gt)
+        config = TwinConfig(
+            prof,
+            args.speed,
+            args.seed,
+            key,
+            faults,
+            gt,
+            engine=args.engine,
+            per_chunk_counts=not args.no_per_chunk_counts,
+        )
         asyncio.run(_main(config, args.host, args.port))
     return 0
 

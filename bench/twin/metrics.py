@@ -1,10 +1,15 @@
-"""/metrics in Prometheus text format, with the `vllm:` families a vLLM server exposes."""
+"""/metrics in Prometheus text format: the families of the flavor's engine (vLLM's `vllm:`
+here; bench.twin.flavors for SGLang and llama.cpp) and the twin's own `twin:` lines."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.twin import flavors
 from bench.twin.engine import Engine
+
+Metric = Callable[..., None]  # metric(name, kind, value, labels=..., help_=...)
 
 
 @dataclass
@@ -29,8 +34,14 @@ class StepLag:
         return self.lag_s_sum / self.step_s_sum if self.step_s_sum > 0 else 0.0
 
 
-def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> str:
-    p, c = engine.profile, engine.counters
+def render(
+    engine: Engine,
+    lag: StepLag,
+    speed: float,
+    requests_total: int,
+    flavor: flavors.Flavor = "vllm",
+) -> str:
+    p = engine.profile
     lab = f'engine="0",model_name="{p.model}"'
     lines: list[str] = []
 
@@ -39,6 +50,19 @@ def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> s
         lines.append(f"# TYPE {name} {kind}")
         lines.append(f"{name}{{{labels}}} {float(value)!r}")
 
+    if flavor == "sglang":
+        lines += flavors.render_sglang(engine)
+    elif flavor == "llamacpp":
+        lines += flavors.render_llamacpp(engine)
+    else:
+        _vllm(engine, metric)
+    _twin(p.name, lag, speed, requests_total, metric)
+    return "\n".join(lines) + "\n"
+
+
+def _vllm(engine: Engine, metric: Metric) -> None:
+    p, c = engine.profile, engine.counters
+    lab = f'engine="0",model_name="{p.model}"'
     metric(
         "vllm:num_requests_running",
         "gauge",
@@ -84,7 +108,10 @@ def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> s
         labels=info,
         help_="Information of the LLMEngine CacheConfig",
     )
-    tw = f'profile="{p.name}"'
+
+
+def _twin(profile: str, lag: StepLag, speed: float, requests_total: int, metric: Metric) -> None:
+    tw = f'profile="{profile}"'
     metric("twin:speed_factor", "gauge", speed, labels=tw)
     metric("twin:requests_total", "counter", requests_total, labels=tw)
     metric("twin:steps_total", "counter", lag.steps, labels=tw)
@@ -124,4 +151,3 @@ def render(engine: Engine, lag: StepLag, speed: float, requests_total: int) -> s
         labels=tw,
         help_="step_lag_seconds_sum / step_seconds_sum; the twin keeps up while this is small.",
     )
-    return "\n".join(lines) + "\n"

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bench import procs
 from bench.errors import ServerError
+from bench.host import procs
 
 _LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
 _SECRET_VARS = ("VLLM_API_KEY", "BENCH_API_KEY")

@@ -36,6 +36,7 @@ class Completion:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    timings: bool = False  # llama.cpp's timings_per_token
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -146,4 +147,5 @@ def completion(
         stream=stream,
         include_usage=_bool(opts, "include_usage", False),
         continuous_usage=_bool(opts, "continuous_usage_stats", False),
+        timings=_bool(obj, "timings_per_token", False),
     )

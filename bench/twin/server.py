@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from bench.twin import metrics, requests
+from bench.twin import flavors, metrics, requests
 from bench.twin.engine import Engine, Request, StepResult
 from bench.twin.faults import FaultDice, Faults
 from bench.twin.frontend import Frontend
@@ -42,6 +42,10 @@ class TwinConfig:
     api_key: str | None = None
     faults: Faults = field(default_factory=Faults)
     ground_truth: IO[str] | None = None
+    engine: flavors.Flavor = "vllm"  # which engine's endpoints and streams (bench.twin.flavors)
+    # False: continuous_usage_stats and timings_per_token are ignored (a server that counts
+    # only at the end, such as an SGLang older than continuous usage)
+    per_chunk_counts: bool = True
 
 
 class Twin:
@@ -264,28 +268,48 @@ class Twin:
         m, path = http.method, http.path
         if path.startswith("/v1/"):
             self._check_key(http)
+        flavor = self.config.engine
         if m == "GET" and path in ("/health", "/ping"):
-            conn.respond(200, b"", content_type="text/plain")
+            body, ctype = flavors.health(flavor)
+            conn.respond(200, body, content_type=ctype)
+        elif m == "GET" and path in flavors.GET_ROUTES[flavor]:
+            conn.respond_json(
+                200, flavors.get_json(flavor, path, self.profile, self._engine_version())
+            )
         elif m == "GET" and path == "/v1/models":
-            conn.respond_json(200, self._models())
+            conn.respond_json(
+                200, {"object": "list", "data": [flavors.model_card(flavor, self.profile)]}
+            )
         elif m == "GET" and path == "/version":
             conn.respond_json(200, self._version())
         elif m == "GET" and path == "/metrics":
-            if self.config.faults.no_metrics:
-                raise BadRequest("Not Found", status=404)
-            text = metrics.render(self.engine, self.lag, self.config.speed, self.requests_total)
-            conn.respond(200, text.encode(), content_type="text/plain; version=0.0.4")
+            self._metrics(conn)
         elif m == "POST" and path == "/tokenize":
-            conn.respond_json(200, self._tokenize(requests.parse_json(http.body)))
+            self._tokenize_route(http, conn)
         elif m == "POST" and path == "/reset_prefix_cache":
             self.engine.reset_prefix_cache()
             conn.respond(200, b"", content_type="text/plain")
         elif m == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             await self._complete(http, conn, chat=path == "/v1/chat/completions")
-        elif path in ROUTES:
+        elif path in ROUTES or path in flavors.GET_ROUTES[flavor]:
             raise BadRequest(f"Method {m} not allowed on {path}", status=405)
         else:
             raise BadRequest("Not Found", status=404)
+
+    def _metrics(self, conn: Connection) -> None:
+        if self.config.faults.no_metrics:
+            raise BadRequest("Not Found", status=404)
+        text = metrics.render(
+            self.engine, self.lag, self.config.speed, self.requests_total, self.config.engine
+        )
+        conn.respond(200, text.encode(), content_type="text/plain; version=0.0.4")
+
+    def _tokenize_route(self, http: HttpRequest, conn: Connection) -> None:
+        obj = requests.parse_json(http.body)
+        if self.config.engine == "llamacpp":
+            conn.respond_json(200, flavors.tokenize_llamacpp(obj, self.tokenizer))
+        else:
+            conn.respond_json(200, self._tokenize(obj))
 
     def _check_key(self, http: HttpRequest) -> None:
         key = self.config.api_key
@@ -295,24 +319,13 @@ class Twin:
         if not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
             raise BadRequest("Unauthorized: a valid API key is required", status=401)
 
-    def _models(self) -> dict[str, Any]:
-        p = self.profile
-        card = {
-            "id": p.model,
-            "object": "model",
-            "created": int(time.time()),
-            "owned_by": "vllm",
-            "root": p.model,
-            "parent": None,
-            "max_model_len": p.max_model_len,
-            "permission": [],
-        }
-        return {"object": "list", "data": [card]}
+    def _engine_version(self) -> str:
+        return self.profile.vllm_version
 
     def _version(self) -> dict[str, Any]:
         c = self.config
         return {
-            "version": self.profile.vllm_version,
+            "version": self._engine_version(),
             "twin": {"profile": self.profile.name, "speed": c.speed, "seed": c.seed},
         }
 
@@ -354,9 +367,11 @@ class Twin:
                 chat,
                 spec.stream,
                 spec.include_usage,
-                spec.continuous_usage,
+                spec.continuous_usage and self.config.per_chunk_counts,
                 len(spec.prompt_ids),
                 spec.max_tokens,
+                engine=self.config.engine,
+                timings=spec.timings and self.config.per_chunk_counts,
             ),
             conn,
             fate,

@@ -55,6 +55,20 @@ class StreamSpec:
     continuous_usage: bool
     prompt_tokens: int
     max_tokens: int
+    engine: str = "vllm"  # the twin's flavor (bench.twin.flavors)
+    timings: bool = False  # llama.cpp's timings_per_token was asked
+
+    @property
+    def usage_every_chunk(self) -> bool:
+        """vLLM needs include_usage and continuous_usage_stats; SGLang continuous_usage_stats
+        alone; llama.cpp never sends usage before the end."""
+        if self.engine == "sglang":
+            return self.continuous_usage
+        return self.engine == "vllm" and self.include_usage and self.continuous_usage
+
+    @property
+    def timings_every_chunk(self) -> bool:
+        return self.engine == "llamacpp" and self.timings
 
 
 @dataclass
@@ -82,7 +96,8 @@ class Stream:
             f'data: {{"id":"{s.rid}","object":"{obj}","created":{s.created},'
             f'"model":"{s.model}","choices":[{{"index":0,'
         ).encode()
-        self._usage_tail = s.include_usage and s.continuous_usage
+        self._usage_tail = s.usage_every_chunk
+        self._timings = s.timings_every_chunk
         if s.chat:
             self._pre = self._head + b'"delta":{"content":"'
             self._mid = b'"},"logprobs":null,"finish_reason":null}]'
@@ -94,6 +109,10 @@ class Stream:
             self._tail = (
                 f',"usage":{{"prompt_tokens":{p},"total_tokens":%d,"completion_tokens":%d}}}}\n\n'
             ).encode()
+        elif self._timings:
+            self._tail = (
+                f',"timings":{{"prompt_n":{s.prompt_tokens},"predicted_n":%d}}}}\n\n'.encode()
+            )
         else:
             self._tail = b"}\n\n"
         f = self.faults
@@ -105,8 +124,11 @@ class Stream:
             return
         self.conn.start_chunked()
         if self.spec.chat:
+            empty = "null" if self.spec.engine == "llamacpp" else '""'  # as each engine does
             self._send(
-                self._choice('"delta":{"role":"assistant","content":""},"logprobs":null', "null")
+                self._choice(
+                    f'"delta":{{"role":"assistant","content":{empty}}},"logprobs":null', "null"
+                )
             )
 
     def emit(self, tokens: int, finished: bool, now: float) -> None:
@@ -116,7 +138,10 @@ class Stream:
             self.output_tokens = n
             if self.log_chunks:
                 self.chunk_log.append((now, tokens))
-            tail = self._tail % (self.spec.prompt_tokens + n, n) if self._usage_tail else self._tail
+            if self._usage_tail:
+                tail = self._tail % (self.spec.prompt_tokens + n, n)
+            else:
+                tail = self._tail % n if self._timings else self._tail
             self.conn.chunk(self._pre + _TEXT[start % len(WORDS)][tokens] + self._mid + tail)
             return
         self._emit_slow(tokens, finished, now)
@@ -151,8 +176,8 @@ class Stream:
             self._resolve()
             return
         if finished:
-            self._send(self._choice(self._finish_delta(), '"length"'))
-            if self.spec.include_usage:
+            self._send(self._choice(self._finish_delta(), '"length"', final=True))
+            if self.spec.include_usage and not self._usage_on_finish():
                 self._send(self._usage_only())
             self._send(b"data: [DONE]\n\n")
             self.outcome = "finished"
@@ -165,22 +190,36 @@ class Stream:
             return '"delta":{},"logprobs":null'
         return '"text":"","logprobs":null,"stop_reason":null'
 
-    def _choice(self, body: str, finish: str) -> bytes:
+    def _usage_on_finish(self) -> bool:
+        """llama.cpp's completions put usage on the finish chunk, asked for or not."""
+        return self.spec.engine == "llamacpp" and not self.spec.chat
+
+    def _choice(self, body: str, finish: str, final: bool = False) -> bytes:
         tail = f',"finish_reason":{finish}}}]'
-        if self._usage_tail:
+        llama = self.spec.engine == "llamacpp"
+        if self._usage_tail or (final and self._usage_on_finish()):
             tail += "," + self._usage_json()
+        if self._timings or (
+            final and llama and (not self.spec.chat or not self.spec.include_usage)
+        ):
+            tail += "," + self._timings_json()
         return self._head + f"{body}{tail}}}\n\n".encode()
 
     def _usage_json(self) -> str:
         p, n = self.spec.prompt_tokens, self.output_tokens
         return f'"usage":{{"prompt_tokens":{p},"total_tokens":{p + n},"completion_tokens":{n}}}'
 
+    def _timings_json(self) -> str:
+        p, n = self.spec.prompt_tokens, self.output_tokens
+        return f'"timings":{{"prompt_n":{p},"predicted_n":{n}}}'
+
     def _usage_only(self) -> bytes:
         s = self.spec
         obj = "chat.completion.chunk" if s.chat else "text_completion"
+        extra = "," + self._timings_json() if s.engine == "llamacpp" else ""
         return (
             f'data: {{"id":"{s.rid}","object":"{obj}","created":{s.created},'
-            f'"model":"{s.model}","choices":[],{self._usage_json()}}}\n\n'
+            f'"model":"{s.model}","choices":[],{self._usage_json()}{extra}}}\n\n'
         ).encode()
 
     def _send(self, data: bytes) -> None:

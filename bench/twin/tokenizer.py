@@ -50,6 +50,10 @@ class Tokenizer:
             known[piece] = zlib.crc32(piece.encode()) % VOCAB_SIZE
         return list(map(known.__getitem__, pieces))
 
+    def pieces(self, text: str) -> list[str]:
+        """The text of each token of `text` (they spell it back when it is all pieces)."""
+        return list(_PIECE.findall(text))
+
     def count(self, text: str) -> int:
         return len(_PIECE.findall(text))
 

@@ -119,7 +119,7 @@ class RunFigures:
     # The cells the input set out to measure (its plan's decode cells and prefill rows);
     # None = every cell it has. A run of a sequential compare plans the open cells only.
     planned: frozenset[Key] | None = None
-    # Where the run's software and weights came from (`bench.provenance.sources`), for the header.
+    # Where the run's software and weights came from (`bench.bundle.provenance`), for the header.
     weights: str = ""  # "weights: M at REV, pinned" / "not pinned" / "not applicable (twin)"
     model_revision: str | None = None
     image_id: str | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench.provenance import sources as provenance
+from bench.bundle import provenance
 from bench.results import CellResult, PrefillSample, Results
 from bench.verdict import settings as run_settings
 from bench.verdict.cells import (

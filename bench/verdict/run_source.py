@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bench import run_files
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.verify import verify_dir
 from bench.errors import BenchError, UsageError, VerifyFailed
-from bench.run import layout
 from bench.verdict import vllm_saved
 from bench.verdict.cells import (
     Cell,
@@ -137,7 +137,7 @@ def load_run_with(
     with opened(path) as directory:
         shown = directory if path.is_file() and path.name.endswith(".json") else path
         trust, provenance = check(directory, shown, how or Verification())
-        results = layout.load_results(directory)
+        results = run_files.load_results(directory)
         env = read_environment(directory)
         extra = read(directory)
     figures = from_results(results, env, name=path.name)
@@ -147,8 +147,8 @@ def load_run_with(
 def read_environment(directory: Path) -> Any:
     """environment.json as plain JSON, None when the bundle has none; parts of the wrong
     shape are left out (see `shaped`)."""
-    env_path = directory / layout.ENVIRONMENT
-    return shaped(layout.read_json(env_path)) if env_path.is_file() else None
+    env_path = directory / run_files.ENVIRONMENT
+    return shaped(run_files.read_json(env_path)) if env_path.is_file() else None
 
 
 # The parts of environment.json the verdicts index into, and the type each must have.

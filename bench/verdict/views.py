@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench import dirty_note
-from bench.provenance import sources as provenance
+from bench.bundle import provenance
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import (

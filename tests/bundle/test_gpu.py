@@ -136,6 +136,7 @@ def test_no_nvidia_smi_means_no_gpu_cleanly(
     assert sampler.stop() == []
 
 
+@pytest.mark.subprocess
 def test_nvidia_smi_without_driver_means_no_gpu_with_its_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,8 +17,7 @@ import pytest
 from bench.bundle import manifest, schema
 from bench.cli import main
 from bench.errors import Exit
-
-from .runs import write_run_dir
+from tests.support.runs import write_run_dir
 
 # The script provisioning/flow.py ran in the container before `bench manifest` existed.
 OLD_SCRIPT = (

@@ -29,6 +29,7 @@ def _signed_like_dir(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.subprocess
 def test_pack_then_open_gives_back_the_same_files(tmp_path: Path) -> None:
     root = _signed_like_dir(tmp_path)
     archive = pack(root, tmp_path / "run-1.tar.gz")
@@ -144,6 +145,7 @@ def test_hostile_members_are_refused_and_nothing_is_written(
     assert list(outside.iterdir()) == []
 
 
+@pytest.mark.subprocess
 def test_gnu_tar_archive_with_a_real_symlink_is_refused(tmp_path: Path) -> None:
     src = tmp_path / "src" / "run"
     src.mkdir(parents=True)
@@ -156,6 +158,7 @@ def test_gnu_tar_archive_with_a_real_symlink_is_refused(tmp_path: Path) -> None:
     assert list((tmp_path / "target").iterdir()) == []
 
 
+@pytest.mark.subprocess
 def test_gnu_tar_absolute_names_are_refused(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("original\n")

@@ -16,12 +16,13 @@ import pytest
 from bench import cli
 from bench.bundle import manifest, seal, sign
 from bench.bundle.pack import pack
+from bench.bundle.recipe import RECIPE_NAME, run_args
 from bench.errors import Exit
-from bench.provenance.recipe import RECIPE_NAME, run_args
 from bench.run.command import _settings
+from tests.bundle.conftest import Keys
+from tests.support.runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 
-from .conftest import Keys
-from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
+pytestmark = pytest.mark.subprocess
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ import pytest
 from bench import cli
 from bench.report import data
 from bench.report.command import write_report
-
-from .runs import card_results
+from tests.support.runs import card_results
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

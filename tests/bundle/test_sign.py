@@ -11,8 +11,9 @@ import pytest
 
 from bench.bundle import sign
 from bench.errors import UsageError, VerifyFailed
+from tests.bundle.conftest import Keys
 
-from .conftest import Keys
+pytestmark = pytest.mark.subprocess
 
 
 def _payload(tmp_path: Path) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import procs
+from bench.host import procs
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,14 @@ from bench import cli
 from bench.bundle import seal
 from bench.bundle.manifest import MANIFEST_NAME, SIGNATURE_NAME, bundle_files
 from bench.bundle.pack import open_bundle, pack
+from bench.bundle.recipe import RECIPE_NAME
 from bench.bundle.schema import SCHEMA_NAME
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit, UsageError, VerifyFailed
-from bench.provenance.recipe import RECIPE_NAME
+from tests.bundle.conftest import Keys
+from tests.support.runs import write_run_dir
 
-from .conftest import Keys
-from .runs import write_run_dir
+pytestmark = pytest.mark.subprocess
 
 NOW = datetime(2026, 12, 2, 11, 45, tzinfo=UTC)
 

@@ -15,13 +15,14 @@ import jsonschema
 import pytest
 
 from bench import cli
+from bench.bundle import recipe as recipe_mod
 from bench.bundle import seal
+from bench.bundle.recipe import RECIPE_NAME, ImageServer, Recipe
 from bench.errors import Exit
-from bench.provenance import recipe as recipe_mod
-from bench.provenance.recipe import RECIPE_NAME, ImageServer, Recipe
+from tests.bundle.conftest import Keys
+from tests.support.runs import SMALL_ENVIRONMENT, small_results, write_run_dir
 
-from .conftest import Keys
-from .runs import SMALL_ENVIRONMENT, small_results, write_run_dir
+pytestmark = pytest.mark.subprocess
 
 
 def _verify(root: Path, keys: Keys, *extra: str) -> list[str]:

@@ -18,8 +18,8 @@ from bench.bundle import sign
 from bench.cli import main as bench_main
 from bench.errors import Exit
 from provisioning.cli import main as provision_main
-from tests.bundle.runs import write_run_dir
-from tests.faults.procs import assert_one_line_error, bench_env, new_mark
+from tests.support.procs import assert_one_line_error, bench_env, new_mark
+from tests.support.runs import write_run_dir
 
 pytestmark = pytest.mark.integration
 

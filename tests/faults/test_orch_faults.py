@@ -22,8 +22,8 @@ from bench.bundle.verify import verify_bundle
 from bench.errors import Exit
 from bench.results import Results
 from provisioning.flow import scope_of
-from tests.faults.procs import new_mark, stderr_until, wait_no_survivors
-from tests.orch.conftest import ROOT, SshTestHost
+from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.support.procs import new_mark, stderr_until, wait_no_survivors
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

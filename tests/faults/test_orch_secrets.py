@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from provisioning.flow import scope_of
-from tests.orch.conftest import ROOT, SshTestHost
+from tests.provisioning.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

@@ -16,7 +16,7 @@ from bench.bundle import schema
 from bench.cli import main
 from bench.errors import VerifyFailed
 from bench.results import SCHEMA_VERSION, Results
-from tests.bundle.runs import card_results, small_results
+from tests.support.runs import card_results, small_results
 
 PUBLISHED = Path(__file__).parents[2] / "docs" / "results.schema.json"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit
-from tests.faults.procs import assert_one_line_error, bench_env, finish, new_mark
-from tests.twinproc import start_twin
+from tests.support.procs import assert_one_line_error, bench_env, finish, new_mark
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from bench.errors import Exit
-from tests.faults.procs import (
+from tests.support.procs import (
     assert_one_line_error,
     bench,
     bench_env,
@@ -38,7 +38,7 @@ from tests.faults.procs import (
     wait_for,
     wait_no_survivors,
 )
-from tests.twinproc import TwinProcess, start_twin
+from tests.support.twinproc import TwinProcess, start_twin
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit
-from tests.faults.procs import (
+from tests.support.procs import (
     assert_one_line_error,
     bench,
     cells_done,
@@ -30,7 +30,7 @@ from tests.faults.procs import (
     wait_for,
     wait_no_survivors,
 )
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 

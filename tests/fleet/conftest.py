@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.orch.conftest import ROOT, bench_image
+from tests.provisioning.conftest import ROOT, bench_image
 
 SLURM_SH = ROOT / "tests" / "setup" / "slurm.sh"
 

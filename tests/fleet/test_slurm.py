@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
-from bench.provenance.recipe import RECIPE_NAME, Recipe
 from provisioning.flow import scope_of
-from tests.faults.procs import stderr_until
 from tests.fleet.conftest import SlurmCluster
-from tests.orch.conftest import ROOT
-from tests.orch.test_flow import _containers
+from tests.provisioning.conftest import ROOT
+from tests.provisioning.test_flow import _containers
+from tests.support.procs import stderr_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slurm]
 

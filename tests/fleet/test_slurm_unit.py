@@ -129,6 +129,7 @@ def test_submit_returns_the_job_id_and_says_why_sbatch_refused() -> None:
         Slurm(refused).submit(_request(0), "job.sh")  # type: ignore[arg-type]
 
 
+@pytest.mark.subprocess
 def test_local_shell_runs_commands_with_the_given_environment(tmp_path: Path) -> None:
     shell = LocalShell(local_host("n1"), environment={"ONLY": "this", "PATH": os.environ["PATH"]})
     res = shell.run('printf "%s/%s" "$ONLY" "${HOME:-none}"')
@@ -165,6 +166,7 @@ def http_port() -> Iterator[int]:
         server.server_close()
 
 
+@pytest.mark.integration
 def test_local_shell_reaches_the_servers_port_and_says_none_when_nothing_listens(
     http_port: int,
 ) -> None:

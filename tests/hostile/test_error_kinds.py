@@ -1,4 +1,4 @@
-"""Every kind of request failure (bench.stream.failures.ErrorKind), each made by the condition
+"""Every kind of request failure (bench.failures.ErrorKind), each made by the condition
 that causes it: the real client against the hostile server (real sockets, the measured
 stream over bench.stream.http1) and against scripted streams (the httpx path), and `bench
 run` counting a cell's failures by kind in results.json and samples.jsonl."""
@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit
+from bench.failures import ErrorKind
 from bench.stream.client import Client
-from bench.stream.failures import ErrorKind
 from bench.stream.records import RequestRecord
-from tests.engine.scripted import DONE, ScriptedClock, chat_chunk, transport
 from tests.hostile.test_hostile_server import (
     SMALL,
     STREAM_FAULTS,
@@ -27,6 +26,7 @@ from tests.hostile.test_hostile_server import (
     bench_run,
     start_hostile,
 )
+from tests.support.scripted import DONE, ScriptedClock, chat_chunk, transport
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools import require
+from tests.support.require import require
 
 ROOT = Path(__file__).parents[2]
 CITED = re.compile(r"(?<![\w/.-])((?:docs/|bench/|provisioning/|tests/)?[\w./-]*[A-Z_a-z-]+\.md)\b")
@@ -68,6 +68,7 @@ def test_bench_local_ends_saying_where_the_bundle_key_and_page_are_and_how_to_ve
     assert "  ssh-keygen -Y verify -f /k/allowed_signers -I me@host -n vllm-bench-bundle@v1" in text
 
 
+@pytest.mark.subprocess
 def test_bench_local_without_ssh_keygen_stops_before_the_sweep(tmp_path: Path) -> None:
     import os
     import subprocess

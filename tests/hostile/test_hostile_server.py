@@ -1,4 +1,4 @@
-"""`bench run` against a hostile server (tests/hostile/server.py), one misbehaviour at a
+"""`bench run` against a hostile server (tests/support/hostile_server.py), one misbehaviour at a
 time: every one ends in bounded time with a one-line reason on the cell or the run, never
 a hang, a traceback, or a Valid cell with wrong numbers (issue 15)."""
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from bench import procs
 from bench.errors import Exit
+from bench.host import procs
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ class Hostile:
 
 def start_hostile(log: Path) -> Hostile:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile.server", "--log", str(log)],
+        [sys.executable, "-m", "tests.support.hostile_server", "--log", str(log)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     assert proc.stdout is not None

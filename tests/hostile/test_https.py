@@ -1,6 +1,6 @@
 """The https:// path (httpx) keeps the same named limits as bench.stream.http1's http:// path:
 bounded setup bodies, bounded error bodies, no endless stream without tokens, the same
-one-line reasons (issue 15). Against tests/hostile/server.py serving TLS on 127.0.0.1 with
+one-line reasons (issue 15). Against tests/support/hostile_server.py serving TLS on 127.0.0.1 with
 a self-signed certificate made here by `openssl`.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import procs
 from bench.errors import Exit, ServerError
+from bench.host import procs
 from bench.stream.client import (
     MAX_ERROR_BODY,
     MAX_METRICS_BODY_BYTES,
@@ -28,7 +28,7 @@ from bench.stream.client import (
 )
 from bench.stream.records import RequestRecord
 from tests.hostile.test_hostile_server import Ran
-from tests.tools import require
+from tests.support.require import require
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def tls_hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsHostile
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile.server", "--tls", str(cert), str(key)],
+        [sys.executable, "-m", "tests.support.hostile_server", "--tls", str(cert), str(key)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     assert proc.stdout is not None

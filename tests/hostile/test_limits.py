@@ -21,7 +21,7 @@ from bench.stream.client import MAX_METRICS_BODY_BYTES, MAX_SETUP_BODY_BYTES, Cl
 from bench.stream.records import RequestRecord
 from bench.stream.sse import MAX_SSE_LINE, Events
 from bench.stream.urls import check_url, is_loopback
-from tests.engine.scripted import Body, ScriptedClock
+from tests.support.scripted import Body, ScriptedClock
 
 
 def _client(handler: httpx.MockTransport) -> Client:

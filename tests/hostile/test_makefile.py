@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools import require
+from tests.support.require import require
+
+pytestmark = pytest.mark.subprocess
 
 ROOT = Path(__file__).parents[2]
 

@@ -65,6 +65,7 @@ def test_a_second_writer_is_refused_in_one_line_while_the_first_holds_it(tmp_pat
     RunDir(out).lock()  # free again once the first lets go
 
 
+@pytest.mark.subprocess
 def test_resume_of_a_directory_another_process_writes_exits_usage_in_one_line(
     tmp_path: Path,
 ) -> None:

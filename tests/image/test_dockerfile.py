@@ -101,6 +101,7 @@ def test_copying_bench_before_the_dependencies_is_caught() -> None:
     assert any("stage bench has slow layers after COPY bench" in p for p in found), found
 
 
+@pytest.mark.subprocess
 def test_hadolint_is_clean() -> None:
     hadolint = Path(sys.executable).with_name("hadolint")
     result = subprocess.run(
@@ -112,6 +113,7 @@ def test_hadolint_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.subprocess
 def test_hadolint_would_fail_on_a_lint_problem(tmp_path: Path) -> None:
     bad = tmp_path / "Dockerfile"
     bad.write_text(TEXT.replace("WORKDIR /src/vllm\n", "RUN cd /src/vllm\n", 1), encoding="utf-8")

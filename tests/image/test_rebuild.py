@@ -14,7 +14,12 @@ import pytest
 
 from tests.image.conftest import run
 
-pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(3600),
+]
 
 TAGS = ("bench:rebuild-1", "bench:rebuild-2")
 

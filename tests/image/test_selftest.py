@@ -17,6 +17,8 @@ import pytest
 
 from tests.image.scripts import load_script
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docker" / "image_selftest.py"
 

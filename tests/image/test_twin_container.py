@@ -13,7 +13,7 @@ import pytest
 
 from bench.launch_profile import load_launch_profile
 from tests.image.conftest import run
-from tests.twin.sse import chat_body, stream_chat
+from tests.support.sse import chat_body, stream_chat
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 

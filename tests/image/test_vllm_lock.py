@@ -13,7 +13,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.image.dockerfile_rules import parse
+
+pytestmark = pytest.mark.subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "Dockerfile").read_text(encoding="utf-8")

@@ -27,6 +27,8 @@ from tests.image import vllm_sdist
 from tests.image.dockerfile_rules import Dockerfile, parse
 from tests.image.scripts import load_script
 
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
+
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "Dockerfile").read_text(encoding="utf-8")
 DESCRIBE = "v0.30.1rc0-452-g73a583112"

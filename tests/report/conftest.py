@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 
 RUN_ARGS = (
     "--contexts", "512", "1K", "--prefill-only-contexts", "--concurrencies", "1", "2", "4",

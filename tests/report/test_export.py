@@ -17,8 +17,7 @@ import pytest
 
 from bench import cli
 from bench.export import rows
-
-from .conftest import bench
+from tests.report.conftest import bench
 
 pytestmark = pytest.mark.integration  # a real twin run (tests/report/conftest.py)
 

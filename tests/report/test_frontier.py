@@ -12,7 +12,7 @@ from bench.report.command import write_report
 from bench.report.frontier import FrontierPoint, GpuCount, gpu_count, pareto
 from bench.verdict import page
 from bench.verdict.run_figures import from_results
-from tests.bundle.runs import card_results
+from tests.support.runs import card_results
 
 FOUR_GPUS = {"gpu": {"available": True, "gpus": [{"name": "NVIDIA RTX PRO 6000"}] * 4}}
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 from tools.twin_calibrate import load_targets
 
 MAX_TOKENS = 4096

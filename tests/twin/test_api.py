@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from tests.twin.sse import chat_body, metric, stream_chat
-from tests.twinproc import TwinProcess, start_twin
+from tests.support.sse import chat_body, metric, stream_chat
+from tests.support.twinproc import TwinProcess, start_twin
 
 pytestmark = pytest.mark.integration
 KEY = "sk-twin-test"

@@ -19,7 +19,7 @@ from bench.run import prompts
 from bench.stream import rxstamp
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 PACED_TTFT_S = 0.2  # the `paced` profile: 200 ms to the first token, then 10 ms per token

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from tests.twin.sse import chat_body, stream_chat
-from tests.twinproc import start_twin
+from tests.support.sse import chat_body, stream_chat
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 

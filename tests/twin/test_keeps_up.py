@@ -16,8 +16,8 @@ import time
 import httpx
 import pytest
 
-from tests.twin.sse import metric
-from tests.twinproc import start_twin
+from tests.support.sse import metric
+from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 STREAMS = 128

@@ -132,6 +132,7 @@ def test_a_pyproject_change_the_lock_lacks_is_caught() -> None:
     ]
 
 
+@pytest.mark.subprocess
 def test_venv_holds_exactly_the_locked_versions() -> None:
     """`make setup` installs requirements/dev.lock and nothing else (bench itself aside)."""
     freeze = subprocess.run(

@@ -1,4 +1,4 @@
-"""The one process stopper (bench.procs) and the one validation-message helper
+"""The one process stopper (bench.host.procs) and the one validation-message helper
 (bench.errors.validation_message)."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 
+import pytest
 from pydantic import BaseModel, ValidationError, field_validator
 
-from bench import procs
 from bench.errors import validation_message
+from bench.host import procs
 
 # A child that ignores SIGTERM, says so, then sleeps: only SIGKILL ends it.
 _STUBBORN = (
@@ -38,6 +39,7 @@ def _started(code: str) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.subprocess
 def test_a_child_that_ignores_sigterm_is_killed_within_the_grace() -> None:
     proc = _started(_STUBBORN)
     began = time.monotonic()
@@ -49,12 +51,14 @@ def test_a_child_that_ignores_sigterm_is_killed_within_the_grace() -> None:
     proc.stdout.close()
 
 
+@pytest.mark.subprocess
 def test_a_child_that_obeys_sigterm_ends_by_it_and_a_reaped_one_is_left_alone() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert procs.stop(proc, grace_s=10) == -signal.SIGTERM
     assert procs.stop(proc, grace_s=10) == -signal.SIGTERM  # already reaped: nothing sent
 
 
+@pytest.mark.subprocess
 def test_a_group_is_stopped_whole_grandchildren_included() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", _STUBBORN_GROUP],

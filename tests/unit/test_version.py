@@ -8,8 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import bench
 from bench import _checkout_version, image_tag
+
+pytestmark = pytest.mark.subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -15,7 +15,9 @@ from bench.card.model import Card
 from bench.cli import main
 from bench.results import Results
 from tests.bundle.conftest import Keys
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
+
+pytestmark = pytest.mark.subprocess
 
 
 def _bundle(

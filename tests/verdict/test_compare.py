@@ -15,7 +15,7 @@ from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_figures import from_results, sweep_server_s
 from bench.verdict.run_source import merge_runs
 from bench.verdict.views import compare_markdown
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
 
 
 def test_identical_profiles_with_three_noisy_trials_flag_nothing(card: Card) -> None:

@@ -1,6 +1,6 @@
 """`bench fleet`: one sweep on several nodes; the node that runs slower is named, and only it.
 
-Synthetic bundles (tests/verdict/synth.py): the card's figures, every node with its own
+Synthetic bundles (tests/support/synth.py): the card's figures, every node with its own
 seeded run-to-run noise, one node 9 % slower at 64 requests and above.
 """
 
@@ -24,9 +24,11 @@ from bench.results import Results
 from bench.verdict.cells import BY_NAME, Cell, RunFigures
 from bench.verdict.run_source import Verification
 from tests.bundle.conftest import Keys
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
 from tests.verdict.test_cli import _bundle
 from tests.verdict.test_inputs import _tampered, _unsigned_archive
+
+pytestmark = pytest.mark.subprocess
 
 NODES = ("gpu01", "gpu02", "gpu03", "gpu04")
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 from tools.compare_twin import slower_variant
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -14,8 +14,10 @@ from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit
 from tests.bundle.conftest import Keys
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
 from tests.verdict.test_cli import _bundle
+
+pytestmark = pytest.mark.subprocess
 
 
 def _tampered(tmp: pathlib.Path, card: Card, keys: Keys) -> pathlib.Path:

@@ -13,7 +13,9 @@ import pytest
 from bench.card.model import Card
 from bench.cli import main
 from bench.results import Results
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
+
+pytestmark = pytest.mark.subprocess
 
 REV_A = "a" * 40
 REV_B = "b" * 40

@@ -14,7 +14,7 @@ from bench.verdict.page import reproduce_heat_cell
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_figures import from_results
 from bench.verdict.views import reproduce_markdown
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
 
 
 def _judge(card: Card, tol: Tolerances | None = None, **kw: object) -> object:

@@ -18,7 +18,7 @@ from bench.verdict.compare import Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run
 from tests.bundle.conftest import Keys
-from tests.twinproc import start_twin
+from tests.support.twinproc import start_twin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 SPEED = 5.0

@@ -26,7 +26,7 @@ from bench.card.model import Card
 from bench.cli import main
 from bench.errors import UsageError
 from bench.verdict import run_source, vllm_saved
-from tests.verdict.synth import make_results
+from tests.support.synth import make_results
 
 
 def vllm_record(

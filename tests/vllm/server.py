@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import procs
+from bench.host import procs
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "tests" / "setup" / "vllm_cpu.sh"

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import procs as bench_procs
+from bench.host import procs as bench_procs
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 _LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.run import layout
+from bench import run_files
 from tools.perf import procs, sweep_timeline
 
 SPEED = 5.0  # the published twin keeps up at this speed on 2 shared cores
@@ -65,6 +65,6 @@ def run(
 
 def breakdown(rundir: Path, log: Path, started_wall: float, wall_s: float) -> dict[str, Any]:
     results = json.loads((rundir / "results.json").read_text())
-    samples = [json.loads(x) for x in (rundir / layout.SAMPLES).read_text().splitlines()]
+    samples = [json.loads(x) for x in (rundir / run_files.SAMPLES).read_text().splitlines()]
     events = sweep_timeline.log_events(log.read_text().splitlines(), started_wall)
     return sweep_timeline.breakdown(results, samples, events, started_wall, wall_s)

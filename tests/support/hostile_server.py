@@ -1,0 +1,289 @@
+"""A small hostile OpenAI-compatible server: one asyncio process on 127.0.0.1, told per
+request how to misbehave by the first segment of the path.
+
+    python -m tests.support.hostile_server [--log FILE] [--tls CERT KEY]   prints "PORT\n" once
+                                                    it listens (https with --tls)
+
+A client is pointed at http://127.0.0.1:PORT/h/<spec>, where <spec> is comma-separated
+key=value pairs, e.g. `stream=neg-chunk` or `stream=ok,model=m2,version=0.2`:
+
+    stream=   how POST /v1/chat/completions and /v1/completions answer (STREAMS)
+    models=   how GET /v1/models answers: ok, nonlist, gzip-bomb, huge, redirect
+    metrics=  how GET /metrics answers: none (404, the default), ok, gzip-bomb, huge
+    model=, version=, max_model_len=, profile=   the server's identity
+
+Anything else (GET /version, POST /tokenize) answers like a well-behaved vLLM. Every
+request is logged to --log as one JSON line (method, target, whether it had an
+Authorization header), so a test can also play an HTTP proxy with it and see what came.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gzip
+import json
+import ssl
+import sys
+from typing import Any
+
+TOKEN_S = 0.01  # between two tokens of a well-behaved stream
+STREAMS = (
+    "ok", "neg-chunk", "hex-prefix", "no-crlf", "long-size-line", "huge-line", "usage-last",
+    "lying-usage", "huge-usage", "html", "gzip", "early-close", "close-mid", "redirect",
+    "stall", "stall-head", "malformed-json", "bad-status-line", "http-500", "over-max",
+    "trickle", "huge-error", "trickle-error",
+)  # fmt: skip
+
+
+def _spec(target: str) -> tuple[dict[str, str], str]:
+    """(/h/a=1,b=2/v1/models) -> ({"a": "1", "b": "2"}, "/v1/models")."""
+    if not target.startswith("/h/"):
+        return {}, target
+    head, _, rest = target[3:].partition("/")
+    spec = dict(p.partition("=")[::2] for p in head.split(",") if p)
+    return spec, "/" + rest
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+def _event(text: str | None, n: int | None, prompt: int, finish: bool = False) -> bytes:
+    delta = {} if text is None else {"content": text}
+    obj: dict[str, Any] = {
+        "id": "h", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": "length" if finish else None}],
+    }  # fmt: skip
+    if n is not None:
+        obj["usage"] = {"prompt_tokens": prompt, "completion_tokens": n,
+                        "total_tokens": prompt + n}  # fmt: skip
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+class Hostile:
+    def __init__(self, log: str | None) -> None:
+        self.log = log
+        # 64 MiB of spaces in ~64 KB, made once (compressing it per request is slow)
+        self.bomb = gzip.compress(b" " * (64 << 20), compresslevel=9)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (OSError, asyncio.IncompleteReadError, ValueError):  # OSError: TLS too
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ", 2)
+        headers = {
+            k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])
+        }
+        body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+        if self.log:
+            with open(self.log, "a") as f:
+                seen = {
+                    "method": method,
+                    "target": target,
+                    "authorization": "authorization" in headers,
+                }
+                f.write(json.dumps(seen) + "\n")
+        spec, path = _spec(target)
+        if target.startswith("http://"):  # a proxy request: refuse it, it is only logged
+            await self._send(writer, 502, b"not a proxy")
+            return False
+        if path == "/v1/models":
+            return await self._models(writer, spec)
+        if path == "/version":
+            version: dict[str, Any] = {"version": spec.get("version", "0.1-hostile")}
+            if "profile" in spec:
+                version["twin"] = {"profile": spec["profile"]}
+            return await self._send(writer, 200, json.dumps(version).encode())
+        if path == "/metrics":
+            return await self._metrics(writer, spec.get("metrics", "none"))
+        if path == "/tokenize" and method == "POST":
+            req = json.loads(body or b"{}")
+            text = req.get("prompt") or " ".join(
+                str(m.get("content", "")) for m in req.get("messages", [])
+            )
+            return await self._send(
+                writer, 200, json.dumps({"count": len(text.split()) + 3}).encode()
+            )
+        if path in ("/v1/chat/completions", "/v1/completions") and method == "POST":
+            req = json.loads(body or b"{}")
+            await self._stream(writer, spec.get("stream", "ok"), req)
+            return False  # every stream ends its connection: simpler, and allowed
+        return await self._send(writer, 404, b'{"error": "not found"}')
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, status: int, body: bytes, extra: str = "",
+        ctype: str = "application/json",
+    ) -> bool:  # fmt: skip
+        writer.write(
+            f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n"
+            f"{extra}\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        return True
+
+    async def _models(self, writer: asyncio.StreamWriter, spec: dict[str, str]) -> bool:
+        how = spec.get("models", "ok")
+        model = {"id": spec.get("model", "hostile-model"), "object": "model",
+                 "max_model_len": int(spec.get("max_model_len", "4096"))}  # fmt: skip
+        if how == "nonlist":
+            return await self._send(writer, 200, b'{"object": "list", "data": "hostile-model"}')
+        if how == "gzip-bomb":
+            return await self._bomb(writer)
+        if how == "huge":
+            return await self._huge(writer)
+        if how == "redirect":
+            return await self._send(writer, 307, b"", "location: http://127.0.0.1:9/\r\n")
+        return await self._send(
+            writer, 200, json.dumps({"object": "list", "data": [model]}).encode()
+        )
+
+    async def _metrics(self, writer: asyncio.StreamWriter, how: str) -> bool:
+        if how == "ok":
+            text = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
+            return await self._send(writer, 200, text, ctype="text/plain")
+        if how == "gzip-bomb":
+            return await self._bomb(writer)
+        if how == "huge":
+            return await self._huge(writer)
+        return await self._send(writer, 404, b"")
+
+    async def _bomb(self, writer: asyncio.StreamWriter) -> bool:
+        return await self._send(writer, 200, self.bomb, "content-encoding: gzip\r\n")
+
+    async def _huge(self, writer: asyncio.StreamWriter) -> bool:
+        size = 64 << 20
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n\r\n" % size)  # fmt: skip
+        piece = b" " * (1 << 20)
+        for _ in range(size >> 20):
+            writer.write(piece)
+            await writer.drain()
+        return True
+
+    async def _stream(self, writer: asyncio.StreamWriter, how: str, req: dict[str, Any]) -> None:
+        max_tokens = int(req.get("max_tokens", 16))
+        prompt = 100
+        ok_head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                   b"connection: close\r\ntransfer-encoding: chunked\r\n\r\n")  # fmt: skip
+        w = writer.write
+        if how == "stall-head":
+            await asyncio.sleep(3600)
+        if how == "bad-status-line":
+            w(b"HTTP/1.1 OK-ish\r\n\r\n")
+        elif how == "redirect":
+            # Closes the connection after, without saying so (no `connection: close`).
+            w(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/v1\r\n"
+              b"content-length: 0\r\n\r\n")  # fmt: skip
+        elif how == "huge-error":  # a 64 MiB error body: only its start may be read
+            w(b"HTTP/1.1 500 X\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n"
+              % (64 << 20))  # fmt: skip
+            for _ in range(64):
+                w(b"E" * (1 << 20))
+                await writer.drain()
+        elif how == "trickle-error":  # an error body one byte at a time, forever
+            w(b"HTTP/1.1 500 X\r\ncontent-type: text/plain\r\ncontent-length: 1000000\r\n\r\n")
+            for _ in range(36_000):
+                w(b"e")
+                await writer.drain()
+                await asyncio.sleep(0.1)
+        elif how == "http-500":
+            body = b'{"error": {"message": "hostile failure"}}'
+            w(b"HTTP/1.1 500 X\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
+        elif how == "html":
+            body = b"<html>not an event stream</html>"
+            w(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%b"
+              % (len(body), body))  # fmt: skip
+        elif how == "gzip":
+            body = gzip.compress(_event("a", 1, prompt) + b"data: [DONE]\n\n")
+            w(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+              b"content-length: %d\r\n\r\n%b" % (len(body), body))  # fmt: skip
+        else:
+            w(ok_head)
+            await self._body(writer, how, max_tokens, prompt)
+        await writer.drain()
+
+    async def _body(
+        self, writer: asyncio.StreamWriter, how: str, max_tokens: int, prompt: int
+    ) -> None:
+        w = writer.write
+        if how == "neg-chunk":
+            w(b"-6\r\n" + b"data: x\n\n" * 100)
+        elif how == "hex-prefix":
+            w(b"0x10\r\ndata: {}\n\n\r\n")
+        elif how == "no-crlf":
+            event = _event("a", 1, prompt)
+            w(b"%x\r\n%bXY" % (len(event), event) + _chunk(_event("b", 2, prompt)))
+        elif how == "long-size-line":
+            w(b"1" + b";" * (64 << 10))
+        elif how == "huge-line":
+            w(_chunk(b"data: {" + b"x" * (4 << 20)))
+        elif how == "early-close":
+            pass
+        elif how == "stall":
+            w(_chunk(_event(None, 0, prompt)))
+            await writer.drain()
+            await asyncio.sleep(3600)
+        elif how == "trickle":  # keep-alive comments forever, never a token
+            w(_chunk(_event(None, 0, prompt)))
+            for _ in range(36_000):
+                w(_chunk(b": keep-alive\n\n"))
+                await writer.drain()
+                await asyncio.sleep(0.1)
+        elif how == "malformed-json":
+            w(_chunk(b"data: {oops\n\n"))
+        else:  # ok, usage-last, lying-usage, huge-usage, close-mid, over-max: a paced stream
+            w(_chunk(_event(None, 0, prompt)))
+            for n in range(1, max_tokens + 1):
+                await asyncio.sleep(TOKEN_S)
+                usage: int | None = n
+                if how == "usage-last":
+                    usage = max_tokens if n == max_tokens else None
+                elif how == "lying-usage" and n == 1:
+                    usage = 2**63
+                elif how == "over-max":
+                    usage = 3 * n
+                event = _event("tok", usage, prompt)
+                if how == "huge-usage" and n == 1:
+                    event = event.replace(
+                        b'"completion_tokens": 1', b'"completion_tokens": ' + b"9" * 5000
+                    )
+                w(_chunk(event))
+                await writer.drain()
+                if how == "close-mid" and n == 1:
+                    return
+            w(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log", default=None)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
+    args = parser.parse_args(argv)
+    hostile = Hostile(args.log)
+    tls = None
+    if args.tls:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(*args.tls)
+    server = await asyncio.start_server(hostile.handle, "127.0.0.1", 0, limit=1 << 20, ssl=tls)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(sys.argv[1:]))
