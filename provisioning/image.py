@@ -35,6 +35,7 @@ from provisioning.containers import (
     local_image_chunks,
     local_image_id,
 )
+from provisioning.seams import EngineSide
 
 HF_IN_CONTAINER = "/hf"
 # Containers run as the SSH user's uid:gid (so what they write on the host is that user's);
@@ -94,7 +95,7 @@ def _build(engine: Engine, build: BuildSpec, host: str, out: TextIO) -> str:
 
 
 def fetch_weights(
-    engine: Engine,
+    engine: EngineSide,
     *,
     image: str,
     model: str,
@@ -134,7 +135,7 @@ def fetch_weights(
 
 
 def gpu_selftest(
-    engine: Engine, *, image: str, scope: str, user: str, gpus: int, host: str, out: TextIO
+    engine: EngineSide, *, image: str, scope: str, user: str, gpus: int, host: str, out: TextIO
 ) -> None:
     """The image's self-test on the host's GPUs (docker/image_selftest.py, part `gpu` too):
     torch sees the GPUs and a Triton kernel compiles (against Python.h) and runs on each,

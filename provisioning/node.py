@@ -1,7 +1,9 @@
 """One node's part of a Slurm job: `python -m provisioning node-run RUN_DIR`, one task per node.
 
-The single-host flow (provisioning.flow.HostRun) on the node itself, with the node's own
-commands (provisioning.local.LocalShell) and its own Docker engine (Engine(local=True)):
+The single-host flow (provisioning.flow.HostRun) on the node itself, placed there by OnNode
+(its own Docker engine, Engine(local=True); the run directory and bundle on the shared
+filesystem; a signing key of its own) with the node's own commands
+(provisioning.local.LocalShell):
 
     preflight (the checks that apply on the node: Docker, GPUs, driver, runtime, disk,
     weights) → image present (or `docker load` from a tar on the shared filesystem)
@@ -36,7 +38,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
@@ -49,7 +51,8 @@ from provisioning.flow import HostRun
 from provisioning.hosts import Host
 from provisioning.local import LocalShell, local_host
 from provisioning.requirements import load_requirements
-from provisioning.run_options import Options, Secrets
+from provisioning.run_options import Options, Outcome, Secrets
+from provisioning.seams import EngineSide, Steps
 
 JOB_FILE = "job.json"
 NODES_DIR = "nodes"
@@ -106,57 +109,66 @@ def _write_outcome(directory: Path, outcome: NodeOutcome) -> None:
     tmp.replace(path)
 
 
-class NodeRun(HostRun):
-    """HostRun on the node it runs on; the bundle stays in the shared run directory."""
+class OnNode:
+    """The Placement of a run on the node this task runs on: its own Docker engine, the run
+    directory and the bundle in the shared RUN_DIR/nodes/<node>/, a key of its own."""
+
+    directories_step = "node directories"
 
     def __init__(
-        self, host: Host, opts: Options, *, directory: Path, image_tar: Path | None
+        self, shell: LocalShell, opts: Options, *, directory: Path, image_tar: Path | None
     ) -> None:
-        super().__init__(host, opts, remote=LocalShell(host))
+        self.shell, self.opts = shell, opts
+        self.host = shell.host
         self.directory = directory
         self.image_tar = image_tar
+        self._engine: Engine | None = None
 
-    def _open_engine(self) -> Engine:
-        return Engine(self.host, local=True)
+    def run_dir(self, scope: str) -> Path:
+        return self.directory / scope
 
-    @property
-    def _host_run_dir(self) -> str:
-        return f"{self.directory}/{self.scope}"
+    def open_engine(self) -> EngineSide:
+        self._engine = Engine(self.host, local=True)
+        return self._engine
 
-    def _prepare_host(self) -> None:
-        with self.step("node directories"):
-            self._whoami()
-            Path(self._host_run_dir).mkdir(parents=True, exist_ok=True)
-            # Homes are shared between nodes on most clusters: each node has its own key.
-            key_dir = f"{signing.KEY_DIR}/nodes/{self.directory.name}"
-            self.signing_key, public = signing.ensure_host_key(
-                self.remote, self.home, key_dir=key_dir
-            )
-            signing.trust_locally(public, self.host.name, self.opts.allowed_signers)
+    def prepare(self, home: str, scope: str) -> tuple[str, str]:
+        run_dir = self.run_dir(scope)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        # Homes are shared between nodes on most clusters: each node has its own key.
+        key_dir = f"{signing.KEY_DIR}/nodes/{self.directory.name}"
+        key, public = signing.ensure_host_key(self.shell, home, key_dir=key_dir)
+        signing.trust_locally(public, self.host.name, self.opts.allowed_signers)
+        return str(run_dir), key
 
-    def _ensure_image(self) -> None:
-        assert self.engine is not None
+    def ensure_image(self, out: TextIO) -> str:
+        engine = self._engine
+        if engine is None:
+            raise RuntimeError("ensure_image before open_engine")
         ref, name = self.opts.image_ref, self.host.name
-        with self.step("image"):
-            found = self.engine.image_id(ref)
-            if found is None and self.image_tar is not None:
-                print(f"[{name}] docker load < {self.image_tar} ...", file=self.out, flush=True)
-                self.engine.load(_file_chunks(self.image_tar))
-                found = self.engine.image_id(ref)
-            if found is None:
-                raise ImageMissing(
-                    f"image {ref} is not on node {name}"
-                    + (f" after loading {self.image_tar}" if self.image_tar else ""),
-                    hint="give --image-tar PATH (a `docker save` of it on the shared filesystem), "
-                    "or load it on every node of the partition",
-                )
-            print(f"[{name}] image {ref} present ({found[:19]})", file=self.out, flush=True)
-            self.outcome.image_id = found
+        found = engine.image_id(ref)
+        if found is None and self.image_tar is not None:
+            print(f"[{name}] docker load < {self.image_tar} ...", file=out, flush=True)
+            engine.load(_file_chunks(self.image_tar))
+            found = engine.image_id(ref)
+        if found is None:
+            raise ImageMissing(
+                f"image {ref} is not on node {name}"
+                + (f" after loading {self.image_tar}" if self.image_tar else ""),
+                hint="give --image-tar PATH (a `docker save` of it on the shared filesystem), "
+                "or load it on every node of the partition",
+            )
+        print(f"[{name}] image {ref} present ({found[:19]})", file=out, flush=True)
+        return found
 
-    def _seal_and_pull(self) -> None:
-        with self.step("sign"):
-            self._seal()
-        self.outcome.archive = Path(f"{self._host_run_dir}.tar.gz")
+    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+        """The signed archive stays where it is, on the shared filesystem."""
+        outcome.archive = Path(archive)
+
+    def stop_delivery(self) -> None:
+        """Nothing to stop: there is no copy."""
+
+    def delivery_stopped(self) -> Interrupted | None:
+        return None
 
 
 def _file_chunks(path: Path) -> Iterator[bytes]:
@@ -236,7 +248,7 @@ def cmd_node_run(args: argparse.Namespace, settings: Settings) -> int:
     if error is not None:
         outcome.error = error.one_line()
         print(f"provision: {node}: {error.one_line()}", file=sys.stderr)
-    if outcome.state == "complete" and not _complete(Path(run._host_run_dir)):
+    if outcome.state == "complete" and not _complete(directory / run.scope):
         outcome.state = "partial"
     outcome.exit_code = code
     _write_outcome(directory, outcome)
@@ -248,7 +260,7 @@ def _complete(run_dir: Path) -> bool:
     return (run_dir / "results.json").is_file() and not (run_dir / "INCOMPLETE").exists()
 
 
-def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> NodeRun:
+def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> HostRun:
     profile = load_launch_profile(job.profile)
     req = load_requirements(
         profile.name,
@@ -271,6 +283,8 @@ def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> 
         secrets=Secrets(api_key=api_key, hf_token=orchestrate.hf_token(dict(os.environ))),
     )
     tar = Path(job.image_tar) if job.image_tar else None
-    run = NodeRun(host, opts, directory=directory, image_tar=tar)
+    shell = LocalShell(host)
+    placement = OnNode(shell, opts, directory=directory, image_tar=tar)
+    run = HostRun(host, opts, remote=shell, placement=placement)
     run.recipe_head = job.submit_command or None
     return run

@@ -1,4 +1,4 @@
-"""`bench keygen | sign | pack | verify | schema`: the bundle subcommands."""
+"""`bench keygen | sign | manifest | pack | verify | schema`: the bundle subcommands."""
 
 from __future__ import annotations
 
@@ -33,6 +33,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--key", type=Path, required=True, help="private ed25519 key (a path)")
     p.set_defaults(func=_sign)
 
+    p = sub.add_parser(
+        "manifest",
+        help="write manifest.json for a run directory, unsigned (the orchestrator signs it)",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.set_defaults(func=_manifest)
+
     p = sub.add_parser("pack", help="pack a signed run directory as one .tar.gz")
     p.add_argument("dir", type=Path, metavar="DIR")
     p.add_argument("--out", type=Path, default=None, help="default: DIR.tar.gz beside DIR")
@@ -66,6 +73,15 @@ def _sign(args: argparse.Namespace, settings: Settings) -> int:
     secrets = [settings.api_key.get_secret_value()] if settings.api_key else []
     made = seal.seal(args.dir, args.key, now=datetime.now(UTC), secrets=secrets)
     print(f"signed {args.dir}: run {made.run_id}, {len(made.files)} files in manifest.json")
+    return 0
+
+
+def _manifest(args: argparse.Namespace, settings: Settings) -> int:
+    root: Path = args.dir
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
+    made = manifest_mod.refresh(root, created_at=datetime.now(UTC))
+    print(f"wrote {root / manifest_mod.MANIFEST_NAME}: run {made.run_id}, {len(made.files)} files")
     return 0
 
 

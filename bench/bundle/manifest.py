@@ -3,6 +3,9 @@
 The manifest lists every other file of the bundle with its sha256 and size, so a
 signature over the manifest alone covers the whole bundle. The manifest and its
 signature are the only files it does not list.
+
+`bench manifest DIR` (refresh): the manifest of a run directory written afresh, unsigned,
+as the orchestrator has it made inside the run's container before signing on the host.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench import run_files
+from bench.bundle import schema
 from bench.errors import VerifyFailed, validation_message
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -162,3 +166,18 @@ def run_id_of(root: Path) -> str:
             if isinstance(meta, dict) and isinstance(meta.get("run_id"), str):
                 return str(meta["run_id"])
     return root.resolve().name
+
+
+def refresh(root: Path, *, created_at: datetime) -> Manifest:
+    """Rewrite root's manifest.json from what root holds now, unsigned: results.schema.json
+    first (when there is a results.json), any old signature removed (it would not match).
+
+    Every step rewrites what it makes from the directory, so running it again is the same
+    as running it once (the orchestrator reruns it after a dropped connection).
+    """
+    if (root / schema.RESULTS_NAME).is_file():
+        schema.write_json_schema(root)
+    (root / SIGNATURE_NAME).unlink(missing_ok=True)
+    made = build(root, run_id=run_id_of(root), created_at=created_at)
+    write(root, made)
+    return made

@@ -15,7 +15,7 @@ from bench.bundle import recipe
 from bench.errors import VerifyFailed
 from bench.results import SCHEMA_VERSION, Results
 
-RESULTS_NAME = run_files.RESULTS  # the orchestrator's manifest script on a GPU host names it so
+RESULTS_NAME = run_files.RESULTS  # `bench manifest` (manifest.refresh) names it so
 SCHEMA_NAME = "results.schema.json"
 
 

@@ -1,0 +1,86 @@
+"""Reopening a host's two connections (its commands and its container engine) after the
+SSH connection dropped, with backoff; HostLost when the host stays unreachable.
+
+What runs on the host does not depend on them: containers and execs keep their ids, so
+the flow (provisioning.flow) goes on where it was: the sweep inside the container is
+awaited, the signing redone, the clean-up done over the fresh connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TextIO
+
+import structlog
+
+from bench.errors import BenchError, RunFailed
+from provisioning.containers import EngineUnreachable
+from provisioning.remote import SshUnreachable
+from provisioning.seams import EngineSide, Server, Shell
+
+log = structlog.get_logger("provisioning.flow")
+
+
+class HostLost(RunFailed):
+    """The SSH connection dropped and could not be reopened within the retries."""
+
+
+class Reconnector:
+    """Reconnect(lost) reopens both connections of one host, or raises HostLost.
+
+    `dropped` says whether a drop happened while the sweep ran (the sweep's exec is then
+    judged by its run directory); `server`, once started, has its log followed again.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        shell: Shell,
+        engine: EngineSide,
+        *,
+        out: TextIO,
+        sleep: Callable[[float], None],
+    ) -> None:
+        self.host, self.shell, self.engine = host, shell, engine
+        self.out, self.sleep = out, sleep
+        self.dropped = False  # the connection dropped (and was reopened) during the sweep
+        self.server: Server | None = None
+
+    def __call__(
+        self, lost: BenchError, *, sweeping: bool = True, then: str = "cleaning up"
+    ) -> None:
+        """Reopen both connections (commands and Docker) after a drop, with backoff.
+
+        What runs on the host does not depend on them: containers and execs keep their ids.
+        Raises HostLost when the host stays unreachable.
+        """
+        name, policy = self.host, self.shell.retry
+        print(f"[{name}] lost the connection ({lost.message}); reconnecting ...", file=self.out)
+        log.warning("ssh_reconnecting", host=name, error=lost.one_line())
+        last: BenchError = lost
+        try:
+            self.shell.reconnect()  # retries with backoff itself
+            for attempt in range(policy.attempts):
+                self.sleep(policy.backoff_s(attempt))
+                try:
+                    self.engine.reconnect()
+                except EngineUnreachable as exc:
+                    last = exc
+                    log.info("engine_reconnect_retry", host=name, attempt=attempt + 1)
+                    continue
+                if sweeping:
+                    self.dropped = True
+                    if self.server is not None:  # its log follower went with the connection
+                        self.server.log.clear()  # followed again from the start: none lost
+                        self.engine.follow_logs(self.server.cid, self.server.log.append)
+                going_on = "the sweep goes on inside the container" if sweeping else then
+                print(f"[{name}] reconnected; {going_on}", file=self.out)
+                log.info("ssh_reconnected", host=name, attempt=attempt + 1)
+                return
+        except SshUnreachable as exc:
+            last = exc
+        raise HostLost(
+            f"lost ssh to {name} and could not reconnect ({last.message}); "
+            "the run's containers may still be there",
+            hint=f"once `ssh {name} true` works, remove them: python -m provisioning clean {name}",
+        )
