@@ -16,6 +16,7 @@ import structlog
 from bench.errors import BenchError, RunFailed
 from provisioning.containers import EngineUnreachable
 from provisioning.remote import SshUnreachable
+from provisioning.retry import retry_call
 from provisioning.seams import EngineSide, Server, Shell
 
 log = structlog.get_logger("provisioning.flow")
@@ -54,33 +55,37 @@ class Reconnector:
         What runs on the host does not depend on them: containers and execs keep their ids.
         Raises HostLost when the host stays unreachable.
         """
-        name, policy = self.host, self.shell.retry
+        name, engine = self.host, self.engine
         print(f"[{name}] lost the connection ({lost.message}); reconnecting ...", file=self.out)
         log.warning("ssh_reconnecting", host=name, error=lost.one_line())
-        last: BenchError = lost
+
+        def engine_once(attempt: int) -> int:
+            engine.reconnect()
+            return attempt
+
         try:
             self.shell.reconnect()  # retries with backoff itself
-            for attempt in range(policy.attempts):
-                self.sleep(policy.backoff_s(attempt))
-                try:
-                    self.engine.reconnect()
-                except EngineUnreachable as exc:
-                    last = exc
-                    log.info("engine_reconnect_retry", host=name, attempt=attempt + 1)
-                    continue
-                if sweeping:
-                    self.dropped = True
-                    if self.server is not None:  # its log follower went with the connection
-                        self.server.log.clear()  # followed again from the start: none lost
-                        self.engine.follow_logs(self.server.cid, self.server.log.append)
-                going_on = "the sweep goes on inside the container" if sweeping else then
-                print(f"[{name}] reconnected; {going_on}", file=self.out)
-                log.info("ssh_reconnected", host=name, attempt=attempt + 1)
-                return
-        except SshUnreachable as exc:
-            last = exc
-        raise HostLost(
-            f"lost ssh to {name} and could not reconnect ({last.message}); "
-            "the run's containers may still be there",
-            hint=f"once `ssh {name} true` works, remove them: python -m provisioning clean {name}",
-        )
+            attempt = retry_call(
+                engine_once,
+                self.shell.retry,
+                transient=lambda exc: isinstance(exc, EngineUnreachable),
+                event="engine_reconnect_retry",
+                log_fields=lambda: {"host": name},
+                wait_first=True,  # the link has just dropped: trying at once is pointless
+                sleep=self.sleep,
+            )
+        except (SshUnreachable, EngineUnreachable) as exc:
+            raise HostLost(
+                f"lost ssh to {name} and could not reconnect ({exc.message}); "
+                "the run's containers may still be there",
+                hint=f"once `ssh {name} true` works, remove them: "
+                f"python -m provisioning clean {name}",
+            ) from None
+        if sweeping:
+            self.dropped = True
+            if self.server is not None:  # its log follower went with the connection
+                self.server.log.clear()  # followed again from the start: none lost
+                engine.follow_logs(self.server.cid, self.server.log.append)
+        going_on = "the sweep goes on inside the container" if sweeping else then
+        print(f"[{name}] reconnected; {going_on}", file=self.out)
+        log.info("ssh_reconnected", host=name, attempt=attempt + 1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TextIO
 
 import structlog
@@ -32,6 +32,7 @@ from provisioning.containers import ContainerSpec, EngineUnreachable, Mount
 from provisioning.image import CONTAINER_HOME
 from provisioning.reconnect import Reconnector
 from provisioning.remote import TRANSIENT, SshUnreachable, is_transient
+from provisioning.retry import retry_call
 from provisioning.run_options import Options
 from provisioning.seams import (
     BUNDLES_IN_CONTAINER,
@@ -95,22 +96,36 @@ class Sealer:
         the signature and archive replaced), so a whole rerun is the same as one run: a
         dropped connection (once, or again right after the reconnect) just reruns them.
         """
-        attempts = self.shell.retry.attempts
-        for attempt in range(attempts):
-            try:
-                if attempt:  # a helper the drop left behind (running or not) goes first
-                    self.engine.remove_run(self.scope, keep_roles=("server",))
-                self._seal_once(facts)
-                return
-            except (EngineUnreachable, SshUnreachable) as exc:
-                if attempt + 1 == attempts:
-                    raise RunFailed(
-                        f"signing the bundle on {self.host} failed {attempts} times, the "
-                        f"ssh connection dropping each time (last: {exc.message})",
-                        hint=f"the run directory is kept on the host ({self.where.run_dir}); "
-                        f"sign it there with `bench sign`, or run again",
-                    ) from None
-                self.reconnect(exc, sweeping=False, then="signing again")
+        dropped = (EngineUnreachable, SshUnreachable)
+
+        def once(attempt: int) -> None:
+            if attempt:  # a helper the drop left behind (running or not) goes first
+                self.engine.remove_run(self.scope, keep_roles=("server",))
+            self._seal_once(facts)
+
+        def give_up(exc: Exception, attempts: int) -> RunFailed | None:
+            if not isinstance(exc, dropped):
+                return None
+            return RunFailed(
+                f"signing the bundle on {self.host} failed {attempts} times, the "
+                f"ssh connection dropping each time (last: {exc.message})",
+                hint=f"the run directory is kept on the host ({self.where.run_dir}); "
+                f"sign it there with `bench sign`, or run again",
+            )
+
+        def reconnect(exc: Exception) -> None:
+            assert isinstance(exc, dropped)
+            self.reconnect(exc, sweeping=False, then="signing again")
+
+        retry_call(
+            once,
+            replace(self.shell.retry, first_backoff_s=0.0),  # the reconnect backs off itself
+            transient=lambda exc: isinstance(exc, dropped),
+            event="seal_retry",
+            give_up=give_up,
+            between=reconnect,
+            log_fields=lambda: {"host": self.host},
+        )
 
     def _seal_once(self, facts: RunFacts) -> None:
         run_dir = self.where.run_dir

@@ -55,6 +55,7 @@ def _run_dir(tmp_path: Path, name: str, *, results: bool) -> Path:
     return root
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("results", [True, False])
 def test_the_command_writes_what_the_old_script_wrote(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], results: bool

@@ -174,6 +174,7 @@ def test_a_host_over_ssh_needs_a_remote_unless_given_a_placement(tmp_path: Path)
         HostRun(HOST, options(tmp_path), remote=FakeShell())
 
 
+@pytest.mark.subprocess
 def test_a_node_keeps_its_run_directory_key_and_bundle_on_the_shared_filesystem(
     tmp_path: Path,
 ) -> None:
