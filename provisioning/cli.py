@@ -107,9 +107,27 @@ def build_parser() -> argparse.ArgumentParser:
         prog="provision", description="Run the benchmark on a GPU host over SSH."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (
+        _cmd_preflight,
+        _cmd_bench,
+        _cmd_compare,
+        _cmd_compare_commits,
+        _cmd_bisect,
+        _cmd_clean,
+        _cmd_node_run,
+        _cmd_attach,
+    ):
+        add(sub)
+    return parser
+
+
+def _cmd_preflight(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("preflight", help="check a GPU host and print the table")
     _add_common(p)
     p.set_defaults(func=orchestrate.cmd_preflight)
+
+
+def _cmd_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bench",
         help="the whole flow: preflight, server, sweep, signed bundle",
@@ -146,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_build_args(p)
     _add_slurm(p)
     p.set_defaults(func=_bench)
+
+
+def _cmd_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare",
         help="two images on one host, one sweep after the other, then bench compare",
@@ -156,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-b", required=True, help="image of run B")
     _add_pair_outputs(p)
     p.set_defaults(func=orchestrate.cmd_compare)
+
+
+def _cmd_compare_commits(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare-commits",
         help="an image per vLLM commit built on the host, both sweeps, then bench compare",
@@ -175,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
     _add_pair_outputs(p)
     p.set_defaults(func=orchestrate.cmd_compare_commits)
+
+
+def _cmd_bisect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bisect",
         help="the first vLLM commit between GOOD and BAD that moved one cell's figure",
@@ -198,10 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allowed-signers", type=Path, default=None)
     _add_build_args(p)
     p.set_defaults(func=bisect_cmd.cmd_bisect)
+
+
+def _cmd_clean(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
     _add_common(p)
     p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")
     p.set_defaults(func=orchestrate.cmd_clean)
+
+
+def _cmd_node_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "node-run",
         help="one node's part of a Slurm job (srun runs it on each node; not for direct use)",
@@ -209,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path, help="the job's run directory (shared filesystem)")
     p.add_argument("--node", default=None, help="this node's name (default: SLURMD_NODENAME)")
     p.set_defaults(func=node.cmd_node_run)
+
+
+def _cmd_attach(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "attach",
         help="follow a Slurm fleet job submitted before, then collect, verify, summarise",
@@ -222,7 +258,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--card", type=Path, default=None, help="published card (as for bench)")
     p.add_argument("--no-verdict", action="store_true", help="print no verdict")
     p.set_defaults(func=slurm_bench.cmd_attach)
-    return parser
 
 
 def _add_slurm(p: argparse.ArgumentParser) -> None:

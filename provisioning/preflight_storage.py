@@ -70,6 +70,23 @@ def check_disk(probe: Probe, req: Requirements, model_cache: str, info: dict[str
     return Check("disk", Status.OK, "; ".join(parts))
 
 
+def _pinned_weights(
+    probe: Probe, req: Requirements, cache: str, model_cache: str, *, model: str, rev: str
+) -> Check:
+    """The weights check when the profile pins a revision."""
+    if weights.has_snapshot(probe, cache, model, rev):
+        return Check("weights", Status.OK, f"{model} at {rev} (pinned) in {model_cache}")
+    if req.download_weights:
+        return Check("weights", Status.OK, f"{model} at {rev} (pinned) will be downloaded")
+    return Check(
+        "weights",
+        Status.FAIL,
+        f"{model} at the pinned {rev} is not in {model_cache} and downloads are off",
+        f"on the host: HF_HOME={model_cache} hf download {model} --revision {rev} "
+        "(or run without --no-weights-download)",
+    )
+
+
 def check_weights(probe: Probe, req: Requirements, model_cache: str) -> Check:
     """The pinned revision (or, unpinned, refs/main) in the host's cache when downloads are
     off; otherwise what the weights step will fetch."""
@@ -81,18 +98,7 @@ def check_weights(probe: Probe, req: Requirements, model_cache: str) -> Check:
         cache = probe.run('printf %s "$HOME"').stdout.strip() + cache[1:]
     model, rev = req.hf_model, req.model_revision
     if rev is not None:
-        present = weights.has_snapshot(probe, cache, model, rev)
-        if present:
-            return Check(name, Status.OK, f"{model} at {rev} (pinned) in {model_cache}")
-        if req.download_weights:
-            return Check(name, Status.OK, f"{model} at {rev} (pinned) will be downloaded")
-        return Check(
-            name,
-            Status.FAIL,
-            f"{model} at the pinned {rev} is not in {model_cache} and downloads are off",
-            f"on the host: HF_HOME={model_cache} hf download {model} --revision {rev} "
-            "(or run without --no-weights-download)",
-        )
+        return _pinned_weights(probe, req, cache, model_cache, model=model, rev=rev)
     main = weights.resolved_main(probe, cache, model)
     if req.download_weights:
         return Check(name, Status.WARN, f"{model} not pinned: the hub's main is fetched", "")
