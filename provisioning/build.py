@@ -30,7 +30,8 @@ from typing import TextIO
 from bench import __version__, image_tag
 from bench.errors import RunFailed, UsageError
 from provisioning import buildkit
-from provisioning.containers import Engine, build_context
+from provisioning.containers import Engine
+from provisioning.local_images import build_context
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"

@@ -28,7 +28,7 @@ import structlog
 from bench import logs
 from bench.errors import BenchError, Exit, Interrupted, UsageError, exit_through_make
 from bench.settings import Settings, load_settings
-from provisioning import bisect_cmd, node, orchestrate, slurm_bench
+from provisioning import bisect_cmd, compare_cmd, node, orchestrate, slurm_bench
 from provisioning.build import SOURCES
 
 DEFAULT_INVENTORY = Path("hosts.toml")
@@ -176,7 +176,7 @@ def _cmd_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
     p.add_argument("--image-b", required=True, help="image of run B")
     _add_pair_outputs(p)
-    p.set_defaults(func=orchestrate.cmd_compare)
+    p.set_defaults(func=compare_cmd.cmd_compare)
 
 
 def _cmd_compare_commits(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -198,7 +198,7 @@ def _cmd_compare_commits(sub: argparse._SubParsersAction[argparse.ArgumentParser
             help=f"a build argument for image {side.upper()} only (e.g. an exact VLLM_VERSION)",
         )
     _add_pair_outputs(p)
-    p.set_defaults(func=orchestrate.cmd_compare_commits)
+    p.set_defaults(func=compare_cmd.cmd_compare_commits)
 
 
 def _cmd_bisect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -23,22 +23,11 @@ import structlog
 
 from bench.errors import RunFailed
 from provisioning.docker_sdk import (
-    SDK_SESSIONS,
     TRANSPORT_ERRORS,
-    ContainerFailed,
-    EngineUnreachable,
-    ImageMissing,
-    SessionRefused,
     open_client,
     wrap,
 )
 from provisioning.hosts import Host
-from provisioning.local_images import (
-    build_context,
-    local_image_chunks,
-    local_image_env,
-    local_image_id,
-)
 
 log = structlog.get_logger("provisioning.containers")
 
@@ -46,25 +35,6 @@ LABEL_APP = "org.vllm-bench.app"
 LABEL_RUN = "org.vllm-bench.run-id"
 LABEL_ROLE = "org.vllm-bench.role"
 APP = "vllm-bench"
-
-__all__ = [
-    "APP",
-    "LABEL_APP",
-    "LABEL_ROLE",
-    "LABEL_RUN",
-    "SDK_SESSIONS",
-    "ContainerFailed",
-    "ContainerSpec",
-    "Engine",
-    "EngineUnreachable",
-    "ImageMissing",
-    "Mount",
-    "SessionRefused",
-    "build_context",
-    "local_image_chunks",
-    "local_image_env",
-    "local_image_id",
-]
 
 
 @dataclass(frozen=True)

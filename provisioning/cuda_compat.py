@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioning.remote import CommandResult
+from provisioning.shell import CommandResult
 
 _SMI_CUDA = re.compile(r"CUDA Version:\s*(\d+)\.(\d+)")
 _REQUIRE = re.compile(r"(?:^|\s)cuda>=(\d+)\.(\d+)")

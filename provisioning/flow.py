@@ -32,20 +32,18 @@ from typing import TextIO
 import structlog
 
 from bench.errors import BenchError, Interrupted
-from provisioning.containers import EngineUnreachable
+from provisioning.docker_sdk import EngineUnreachable
 from provisioning.hosts import Host
 from provisioning.placement import OverSsh
-from provisioning.pull_back import open_and_verify
 from provisioning.readiness import wait_ready
 from provisioning.reconnect import Reconnector
 from provisioning.remote import Remote
 from provisioning.run_options import Options, Outcome
 from provisioning.sealing import RunFacts, Sealer
-from provisioning.seams import EngineSide, Placement, Server, Shell, Steps, Workspace
+from provisioning.seams import EngineSide, Placement, Server, Steps, Workspace
 from provisioning.server_start import ServerStart
+from provisioning.shell import Shell
 from provisioning.sweep_exec import INTERRUPT_GRACE_S, SweepExec
-
-__all__ = ["HostRun", "open_and_verify", "scope_of"]  # open_and_verify: the Slurm side's
 
 log = structlog.get_logger("provisioning.flow")
 

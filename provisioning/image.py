@@ -26,15 +26,9 @@ from pydantic import SecretStr
 
 from bench.errors import RunFailed
 from provisioning.build import BuildSpec, build_on_host
-from provisioning.containers import (
-    ContainerFailed,
-    ContainerSpec,
-    Engine,
-    ImageMissing,
-    Mount,
-    local_image_chunks,
-    local_image_id,
-)
+from provisioning.containers import ContainerSpec, Engine, Mount
+from provisioning.docker_sdk import ContainerFailed, ImageMissing
+from provisioning.local_images import local_image_chunks, local_image_id
 from provisioning.seams import EngineSide
 
 HF_IN_CONTAINER = "/hf"

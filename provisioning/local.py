@@ -16,7 +16,9 @@ import subprocess
 from pathlib import Path
 
 from provisioning.hosts import Host
-from provisioning.remote import CommandResult, RemoteCommandFailed, RetryPolicy
+from provisioning.remote import RemoteCommandFailed
+from provisioning.retry import RetryPolicy
+from provisioning.shell import CommandResult
 
 
 class LocalShell:

@@ -45,8 +45,9 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from bench.errors import BenchError, Exit, Interrupted
 from bench.launch_profile import load_launch_profile
 from bench.settings import Settings
-from provisioning import orchestrate, preflight, signing
-from provisioning.containers import Engine, ImageMissing
+from provisioning import orchestrate, preflight, preflight_report, runs, signing, targets
+from provisioning.containers import Engine
+from provisioning.docker_sdk import ImageMissing
 from provisioning.flow import HostRun
 from provisioning.hosts import Host
 from provisioning.local import LocalShell, local_host
@@ -196,17 +197,23 @@ def node_preflight(shell: LocalShell, opts: Options, hf_token_present: bool) -> 
     )
     job = os.environ.get("SLURM_JOB_ID", "-")
     task = os.environ.get("SLURM_PROCID", "-")
-    report.checks[0] = preflight.Check(
-        "slurm task", preflight.Status.OK, f"node {host.name}, job {job}, task {task}"
+    report.checks[0] = preflight_report.Check(
+        "slurm task", preflight_report.Status.OK, f"node {host.name}, job {job}, task {task}"
     )
     try:
         with Engine(host, local=True) as engine:
             report.checks.insert(
-                1, preflight.Check("docker engine", preflight.Status.OK, engine.server_version)
+                1,
+                preflight_report.Check(
+                    "docker engine", preflight_report.Status.OK, engine.server_version
+                ),
             )
     except BenchError as exc:
         report.checks.insert(
-            1, preflight.Check("docker engine", preflight.Status.FAIL, exc.message, exc.hint or "")
+            1,
+            preflight_report.Check(
+                "docker engine", preflight_report.Status.FAIL, exc.message, exc.hint or ""
+            ),
         )
     print(f"preflight of node {host.name} for launch profile {opts.requirements.profile}:")
     print(report.table(), flush=True)
@@ -234,7 +241,7 @@ def cmd_node_run(args: argparse.Namespace, settings: Settings) -> int:
         _write_outcome(directory, outcome)
         raise
     worker = orchestrate._Worker(run)
-    interrupted = orchestrate.run_all([worker])
+    interrupted = runs.run_all([worker])
     o = worker.outcome
     outcome.archive = str(o.archive) if o.archive else None
     outcome.image_id, outcome.timings_s = o.image_id, dict(o.timings_s)
@@ -266,7 +273,7 @@ def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> 
         profile.name,
         profile.gpus,
         image_ref=job.image,
-        image_cuda=orchestrate.image_cuda(profile, job.image),
+        image_cuda=targets.image_cuda(profile, job.image),
         model_revision=profile.model_revision,
         download_weights=job.download_weights,
     )
@@ -280,7 +287,7 @@ def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> 
         results_dir=directory,
         allowed_signers=directory / SIGNERS_FILE,
         bench_args=job.bench_args,
-        secrets=Secrets(api_key=api_key, hf_token=orchestrate.hf_token(dict(os.environ))),
+        secrets=Secrets(api_key=api_key, hf_token=targets.hf_token(dict(os.environ))),
     )
     tar = Path(job.image_tar) if job.image_tar else None
     shell = LocalShell(host)

@@ -19,53 +19,20 @@ import sys
 from bench.errors import Exit, HostCheckFailed
 from bench.settings import Settings
 from provisioning import hosts, signing
-from provisioning.compare_cmd import cmd_compare, cmd_compare_commits, sweep_options, sweep_order
 from provisioning.containers import Engine
 from provisioning.flow import HostRun, scope_of
 from provisioning.remote import Remote
 from provisioning.run_options import Options, Secrets
-from provisioning.runs import Stoppable, Worker, check_run_id, new_run_id, run_all
+from provisioning.runs import Worker, check_run_id, new_run_id, run_all
 from provisioning.summary import default_card, summarise
 from provisioning.targets import (
-    DEFAULT_PROFILE,
-    Target,
     build_spec,
-    default_image,
     hf_token,
-    image_cuda,
     preflight_host,
     resolve_target,
-    sdk_check,
 )
 
 _Worker = Worker  # the name provisioning.node knows it by
-
-__all__ = [
-    "DEFAULT_PROFILE",
-    "Stoppable",
-    "Target",
-    "Worker",
-    "_Worker",
-    "build_spec",
-    "check_run_id",
-    "cmd_bench",
-    "cmd_clean",
-    "cmd_compare",
-    "cmd_compare_commits",
-    "cmd_preflight",
-    "default_card",
-    "default_image",
-    "hf_token",
-    "image_cuda",
-    "new_run_id",
-    "preflight_host",
-    "resolve_target",
-    "run_all",
-    "sdk_check",
-    "summarise",
-    "sweep_options",
-    "sweep_order",
-]
 
 
 def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:

@@ -19,38 +19,13 @@ from typing import Protocol
 
 from bench.errors import BenchError
 from provisioning.preflight_gpu import (
-    Gpu,
     check_driver_cuda,
     check_gpus,
-    driver_version,
-    parse_nvidia_smi,
 )
 from provisioning.preflight_report import Check, Report, Status, last_line, ok_or_fail
 from provisioning.preflight_storage import check_disk, check_weights
-from provisioning.remote import Probe
 from provisioning.requirements import Requirements
-
-__all__ = [
-    "CLOCK_TOLERANCE_S",
-    "Check",
-    "Gpu",
-    "Report",
-    "SshCaps",
-    "Status",
-    "check_clock",
-    "check_disk",
-    "check_driver_cuda",
-    "check_gpus",
-    "check_hf_token",
-    "check_runtime",
-    "check_ssh_limits",
-    "check_weights",
-    "docker_info",
-    "driver_version",
-    "parse_nvidia_smi",
-    "run_preflight",
-    "ssh_failed_report",
-]
+from provisioning.shell import Probe
 
 CLOCK_TOLERANCE_S = 2.0
 

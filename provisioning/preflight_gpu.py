@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from provisioning import cuda_compat
 from provisioning.preflight_report import Check, Status, last_line
-from provisioning.remote import Probe
 from provisioning.requirements import Requirements
+from provisioning.shell import Probe
 
 _NVIDIA_SMI = (
     "nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader,nounits"

@@ -10,7 +10,7 @@ from enum import StrEnum
 from tabulate import tabulate
 
 from bench.errors import HostCheckFailed
-from provisioning.remote import CommandResult
+from provisioning.shell import CommandResult
 
 
 class Status(StrEnum):

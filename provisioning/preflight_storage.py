@@ -8,8 +8,8 @@ import shlex
 
 from provisioning import weights
 from provisioning.preflight_report import Check, Status
-from provisioning.remote import Probe
 from provisioning.requirements import GIB, Requirements
+from provisioning.shell import Probe
 
 
 def _shell_path(path: str) -> str:

@@ -15,8 +15,9 @@ from pydantic import SecretStr
 
 from bench.errors import ServerError
 from bench.launch_profile import LaunchProfile
-from provisioning.containers import ContainerFailed
-from provisioning.seams import EngineSide, Server, Shell, indent
+from provisioning.docker_sdk import ContainerFailed
+from provisioning.seams import EngineSide, Server, indent
+from provisioning.shell import Shell
 
 POLL_S = 1.0
 

@@ -14,10 +14,11 @@ from typing import TextIO
 import structlog
 
 from bench.errors import BenchError, RunFailed
-from provisioning.containers import EngineUnreachable
+from provisioning.docker_sdk import EngineUnreachable
 from provisioning.remote import SshUnreachable
 from provisioning.retry import retry_call
-from provisioning.seams import EngineSide, Server, Shell
+from provisioning.seams import EngineSide, Server
+from provisioning.shell import Shell
 
 log = structlog.get_logger("provisioning.flow")
 

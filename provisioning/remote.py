@@ -41,7 +41,6 @@ from invoke.exceptions import CommandTimedOut
 from bench.errors import HostCheckFailed, RunFailed
 from provisioning import ssh_channels
 from provisioning.host_keys import (
-    HostKeyChanged,
     HostKeyDecision,
     UnknownHostKey,
     fingerprint,
@@ -49,30 +48,12 @@ from provisioning.host_keys import (
 )
 from provisioning.hosts import Host
 from provisioning.retry import RetryPolicy, retry_call
-from provisioning.shell import CommandResult, Probe, Shell
+from provisioning.shell import CommandResult
 
 log = structlog.get_logger("provisioning.remote")
 
 TransferProgress = Callable[[int, int], None]
 _QUIET_LOGGER = "provisioning.remote.paramiko"
-
-__all__ = [
-    "TRANSIENT",
-    "CommandResult",
-    "HostKeyChanged",
-    "Probe",
-    "Remote",
-    "RemoteCommandFailed",
-    "RetryPolicy",
-    "Shell",
-    "SshAuthFailed",
-    "SshUnreachable",
-    "TransferFailed",
-    "TransferProgress",
-    "UnknownHostKey",
-    "fingerprint",
-    "is_transient",
-]
 
 
 class SshAuthFailed(HostCheckFailed):

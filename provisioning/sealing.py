@@ -22,26 +22,21 @@ from typing import TextIO
 import structlog
 from pydantic import ValidationError
 
+from bench import run_files
 from bench.bundle import recipe as recipe_mod
 from bench.errors import RunFailed, validation_message
 from bench.host import environment
 from bench.results import Results
-from bench.run import rundir
 from provisioning import run_recipe, signing
-from provisioning.containers import ContainerSpec, EngineUnreachable, Mount
+from provisioning.containers import ContainerSpec, Mount
+from provisioning.docker_sdk import EngineUnreachable
 from provisioning.image import CONTAINER_HOME
 from provisioning.reconnect import Reconnector
 from provisioning.remote import TRANSIENT, SshUnreachable, is_transient
 from provisioning.retry import retry_call
 from provisioning.run_options import Options
-from provisioning.seams import (
-    BUNDLES_IN_CONTAINER,
-    RUN_IN_CONTAINER,
-    EngineSide,
-    Shell,
-    Workspace,
-    indent,
-)
+from provisioning.seams import BUNDLES_IN_CONTAINER, RUN_IN_CONTAINER, EngineSide, Workspace, indent
+from provisioning.shell import Shell
 
 log = structlog.get_logger("provisioning.flow")
 
@@ -187,7 +182,7 @@ class Sealer:
         before the manifest hashes it. Made from results.json as this checkout's bench
         reads it; one it cannot read (another bench's schema) gets no recipe, and `bench
         verify` then says the bundle lacks one."""
-        path = f"{self.where.run_dir}/{rundir.RESULTS}"
+        path = f"{self.where.run_dir}/{run_files.RESULTS}"
         try:
             results = Results.model_validate_json(self.shell.read_text(path))
         except ValidationError as exc:

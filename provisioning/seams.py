@@ -23,20 +23,6 @@ from typing import Protocol, TextIO
 from bench.errors import Interrupted
 from provisioning.containers import ContainerSpec
 from provisioning.run_options import Outcome
-from provisioning.shell import Shell
-
-__all__ = [
-    "BUNDLES_IN_CONTAINER",
-    "JIT_IN_CONTAINER",
-    "RUN_IN_CONTAINER",
-    "EngineSide",
-    "Placement",
-    "Server",
-    "Shell",
-    "Steps",
-    "Workspace",
-    "indent",
-]
 
 RUN_IN_CONTAINER = "/results/run"  # the run directory, in the server and helper containers
 JIT_IN_CONTAINER = "/var/cache/jit"  # the vllm image's CUDA_CACHE_PATH etc. live under it

@@ -21,10 +21,10 @@ from provisioning.seams import (
     RUN_IN_CONTAINER,
     EngineSide,
     Server,
-    Shell,
     Steps,
     Workspace,
 )
+from provisioning.shell import Shell
 
 # A name Docker takes as a container's hostname (RFC 1123); an ssh alias may be anything.
 _HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?")

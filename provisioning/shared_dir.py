@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioning import transfer
-from provisioning.remote import TRANSIENT, Remote, Shell, TransferFailed
+from provisioning.remote import TRANSIENT, Remote, TransferFailed
+from provisioning.shell import Shell
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import structlog
 
 from bench.bundle.sign import NAMESPACE
 from bench.errors import ToolMissing
-from provisioning.remote import Shell
+from provisioning.shell import Shell
 
 log = structlog.get_logger("provisioning.signing")
 

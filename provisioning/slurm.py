@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 
 from bench.errors import RunFailed, UsageError
-from provisioning.remote import CommandResult, Shell
+from provisioning.shell import CommandResult, Shell
 
 PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
 FINISHED = frozenset(

@@ -49,9 +49,10 @@ from provisioning.node import (
     NODES_DIR,
     NodeJob,
 )
-from provisioning.remote import Remote, Shell
+from provisioning.remote import Remote
 from provisioning.runs import check_run_id, new_run_id
 from provisioning.shared_dir import SharedDir
+from provisioning.shell import Shell
 from provisioning.slurm import JobRequest, Slurm, batch_script
 from provisioning.slurm_watch import Watch
 from provisioning.summary import default_card, summarise

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError, Interrupted, RunFailed
 from provisioning import signing
-from provisioning.flow import open_and_verify, scope_of
+from provisioning.flow import scope_of
 from provisioning.node import (
     NODES_DIR,
     OUTCOME_FILE,
@@ -28,6 +28,7 @@ from provisioning.node import (
     NodeOutcome,
     node_dir_name,
 )
+from provisioning.pull_back import open_and_verify
 from provisioning.run_options import Outcome
 from provisioning.shared_dir import SharedDir
 from provisioning.slurm import JobState, Slurm

@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 import bench.cards
 from bench.errors import BenchError, Exit, Interrupted
+from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet
 from bench.fleet.view import fleet_markdown
 from bench.launch_profile import LaunchProfile
@@ -55,7 +56,7 @@ def _fleet_report(done: Sequence[tuple[str, Path]], allowed: Path) -> None:
     """Several hosts or nodes measured the same sweep: per cell and figure the value on
     every node, and (with 3 or more) the nodes that stand out (`bench fleet`)."""
     try:
-        nodes = fleet.load_nodes(
+        nodes = fleet_nodes.load_nodes(
             [d for _, d in done], Verification((allowed,)), names=[h for h, _ in done]
         )
     except BenchError as exc:

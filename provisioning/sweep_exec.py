@@ -17,14 +17,15 @@ from typing import TextIO
 
 import structlog
 
+from bench import run_files
 from bench.errors import BenchError, RunFailed
-from bench.run import rundir
-from provisioning.containers import EngineUnreachable
+from provisioning.docker_sdk import EngineUnreachable
 from provisioning.image import CONTAINER_HOME
 from provisioning.reconnect import Reconnector
 from provisioning.remote import TRANSIENT, SshUnreachable
 from provisioning.run_options import Options
-from provisioning.seams import RUN_IN_CONTAINER, EngineSide, Server, Shell, Workspace
+from provisioning.seams import RUN_IN_CONTAINER, EngineSide, Server, Workspace
+from provisioning.shell import Shell
 
 log = structlog.get_logger("provisioning.flow")
 
@@ -101,7 +102,7 @@ class SweepExec:
                 return None
             return RunFailed(
                 f"`bench run` on {self.host} stopped before finishing after the ssh "
-                f"connection dropped (its run directory is marked {rundir.INCOMPLETE})"
+                f"connection dropped (its run directory is marked {run_files.INCOMPLETE})"
             )
         if code not in (0, 1):  # 1 = a verdict of "no"; the bundle is still good
             return RunFailed(f"`bench run` on {self.host} exited with {code}")
@@ -123,7 +124,7 @@ class SweepExec:
 
     def _run_finished_on_host(self, run_dir: str) -> bool:
         q = shlex.quote(run_dir)
-        done = f"test -f {q}/{rundir.RESULTS} && test ! -e {q}/{rundir.INCOMPLETE}"
+        done = f"test -f {q}/{run_files.RESULTS} && test ! -e {q}/{run_files.INCOMPLETE}"
         return self.shell.run(done).ok
 
     def _await_exec(self, exec_id: str) -> int | None:

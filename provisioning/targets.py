@@ -15,7 +15,15 @@ from pydantic import SecretStr
 from bench import __version__, image_tag
 from bench.errors import BenchError, HostCheckFailed
 from bench.launch_profile import LaunchProfile, load_launch_profile
-from provisioning import build, containers, cuda_compat, hosts, preflight
+from provisioning import (
+    build,
+    cuda_compat,
+    docker_sdk,
+    hosts,
+    local_images,
+    preflight,
+    preflight_report,
+)
 from provisioning.build import BuildSpec
 from provisioning.containers import Engine
 from provisioning.remote import Remote
@@ -38,7 +46,7 @@ def image_cuda(profile: LaunchProfile, image_ref: str) -> cuda_compat.CudaRequir
     when it is on this machine, else the Dockerfile it would be built from."""
     if profile.gpus == 0:
         return None
-    env = containers.local_image_env(image_ref)
+    env = local_images.local_image_env(image_ref)
     if env is not None:
         version = cuda_compat.required_cuda(env)
         if version is not None:
@@ -82,7 +90,7 @@ def hf_token(environ: dict[str, str]) -> SecretStr | None:
 
 def preflight_host(
     target: Target, *, trust_new_host: bool, environ: dict[str, str]
-) -> preflight.Report:
+) -> preflight_report.Report:
     """Connect, run every check, print the table; raises HostCheckFailed when one fails."""
     host, req = target.host, target.requirements
     remote = Remote(host, trust_new_host=trust_new_host)
@@ -99,7 +107,7 @@ def preflight_host(
             ssh_found=f"{host.address}, host key {remote.host_key_fingerprint}",
             model_cache=host.model_cache,
             caps=remote,
-            sessions_needed=containers.SDK_SESSIONS,
+            sessions_needed=docker_sdk.SDK_SESSIONS,
             hf_token_present=hf_token(environ) is not None,
         )
     finally:
@@ -111,18 +119,18 @@ def preflight_host(
     return report
 
 
-def sdk_check(host: hosts.Host) -> preflight.Check:
+def sdk_check(host: hosts.Host) -> preflight_report.Check:
     """The containers are driven through the Docker SDK's own SSH connection: try it."""
     name = "docker over ssh"
     try:
         with Engine(host) as engine:
-            return preflight.Check(
-                name, preflight.Status.OK, f"Docker SDK: {engine.server_version}"
+            return preflight_report.Check(
+                name, preflight_report.Status.OK, f"Docker SDK: {engine.server_version}"
             )
     except BenchError as exc:
-        return preflight.Check(
+        return preflight_report.Check(
             name,
-            preflight.Status.FAIL,
+            preflight_report.Status.FAIL,
             exc.message,
             "the Docker SDK reads only ~/.ssh/config (IdentityFile) and ~/.ssh/known_hosts: "
             "put the host's key and host key there",

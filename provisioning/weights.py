@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from bench.errors import HostCheckFailed
-from provisioning.remote import Probe
+from provisioning.shell import Probe
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

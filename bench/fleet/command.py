@@ -9,6 +9,7 @@ from pathlib import Path
 import structlog
 
 from bench.errors import UsageError
+from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet_mod
 from bench.fleet.view import fleet_markdown, fleet_page
 from bench.settings import Settings
@@ -81,7 +82,7 @@ def run_fleet(args: argparse.Namespace, settings: Settings) -> int:
             hint="with two a median cannot tell which one stands out; bench compare A B",
         )
     rule = fleet_mod.Rule(args.k, args.min_deviation, parse_accept(args.accept, fleet_mod.NAMES))
-    nodes = fleet_mod.load_nodes(paths, verification(args))
+    nodes = fleet_nodes.load_nodes(paths, verification(args))
     report = fleet_mod.fleet(nodes, rule)
     sys.stdout.write(fleet_markdown(report))
     if args.html:

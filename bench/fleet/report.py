@@ -47,17 +47,12 @@ from typing import Literal
 
 from bench import stats
 from bench.errors import Exit
-from bench.fleet.nodes import Node, load_nodes
+from bench.fleet.nodes import Node
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec, Status
 from bench.verdict.reproduce import pooled_noise
 
 # load_nodes is the nodes module's: callers of the report (the orchestrator) reach it here.
-__all__ = [
-    "DEFAULT_K", "DEFAULT_MIN_DEVIATION_PCT", "MAD_TO_SD", "MIN_NODES", "NAMES", "NOISE_SE",
-    "NO_NOISE", "Finding", "FleetReport", "Node", "NodeValue", "Rule", "SettingDifference",
-    "Spread", "fleet", "load_nodes", "spread",
-]  # fmt: skip
 
 MIN_NODES = 3
 MAD_TO_SD = 1.4826

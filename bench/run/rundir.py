@@ -35,8 +35,6 @@ from bench.run_files import (
     load_results,
 )
 
-__all__ = ["INCOMPLETE", "METRICS", "RESULTS", "SAMPLES", "SERVER_LOG", "TABLES", "RunDir"]
-
 
 def _key(row: dict[str, Any]) -> tuple[object, object, object, object]:
     if "context_label" in row:  # a GPU telemetry window (decode cells only)

@@ -19,7 +19,8 @@ from bench.run import outcome, prompts, resume
 from bench.run.cell import CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
 from bench.run.progress import SweepProgress
-from bench.run.rundir import METRICS, SAMPLES, RunDir
+from bench.run.rundir import RunDir
+from bench.run_files import METRICS, SAMPLES
 from bench.stream import tokens
 from bench.stream.client import Clock
 from bench.stream.records import RequestRecord

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit, UsageError
-from bench.run.rundir import INCOMPLETE, SERVER_LOG, RunDir
+from bench.run.rundir import RunDir
+from bench.run_files import INCOMPLETE, SERVER_LOG
 
 
 def test_out_into_a_non_empty_directory_that_is_not_a_run_is_refused(tmp_path: Path) -> None:

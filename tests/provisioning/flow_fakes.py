@@ -14,13 +14,16 @@ from pydantic import SecretStr
 
 from bench.errors import Interrupted
 from bench.launch_profile import load_launch_profile
-from provisioning.containers import ContainerSpec, EngineUnreachable
+from provisioning.containers import ContainerSpec
+from provisioning.docker_sdk import EngineUnreachable
 from provisioning.hosts import Host
 from provisioning.reconnect import Reconnector
-from provisioning.remote import CommandResult, RetryPolicy, SshUnreachable
+from provisioning.remote import SshUnreachable
 from provisioning.requirements import load_requirements
+from provisioning.retry import RetryPolicy
 from provisioning.run_options import Options, Outcome, Secrets
 from provisioning.seams import EngineSide, Server, Steps, Workspace
+from provisioning.shell import CommandResult
 from provisioning.sweep_exec import SweepExec
 from tests.support.runs import small_results
 

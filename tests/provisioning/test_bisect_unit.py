@@ -15,7 +15,7 @@ from bench.errors import Exit, UsageError
 from bench.twin import profile as profiles
 from bench.verdict.cells import Key, RunFigures
 from provisioning import bisect_cmd
-from provisioning.orchestrate import Target
+from provisioning.targets import Target
 from tests.card.conftest import SHIPPED
 from tools import verdict_power as power
 

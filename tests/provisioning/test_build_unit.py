@@ -22,7 +22,7 @@ from provisioning.build import (
     spec_for,
     valid_commit,
 )
-from provisioning.containers import build_context
+from provisioning.local_images import build_context
 from tests.provisioning.conftest import ROOT
 
 # Trace messages as Docker Engine 20.10 sent them for `FROM scratch` + `COPY x /x`
@@ -199,7 +199,7 @@ def test_the_context_is_what_dockerignore_lets_through_plus_the_engine_dockerfil
 
 def test_the_default_bench_image_is_the_tag_docker_build_sh_gives() -> None:
     from bench.launch_profile import load_launch_profile
-    from provisioning.orchestrate import default_image
+    from provisioning.targets import default_image
 
     twin = load_launch_profile("twin")
     assert twin.image == "bench"

@@ -9,14 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from provisioning import hosts
-from provisioning.containers import (
-    LABEL_ROLE,
-    LABEL_RUN,
-    ContainerSpec,
-    Engine,
-    local_image_chunks,
-    local_image_id,
-)
+from provisioning.containers import LABEL_ROLE, LABEL_RUN, ContainerSpec, Engine
+from provisioning.local_images import local_image_chunks, local_image_id
 from provisioning.remote import Remote
 from tests.provisioning.conftest import SshTestHost
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit, Interrupted, ServerError
-from provisioning.containers import ContainerFailed
+from provisioning.docker_sdk import ContainerFailed
 from provisioning.flow import HostRun
 from provisioning.local import LocalShell, local_host
 from provisioning.node import OnNode

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench.errors import HostCheckFailed
-from provisioning import hosts, orchestrate, preflight
-from provisioning.preflight import Status
+from provisioning import hosts, preflight, preflight_report, targets
+from provisioning.preflight_report import Status
 from provisioning.remote import Remote
 from provisioning.requirements import load_requirements
 from tests.provisioning.conftest import SshTestHost
@@ -21,7 +21,7 @@ OUT
 """
 
 
-def _run(ssh_host: SshTestHost) -> preflight.Report:
+def _run(ssh_host: SshTestHost) -> preflight_report.Report:
     host = hosts.resolve(ssh_host.alias)
     with Remote(host) as remote:
         return preflight.run_preflight(
@@ -72,11 +72,11 @@ def test_docker_sdk_connection_is_checked_too(ssh_host: SshTestHost) -> None:
     host = hosts.resolve(ssh_host.alias)
     with Remote(host) as remote:
         assert remote.run("true").ok
-    check = orchestrate.sdk_check(host)
+    check = targets.sdk_check(host)
     assert check.status is Status.FAIL
     assert "~/.ssh/known_hosts" in check.fix
     ssh_host.known_hosts.write_text(elsewhere.read_text())
-    ok = orchestrate.sdk_check(host)
+    ok = targets.sdk_check(host)
     assert ok.status is Status.OK and ok.found.startswith("Docker SDK: ")
 
 
@@ -94,18 +94,18 @@ def _pro6000_smi(cuda: str) -> str:
     )
 
 
-def _published_target(ssh_host: SshTestHost) -> orchestrate.Target:
+def _published_target(ssh_host: SshTestHost) -> targets.Target:
     import argparse
 
     args = argparse.Namespace(profile="published", image=None, inventory=None)
-    return orchestrate.resolve_target(args, ssh_host.alias)
+    return targets.resolve_target(args, ssh_host.alias)
 
 
 def test_a_cuda_13_0_driver_is_refused_in_one_line(ssh_host: SshTestHost) -> None:
     ssh_host.stand_in("nvidia-smi", _pro6000_smi("13.0"))
     target = _published_target(ssh_host)
     with pytest.raises(HostCheckFailed) as info:
-        orchestrate.preflight_host(target, trust_new_host=False, environ={})
+        targets.preflight_host(target, trust_new_host=False, environ={})
     assert "driver CUDA" in info.value.message
     assert info.value.hint == (
         "install an NVIDIA driver that supports CUDA 13.2 or newer "

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from bench.errors import HostCheckFailed
-from provisioning import preflight
-from provisioning.preflight import Status
-from provisioning.remote import CommandResult
+from provisioning import preflight, preflight_gpu, preflight_storage
+from provisioning.preflight_report import Status
 from provisioning.requirements import GIB, Requirements, load_requirements
+from provisioning.shell import CommandResult
 
 PUBLISHED = Requirements(
     profile="published",
@@ -55,14 +55,14 @@ def df(avail_bytes: int, mount: str = "/") -> CommandResult:
 
 
 def test_matching_host_passes_gpu_checks() -> None:
-    checks, gpus = preflight.check_gpus(Scripted({"nvidia-smi": ok(FOUR_PRO_6000)}), PUBLISHED)
+    checks, gpus = preflight_gpu.check_gpus(Scripted({"nvidia-smi": ok(FOUR_PRO_6000)}), PUBLISHED)
     assert [c.status for c in checks] == [Status.OK, Status.OK, Status.OK]
     assert len(gpus) == 4 and gpus[0].memory_mib == 97887
     assert "4x NVIDIA RTX PRO 6000" in checks[0].found
 
 
 def test_other_gpus_and_old_driver_are_named() -> None:
-    checks, _ = preflight.check_gpus(Scripted({"nvidia-smi": ok(TWO_A100)}), PUBLISHED)
+    checks, _ = preflight_gpu.check_gpus(Scripted({"nvidia-smi": ok(TWO_A100)}), PUBLISHED)
     by = {c.name: c for c in checks}
     assert by["GPUs"].status is Status.FAIL
     assert "2x NVIDIA A100-SXM4-80GB" in by["GPUs"].found
@@ -75,13 +75,13 @@ def test_other_gpus_and_old_driver_are_named() -> None:
 
 def test_enough_gpus_but_too_few_of_the_model_fails() -> None:
     mixed = [*FOUR_PRO_6000.splitlines()[:3], "3, NVIDIA L40S, 46068, 590.44.01"]
-    checks, _ = preflight.check_gpus(Scripted({"nvidia-smi": ok("\n".join(mixed))}), PUBLISHED)
+    checks, _ = preflight_gpu.check_gpus(Scripted({"nvidia-smi": ok("\n".join(mixed))}), PUBLISHED)
     assert checks[0].status is Status.FAIL
     assert "3x NVIDIA RTX PRO 6000" in checks[0].found and "1x NVIDIA L40S" in checks[0].found
 
 
 def test_no_nvidia_smi_fails_gpu_check_and_skips_the_rest() -> None:
-    checks, _ = preflight.check_gpus(Scripted({}), PUBLISHED)
+    checks, _ = preflight_gpu.check_gpus(Scripted({}), PUBLISHED)
     assert checks[0].status is Status.FAIL
     assert checks[0].found == "nvidia-smi not found; launch published needs 4 GPUs"
     assert [c.status for c in checks[1:]] == [Status.SKIP, Status.SKIP]
@@ -90,16 +90,16 @@ def test_no_nvidia_smi_fails_gpu_check_and_skips_the_rest() -> None:
 def test_cpu_launch_skips_gpu_checks_without_asking() -> None:
     probe = Scripted({})
     req = Requirements(profile="twin", gpus=0)
-    checks, _ = preflight.check_gpus(probe, req)
+    checks, _ = preflight_gpu.check_gpus(probe, req)
     assert all(c.status is Status.SKIP for c in checks)
     assert probe.asked == []
     assert preflight.check_runtime(probe, req, {}).status is Status.SKIP
 
 
 def test_driver_versions_compare_numerically() -> None:
-    assert preflight.driver_version("580.65.06") >= (580, 0)
-    assert preflight.driver_version("1000.1") > (580, 0)
-    assert preflight.driver_version("575.99.99") < (580, 0)
+    assert preflight_gpu.driver_version("580.65.06") >= (580, 0)
+    assert preflight_gpu.driver_version("1000.1") > (580, 0)
+    assert preflight_gpu.driver_version("575.99.99") < (580, 0)
 
 
 def test_runtime_from_docker_info_or_toolkit_binaries() -> None:
@@ -142,11 +142,11 @@ def test_disk_counts_weights_already_in_the_cache() -> None:
         }
     )
     req = Requirements(profile="p", gpus=0, weights_bytes=230 * GIB, hf_model="a/b")
-    check = preflight.check_disk(probe, req, "/data/hf", {"DockerRootDir": "/data/docker"})
+    check = preflight_storage.check_disk(probe, req, "/data/hf", {"DockerRootDir": "/data/docker"})
     assert check.status is Status.OK  # 30 GiB still to fetch, 100 free
     assert "weights need 30" in check.found
     empty = Scripted({"du -sb": ok("0\n"), "df -PB1": df(free, "/data")})
-    check = preflight.check_disk(empty, req, "/data/hf", {})
+    check = preflight_storage.check_disk(empty, req, "/data/hf", {})
     assert check.status is Status.FAIL and "/data" in check.fix
     assert "100 GiB free, weights need 230" in check.found
 
@@ -167,7 +167,7 @@ def test_disk_adds_the_image_on_the_same_filesystem() -> None:
         hf_model="a/b",
         image_ref="bench:x",
     )
-    check = preflight.check_disk(probe, req, "~/.cache/huggingface", {})
+    check = preflight_storage.check_disk(probe, req, "~/.cache/huggingface", {})
     assert check.status is Status.FAIL
     assert "weights + image need 260" in check.found
     assert any('"$HOME"' in c for c in probe.asked)  # ~ expands on the host, not here
@@ -274,7 +274,7 @@ def _with_image_cuda(req: Requirements) -> Requirements:
 
 def test_a_cuda_13_0_driver_is_refused_for_a_13_2_image_naming_the_driver_needed() -> None:
     probe = Scripted({"nvidia-smi": _smi("13.0")})
-    check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    check = preflight_gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.FAIL
     assert check.found == (
         "driver supports CUDA 13.0; image needs >= 13.2 (Dockerfile CUDA_VERSION)"
@@ -288,7 +288,7 @@ def test_a_cuda_13_0_driver_is_refused_for_a_13_2_image_naming_the_driver_needed
 @pytest.mark.parametrize("cuda", ["13.2", "13.3"])
 def test_a_driver_that_reaches_the_images_cuda_passes(cuda: str) -> None:
     probe = Scripted({"nvidia-smi": _smi(cuda)})
-    check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    check = preflight_gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.OK, check
 
 
@@ -302,7 +302,7 @@ def test_the_requirement_is_read_from_the_image_on_the_host_first() -> None:
         PUBLISHED, image_ref="bench-vllm:x", image_cuda=CudaRequirement((12, 0), "fallback")
     )
     probe = Scripted({"docker image inspect": ok(CUDA_132_ENV), "nvidia-smi": _smi("13.0")})
-    check = preflight.check_driver_cuda(probe, req, gpus_found=True)
+    check = preflight_gpu.check_driver_cuda(probe, req, gpus_found=True)
     assert check.status is Status.FAIL
     assert "image needs >= 13.2 (NVIDIA_REQUIRE_CUDA of bench-vllm:x on the host)" in check.found
 
@@ -316,7 +316,7 @@ def test_the_dockerfile_fallback_reads_the_dockerfiles_cuda() -> None:
 
 def test_nvidia_smi_without_a_cuda_version_fails_the_check() -> None:
     probe = Scripted({"nvidia-smi": ok(FOUR_PRO_6000)})
-    check = preflight.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    check = preflight_gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.FAIL and check.found == "nvidia-smi shows no CUDA Version"
 
 

@@ -11,13 +11,9 @@ from pathlib import Path
 import pytest
 
 from provisioning import hosts, transfer
-from provisioning.remote import (
-    HostKeyChanged,
-    Remote,
-    RetryPolicy,
-    TransferFailed,
-    UnknownHostKey,
-)
+from provisioning.host_keys import HostKeyChanged, UnknownHostKey
+from provisioning.remote import Remote, TransferFailed
+from provisioning.retry import RetryPolicy
 from tests.provisioning.conftest import SshTestHost, start_sshd, stop_sshd
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]

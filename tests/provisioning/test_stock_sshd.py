@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import containers, hosts, preflight
+from provisioning import docker_sdk, hosts, preflight, preflight_report
 from provisioning.containers import Engine
-from provisioning.preflight import Status
+from provisioning.preflight_report import Status
 from provisioning.remote import Remote
 from provisioning.requirements import load_requirements
 from tests.provisioning.conftest import SshTestHost, start_sshd, stop_sshd
@@ -35,7 +35,7 @@ def variant_host(
         stop_sshd(host)
 
 
-def _preflight(host: SshTestHost) -> dict[str, preflight.Check]:
+def _preflight(host: SshTestHost) -> dict[str, preflight_report.Check]:
     h = hosts.resolve(host.alias)
     with Remote(h) as remote:
         report = preflight.run_preflight(
@@ -46,7 +46,7 @@ def _preflight(host: SshTestHost) -> dict[str, preflight.Check]:
             model_cache=h.model_cache,
             hf_token_present=False,
             caps=remote,
-            sessions_needed=containers.SDK_SESSIONS,
+            sessions_needed=docker_sdk.SDK_SESSIONS,
         )
     return {c.name: c for c in report.checks}
 

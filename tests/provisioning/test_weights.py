@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import provenance
-from provisioning import hosts, preflight, weights
-from provisioning.preflight import Status
+from provisioning import hosts, preflight_storage, weights
+from provisioning.preflight_report import Status
 from provisioning.remote import Remote
 from provisioning.requirements import GIB, Requirements
 from tests.provisioning.conftest import SshTestHost
@@ -99,9 +99,9 @@ def test_an_unpinned_profile_records_what_refs_main_resolved(ssh_host: SshTestHo
 def test_preflight_refuses_an_absent_pin_when_downloads_are_off(ssh_host: SshTestHost) -> None:
     cache = make_cache(_home(ssh_host), ssh_host.user, main=OTHER, snapshots=(OTHER,))
     with Remote(hosts.resolve(ssh_host.alias)) as remote:
-        absent = preflight.check_weights(remote, _req(PINNED, download=False), str(cache))
-        fetched = preflight.check_weights(remote, _req(PINNED, download=True), str(cache))
-        present = preflight.check_weights(remote, _req(OTHER, download=False), str(cache))
+        absent = preflight_storage.check_weights(remote, _req(PINNED, download=False), str(cache))
+        fetched = preflight_storage.check_weights(remote, _req(PINNED, download=True), str(cache))
+        present = preflight_storage.check_weights(remote, _req(OTHER, download=False), str(cache))
     assert absent.status is Status.FAIL
     assert absent.found == f"{MODEL} at the pinned {PINNED} is not in {cache} and downloads are off"
     assert absent.fix.startswith(f"on the host: HF_HOME={cache} hf download {MODEL} --revision")

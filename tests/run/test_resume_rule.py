@@ -27,7 +27,8 @@ from bench.results import (
     ServerInfo,
 )
 from bench.run import resume
-from bench.run.rundir import METRICS, SAMPLES, RunDir
+from bench.run.rundir import RunDir
+from bench.run_files import METRICS, SAMPLES
 
 RESET = "transport error: connection closed by the server (incomplete chunked read)"
 REFUSED = "transport error: All connection attempts failed"

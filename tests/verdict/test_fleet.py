@@ -103,7 +103,7 @@ def _telemetry(run_dir: pathlib.Path, clock_mhz: float) -> None:
 
 
 def _report(paths: list[pathlib.Path], rule: fleet.Rule | None = None) -> fleet.FleetReport:
-    nodes = fleet.load_nodes(paths, Verification(unverified=True))
+    nodes = fleet_nodes.load_nodes(paths, Verification(unverified=True))
     return fleet.fleet(nodes, rule or fleet.Rule())
 
 
@@ -203,7 +203,7 @@ def test_the_rule_needs_both_the_mad_and_the_noise() -> None:
 
     def judged(values: Mapping[str, tuple[float, ...]]) -> list[str]:
         runs = _run(values)
-        nodes = [fleet.Node(n, r) for n, r in runs.items()]
+        nodes = [fleet_nodes.Node(n, r) for n, r in runs.items()]
         report = fleet.fleet(nodes, fleet.Rule())
         s = next(x for x in report.spreads if x.metric is metric and x.key == key)
         return [v.node for v in s.outliers]
@@ -220,7 +220,7 @@ def test_the_rule_needs_both_the_mad_and_the_noise() -> None:
     assert judged(noisy) == []
     # Two nodes: no median can tell which one is odd; the cell is not judged.
     runs = _run({"a": (100.0, 100.1), "b": (80.0, 80.1)})
-    report = fleet.fleet([fleet.Node(n, r) for n, r in runs.items()], fleet.Rule())
+    report = fleet.fleet([fleet_nodes.Node(n, r) for n, r in runs.items()], fleet.Rule())
     assert not report.findings and report.exit_code == Exit.PARTIAL
 
 
