@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from bench.errors import BenchError, Exit, Interrupted
 from bench.launch_profile import load_launch_profile
 from bench.settings import Settings
-from provisioning import orchestrate, preflight, preflight_report, runs, signing, targets
+from provisioning import preflight, preflight_report, runs, signing, targets
 from provisioning.containers import Engine
 from provisioning.docker_sdk import ImageMissing
 from provisioning.flow import HostRun
@@ -240,7 +240,7 @@ def cmd_node_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         _write_outcome(directory, outcome)
         raise
-    worker = orchestrate._Worker(run)
+    worker = runs.Worker(run)
     interrupted = runs.run_all([worker])
     o = worker.outcome
     outcome.archive = str(o.archive) if o.archive else None

@@ -32,8 +32,6 @@ from provisioning.targets import (
     resolve_target,
 )
 
-_Worker = Worker  # the name provisioning.node knows it by
-
 
 def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
     names = hosts.parse_host_list(args.host)
