@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,7 +50,7 @@ def _bench(*argv: str, env: dict[str, str], timeout_s: float = 300) -> str:
 
 
 @pytest.fixture(scope="module")
-def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     """(packed bundle, allowed-signers file, the API key) from one real twin run."""
     tmp = tmp_path_factory.mktemp("twin-bundle")
     key = "sk-twin-" + secrets.token_hex(16)
@@ -98,7 +97,7 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
     _bench("sign", str(run), "--key", str(keyfile), env=env)
     archive = tmp / "run-twin.tar.gz"
     _bench("pack", str(run), "--out", str(archive), env=env)
-    yield archive, allowed, key
+    return archive, allowed, key
 
 
 def test_the_api_key_appears_in_no_file_of_the_bundle(twin_bundle: tuple[Path, Path, str]) -> None:

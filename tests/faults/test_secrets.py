@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,7 +68,7 @@ def _run_step(args: list[str], env: dict[str, str], logs: list[tuple[str, str]])
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], list[str]]]:
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], list[str]]:
     """A whole sweep, environment, report, signature and pack, with secrets in every env."""
     root = tmp_path_factory.mktemp("secrets")
     out, mark = root / "run", new_mark()
@@ -103,7 +102,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         hits += _hits(path.read_bytes(), str(path.relative_to(root)))
     hits += _hits(gzip.decompress((root / "run.tar.gz").read_bytes()), "run.tar.gz (unpacked)")
-    yield out, hits, ps.samples
+    return out, hits, ps.samples
     # (the ps samples are checked in their own test below)
 
 

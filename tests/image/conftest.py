@@ -11,7 +11,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,7 +50,7 @@ def docker_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def bench_image(docker_env: dict[str, str]) -> Iterator[str]:
+def bench_image(docker_env: dict[str, str]) -> str:
     """The Dockerfile's `bench` target, built by the real engine (offline base here)."""
     built = run(["bash", "docker/build.sh", "bench", "bench:test"], env=docker_env, timeout=1200)
     if built.returncode != 0:
@@ -60,4 +59,4 @@ def bench_image(docker_env: dict[str, str]) -> Iterator[str]:
             pytrace=False,
         )
     assert built.stdout.strip() == "bench:test"
-    yield "bench:test"
+    return "bench:test"

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +233,7 @@ def test_the_suffix_joins_with_a_dot_after_a_local_part() -> None:
 
 
 @pytest.fixture
-def checkout(trees: dict[str, Path], tmp_path: Path) -> Iterator[Path]:
+def checkout(trees: dict[str, Path], tmp_path: Path) -> Path:
     """A git work tree with the sdist's vllm/envs.py (what vllm_version.py reads)."""
     repo = tmp_path / "vllm"
     (repo / "vllm").mkdir(parents=True)
@@ -242,7 +242,7 @@ def checkout(trees: dict[str, Path], tmp_path: Path) -> Iterator[Path]:
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
-    yield repo
+    return repo
 
 
 def _stage_env(df: Dockerfile) -> dict[str, str]:

@@ -95,7 +95,7 @@ def test_a_failure_that_is_not_transient_passes_straight_through() -> None:
     t = FakeTime()
     boom = ValueError("refused key")
     op = Flaky(boom, time=t)
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match="refused key") as err:
         retry_call(
             op, RetryPolicy(attempts=5), transient=_oserror, event="e", sleep=t.sleep, clock=t.clock
         )
@@ -136,7 +136,7 @@ def test_the_deadline_stops_retrying_before_a_call_that_would_start_after_it() -
     # each call takes 1 s; backoff 1, 2, 4 ...: calls start at 0, 2, 5, 10 s
     op = Flaky(*[OSError("slow")] * 10, cost_s=1.0, time=t)
     policy = RetryPolicy(attempts=100, first_backoff_s=1.0, max_backoff_s=60.0, deadline_s=6.0)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="slow"):
         retry_call(op, policy, transient=_oserror, event="e", sleep=t.sleep, clock=t.clock)
     assert op.seen == [0, 1, 2]  # the 4th would start at 10 s > 6 s
     assert t.slept == [1.0, 2.0]
@@ -255,7 +255,7 @@ def test_one_log_line_per_retry_with_the_callers_fields() -> None:
 
 def test_no_log_line_when_nothing_is_retried() -> None:
     t = FakeTime()
-    with capture_logs() as logs, pytest.raises(OSError):
+    with capture_logs() as logs, pytest.raises(OSError, match="x"):
         retry_call(
             Flaky(OSError("x"), time=t),
             RetryPolicy(attempts=1),

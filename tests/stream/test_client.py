@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 import httpx
+import pytest
 
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
@@ -236,12 +237,8 @@ def test_a_get_on_a_connection_the_server_closed_is_sent_once_more() -> None:
 
     assert asyncio.run(get(flaky)) == (200, "ok") and calls == ["/metrics", "/metrics"]
     calls.clear()
-    try:
-        asyncio.run(get(dead))
-    except ServerUnreachable as exc:
-        assert "Server disconnected" in str(exc)
-    else:
-        raise AssertionError("a server that keeps closing is unreachable")
+    with pytest.raises(ServerUnreachable, match="Server disconnected"):
+        asyncio.run(get(dead))  # a server that keeps closing is unreachable
     assert calls == ["/metrics", "/metrics"]  # once more, not forever
 
 

@@ -38,7 +38,7 @@ def test_a_socket_to_loopback_is_refused_before_it_connects_and_named() -> None:
     with guard_on() as caught, socket.socket() as sock:
         with pytest.raises(RealProcessInUnitTier, match="mark it"):
             sock.connect(("127.0.0.1", 9))
-        with pytest.raises(OSError):  # never connected
+        with pytest.raises(OSError, match="not connected"):  # never connected
             sock.getpeername()
     assert caught == ["socket.connect to ('127.0.0.1', 9)"]
 
