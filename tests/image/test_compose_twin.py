@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.image.conftest import ROOT, run
+from tests.support.procs import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
@@ -26,13 +26,6 @@ SHORT_SWEEP = [
     *("--contexts", "1K", "--prefill-only-contexts", "--concurrencies", "1"),
     *("--duration", "2", "--max-tokens", "1024"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -61,7 +54,7 @@ def project(
     env = {
         **docker_env,
         "BENCH_IMAGE": bench_image,
-        "BENCH_PORT": str(_free_port()),
+        "BENCH_PORT": str(free_port()),
         "VLLM_API_KEY": secrets.token_hex(12),
     }
     try:

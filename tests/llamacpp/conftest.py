@@ -8,11 +8,12 @@ or start that fails is a failing test that says why, never a skip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from tests.llamacpp.server import LlamaServer, set_up, start_llama_server
+from tests.support.served import report_line
 
 
 @pytest.fixture(scope="session")
@@ -26,14 +27,3 @@ def llama_server(
             f"llama-server healthy in {server.started_in_s:.1f} s at {server.url} (log {log_path})"
         )
         yield server
-
-
-def report_line(config: pytest.Config) -> Callable[[str], None]:
-    """Write a line to the terminal past output capture."""
-
-    def write(text: str) -> None:
-        capture = config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled():
-            config.get_terminal_writer().line(f"\n{text}")
-
-    return write

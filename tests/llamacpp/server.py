@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.procs import free_port
 from tests.support.require import require
+from tests.support.served import pytest_failure, serving
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "tests" / "setup" / "llamacpp.sh"
@@ -94,13 +93,6 @@ def set_up() -> tuple[Path, Path]:
     return binary, model
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def serve_command(binary: Path, model: Path, port: int) -> list[str]:
     return [
         str(binary),
@@ -122,68 +114,22 @@ def server_env() -> dict[str, str]:
 @contextlib.contextmanager
 def start_llama_server(binary: Path, model: Path, log_path: Path) -> Iterator[LlamaServer]:
     port = free_port()
-    started = time.perf_counter()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            serve_command(binary, model, port),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=server_env(),
-            start_new_session=True,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(proc, url, log_path)
+    url = f"http://127.0.0.1:{port}"
+    with serving(
+        serve_command(binary, model, port),
+        server_env(),
+        log_path,
+        url=url,
+        name="llama-server",
+        health_deadline_s=HEALTH_DEADLINE_S,
+        stop_grace_s=STOP_GRACE_S,
+        fail=pytest_failure,
+    ) as (proc, started_in_s):
         yield LlamaServer(
             url=url,
             binary=binary,
             model=model,
             log_path=log_path,
             pid=proc.pid,
-            started_in_s=time.perf_counter() - started,
+            started_in_s=started_in_s,
         )
-    finally:
-        stop_group(proc)
-
-
-def wait_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-    """Until GET /health is 200 (it answers 503 while the model loads)."""
-    deadline = time.monotonic() + HEALTH_DEADLINE_S
-    with httpx.Client(timeout=5.0) as client:
-        while True:
-            code = proc.poll()
-            if code is not None:
-                pytest.fail(
-                    f"llama-server exited with {code} before it was healthy; "
-                    f"last lines of {log_path}:\n{tail(log_path)}",
-                    pytrace=False,
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if client.get(f"{url}/health").status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"llama-server not healthy after {HEALTH_DEADLINE_S:.0f} s; "
-                    f"last lines of {log_path}:\n{tail(log_path)}",
-                    pytrace=False,
-                )
-            time.sleep(0.2)
-
-
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group, then SIGKILL after STOP_GRACE_S."""
-    pgid = proc.pid  # start_new_session=True made the server its group's leader
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-        proc.wait()
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-lines:])

@@ -24,7 +24,7 @@ from bench.results import Results
 from bench.run.sweep import WARMUP_MAX_TOKENS
 from tests.llamacpp.server import LlamaServer
 from tests.run.test_run_twin import bench, finish
-from tests.vllm import prom
+from tests.support import prom
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 

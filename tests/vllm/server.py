@@ -17,16 +17,15 @@ import contextlib
 import os
 import re
 import secrets
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from bench.host import procs
+from tests.support.procs import free_port
+from tests.support.served import serving
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "tests" / "setup" / "vllm_cpu.sh"
@@ -103,13 +102,6 @@ def model_dir(python: Path) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def server_env(api_key: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "BENCH_"))}
     env.update(
@@ -148,19 +140,17 @@ def serve_command(python: Path, model: Path, port: int) -> list[str]:
 def start_vllm(model: Path, python: Path, log_path: Path) -> Iterator[VllmServer]:
     api_key = secrets.token_urlsafe(24)
     port = free_port()
-    started = time.perf_counter()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            serve_command(python, model, port),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=server_env(api_key),
-            start_new_session=True,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(proc, url, log_path)
+    url = f"http://127.0.0.1:{port}"
+    with serving(
+        serve_command(python, model, port),
+        server_env(api_key),
+        log_path,
+        url=url,
+        name="vllm serve",
+        health_deadline_s=HEALTH_DEADLINE_S,
+        stop_grace_s=STOP_GRACE_S,
+        fail=VllmServerError,
+    ) as (proc, started_in_s):
         yield VllmServer(
             url=url,
             api_key=api_key,
@@ -168,38 +158,5 @@ def start_vllm(model: Path, python: Path, log_path: Path) -> Iterator[VllmServer
             max_model_len=MAX_MODEL_LEN,
             log_path=log_path,
             pid=proc.pid,
-            started_in_s=time.perf_counter() - started,
+            started_in_s=started_in_s,
         )
-    finally:
-        stop_group(proc)
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + HEALTH_DEADLINE_S
-    with httpx.Client(timeout=5.0) as client:
-        while True:
-            code = proc.poll()
-            if code is not None:
-                raise VllmServerError(
-                    f"vllm serve exited with {code} before it was healthy; "
-                    f"last lines of {log_path}:\n{_tail(log_path)}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if client.get(f"{url}/health").status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise VllmServerError(
-                    f"vllm serve not healthy after {HEALTH_DEADLINE_S:.0f} s; "
-                    f"last lines of {log_path}:\n{_tail(log_path)}"
-                )
-            time.sleep(0.5)
-
-
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group (API server, engine core, worker), then SIGKILL."""
-    procs.stop(proc, STOP_GRACE_S, group=True)
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-lines:])

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bench.results import Results
-from tests.vllm import prom
+from tests.support import prom
 from tests.vllm.server import VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration]

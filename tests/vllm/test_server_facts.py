@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from bench.run import capacity
-from tests.vllm import prom
+from tests.support import prom
 from tests.vllm.server import MAX_MODEL_LEN, MODEL_NAME, NUM_BLOCKS, VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration]

@@ -1,4 +1,5 @@
-"""Read the Prometheus text exposition of a real vLLM's /metrics, for the tests' own checks.
+"""Read the Prometheus text exposition of a real server's /metrics (vLLM, llama.cpp), for the
+tests' own checks.
 
 Deliberately independent of the engine's metrics code: the tests compare what `bench run`
 recorded with what this reads straight off the server.
