@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.host import procs
+from tests.support.procs import bench_cli
 
 pytestmark = pytest.mark.integration
 
@@ -38,15 +39,6 @@ case "$*" in
   *) echo 0x0000000000000000;;
 esac
 """
-
-
-def _bench(*argv: str, env: dict[str, str], timeout_s: float = 300) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", *argv],
-        env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"bench {argv[0]} failed ({done.returncode}): {done.stderr}"
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +70,7 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, s
         assert found, f"the twin did not report its port: {banner!r}"
         port = found.group(1)
         run = tmp / "run-twin"
-        _bench(
+        bench_cli(
             "run", "--url", f"http://127.0.0.1:{port}", "--contexts", "512", "1K",
             "--prefill-only-contexts", "--concurrencies", "1", "2", "4",
             "--duration", "5", "--max-tokens", "128", "--out", str(run),
@@ -89,14 +81,14 @@ def twin_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, s
         if twin.stdout is not None:
             twin.stdout.close()
     shutil.copyfile(server_log, run / "server.log")
-    _bench("report", str(run), env=env)
+    bench_cli("report", str(run), env=env)
     keyfile = tmp / "keys" / "bench_ed25519"
-    line = _bench("keygen", "--out", str(keyfile), "--principal", "ci@twin", env=env)
+    line = bench_cli("keygen", "--out", str(keyfile), "--principal", "ci@twin", env=env)
     allowed = tmp / "allowed_signers"
     allowed.write_text(line.strip().splitlines()[-1] + "\n")
-    _bench("sign", str(run), "--key", str(keyfile), env=env)
+    bench_cli("sign", str(run), "--key", str(keyfile), env=env)
     archive = tmp / "run-twin.tar.gz"
-    _bench("pack", str(run), "--out", str(archive), env=env)
+    bench_cli("pack", str(run), "--out", str(archive), env=env)
     return archive, allowed, key
 
 
@@ -174,7 +166,7 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
 def test_bench_verify_accepts_it_and_names_the_signer(twin_bundle: tuple[Path, Path, str]) -> None:
     archive, allowed, _ = twin_bundle
     env = {"PATH": os.environ["PATH"], "HOME": str(archive.parent / "home")}
-    out = _bench("verify", str(archive), "--allowed-signers", str(allowed), env=env)
+    out = bench_cli("verify", str(archive), "--allowed-signers", str(allowed), env=env)
     assert out.startswith(f"OK {archive}: run ")
     assert "signed by ci@twin (ssh-ed25519 SHA256:" in out
 

@@ -8,12 +8,11 @@ others are over capacity), two trials, so that tables.md has every kind of row.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.procs import bench_cli
 from tests.support.twinproc import start_twin
 
 RUN_ARGS = (
@@ -22,21 +21,12 @@ RUN_ARGS = (
 )  # fmt: skip
 
 
-def bench(*argv: str, env: dict[str, str] | None = None, timeout_s: float = 300) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", *argv],
-        env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"bench {argv[0]} failed ({done.returncode}): {done.stderr}"
-    return done.stdout
-
-
 @pytest.fixture(scope="package")
 def twin_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run directory of a finished twin run, with its report.html."""
     run = tmp_path_factory.mktemp("twin-report") / "run"
     env = {**os.environ, "BENCH_API_KEY": "k-report", "BENCH_LOG_FORMAT": "json"}
     with start_twin("tiny", speed=10.0, api_key="k-report") as twin:
-        bench("run", "--url", twin.url, *RUN_ARGS, "--out", str(run), env=env)
-    bench("report", str(run), env=env)
+        bench_cli("run", "--url", twin.url, *RUN_ARGS, "--out", str(run), env=env)
+    bench_cli("report", str(run), env=env)
     return run

@@ -17,7 +17,7 @@ import pytest
 
 from bench import cli
 from bench.export import rows
-from tests.report.conftest import bench
+from tests.support.procs import bench_cli
 
 pytestmark = pytest.mark.integration  # a real twin run (tests/report/conftest.py)
 
@@ -47,7 +47,7 @@ def ms(seconds: float) -> str:
 @pytest.fixture(scope="module")
 def exported(twin_run: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("export") / "run.csv"
-    printed = bench("export", str(twin_run), "--out", str(out), "--requests").split()
+    printed = bench_cli("export", str(twin_run), "--out", str(out), "--requests").split()
     assert printed == [str(out), str(out.with_name("run.requests.csv"))]
     return out, out.with_name("run.requests.csv")
 

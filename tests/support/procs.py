@@ -257,3 +257,13 @@ def stderr_until(
         if not line or found(line):
             break
     return seen
+
+
+def bench_cli(*argv: str, env: dict[str, str] | None = None, timeout_s: float = 300) -> str:
+    """`python -m bench ARGV` to its end; its stdout, or the test fails with its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", *argv],
+        env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"bench {argv[0]} failed ({done.returncode}): {done.stderr}"
+    return done.stdout
