@@ -42,6 +42,8 @@ help:
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
 	@echo "make verdict-power        false alarms, power, MDE and server time of compare, in virtual time"
+	@echo "make fleet-power          false alarms and power of bench fleet's rule on the twin, in virtual time"
+	@echo "make fleet-calibrate      re-simulate the multipliers of bench fleet's rule (bench/fleet/outlier_k.json)"
 	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
 	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
 	@echo "make fleet BUNDLES='a b c'  one sweep on several nodes: per cell every node, who stands out [HTML=out.html]"
@@ -339,6 +341,20 @@ POWER_ARGS ?=
 .PHONY: verdict-power
 verdict-power: setup
 	$(BIN)/python -m tools.verdict_power $(POWER_ARGS)
+
+# Does `bench fleet` name the slow node and only it? Fleets of 4 and 8 twin nodes in virtual
+# time, each node with its own run-to-run noise: all equal (false alarms), one node 2-10 %
+# slower everywhere, one 10 % slower at >= 64 requests (power).
+FLEET_POWER_ARGS ?=
+.PHONY: fleet-power
+fleet-power: setup
+	$(BIN)/python -m tools.fleet_power $(FLEET_POWER_ARGS)
+
+# The multipliers of bench fleet's rule, simulated (4 minutes on 2 cores; numpy from the dev
+# tools). Writes bench/fleet/outlier_k.json; the same seed writes the same file.
+.PHONY: fleet-calibrate
+fleet-calibrate: setup
+	$(BIN)/python -m tools.fleet_calibrate
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
 twin-calibration: setup

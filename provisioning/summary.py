@@ -16,6 +16,7 @@ import bench.cards
 from bench.errors import BenchError, Exit, Interrupted
 from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet
+from bench.fleet import rule as fleet_rule
 from bench.fleet.view import fleet_markdown
 from bench.launch_profile import LaunchProfile
 from bench.verdict.command import load_reference
@@ -62,10 +63,10 @@ def _fleet_report(done: Sequence[tuple[str, Path]], allowed: Path) -> None:
     except BenchError as exc:
         print(f"fleet report: {exc.one_line()}", file=sys.stderr)
         return
-    print("\n" + fleet_markdown(fleet.fleet(nodes, fleet.Rule())))
-    if len(nodes) < fleet.MIN_NODES:
+    print("\n" + fleet_markdown(fleet.fleet(nodes, fleet_rule.Rule())))
+    if len(nodes) < fleet_rule.MIN_NODES:
         print(f"(with {len(nodes)} nodes no node can be told to stand out: that needs "
-              f"{fleet.MIN_NODES} or more)")  # fmt: skip
+              f"{fleet_rule.MIN_NODES} or more)")  # fmt: skip
 
 
 def summarise(

@@ -11,6 +11,7 @@ import structlog
 from bench.errors import UsageError
 from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet_mod
+from bench.fleet import rule as rule_mod
 from bench.fleet.view import fleet_markdown, fleet_page
 from bench.settings import Settings
 from bench.verdict import page
@@ -19,12 +20,16 @@ from bench.verdict.run_source import add_verification_args
 from bench.verdict.settings import add_accept_arg, parse_accept
 
 _EPILOG = """\
-A node stands out in a cell when its log value lies more than K x 1.4826 x MAD (over the
-nodes) from the median AND beyond the run-to-run noise of one node (3 standard errors of
-a difference of two means of its trials); with one trial per node there is no noise
-estimate, and --min-deviation stands in. Exit codes: 0 no node stands out, 1 one or more
-nodes stand out, 2 bad input, 5 a bundle does not verify, 9 cells that could not be judged
-on every node (and none stands out), 10 settings differ between the nodes (not accepted).
+A node stands out in a cell when its log value lies more than K sds of the spread between
+nodes from the median of the other nodes (the spread pooled over the figure's cells, the
+node furthest off left out of it; K calibrated so that a fleet of equals names a node 1 %
+of the time) AND beyond the run-to-run noise of one node (3 standard errors of a
+difference of two means of its trials; with one trial per node there is no noise estimate,
+and --min-deviation stands in). A node is also named when the median of its deviations
+over a figure's cells is beyond its own multiplier and --min-shift. Exit codes: 0 no node
+stands out, 1 one or more nodes stand out, 2 bad input, 5 a bundle does not verify, 9
+cells that could not be judged on every node (and none stands out), 10 settings differ
+between the nodes (not accepted).
 """
 
 
@@ -57,16 +62,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--k",
         type=_positive,
-        default=fleet_mod.DEFAULT_K,
-        help=f"MADs (x 1.4826) from the median a node must lie (default {fleet_mod.DEFAULT_K:g})",
+        default=None,
+        help="sds of the spread between nodes a node must lie from the others in one cell "
+        "(default: calibrated for the fleet's nodes and cells so that a fleet of equals "
+        "names a node 1 %% of the time)",
     )
     p.add_argument(
         "--min-deviation",
         type=_positive,
-        default=fleet_mod.DEFAULT_MIN_DEVIATION_PCT,
+        default=rule_mod.DEFAULT_MIN_DEVIATION_PCT,
         metavar="PCT",
         help="without a noise estimate (one trial per node), the smallest |Δ %%| from the "
-        f"median that stands out (default {fleet_mod.DEFAULT_MIN_DEVIATION_PCT:g})",
+        f"median that stands out (default {rule_mod.DEFAULT_MIN_DEVIATION_PCT:g})",
+    )
+    p.add_argument(
+        "--min-shift",
+        type=_positive,
+        default=rule_mod.DEFAULT_MIN_SHIFT_PCT,
+        metavar="PCT",
+        help="the smallest |Δ %%| a node must be off by across all cells of a figure (the "
+        "median of its deviations) to be named for it "
+        f"(default {rule_mod.DEFAULT_MIN_SHIFT_PCT:g})",
     )
     p.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     add_verification_args(p)
@@ -76,12 +92,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_fleet(args: argparse.Namespace, settings: Settings) -> int:
     paths: list[Path] = args.bundles
-    if len(paths) < fleet_mod.MIN_NODES:
+    if len(paths) < rule_mod.MIN_NODES:
         raise UsageError(
-            f"a fleet report needs at least {fleet_mod.MIN_NODES} nodes' bundles, got {len(paths)}",
+            f"a fleet report needs at least {rule_mod.MIN_NODES} nodes' bundles, got {len(paths)}",
             hint="with two a median cannot tell which one stands out; bench compare A B",
         )
-    rule = fleet_mod.Rule(args.k, args.min_deviation, parse_accept(args.accept, fleet_mod.NAMES))
+    accept = parse_accept(args.accept, fleet_mod.NAMES)
+    rule = rule_mod.Rule(args.k, args.min_deviation, accept, args.min_shift)
     nodes = fleet_nodes.load_nodes(paths, verification(args))
     report = fleet_mod.fleet(nodes, rule)
     sys.stdout.write(fleet_markdown(report))

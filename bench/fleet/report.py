@@ -1,29 +1,6 @@
 """A fleet report: one sweep run on several nodes with the same settings; per cell and
-figure the value on every node, the median and spread, and the nodes that stand out.
-
-The outlier rule, per cell and figure, over the nodes where the cell is valid (at least
-`MIN_NODES`; with fewer a median cannot tell which node is the odd one):
-
-  y_i = ln(value of node i)     (a node's value: the mean of its trials, at server speed)
-  m   = median over nodes of y_i
-  s   = 1.4826 × median over nodes of |y_i − m|     (the MAD, scaled to a normal sd)
-  node i stands out when |y_i − m| > k × s          (k = 3.5 by default)
-                     and |y_i − m| > floor
-
-  floor, when the run-to-run noise is known (nodes ran 2 or more trials):
-      3 × sd × sqrt(2 / n_i), sd the relative run-to-run sd of one trial of the figure,
-      n_i node i's trials: three standard errors of the difference between two n_i-trial
-      means. sd is the noise `bench compare` uses (`bench.verdict.reproduce.pooled_noise`:
-      pooled over the valid cells of all nodes when the cells' noise is alike by its
-      F-test), else this cell's own, pooled over the nodes (`bench.stats.pooled_sd_log`).
-  floor, with one trial per node (no noise estimate): the stated minimum relative
-      deviation, 5 % by default; the report says that it could not measure the noise.
-
-Both conditions work on log values, so a node's deviation is relative (Δ % against the
-fleet's median, (exp(y_i − m) − 1) × 100) and "slower" reads the same for tok/s and for
-latencies. The MAD condition asks "is it far from the others given how much the others
-spread"; the floor asks "is that beyond what one node does from run to run" (a MAD of
-nodes that agree to 0.1 % would otherwise name a node 0.5 % off).
+figure the value on every node, the median and spread, and the nodes that stand out (the
+rule: `rule`).
 
 Settings that differ between nodes (window, max tokens, API, model, engine, launch flags,
 GPU count and model, image id) make the report NOT COMPARABLE unless accepted by name.
@@ -33,7 +10,7 @@ mean SM clock over the measured windows from its gpu_telemetry.jsonl; for a node
 stands out, the facts it does not share with the others are named beside it (the clock
 when it differs from the others' median by more than CLOCK_TOLERANCE_PCT).
 
-This module owns the rule and FleetReport; `nodes` loads the nodes and their facts,
+This module owns FleetReport; `rule` judges, `nodes` loads the nodes and their facts,
 `words` says the findings in sentences, `view` renders the report.
 """
 
@@ -43,65 +20,17 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from bench import stats
 from bench.errors import Exit
 from bench.fleet.nodes import Node
+from bench.fleet.rule import Rule, Scale, Shift, Spread, judge
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec, Status
+from bench.verdict.cells import BY_NAME, METRICS, Key, MetricSpec
 from bench.verdict.reproduce import pooled_noise
 
-# load_nodes is the nodes module's: callers of the report (the orchestrator) reach it here.
-
-MIN_NODES = 3
-MAD_TO_SD = 1.4826
-DEFAULT_K = 3.5
-DEFAULT_MIN_DEVIATION_PCT = 5.0
-NOISE_SE = 3.0  # standard errors of a difference of two means the floor asks for
-# A relative sd below this is float rounding of identical repeats, not a noise estimate.
-NO_NOISE = 1e-9
 # What a fleet's nodes must share: the verdict's settings, and the server image.
 NAMES: tuple[str, ...] = (*settings_mod.NAMES, "image")
-
-
-@dataclass(frozen=True)
-class Rule:
-    k: float = DEFAULT_K
-    min_deviation_pct: float = DEFAULT_MIN_DEVIATION_PCT
-    accept: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class NodeValue:
-    node: str
-    status: Status | None  # None: the node did not measure the cell
-    value: float | None
-    trials: int
-    deviation_pct: float | None = None  # against the fleet's median
-    outlier: bool = False
-
-
-@dataclass(frozen=True)
-class Spread:
-    """One cell's figure across the fleet."""
-
-    key: Key
-    metric: MetricSpec
-    values: tuple[NodeValue, ...]
-    median: float | None = None
-    robust_sd_pct: float | None = None  # 1.4826 x MAD of the log values, as %
-    range_pct: float | None = None  # (max - min) / median
-    threshold_pct: float | None = None  # the |Δ %| a node had to exceed here
-    floor: Literal["noise", "minimum", "none"] = "none"
-
-    @property
-    def judged(self) -> bool:
-        return self.threshold_pct is not None
-
-    @property
-    def outliers(self) -> tuple[NodeValue, ...]:
-        return tuple(v for v in self.values if v.outlier)
 
 
 @dataclass(frozen=True)
@@ -129,6 +58,8 @@ class FleetReport:
     rule: Rule
     spreads: tuple[Spread, ...]
     noise: dict[str, stats.PooledNoise]
+    scales: dict[str, Scale]  # per figure judged in some cell
+    shifts: tuple[Shift, ...]  # nodes off across a figure's cells
     settings: tuple[SettingDifference, ...]
     unchecked: tuple[str, ...]
     levels: tuple[int, ...]  # every concurrency level of the fleet
@@ -155,7 +86,7 @@ class FleetReport:
 
     @property
     def outlier_nodes(self) -> tuple[str, ...]:
-        named = {f.node for f in self.findings}
+        named = {f.node for f in self.findings} | {s.node for s in self.shifts}
         return tuple(n.name for n in self.nodes if n.name in named)
 
     @property
@@ -177,7 +108,7 @@ class FleetReport:
         be judged on every node, else 0."""
         if self.blocking:
             return Exit.NOT_COMPARABLE
-        if self.findings:
+        if self.outlier_nodes:
             return Exit.NOT_REPRODUCED
         if self.not_judged:
             return Exit.PARTIAL
@@ -226,79 +157,6 @@ def _settings(
     return tuple(out), tuple(unchecked)
 
 
-def _cell_noise(
-    metric: MetricSpec, values: Sequence[tuple[float, ...]], pooled: stats.PooledNoise | None
-) -> float | None:
-    """The relative run-to-run sd of one trial for this cell, or None when unknown (one
-    trial per node, or repeats so alike that their sd is 0: no estimate of the noise)."""
-    if pooled is not None and pooled.sound and pooled.df > 0 and pooled.sd_log > NO_NOISE:
-        return pooled.sd_log
-    own = stats.pooled_sd_log(values)
-    return own[0] if own is not None and own[0] > NO_NOISE else None
-
-
-def spread(
-    key: Key,
-    metric: MetricSpec,
-    nodes: Sequence[Node],
-    rule: Rule,
-    pooled: stats.PooledNoise | None,
-) -> Spread:
-    raw: list[NodeValue] = []
-    for n in nodes:
-        cell = n.run.cell(key)
-        if cell is None:
-            raw.append(NodeValue(n.name, None, None, 0))
-            continue
-        trials = cell.trials.get(metric.name, ())
-        raw.append(NodeValue(n.name, cell.status, cell.value(metric.name), len(trials)))
-    good = [
-        (i, v)
-        for i, v in enumerate(raw)
-        if v.status == "valid" and v.value is not None and v.value > 0
-    ]
-    if not good:
-        return Spread(key, metric, tuple(raw))
-    values = [v.value for _, v in good if v.value is not None]
-    med = stats.median(values)
-    range_pct = (max(values) - min(values)) / med * 100.0
-    logs = [math.log(x) for x in values]
-    m = stats.median(logs)
-    s = MAD_TO_SD * stats.median([abs(y - m) for y in logs])
-    out = list(raw)
-    for (i, v), y in zip(good, logs, strict=True):
-        out[i] = NodeValue(v.node, v.status, v.value, v.trials, math.expm1(y - m) * 100.0)
-    if len(good) < MIN_NODES:
-        return Spread(key, metric, tuple(out), med, s * 100.0, range_pct)
-    groups = []
-    for n in nodes:
-        cell = n.run.cell(key)
-        if cell is not None and cell.status == "valid":
-            groups.append(cell.trials.get(metric.name, ()))
-    sd = _cell_noise(metric, groups, pooled)
-    floors: list[float] = []
-    for (i, v), y in zip(good, logs, strict=True):
-        if sd is not None:
-            floor = NOISE_SE * sd * math.sqrt(2.0 / max(v.trials, 1))
-        else:
-            floor = math.log1p(rule.min_deviation_pct / 100.0)
-        limit = max(rule.k * s, floor)
-        floors.append(limit)
-        if abs(y - m) > limit:
-            out[i] = NodeValue(v.node, v.status, v.value, v.trials, out[i].deviation_pct, True)
-    threshold = math.expm1(min(floors)) * 100.0
-    return Spread(
-        key,
-        metric,
-        tuple(out),
-        med,
-        s * 100.0,
-        range_pct,
-        threshold,
-        "noise" if sd is not None else "minimum",
-    )
-
-
 def fleet(nodes: Sequence[Node], rule: Rule) -> FleetReport:
     runs = [n.run for n in nodes]
     noise = pooled_noise(runs)
@@ -306,18 +164,15 @@ def fleet(nodes: Sequence[Node], rule: Rule) -> FleetReport:
         {k for r in runs for k in r.cells},
         key=lambda k: (k[0] != "prefill", _size(k[1]), k[2]),
     )
-    spreads = [
-        spread(key, metric, nodes, rule, noise.get(metric.name))
-        for metric in METRICS
-        for key in keys
-        if key[0] == metric.phase
-    ]
+    judged = judge(nodes, keys, METRICS, rule, noise)
     differences, unchecked = _settings(nodes, rule.accept)
     return FleetReport(
         nodes=tuple(nodes),
         rule=rule,
-        spreads=tuple(spreads),
+        spreads=judged.spreads,
         noise=noise,
+        scales=judged.scales,
+        shifts=judged.shifts,
         settings=differences,
         unchecked=unchecked,
         levels=tuple(sorted({k[2] for k in keys if k[0] == "decode"})),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import html
 
 from bench.fleet.nodes import FACTS
-from bench.fleet.report import FleetReport, NodeValue, Spread
-from bench.fleet.words import node_lines, noise_lines, rule_line, settings_lines
+from bench.fleet.report import FleetReport
+from bench.fleet.rule import NodeValue, Spread
+from bench.fleet.words import node_lines, noise_lines, rule_line, settings_lines, spread_lines
 from bench.verdict import page, plots
 from bench.verdict.cells import METRICS, MetricSpec
 from bench.verdict.views import Table, TCell, markdown, pct, trust_lines
@@ -58,16 +59,13 @@ def fleet_tables(r: FleetReport) -> list[Table]:
                 row.append(TCell(str(s.key[2])))
             row += [_node_cell(v, metric) for v in s.values]
             row.append(TCell(metric.show(s.median)))
-            spread = "—"
-            if s.robust_sd_pct is not None and s.range_pct is not None:
-                spread = f"MAD-sd {s.robust_sd_pct:.1f} %, range {s.range_pct:.1f} %"
-            row.append(TCell(spread))
+            row.append(TCell("—" if s.range_pct is None else f"{s.range_pct:.1f} %"))
             limit = "—" if s.threshold_pct is None else f"±{s.threshold_pct:.1f} %"
             row += [TCell(limit), _stands_out(s)]
             rows.append(row)
         if rows:
             head = ["Context"] + (["Requests"] if metric.phase == "decode" else [])
-            head += [*names, "Median", "Spread", "Threshold", "Stands out"]
+            head += [*names, "Median", "Range", "Threshold", "Stands out"]
             phase = "Prefill" if metric.phase == "prefill" else "Sustained decode"
             out.append(Table(f"{phase}: {metric.label}", head, rows))
     return out
@@ -85,7 +83,8 @@ def head_lines(r: FleetReport) -> list[str]:
     if speeds != {1.0}:
         shown = ", ".join(f"{x:g}" for x in sorted(speeds))
         lines += [f"Twin speed factor {shown}: every figure at server speed.", ""]
-    lines += [rule_line(r), "Noise:", *noise_lines(r), ""]
+    lines += [rule_line(r), "Spread between nodes:", *spread_lines(r)]
+    lines += ["Noise:", *noise_lines(r), ""]
     found = node_lines(r)
     if found:
         lines += ["Nodes that stand out:", *(f"- {line}" for line in found), ""]

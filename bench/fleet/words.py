@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 
 from bench import stats
 from bench.fleet.nodes import FACTS
-from bench.fleet.report import MIN_NODES, NO_NOISE, NOISE_SE, Finding, FleetReport
-from bench.verdict.cells import Key, metrics_of
+from bench.fleet.report import Finding, FleetReport
+from bench.fleet.rule import MIN_NODES, NO_NOISE, NOISE_SE, Shift
+from bench.verdict.cells import METRICS, Key, metrics_of
 
 # A node's mean SM clock in the windows is named when it differs from the others' median
 # by more than this (clocks move by a few MHz from run to run).
@@ -40,7 +41,7 @@ def _levels_text(concs: Sequence[int], levels: Sequence[int]) -> str:
 
 def where(cells: Sequence[Key], levels: Sequence[int], contexts: Sequence[str]) -> str:
     """`64–128 requests`, `64–128 requests (8K, 16K)`, `1 request at 8K and 64–128
-    requests at 16K`, `prefill at 8K`."""
+    requests at 16K`, `1–2 requests (128, 256) and 1 request at 1K`, `prefill at 8K`."""
     parts = []
     decode: dict[str, list[int]] = {}
     for phase, ctx, conc in cells:
@@ -54,9 +55,17 @@ def where(cells: Sequence[Key], levels: Sequence[int], contexts: Sequence[str]) 
             if len(contexts) > 1:
                 text += f" ({', '.join(in_order)})"
             parts.append(text)
-        else:
+        else:  # contexts that share their levels said together, in context order
+            by_levels: dict[tuple[int, ...], list[str]] = {}
+            for c in in_order:
+                by_levels.setdefault(tuple(sorted(set(decode[c]))), []).append(c)
             parts.append(
-                " and ".join(f"{_levels_text(decode[c], levels)} at {c}" for c in in_order)
+                " and ".join(
+                    f"{_levels_text(lv, levels)} at {ctxs[0]}"
+                    if len(ctxs) == 1
+                    else f"{_levels_text(lv, levels)} ({', '.join(ctxs)})"
+                    for lv, ctxs in by_levels.items()
+                )
             )
     prefill = [ctx for phase, ctx, _ in cells if phase == "prefill"]
     if prefill:
@@ -114,6 +123,15 @@ def finding_texts(report: FleetReport, name: str) -> list[str]:
         amount = _amount([d for f in found for _, d in f.cells])
         labels = ", ".join(f.metric.label for f in found)
         out.append(f"{amount} {'slower' if slower else 'faster'} at {place} ({labels})")
+    by_way: dict[tuple[bool, int], list[Shift]] = {}
+    for sh in report.shifts:
+        if sh.node == name:
+            by_way.setdefault((sh.slower, sh.cells), []).append(sh)
+    for (slower, cells), shifts in by_way.items():
+        amount = _amount([sh.deviation_pct for sh in shifts])
+        labels = ", ".join(sh.metric.label for sh in shifts)
+        way = "slower" if slower else "faster"
+        out.append(f"{amount} {way} in the median of its {cells} cells ({labels})")
     return [f"{name} is {' and '.join(out)}"] if out else []
 
 
@@ -183,10 +201,39 @@ def settings_lines(report: FleetReport) -> list[str]:
 
 def rule_line(report: FleetReport) -> str:
     r = report.rule
+    k = f"k = {r.k:g} (given)" if r.k is not None else "k_cell"
     return (
-        f"A node stands out in a cell when its log value is more than k = {r.k:g} × 1.4826 × "
-        f"MAD (over the {len(report.nodes)} nodes) from the median AND beyond the "
-        f"run-to-run noise ({NOISE_SE:g} × sd × √(2/trials)), or beyond "
-        f"{r.min_deviation_pct:g} % where there is no noise estimate; at least {MIN_NODES} "
-        "valid nodes per cell. Δ = node against the fleet median."
+        f"A node stands out in a cell when it is more than {k} sds of the spread between "
+        "nodes from the median of the other nodes (the spread pooled over the figure's "
+        f"cells, the node furthest off left out) AND beyond the run-to-run noise "
+        f"({NOISE_SE:g} × sd × √(2/trials)), or beyond {r.min_deviation_pct:g} % where "
+        "there is no noise estimate. It is off across a figure when the median of its "
+        f"deviations is more than k_node sds and beyond {r.min_shift_pct:g} %. k_cell and "
+        "k_node depend on the numbers of nodes and cells, set so that a fleet of equals has "
+        f"a node named 1 % of the time. At least {MIN_NODES} valid nodes per cell; "
+        "Δ = node against the median of the other nodes."
     )
+
+
+def spread_lines(report: FleetReport) -> list[str]:
+    """Per figure, the spread between nodes the rule scaled by, and k."""
+    out = []
+    for metric in METRICS:
+        sc = report.scales.get(metric.name)
+        if sc is None:
+            continue
+        if sc.sd <= NO_NOISE:
+            out.append(
+                f"- {metric.label}: no spread between nodes over {sc.cells} "
+                f"cell{'s' if sc.cells != 1 else ''} (the same value on every node): "
+                "only the floor below applies"
+            )
+            continue
+        out.append(
+            f"- {metric.label}: spread between nodes {sc.sd * 100:.2f} % "
+            f"(as an sd, pooled over {sc.cells} cell{'s' if sc.cells != 1 else ''}), "
+            f"k = {sc.k.cell:.2f} in one cell, {sc.k.node:.2f} across the cells: a node "
+            f"must lie {sc.k.cell * sc.sd * 100:.1f} % off in one cell, or "
+            f"{sc.k.node * sc.sd * 100:.1f} % in the median of its cells"
+        )
+    return out
