@@ -13,11 +13,19 @@ from bench.stream.client import Client
 from bench.stream.tokens import Counting, Tokenize, read_tokenize
 
 
+def uses_text_tokenizer(engine: Engine) -> bool:
+    """Whether streamed text is ever tokenized on this engine. vLLM: never (it counts by
+    usage on every chunk only, as always), so no tokenizer is probed for it, not even
+    `--tokenizer-url`. Other engines: as a safety net behind their own per-chunk count
+    (an SGLang too old for continuous_usage_stats), or as the count itself."""
+    return engine.name != "vllm"
+
+
 def counting_for(engine: Engine, can_tokenize: bool) -> Counting | None:
     """vLLM: None (usage on every chunk, as always: a chunk without it makes its cell
     invalid). Other engines: their own per-chunk count, and the text kept for the
     tokenizer as a safety net (an SGLang too old for continuous_usage_stats)."""
-    if engine.name == "vllm":
+    if not uses_text_tokenizer(engine):
         return None
     return Counting(chunk_count=engine.chunk_count, capture_text=can_tokenize)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -145,10 +146,20 @@ async def engine_setup(
 ) -> tuple[ServerInfo, Callable[[str, float], Snapshot], tokens.Tokenize | None]:
     """After the capacity is settled: its fact and the way tokens are counted recorded,
     the client told how to count chunks without usage; the engine's /metrics parser and
-    the text tokenizer (the user's `--tokenizer-url`, else the server's own)."""
+    the text tokenizer (the user's `--tokenizer-url`, else the server's own), probed only
+    where it will be used (not on vLLM: `--tokenizer-url` is then ignored, and stderr says
+    so)."""
     engine = ENGINES[info.engine or "vllm"]
     tokenize, where = None, None
-    if tokenizer_client is not None:
+    if not tokenizers.uses_text_tokenizer(engine):  # vLLM counts by usage only, as always
+        if tokenizer_client is not None:
+            print(
+                f"bench: --tokenizer-url ignored: the server ({engine.name}) reports token "
+                "counts in usage on every chunk",
+                file=sys.stderr,
+                flush=True,
+            )
+    elif tokenizer_client is not None:
         tokenize = await tokenizers.url_tokenizer(tokenizer_client)
         where = f"{tokenizer_client.base_url}/tokenize (--tokenizer-url)"
         if tokenize is None:
@@ -156,13 +167,10 @@ async def engine_setup(
                 f"--tokenizer-url {tokenizer_client.base_url}: its /tokenize does not count",
                 hint="point it at a llama.cpp, vLLM or SGLang server of the same model",
             )
-    elif engine.name != "vllm":
+    else:
         tokenize = await tokenizers.server_tokenizer(client, engine, info.model)
         where = engine.tokenize_path if tokenize is not None else None
-    if engine.name != "vllm":  # vLLM counts by usage only, as always
-        client.counting = tokenizers.counting_for(engine, tokenize is not None)
-    else:
-        tokenize, where = None, None
+    client.counting = tokenizers.counting_for(engine, tokenize is not None)
     facts = {
         **info.facts_source,
         "kv_capacity": kv_fact(kv, engine_kv.source if engine_kv else None),
