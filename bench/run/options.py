@@ -178,28 +178,35 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
     )
 
 
+# The options that make a run's settings (settings_from) or its directory: a resumed run
+# keeps its own, so each is refused with --resume. Their defaults are the parser's.
+_KEPT_BY_RESUME = (
+    "model",
+    "api",
+    "contexts",
+    "prefill_only_contexts",
+    "concurrencies",
+    "cells",
+    "duration",
+    "max_tokens",
+    "trials",
+    "out",
+    "kv_budget",
+    "speed_factor",
+    "seed",
+    "request_timeout",
+)
+
+
 def only_url_with_resume(args: argparse.Namespace) -> None:
     """A resumed run keeps its own settings; a flag that would change them is refused."""
-    defaults = {
-        "model": None,
-        "api": "chat",
-        "contexts": list(PUBLISHED_CONTEXTS),
-        "prefill_only_contexts": list(PUBLISHED_PREFILL_ONLY),
-        "concurrencies": list(PUBLISHED_CONCURRENCIES),
-        "cells": [],
-        "duration": 30.0,
-        "max_tokens": 4096,
-        "trials": 1,
-        "out": None,
-        "kv_budget": None,
-        "speed_factor": None,
-        "seed": 0,
-        "request_timeout": 600.0,
-    }
-    given = [k for k, v in defaults.items() if getattr(args, k) != v]
-    typed = getattr(args, "argv", None)
     parser = getattr(args, "run_parser", None)
-    if typed is not None and isinstance(parser, argparse.ArgumentParser):
+    if not isinstance(parser, argparse.ArgumentParser):  # args not parsed by `bench run`
+        parser = argparse.ArgumentParser(prog="bench run")
+        add_arguments(parser)
+    given = [k for k in _KEPT_BY_RESUME if getattr(args, k) != parser.get_default(k)]
+    typed = getattr(args, "argv", None)
+    if typed is not None:
         # A flag typed with its default value changes nothing, but it was asked for.
         for word in typed:
             if word == "--":
@@ -214,9 +221,9 @@ def only_url_with_resume(args: argparse.Namespace) -> None:
                 if opt.startswith("--") and opt.startswith(name)
             }
             dest = matches.pop() if len(matches) == 1 else None
-            if dest in defaults and dest not in given:
+            if dest in _KEPT_BY_RESUME and dest not in given:
                 given.append(dest)
-    given = [k for k in defaults if k in given]
+    given = [k for k in _KEPT_BY_RESUME if k in given]
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise UsageError(

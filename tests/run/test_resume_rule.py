@@ -6,6 +6,7 @@ against a new twin) is tests/faults/test_sweep_faults.py.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from bench.results import (
     RunSettings,
     ServerInfo,
 )
-from bench.run import resume
+from bench.run import options, resume
 from bench.run.rundir import RunDir
 from bench.run_files import METRICS, SAMPLES
 
@@ -205,3 +206,18 @@ def test_resume_refuses_another_server_and_says_how_to_start_a_new_run() -> None
             "(resume against the same server, or start a new run without --resume "
             "(bench run --url http://new:9 --out NEW_DIR); DIR stays as it is)"
         )
+
+
+def test_resume_compares_the_flags_with_the_parser_s_own_defaults() -> None:
+    """A default changed on the parser is the one --resume compares with: no second copy
+    of the defaults can drift from it."""
+    parser = argparse.ArgumentParser(prog="bench run")
+    options.add_arguments(parser)
+    parser.set_defaults(duration=12.0, seed=7)
+    args = parser.parse_args(["--resume", "D"])
+    args.run_parser = parser
+    options.only_url_with_resume(args)  # 12 s and seed 7 are this parser's defaults
+    args = parser.parse_args(["--resume", "D", "--duration", "30", "--seed", "0"])
+    args.run_parser = parser
+    with pytest.raises(UsageError, match=r"; --duration, --seed cannot change them$"):
+        options.only_url_with_resume(args)
