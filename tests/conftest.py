@@ -36,6 +36,8 @@ from typing import Any
 
 import pytest
 
+import bench
+
 # A test with one of these is a real-process test: outside the unit tier, unguarded.
 REAL_PROCESS_MARKERS = ("integration", "docker", "ssh", "vllm", "slurm", "slow", "subprocess")
 UNIT_MARKEXPR = "not (" + " or ".join(REAL_PROCESS_MARKERS) + ")"
@@ -171,6 +173,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Guard the session when it selected no real-process test (the unit tier)."""
     if not session.items or any(_is_real_process(item) for item in session.items):
         return
+    # bench.__version__ runs git once per process, on first use, and keeps the answer: ask
+    # now, before the guard, so that no unit test is charged with it for the order it ran
+    # in (tests/run/test_plan.py run alone was; in the whole tier another test paid first).
+    _ = bench.__version__
     session.config.stash[_GUARDED] = True
 
 
