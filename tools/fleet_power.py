@@ -29,8 +29,8 @@ from bench.fleet.rule import Rule
 from bench.twin import noise
 from bench.twin import profile as profiles
 from bench.twin.profile import Profile
-from bench.verdict.cells import Cell, Key, RunFigures, context_order
-from tools.verdict_power import CARD, CARD_NAME, Base, _ci, _value, simulate_card
+from bench.verdict.cells import Cell, Key
+from tools.verdict_power import CARD, CARD_NAME, Base, _ci, _value, run_of, simulate_card
 
 Slowness = Callable[[Key], float]  # the node's throughput factor in a cell (1.0: healthy)
 
@@ -48,16 +48,7 @@ def node(
         ]
         values = {m: tuple(_value(v, m, f) for f in factors) for m, v in figs.items()}
         cells[key] = Cell(key[0], key[1], key[2], "valid", None, values)  # type: ignore[arg-type]
-    run = RunFigures(
-        name=name,
-        kind="run",
-        speed_factor=1.0,
-        metadata={},
-        cells=cells,
-        contexts=context_order(k[1] for k in cells),
-        concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
-    )
-    return Node(name, run)
+    return Node(name, run_of(name, cells))
 
 
 def healthy(_key: Key) -> float:

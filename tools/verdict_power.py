@@ -132,6 +132,11 @@ def side(
             worse = 1 - pct / 100 if BY_NAME[metric].higher_is_better else 1 + pct / 100
             trials[metric] = tuple(v * worse for v in trials[metric])
         cells[key] = Cell(key[0], key[1], key[2], "valid", None, trials)  # type: ignore[arg-type]
+    return run_of(name, cells)
+
+
+def run_of(name: str, cells: dict[Key, Cell]) -> RunFigures:
+    """A simulated run at server speed holding `cells`."""
     return RunFigures(
         name=name,
         kind="run",
