@@ -146,7 +146,18 @@ def stop_sshd(host: SshTestHost, *, forget: bool = True) -> None:
     # The throwaway account and its home (tests/setup/sshd.sh made them for this port).
     user = (host.dir / "user").read_text().strip() if (host.dir / "user").is_file() else ""
     if user.startswith("bench-"):
-        subprocess.run(["userdel", user], capture_output=True, check=False)
+        # userdel refuses an account that still runs a process (a session's shell, a
+        # `docker system dial-stdio` the server has not reaped yet): end them first, and
+        # give the kernel a moment to reap them.
+        subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True, check=False)
+        deadline = time.monotonic() + 5.0
+        while subprocess.run(["userdel", user], capture_output=True, check=False).returncode:
+            if (
+                time.monotonic() > deadline
+                or subprocess.run(["id", user], capture_output=True, check=False).returncode
+            ):
+                break
+            time.sleep(0.1)
     subprocess.run(
         ["rm", "-rf", "--one-file-system", f"/var/tmp/bench-ssh/{host.port}"], check=False
     )

@@ -7,6 +7,7 @@ within it, or that preflight refuses it in one line naming what to change.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +150,31 @@ def test_root_is_one_case_among_others(variant_host: SshTestHost) -> None:
     assert variant_host.user == "root"
     by = _preflight(variant_host)
     assert all(by[n].status is Status.OK for n in ("ssh sessions", "sftp", "docker"))
+
+
+def _groups(user: str) -> set[str]:
+    return set(subprocess.run(["id", "-nG", user], capture_output=True, text=True,
+                              check=True).stdout.split())  # fmt: skip
+
+
+def test_an_account_left_on_a_port_gets_the_docker_membership_asked_for(tmp_path: Path) -> None:
+    """Accounts outlive their servers (a port is reused; userdel can fail while a session
+    lingers): a server started on the port of a no-docker-group account must still give
+    its account the docker group, and the other way round. (CI once failed a preflight test
+    because its port had belonged to the no-docker variant.)"""
+    outside = start_sshd(tmp_path / "a", variant={"SSHD_DOCKER_GROUP": "0"})
+    try:
+        assert "docker" not in _groups(outside.user)
+    finally:
+        stop_sshd(outside, forget=False)
+    inside = start_sshd(tmp_path / "b", port=outside.port)
+    try:
+        assert inside.user == outside.user and "docker" in _groups(inside.user)
+    finally:
+        stop_sshd(inside, forget=False)
+    again = start_sshd(tmp_path / "c", port=outside.port, variant={"SSHD_DOCKER_GROUP": "0"})
+    try:
+        assert "docker" not in _groups(again.user)
+    finally:
+        stop_sshd(again)
+    assert subprocess.run(["id", again.user], capture_output=True, check=False).returncode != 0

@@ -76,12 +76,16 @@ else
   home=$base/home
   keys_line=""
   if ! id "$user" >/dev/null 2>&1; then
-    groups=()
-    if [[ ${SSHD_DOCKER_GROUP:-1} == 1 ]]; then
-      getent group docker >/dev/null || groupadd --system docker
-      groups=(-G docker)
-    fi
-    useradd --home-dir "$home" --no-create-home --shell /bin/bash "${groups[@]}" "$user"
+    useradd --home-dir "$home" --no-create-home --shell /bin/bash "$user"
+  fi
+  # The account outlives its server: a later server on the same port (ports are reused, and
+  # accounts stay on the machine across runs) may ask for the other variant. Make its docker
+  # membership what this one asks for, every time.
+  if [[ ${SSHD_DOCKER_GROUP:-1} == 1 ]]; then
+    getent group docker >/dev/null || groupadd --system docker
+    usermod -aG docker "$user"
+  elif id -nG "$user" | tr ' ' '\n' | grep -qx docker; then
+    gpasswd -d "$user" docker >/dev/null
   fi
   mkdir -p "$home/.ssh"
   cp "$dir/client_ed25519.pub" "$home/.ssh/authorized_keys"
