@@ -34,6 +34,16 @@ _T95 = (
 )  # fmt: skip
 
 
+# exp() of a log ratio beyond this overflows a float. No two real figures are that far apart,
+# but a hostile bundle's can be (1e-300 tok/s against 1e300): said as a huge %, not a crash.
+_LOG_RATIO_LIMIT = 700.0
+
+
+def pct_of_log(d: float) -> float:
+    """A log ratio as a relative difference in %: (exp(d) - 1) x 100, d bounded."""
+    return math.expm1(max(-_LOG_RATIO_LIMIT, min(_LOG_RATIO_LIMIT, d))) * 100.0
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """q in [0, 100]; `values` need not be sorted; empty -> ValueError."""
     if not values:
@@ -184,7 +194,7 @@ def welch_log(
         )
     if se == 0.0:
         p = 0.0 if diff else 1.0
-        pct = math.expm1(diff) * 100.0
+        pct = pct_of_log(diff)
         return Ratio(pct, pct, pct, p, df, sa, sb)
     t = diff / se
     if math.isinf(df):
@@ -195,9 +205,9 @@ def welch_log(
         p = 2.0 * (1.0 - t_cdf(abs(t), df))
         half = t_quantile(0.5 + level / 2.0, df) * se
     return Ratio(
-        math.expm1(diff) * 100.0,
-        math.expm1(diff - half) * 100.0,
-        math.expm1(diff + half) * 100.0,
+        pct_of_log(diff),
+        pct_of_log(diff - half),
+        pct_of_log(diff + half),
         p,
         df,
         sa,
@@ -238,7 +248,7 @@ def mde_pct(
         z = norm_ppf(1.0 - alpha / 2.0) + norm_ppf(power)
     else:
         z = t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)
-    return math.expm1(z * sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b)) * 100.0
+    return pct_of_log(z * sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b))
 
 
 def pooled_sd_log(groups: Sequence[Sequence[float]]) -> tuple[float, int] | None:

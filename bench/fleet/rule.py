@@ -220,7 +220,7 @@ def _spread(c: _Cell, metric: MetricSpec, rule: Rule, scale: Scale | None) -> Sp
     devs = c.deviations
     for i, d in zip(c.good, devs, strict=True):
         v = out[i]
-        out[i] = NodeValue(v.node, v.status, v.value, v.trials, math.expm1(d) * 100.0)
+        out[i] = NodeValue(v.node, v.status, v.value, v.trials, stats.pct_of_log(d))
     if not c.judged or scale is None:
         return Spread(c.key, metric, tuple(out), med, range_pct)
     minimum = math.log1p(rule.min_deviation_pct / 100.0)
@@ -231,7 +231,7 @@ def _spread(c: _Cell, metric: MetricSpec, rule: Rule, scale: Scale | None) -> Sp
             v = out[i]
             out[i] = NodeValue(v.node, v.status, v.value, v.trials, v.deviation_pct, True)
     floor: Literal["noise", "minimum"] = "minimum" if c.floors is None else "noise"
-    return Spread(c.key, metric, tuple(out), med, range_pct, math.expm1(min(limits)) * 100.0, floor)
+    return Spread(c.key, metric, tuple(out), med, range_pct, stats.pct_of_log(min(limits)), floor)
 
 
 def _shifts(
@@ -256,7 +256,7 @@ def _shifts(
         floor = max(math.log1p(rule.min_shift_pct / 100.0), trials)
         limit = max(scale.k.node * scale.sd, floor)
         if abs(shift) > limit:
-            pct, limit_pct = math.expm1(shift) * 100.0, math.expm1(limit) * 100.0
+            pct, limit_pct = stats.pct_of_log(shift), stats.pct_of_log(limit)
             out.append(Shift(nodes[i].name, metric, pct, len(ds), limit_pct))
     return out
 

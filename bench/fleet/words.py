@@ -5,7 +5,6 @@ the rule that the Markdown and HTML views print.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from bench import stats
@@ -234,7 +233,7 @@ def spread_lines(report: FleetReport) -> list[str]:
             f"- {metric.label}: spread between nodes {sc.sd * 100:.2f} % "
             f"(as an sd, pooled over {sc.cells} cell{'s' if sc.cells != 1 else ''}), "
             f"k = {sc.k.cell:.2f} in one cell, {sc.k.node:.2f} across the cells: a node "
-            f"must lie {math.expm1(sc.k.cell * sc.sd) * 100:.1f} % off in one cell, or "
-            f"{math.expm1(sc.k.node * sc.sd) * 100:.1f} % in the median of its cells"
+            f"must lie {stats.pct_of_log(sc.k.cell * sc.sd):.1f} % off in one cell, or "
+            f"{stats.pct_of_log(sc.k.node * sc.sd):.1f} % in the median of its cells"
         )
     return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Phase = Literal["prefill", "decode"]
@@ -125,8 +125,36 @@ class RunFigures:
     image_id: str | None = None
     packages: dict[str, str] | None = None  # the server's package freeze, name -> version
 
+    def __post_init__(self) -> None:
+        # The one door every input's figures pass (bundle, run directory, card, vLLM's
+        # saved results): a figure no run can make is data about a broken input, not a
+        # number to do arithmetic on.
+        if any(_implausible(c) for c in self.cells.values()):
+            object.__setattr__(self, "cells", {k: _checked(c) for k, c in self.cells.items()})
+
     def cell(self, key: Key) -> Cell | None:
         return self.cells.get(key)
+
+
+# No figure of a real run comes near this: 1e12 tok/s, or a latency of 31,000 years. A value
+# beyond it, negative or not finite comes from a broken or hostile input.
+FIGURE_MAX = 1e12
+
+
+def _implausible(cell: Cell) -> str | None:
+    for metric, values in cell.trials.items():
+        for v in values:
+            if not (math.isfinite(v) and 0.0 <= v <= FIGURE_MAX):
+                return f"implausible {metric} {v:g}: a figure lies between 0 and {FIGURE_MAX:g}"
+    return None
+
+
+def _checked(cell: Cell) -> Cell:
+    """CELL, or CELL read as invalid (no figures, the reason as its detail)."""
+    why = _implausible(cell)
+    if why is None:
+        return cell
+    return replace(cell, status="invalid", detail=why, trials={}, rse={})
 
 
 def context_order(labels: Iterable[str]) -> tuple[str, ...]:

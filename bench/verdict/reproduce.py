@@ -210,7 +210,7 @@ def _interval(
     """95 % interval of our mean as Δ % against the card: on log values with the noise
     pooled over cells when that is sound (more degrees of freedom; the cell's own variance
     shrunk towards the pooled one, as in compare), else this cell's own t interval."""
-    if len(values) < 2 or not reference or min(values) <= 0:
+    if len(values) < 2 or reference is None or reference <= 0 or min(values) <= 0:
         return None
     if pooled is not None and pooled.sound and pooled.df > len(values) - 1:
         logs = [math.log(v) for v in values]
@@ -218,10 +218,8 @@ def _interval(
         own = math.fsum((x - m) ** 2 for x in logs)
         sd, df = pooled.moderated(own, len(values) - 1)  # this cell's noise, shrunk
         half = distributions.t_quantile(0.975, df) * sd / math.sqrt(len(values))
-        return (
-            (math.exp(m - half) / reference - 1) * 100.0,
-            (math.exp(m + half) / reference - 1) * 100.0,
-        )
+        ref = math.log(reference)
+        return stats.pct_of_log(m - half - ref), stats.pct_of_log(m + half - ref)
     ci = stats.mean_ci(values)
     if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
         return None
