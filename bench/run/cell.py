@@ -2,12 +2,27 @@
 
 All durations here are client seconds: the sweep has already divided server-time
 settings (window, 3 s hold) by the speed factor.
+
+Every wait of a cell is bounded, by construction (docs/faults.md, "Bounds"):
+
+    one /metrics answer        SCRAPE_BOUND_S; past it the cell ends `invalid`
+                               ("no /metrics answer within 30 s (during the readiness gate)")
+    the whole control loop     CellTiming.budget_s: drain time-out + gate time-out + window
+                               + CELL_SLACK_S; past it the cell ends `invalid`, naming what
+                               it was waiting for
+    the workers' end           WORKER_STOP_S after they are told to stop and cancelled; a
+                               worker still running then makes the cell `invalid` too
+
+A worker stops on its own at its next request once the cell is over (`_Cell.stopping`),
+whatever became of its cancellation: on Python 3.11 `asyncio.wait_for` swallows a
+cancellation that arrives as the awaited future completes (CPython gh-86296), and a
+looping worker that lost it ran on for 24 minutes against llama.cpp's server while
+`run_cell` waited for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +36,20 @@ from bench.stream.records import RequestRecord
 Sleep = Callable[[float], Awaitable[None]]
 HOLD_SLACK_S = 1e-6
 OnCellDone = Callable[["CellRun"], None]
+# Client seconds. One /metrics answer inside a cell (a busy vLLM answers in well under a
+# second; the client's own bound for a small call, 2 x 30 s, would come later).
+SCRAPE_BOUND_S = 30.0
+# Beyond drain, gate and window: the scrapes around them (before the launch, the launch's,
+# the window's first and last, one in flight at each phase's end), each within
+# SCRAPE_BOUND_S, and the time-outs' own polling.
+CELL_SLACK_S = 6 * SCRAPE_BOUND_S + 10.0
+# After the cell is over, its workers are cancelled and must be gone within this.
+WORKER_STOP_S = 5.0
+
+
+class CellStopped(Exception):
+    """The cell's control loop cannot go on (a wait past its bound); the reason is the
+    cell's."""
 
 
 @dataclass(slots=True)
@@ -30,6 +59,11 @@ class CellTiming:
     ready_timeout_s: float
     drain_timeout_s: float
     sample_every_s: float
+
+    @property
+    def budget_s(self) -> float:
+        """The wall-clock bound of the cell's control loop, in client seconds."""
+        return self.drain_timeout_s + self.ready_timeout_s + self.window_s + CELL_SLACK_S
 
 
 @dataclass
@@ -53,6 +87,8 @@ class CellRun:
     before_launch: Snapshot | None = None
     launched: Snapshot | None = None
     launched_requests: int = 0  # requests started by the time of `launched`
+    # Why the cell was ended before its window closed (a wait past its bound), if it was.
+    stopped: str | None = None
 
     @property
     def error(self) -> str | None:
@@ -86,12 +122,26 @@ class Server:
         self.has_metrics = has_metrics
         self.parse = parse
         self.tokenize = tokenize
+        # Below the client's own bound for a small call (twice its read time-out), so that a
+        # silent /metrics ends the cell rather than the run.
+        self.scrape_bound_s = min(SCRAPE_BOUND_S, client.read_timeout_s)
 
     async def scrape(self) -> Snapshot | None:
         if not self.has_metrics:
             return None
         status, text = await self.client.get("/metrics")
         return self.parse(text, self.clock()) if status == 200 else None
+
+    async def scrape_within(self, during: str) -> Snapshot | None:
+        """`scrape`, ended with CellStopped when no answer comes within `scrape_bound_s`
+        (SCRAPE_BOUND_S, or the client's read time-out when that is shorter)."""
+        try:
+            async with asyncio.timeout(self.scrape_bound_s):
+                return await self.scrape()
+        except TimeoutError:
+            raise CellStopped(
+                f"no /metrics answer within {self.scrape_bound_s:g} s (during {during})"
+            ) from None
 
     async def drain(self, timeout_s: float, poll_s: float) -> str | None:
         """Wait until nothing runs or waits; the reason if that never happens."""
@@ -100,7 +150,7 @@ class Server:
         deadline = self.clock() + timeout_s
         snap: Snapshot | None = None
         while self.clock() < deadline:
-            snap = await self.scrape()
+            snap = await self.scrape_within("the drain barrier")
             if snap is None or (
                 (snap.get(metrics.RUNNING) or 0) == 0 and (snap.get(metrics.WAITING) or 0) == 0
             ):
@@ -157,27 +207,56 @@ async def run_cell(
     progress: OnCellDone | None = None,
     on_window: Callable[[bool], None] | None = None,
 ) -> CellRun:
-    """Drain, start C looping workers, hold the readiness gate, measure the window."""
+    """Drain, start C looping workers, hold the readiness gate, measure the window.
+
+    Ends within `timing.budget_s` + WORKER_STOP_S whatever the server does: a wait past its
+    bound ends the cell with `stopped` set (its reason), and the sweep goes on."""
     if not isinstance(body, bytes):
         body = json.dumps(body).encode()  # once per cell, not once per request
     poll_s = max(0.01, min(0.25, timing.hold_s / 6))
-    drain_note = await server.drain(timing.drain_timeout_s, poll_s)
-    before_launch = await server.scrape()
-    run = CellRun(concurrency=concurrency, t0_s=server.clock(), drain_note=drain_note)
-    run.before_launch = before_launch
+    run = CellRun(concurrency=concurrency, t0_s=server.clock())
     cell = _Cell(server, run, timing, poll_s, progress)
-    tasks = [asyncio.create_task(cell.worker(i, path, body)) for i in range(concurrency)]
+    tasks: list[asyncio.Task[None]] = []
     try:
-        await cell.gate()
-        if not cell.failed.is_set():
-            await cell.window(on_window)
-        return run
+        async with asyncio.timeout(timing.budget_s):
+            run.drain_note = await server.drain(timing.drain_timeout_s, poll_s)
+            cell.waiting_for = "/metrics before the launch"
+            run.before_launch = await server.scrape_within("the launch")
+            run.t0_s = server.clock()
+            tasks += [asyncio.create_task(cell.worker(i, path, body)) for i in range(concurrency)]
+            await cell.gate()
+            if not cell.failed.is_set():
+                await cell.window(on_window)
+    except CellStopped as exc:
+        run.stopped = str(exc)
+    except TimeoutError:
+        run.stopped = (
+            f"the cell did not finish within its bound of {timing.budget_s:.0f} s "
+            f"(drain + gate + window + {CELL_SLACK_S:.0f} s; waiting for {cell.waiting_for})"
+        )
     finally:
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await _stop_workers(cell, tasks)
+    return run
+
+
+async def _stop_workers(cell: _Cell, tasks: list[asyncio.Task[None]]) -> None:
+    """Tell the workers the cell is over, cancel them, and wait at most WORKER_STOP_S.
+
+    `stopping` ends a worker at its next request even if its cancellation was lost
+    (see the module docstring); one still running after the wait is named on the cell and
+    left cancelled (its stream is bounded by the client's read time-out)."""
+    cell.stopping = True
+    for t in tasks:
+        t.cancel()
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=WORKER_STOP_S)
+    if pending:
+        why = f"{len(pending)} worker(s) still running {WORKER_STOP_S:g} s after the cell ended"
+        cell.run.stopped = f"{cell.run.stopped}; {why}" if cell.run.stopped else why
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: a worker's own error is on its record already
 
 
 class _Cell:
@@ -197,11 +276,13 @@ class _Cell:
         self.had_token = [False] * run.concurrency
         self.failed = asyncio.Event()  # a request failed: the cell ends
         self.in_flight = 0
+        self.stopping = False  # the cell is over: no worker starts another request
+        self.waiting_for = "the drain barrier"  # said when the cell's bound runs out
 
     async def worker(self, i: int, path: str, body: bytes) -> None:
         """One request after another until the cell ends or one of them fails."""
         clock = self.server.clock
-        while True:
+        while not self.stopping:
             record = RequestRecord(worker=i, start_s=clock())
             self.run.records.append(record)
             self.current[i] = record
@@ -242,6 +323,7 @@ class _Cell:
         deadline = run.t0_s + timing.ready_timeout_s
         held_since: float | None = None
         while not self.failed.is_set():
+            self.waiting_for = "the readiness gate"
             now, server_ok, without, missing = await self._check()
             if without == 0:
                 await self._launched()
@@ -275,7 +357,7 @@ class _Cell:
     async def _check(self) -> tuple[float, bool, int, str]:
         """One look: (when, the server side holds, workers without a token, what is missing)."""
         c = self.run.concurrency
-        snap = await self.server.scrape()
+        snap = await self.server.scrape_within("the readiness gate")
         now = self.server.clock()
         if snap is not None:
             running = snap.get(metrics.RUNNING) or 0
@@ -295,12 +377,17 @@ class _Cell:
         run = self.run
         if run.launched is None and run.before_launch is not None:
             run.launched_requests = len(run.records)
-            run.launched = await self.server.scrape()
+            run.launched = await self.server.scrape_within("the readiness gate")
 
     async def window(self, on_window: Callable[[bool], None] | None) -> None:
         """The fixed window, sampling /metrics (or our in-flight count) all along."""
         run, timing = self.run, self.timing
-        clock, sleep, scrape = self.server.clock, self.server.sleep, self.server.scrape
+        clock, sleep = self.server.clock, self.server.sleep
+
+        async def scrape() -> Snapshot | None:
+            return await self.server.scrape_within("the window")
+
+        self.waiting_for = "the window"
         run.w0_s = clock()
         if on_window is not None:  # GPU telemetry covers exactly the window
             on_window(True)

@@ -1,7 +1,8 @@
 """What a measured scout or cell becomes: its results.json entry, its raw lines.
 
 A scout gives a PrefillSample (prefill tok/s from its TTFT); a cell gives a CellResult:
-`invalid` when a request failed (the first failure is its reason, every failure is
+`invalid` when a wait passed its bound (bench.run.cell: the reason says what it waited
+for), a request failed (the first failure is its reason, every failure is
 counted by kind in `failures_by_kind`) or its figures cannot be made, `not_ready` when
 measured on a server that never held the gate or did not drain, else `valid`. The
 trial aggregates; the lines of samples.jsonl and metrics.jsonl.
@@ -38,6 +39,8 @@ def cell_result(
         "started_at_s": started_at_s,
         "failures_by_kind": count_by_kind([r.failure for r in run.records]),
     }
+    if run.stopped is not None:  # a wait past its bound ended the cell (bench.run.cell)
+        return CellResult(**base, status="invalid", reason=run.stopped)
     error = run.error
     if error is not None or run.w0_s is None or run.w1_s is None:
         failed = sum(r.error is not None for r in run.records)

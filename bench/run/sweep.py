@@ -2,6 +2,14 @@
 
 Server-time settings (window, readiness hold, time-outs) are divided by the speed
 factor here, once; everything below works in client seconds.
+
+Every step has a bound (docs/faults.md, "Bounds"), beside each request's own read
+time-out: a cell its `CellTiming.budget_s` (bench.run.cell); the warm-up request and the
+two sizing probes `_single_bound_s`; the prefill scout twice the readiness time-out of a
+cell of one request at its context; counting a cell's tokens through /tokenize afterwards
+TOKENIZE_AFTER_CELL_S. A scout or probe past its bound fails as a request does (the row's
+prefill sample is `invalid` with the reason); a cell whose tokens could not be counted in
+time is `invalid`; the sweep goes on.
 """
 
 from __future__ import annotations
@@ -13,8 +21,9 @@ from typing import Any
 
 from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
+from bench.failures import ErrorKind
 from bench.host import telemetry
-from bench.results import CellResult, PlannedCell, PlannedContext, PrefillSample, Results
+from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import outcome, prompts, resume
 from bench.run.cell import CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
@@ -35,6 +44,8 @@ _DRAIN_TIMEOUT_S = 300.0
 WARMUP_WORDS = 64
 WARMUP_MAX_TOKENS = 16
 WARMUP_LABEL = "warm-up"
+# Client seconds for counting one cell's streamed text through /tokenize after its window.
+TOKENIZE_AFTER_CELL_S = 300.0
 
 
 @dataclass
@@ -131,8 +142,9 @@ class Sweep:
         )
         record = RequestRecord(worker=0, start_s=self.clock())
         scout_body = _body(results, prompt, 1)
+        bound_s = 2 * _ready_timeout_s(1, tokens, info.speed_factor)
         async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
-            await self.server.client.stream(prompts.endpoint(s.api), scout_body, record)
+            await self._bounded(s.api, scout_body, record, bound_s, "the prefill scout")
         if scouted:
             return results, record
         sample = outcome.scout_sample(record, ctx.label, trial, tokens, drain_note)
@@ -168,7 +180,7 @@ class Sweep:
         timing = CellTiming(
             window_s=s.duration_s / speed,
             hold_s=s.readiness_hold_s / speed,
-            ready_timeout_s=(_READY_BASE_S + c * prompt_tokens / _READY_PREFILL_TOK_S) / speed,
+            ready_timeout_s=_ready_timeout_s(c, prompt_tokens, speed),
             drain_timeout_s=_DRAIN_TIMEOUT_S / speed + 5.0,
             sample_every_s=1.0 / speed,
         )
@@ -183,7 +195,15 @@ class Sweep:
             if self.gpu_sampler is not None:
                 window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
         # Text kept for the tokenizer is counted now, the window over (bench.stream.tokens).
-        counted = await tokens.attribute(run.records, self.server.tokenize)
+        counted = None
+        try:
+            async with asyncio.timeout(TOKENIZE_AFTER_CELL_S):
+                counted = await tokens.attribute(run.records, self.server.tokenize)
+        except TimeoutError:
+            run.stopped = run.stopped or (
+                f"counting the cell's tokens through /tokenize did not finish within "
+                f"{TOKENIZE_AFTER_CELL_S:g} s"
+            )
         result = outcome.cell_result(
             run, ctx.label, prompt_tokens, trial, started_at_s=run.t0_s - self.anchor_s,
             max_tokens=ctx.max_tokens,
@@ -244,6 +264,23 @@ class Sweep:
             ) from None
         return results
 
+    async def _bounded(
+        self, api: Api, body: dict[str, Any], record: RequestRecord, bound_s: float, what: str
+    ) -> None:
+        """One request of the sweep's own (warm-up, probe, scout), failed on its record when
+        it has not ended within `bound_s` (a server that streams on and on makes progress,
+        so the read time-out alone would never end it)."""
+        try:
+            async with asyncio.timeout(bound_s):
+                await self.server.client.stream(prompts.endpoint(api), body, record)
+        except TimeoutError:
+            record.cancelled = False
+            record.fail(ErrorKind.TIMEOUT, f"{what} did not end within {bound_s:.0f} s")
+
+    def _single_bound_s(self, results: Results) -> float:
+        """The bound of the warm-up request and of a sizing probe, in client seconds."""
+        return 2 * _READY_BASE_S / results.server.speed_factor + 30.0
+
     @staticmethod
     def _drain_timing(hold_s: float, speed: float) -> tuple[float, float]:
         """(time-out, poll) of a drain barrier in client seconds, the same as a cell's."""
@@ -258,7 +295,9 @@ class Sweep:
         text = prompts.PromptText(results.run_id, -1, WARMUP_LABEL, s.seed).text(WARMUP_WORDS)
         record = RequestRecord(worker=0, start_s=self.clock())
         body = _body(results, text, WARMUP_MAX_TOKENS)
-        await self.server.client.stream(prompts.endpoint(s.api), body, record)
+        await self._bounded(
+            s.api, body, record, self._single_bound_s(results), "the warm-up request"
+        )
         self.progress.note(
             "warm_up",
             tokens=record.tokens,
@@ -371,7 +410,9 @@ class Sweep:
         for words in (64, 1024):
             record = RequestRecord(worker=0, start_s=self.clock())
             body = _body(results, probe.text(words), 1)
-            await self.server.client.stream(prompts.endpoint(s.api), body, record)
+            await self._bounded(
+                s.api, body, record, self._single_bound_s(results), "a sizing probe"
+            )
             if record.prompt_tokens is None:
                 raise ServerError(
                     "cannot size prompts: no /tokenize and no usage.prompt_tokens in the stream",
@@ -380,6 +421,11 @@ class Sweep:
             counts.append(record.prompt_tokens)
         b = max((counts[1] - counts[0]) / 960, 1e-6)
         return counts[0] - 64 * b, b
+
+
+def _ready_timeout_s(c: int, prompt_tokens: int, speed: float) -> float:
+    """A cell's readiness time-out in client seconds: it grows with the tokens to prefill."""
+    return (_READY_BASE_S + c * prompt_tokens / _READY_PREFILL_TOK_S) / speed
 
 
 def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:

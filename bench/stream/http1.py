@@ -26,7 +26,6 @@ whole Content-Length) of a 200 response has arrived; anything else closes it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -190,9 +189,11 @@ class Pool:
             if ex.stopped and not ex.complete and not ex.close and record.error is None:
                 # [DONE] came; the body's last chunk is on its way. Waiting for it (it
                 # follows at once) lets a looping worker reuse this connection.
+                # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a
+                # cancellation that comes as the future completes (CPython gh-86296), and a
+                # looping worker that lost the end of its cell's window ran on for good.
                 ex.ended = loop.create_future()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ex.ended, _BODY_END_WAIT_S)
+                await asyncio.wait({ex.ended}, timeout=_BODY_END_WAIT_S)
         except asyncio.CancelledError:
             conn.abort()
             raise
@@ -245,7 +246,8 @@ class Pool:
             self._all.discard(conn)
         loop = asyncio.get_running_loop()
         try:
-            sock = await asyncio.wait_for(self._connect(loop), self.connect_timeout_s)
+            async with asyncio.timeout(self.connect_timeout_s):  # not wait_for: see above
+                sock = await self._connect(loop)
         except (OSError, TimeoutError, UnicodeError) as exc:  # UnicodeError: a bad host name
             why = str(exc) or type(exc).__name__
             where = f"{self.host}:{self.port}"

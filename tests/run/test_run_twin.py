@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.results import Results
+from tests.support import procs
 from tests.support.twinproc import TwinProcess, start_twin
 
 pytestmark = pytest.mark.integration
@@ -29,19 +28,14 @@ SMALL = [
 
 
 def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    child = {**os.environ, "BENCH_LOG_FORMAT": "json", **(env or {})}
-    return subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child,
-    )
+    """`bench run ARGS` in a process group of its own (tests.support.procs)."""
+    mark = procs.new_mark()
+    return procs.bench("run", *args, mark=mark, env={**procs.bench_env(mark), **(env or {})})
 
 
 def finish(proc: subprocess.Popen[str], timeout_s: float = 240) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout_s)
-    return proc.returncode, out, err
+    """tests.support.procs.finish: the group killed and the test failed on a time-out."""
+    return procs.finish(proc, timeout_s)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import re
+import signal
 import socket
 import socketserver
 import subprocess
@@ -41,23 +42,46 @@ def bench_env(mark: str, **extra: str) -> dict[str, str]:
 
 
 def bench(*args: str, mark: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """`python -m bench ARGS` with piped output, carrying the marker."""
+    """`python -m bench ARGS` with piped output, carrying the marker, in a process group of
+    its own: `finish` ends the whole group, whatever the test's outcome."""
     return subprocess.Popen(
         [sys.executable, "-m", "bench", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env or bench_env(mark),
+        start_new_session=True,
     )
 
 
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the process group `proc` leads (started with start_new_session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+
+
 def finish(proc: subprocess.Popen[str], timeout_s: float = 180) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `proc` once it ends, within `timeout_s`.
+
+    On a time-out, a failure or an interrupt the process group is killed and its pipes read
+    to the end and closed, so nothing a test started stays busy for the next one; a time-out
+    fails the test with the tails of both outputs (issue 28: a `bench run` left looping
+    against llama.cpp's server for 15 minutes after its test had failed)."""
     try:
         out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"still running after {timeout_s} s; stderr: {err[-2000:]}") from None
+    except BaseException as exc:
+        kill_group(proc)
+        out, err = proc.communicate(timeout=30)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise AssertionError(
+                f"still running after {timeout_s:g} s (its process group was killed); "
+                f"stdout: {out[-1500:]}\nstderr: {err[-2500:]}"
+            ) from None
+        raise
+    # A child the program left behind is not killed here: the fault tests check for it
+    # (`survivors`), and the end of the test run fails on any (tests/conftest.py).
     return proc.returncode, out, err
 
 

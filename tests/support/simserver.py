@@ -55,6 +55,16 @@ class SimServer:
     running: int = 0
     running_log: list[tuple[float, int]] = field(default_factory=list)
     _frontend_free_s: float = 0.0
+    # Faults: the n-th /metrics request (counted from 1) never answers; every /tokenize
+    # never answers; a decode stream stops after this many tokens and sends nothing more.
+    hang_metrics: frozenset[int] = frozenset()
+    hang_tokenize: bool = False
+    stall_after_tokens: int | None = None
+    # Requests of these kinds ("warmup", "scout", "decode") stream tokens for ever, whatever
+    # max_tokens says; usage=False: chunks carry text only (a count must come from /tokenize).
+    endless: frozenset[str] = frozenset()
+    usage: bool = True
+    metrics_calls: list[float] = field(default_factory=list)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self._handle)
@@ -69,6 +79,9 @@ class SimServer:
     async def _handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if path == "/metrics":
+            self.metrics_calls.append(self.now())
+            if len(self.metrics_calls) in self.hang_metrics:
+                await asyncio.Event().wait()
             text = (
                 f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting 0\n"
                 f"vllm:prefix_cache_queries_total {self.prefix_queries}\n"
@@ -80,6 +93,8 @@ class SimServer:
         if path == "/tokenize":
             call = Call("tokenize", self.now(), text=text)
             self.calls.append(call)
+            if self.hang_tokenize:
+                await asyncio.Event().wait()
             await asyncio.sleep(self.tokenize_fixed_s + self.tokenize_per_char_s * len(text))
             call.end_s = self.now()
             return httpx.Response(200, json={"count": count_tokens(text)})
@@ -133,12 +148,17 @@ class _Stream(httpx.AsyncByteStream):
                 await asyncio.sleep(prompt / sim.prefill_tok_s)
             else:
                 await asyncio.sleep(sim.tbt_s)
-            for n in range(1, self.max_tokens + 1):
+            last = 10**9 if call.kind in sim.endless else self.max_tokens
+            for n in range(1, last + 1):
                 if n > 1:
                     await asyncio.sleep(sim.tbt_s)
+                stall = sim.stall_after_tokens
+                if call.kind == "decode" and stall is not None and n == stall + 1:
+                    await asyncio.Event().wait()
                 if call.first_token_s is None:
                     call.first_token_s = sim.now()
-                yield chat_chunk("x", completion_tokens=n, prompt_tokens=prompt)
+                count = n if sim.usage else None
+                yield chat_chunk("x", completion_tokens=count, prompt_tokens=prompt)
             self.finished = True
             yield DONE
         finally:

@@ -33,7 +33,10 @@ def test_quick_pass_measures_every_part(tmp_path: Path) -> None:
     (fid,) = got["fidelity"]
     truth = fid["bench"]
     assert truth["requests"] == fid["streams"]
-    assert 0.0095 < truth["truth_tbt_s"] < 0.05  # the paced twin: 10 ms per token at best
+    # The paced twin sends a token every 10 ms at best; a loaded machine stretches that (54 ms
+    # was seen under load), so only the floor is a fixed number. How well the client saw the
+    # truth is the ratio below, measured in the same run.
+    assert truth["truth_tbt_s"] > 0.0095
     assert truth["truth_ttft_s"] >= 0.15  # ~200 ms before the first, counted from its first byte
     assert abs(truth["tbt_error"]) < 0.5
     sweep = got["sweep"]

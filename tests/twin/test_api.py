@@ -178,7 +178,10 @@ def test_ground_truth_log_matches_client_arrivals(tmp_path: object) -> None:
     assert len(content) == len(rec["chunks"])
     delays = [out.arrivals[i] - sent for (sent, _), i in zip(rec["chunks"], content, strict=True)]
     assert min(delays) >= 0  # logged before the client saw it
-    assert statistics.median(delays) < 0.05  # and when it was really sent
+    # ... and close to when it was really sent: well inside the time between two tokens of
+    # the same run (a ratio, not a fixed number of ms, so that a loaded machine holds it).
+    gaps = [b - a for (a, _), (b, _) in zip(rec["chunks"], rec["chunks"][1:], strict=False)]
+    assert statistics.median(delays) < 0.5 * statistics.median(gaps)
 
 
 def test_step_lag_is_reported(client: httpx.Client) -> None:
