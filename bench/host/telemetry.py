@@ -264,6 +264,11 @@ class GpuSampler:
     def available(self) -> bool:
         return self._exe is not None
 
+    @property
+    def fields(self) -> tuple[str | None, str | None]:
+        """(the clock-limit field, the energy counter field) this nvidia-smi accepted."""
+        return self._throttle, self._energy
+
     def start(self) -> None:
         if self._exe is None or self._proc is not None:
             return
