@@ -181,3 +181,17 @@ def test_accept_takes_the_flag_by_name_only() -> None:
     assert parse_accept(["all", "gpu_throttled"]) == frozenset(NAMES) | {"gpu_throttled"}
     with pytest.raises(UsageError, match="unknown setting gpu_hot"):
         parse_accept(["gpu_hot"])
+
+
+def test_the_verdict_pages_name_a_throttled_cell(card: Card) -> None:
+    from bench.verdict import page
+    from bench.verdict.views import compare_markdown, reproduce_markdown
+
+    ours = from_results(_throttled_run(card, ("8K", 8)), name="b")
+    rep = reproduce(ours, from_card(card), Tolerances())
+    text = reproduce_markdown(rep)
+    assert "GPU throttled" in text and "sw_power_cap 50%" in text
+    assert "⚠ GPU throttled" in page.reproduce_page(rep)
+    cmp_ = compare(from_results(make_results(card), name="a"), ours, Policy())
+    assert "gpu throttled in B" in compare_markdown(cmp_)
+    assert "gpu throttled in B" in page.compare_page([cmp_])
