@@ -30,6 +30,7 @@ case "$*" in
     echo "0, NVIDIA H200, GPU-0a1b2c3d, 00000000:18:00.0, 143771, 700.00, 1980, 570.86.15";;
   *--query-gpu=total_energy_consumption*) echo $(( $(date +%s%3N) * 300 ));;
   -q) echo "CUDA Version                              : 12.8";;
+  --help-query-gpu) printf '"timestamp"\nWhen.\n\n"total_energy_consumption"\nEnergy.\n';;
   *) echo 0x0000000000000000;;
 esac
 """
@@ -82,6 +83,7 @@ def test_with_the_stand_in_nvidia_smi_every_gpu_part_reads_it(tmp_path: Path) ->
     done, doc = _check(tmp_path, f"{bin_dir}:{os.environ['PATH']}")
     got = _parts(doc)
     assert got["inventory"]["message"] == "1 x NVIDIA H200 (driver 570.86.15, CUDA 12.8)"
+    assert got["inventory"]["facts"]["query_gpu_energy_fields"] == ["total_energy_consumption"]
     tel = got["telemetry"]
     assert tel["status"] == "ok", tel["message"]
     assert tel["facts"]["fields"] == {

@@ -107,6 +107,11 @@ def inventory_part() -> Part:
     facts = inv.model_dump(mode="json")
     if not inv.available:
         return Part("inventory", "failed", f"no GPU: {inv.reason}", facts)
+    # Which energy fields this nvidia-smi lists: what bench.host.telemetry probes for
+    # (total_energy_consumption) is named by other tools, not in NVIDIA's docs we could read.
+    rc, listing, _ = inventory.run_command(["nvidia-smi", "--help-query-gpu"])
+    fields = re.findall(r'^"([^"]{1,100})"', listing, flags=re.MULTILINE) if rc == 0 else []
+    facts["query_gpu_energy_fields"] = [f for f in fields if "energy" in f.lower()][:20]
     names = sorted({g.name for g in inv.gpus})
     return Part(
         "inventory",
