@@ -26,7 +26,7 @@ set = $(strip $(value $(1)))
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
-	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER
+	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -38,6 +38,7 @@ help:
 	@echo "make lint                 ruff format + lint, mypy --strict"
 	@echo "make preflight HOST=..    the GPU host's checks only"
 	@echo "make smoke HOST=..        minutes on the GPU host first: self-test, small model, two cells"
+	@echo "make gpu-check [URL=..]   on a GPU machine itself, first: GPUs, telemetry, self-test, smoke (< 10 min)"
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
 	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
 	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
@@ -311,6 +312,16 @@ smoke: setup
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) \
 		$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS) \
 		-- $(SMOKE_RUN_ARGS)
+
+# The first thing to run on a real GPU machine, on that machine (docs/image.md, "GPU check"):
+# nvidia-smi's inventory, telemetry while torch loads the GPUs, the image self-test's `gpu`
+# part, two cells of `bench run` against URL (or the twin, said so). Every finding in one
+# JSON file (GPU_CHECK_OUT, default gpu-check.json), a summary on stdout, within 10 minutes;
+# exit 6 when a part failed. Without `make setup` (a bare machine): docs/image.md.
+GPU_CHECK_OUT ?= gpu-check.json
+.PHONY: gpu-check
+gpu-check: setup
+	$(BIN)/python -m tools.gpu_check --out $(call q,GPU_CHECK_OUT) $(if $(call set,URL),--url $(call q,URL))
 
 .PHONY: preflight
 preflight: setup

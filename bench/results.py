@@ -1,6 +1,11 @@
 """The schema of `results.json`: what one `bench run` measured, and how.
 
-Versioned (`schema_version`); later changes are additive (new optional fields only).
+Versioned (`schema_version`); later changes are additive (new optional fields only), so
+this bench reads every version in `READABLE_SCHEMA_VERSIONS`:
+- 1: the first.
+- 2: a cell's GPUs during its window (`CellResult.gpu`: energy and its source, clock-limit
+  shares, SM clocks) and its named flags (`CellResult.flags`, e.g. `gpu_throttled`);
+  `Measurement.energy_from` and `Measurement.gpu_validity`.
 
 Speed convention. A twin can run N times faster than real time (`speed_factor` N, read
 from its `/version` or given with `--speed-factor`; 1 for a real server). `bench run`
@@ -22,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bench.failures import ErrorKind
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 Api = Literal["chat", "completions"]
 # valid: measured, numbers reported. invalid: a request failed (stream cut, HTTP error,
@@ -54,6 +60,13 @@ ActiveSource = Literal["server_metrics", "client_in_flight"]
 # How prompt sizes were made exact.
 PromptSizing = Literal["tokenize", "usage_calibrated"]
 SpeedSource = Literal["flag", "version", "default"]
+# A flag on a cell measured with figures whose conditions make them suspect; a verdict treats
+# a flagged cell as one that was not ready unless the user accepts the flag by name
+# (`--accept gpu_throttled`). gpu_throttled: bench.run.gpu_validity says when.
+CellFlag = Literal["gpu_throttled"]
+# Where a window's GPU energy came from (bench.host.telemetry): the driver's cumulative
+# counter, or nvidia-smi's power samples integrated over the window.
+EnergySource = Literal["energy_counter", "power_integral"]
 # When a stream's reads arrived: the kernel's receive stamp (bench.stream.http1 on Linux), or the
 # client's clock when the read was handed over (httpx: https, or no kernel stamps).
 ReadTimes = Literal["kernel_receive_stamp", "client_clock"]
@@ -226,6 +239,21 @@ class CellExtras(_Model):
     token_source: TokenSource | None = None
 
 
+class CellGpu(_Model):
+    """The GPUs during a decode cell's window, from nvidia-smi (bench.host.telemetry)."""
+
+    samples: int  # nvidia-smi samples in the window, all GPUs
+    energy_j: float | None  # all GPUs over the sampled span; None without two readings a GPU
+    energy_per_output_token_j: float | None
+    energy_source: EnergySource | None
+    # Clock-limit reason -> the largest share of a GPU's samples it was active in.
+    throttle_reasons: dict[str, float] = Field(default_factory=dict)
+    # GPU index (as text, JSON keys) -> its mean SM clock over the window, MHz.
+    mean_sm_clock_mhz: dict[str, float] = Field(default_factory=dict)
+    # GPU index -> the steady SM clock it was judged against (bench.run.gpu_validity).
+    steady_sm_clock_mhz: dict[str, float] = Field(default_factory=dict)
+
+
 class CellResult(_Model):
     context_label: str
     prompt_tokens: int
@@ -240,6 +268,13 @@ class CellResult(_Model):
         default_factory=dict,
         description="the cell's failed requests by kind (bench.failures); only kinds "
         "that occurred; empty when none failed (and in results written before it was added)",
+    )
+    gpu: CellGpu | None = None  # None without GPU telemetry (no nvidia-smi, or schema 1)
+    flags: dict[CellFlag, str] = Field(
+        default_factory=dict,
+        description="named flags on the cell's measurement, each with why (gpu_throttled: "
+        "docs/run.md, GPU validity); a verdict treats a flagged cell as not ready unless "
+        "the flag is accepted (--accept gpu_throttled)",
     )
 
 
@@ -271,6 +306,11 @@ class Measurement(_Model):
     metrics_available: bool = False
     read_times: ReadTimes = "client_clock"
     ttft_from: Literal["request_written", "request_started"] = "request_started"
+    # Where energy per output token came from: energy_counter when every cell's came from the
+    # driver's counter, power_integral when any came from sampled power; None without GPUs.
+    energy_from: EnergySource | None = None
+    # The rule that flags a cell gpu_throttled, as applied (bench.run.gpu_validity.RULE).
+    gpu_validity: str | None = None
     speed_convention: str = (
         "durations and rates as measured on the client clock; "
         "multiply durations by speed_factor and divide rates by it for server time"

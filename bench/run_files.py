@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench.errors import BenchError, UsageError, validation_message
-from bench.results import SCHEMA_VERSION, Results
+from bench.results import READABLE_SCHEMA_VERSIONS, Results
 
 RESULTS = "results.json"
 SAMPLES = "samples.jsonl"
@@ -91,9 +91,11 @@ def load_results(
         raise error(f"{mismatch} document: not a JSON object", hint=hint)
     if "schema_version" not in raw:  # the model's default must not pass it for ours
         raise error(f"{mismatch} schema_version: missing", hint=hint)
-    if raw["schema_version"] != SCHEMA_VERSION:
+    version = raw["schema_version"]
+    if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:  # true == 1
+        readable = ", ".join(map(str, READABLE_SCHEMA_VERSIONS))
         raise error(
-            f"{name}: schema version {raw['schema_version']!r}, this bench reads {SCHEMA_VERSION}",
+            f"{name}: schema version {raw['schema_version']!r}, this bench reads {readable}",
             hint="read it with the bench version that made it",
         )
     try:

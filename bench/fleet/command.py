@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from bench.fleet import rule as rule_mod
 from bench.fleet.view import fleet_markdown, fleet_page
 from bench.settings import Settings
 from bench.verdict import page
+from bench.verdict.cells import accepting
 from bench.verdict.command import verification
 from bench.verdict.run_source import add_verification_args
 from bench.verdict.settings import add_accept_arg, parse_accept
@@ -99,7 +101,11 @@ def run_fleet(args: argparse.Namespace, settings: Settings) -> int:
         )
     accept = parse_accept(args.accept, fleet_mod.NAMES)
     rule = rule_mod.Rule(args.k, args.min_deviation, accept, args.min_shift)
-    nodes = fleet_nodes.load_nodes(paths, verification(args))
+    # A node's cells flagged gpu_throttled stand out of nothing unless that flag is accepted.
+    nodes = [
+        dataclasses.replace(n, run=accepting(n.run, accept))
+        for n in fleet_nodes.load_nodes(paths, verification(args))
+    ]
     report = fleet_mod.fleet(nodes, rule)
     sys.stdout.write(fleet_markdown(report))
     if args.html:

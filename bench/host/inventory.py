@@ -12,6 +12,7 @@ field parsers here are shared with `bench.host.telemetry`.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -80,9 +81,10 @@ def number(raw: str) -> float | None:
     if text is None:
         return None
     try:
-        return float(_UNIT.sub("", text))
+        parsed = float(_UNIT.sub("", text))
     except ValueError:
         return None
+    return parsed if math.isfinite(parsed) else None  # "nan", "inf": no reading
 
 
 def csv_rows(text: str, width: int) -> list[list[str]]:

@@ -1,9 +1,17 @@
 """GPU telemetry through nvidia-smi, sampled during each measurement window.
 
 Power, SM clock, temperature, utilisation and the active clock-limit reasons, sampled by
-a background `nvidia-smi --query-gpu ... -lms` and summarised per window. Energy of a
-window is the trapezoid integral of power.draw over the samples' own timestamps, summed
-over GPUs. Without nvidia-smi the sampler records nothing.
+a background `nvidia-smi --query-gpu ... -lms` and summarised per window. Without
+nvidia-smi the sampler records nothing.
+
+Energy of a window, per GPU, summed over GPUs, says where it came from (`energy_source`):
+- `energy_counter`: the driver's cumulative energy counter (NVML's total energy consumption,
+  millijoules since the driver loaded, Volta and newer), read through nvidia-smi's
+  `total_energy_consumption` query field: its last sample minus its first. Whether this
+  nvidia-smi offers the field is probed once per sampler (some releases refuse it as "not a
+  valid field", some GPUs answer [N/A]), as the clock-limit field's name is.
+- `power_integral`: otherwise, the trapezoid integral of power.draw over the samples' own
+  timestamps (the same span as the counter's difference).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -41,6 +49,9 @@ TELEMETRY_FIELDS = (
     "utilization.gpu",
     "utilization.memory",
 )
+# NVML's nvmlDeviceGetTotalEnergyConsumption as nvidia-smi names it (mJ); probed, see above.
+ENERGY_FIELD = "total_energy_consumption"
+EnergySource = Literal["energy_counter", "power_integral"]
 # NVML's nvmlClocksEventReason* bits.
 THROTTLE_BITS = {
     0x1: "gpu_idle",
@@ -64,12 +75,15 @@ class GpuSample(_Model):
     utilization_pct: float | None
     memory_utilization_pct: float | None
     throttle_reasons: tuple[str, ...]
+    # The driver's cumulative energy counter, mJ (None: not offered, or a sample without it).
+    energy_mj: float | None = None
 
 
 class GpuWindowStats(_Model):
     index: int
     samples: int
     energy_j: float | None
+    energy_source: EnergySource | None = None  # None: no energy (and before it was recorded)
     mean_power_w: float | None
     max_power_w: float | None
     mean_sm_clock_mhz: float | None
@@ -83,6 +97,8 @@ class WindowTelemetry(_Model):
     gpus: tuple[GpuWindowStats, ...]
     energy_j: float | None  # all GPUs
     energy_per_output_token_j: float | None
+    # energy_counter only when every GPU's energy came from its counter; else power_integral.
+    energy_source: EnergySource | None = None
 
 
 def throttle_reasons(raw: str) -> tuple[str, ...]:
@@ -109,6 +125,16 @@ def throttle_field(run: Runner, executable: str) -> str | None:
     return None
 
 
+def energy_field(run: Runner, executable: str) -> str | None:
+    """`total_energy_consumption` when this nvidia-smi accepts it and every GPU answers a
+    number (a driver without the counter answers [N/A] or refuses the field), else None."""
+    rc, out, _ = run([executable, f"--query-gpu={ENERGY_FIELD}", "--format=csv,noheader,nounits"])
+    answers = [line for line in out.splitlines() if line.strip()]
+    if rc != 0 or not answers or any(number(a) is None for a in answers):
+        return None
+    return ENERGY_FIELD
+
+
 def _timestamp(raw: str) -> datetime | None:
     try:
         return datetime.strptime(raw.strip(), "%Y/%m/%d %H:%M:%S.%f")
@@ -116,8 +142,13 @@ def _timestamp(raw: str) -> datetime | None:
         return None
 
 
-def parse_telemetry(text: str, *, with_throttle: bool) -> list[GpuSample]:
-    width = len(TELEMETRY_FIELDS) + (1 if with_throttle else 0)
+def parse_telemetry(
+    text: str, *, with_throttle: bool, with_energy: bool = False
+) -> list[GpuSample]:
+    """Rows of TELEMETRY_FIELDS, then the clock-limit reasons and the energy counter when
+    they were asked for (in that order)."""
+    base = len(TELEMETRY_FIELDS)
+    width = base + (1 if with_throttle else 0) + (1 if with_energy else 0)
     parsed = []
     for f in csv_rows(text, width):
         at = _timestamp(f[0])
@@ -137,7 +168,8 @@ def parse_telemetry(text: str, *, with_throttle: bool) -> list[GpuSample]:
             temperature_c=number(f[4]),
             utilization_pct=number(f[5]),
             memory_utilization_pct=number(f[6]),
-            throttle_reasons=throttle_reasons(f[7]) if with_throttle else (),
+            throttle_reasons=throttle_reasons(f[base]) if with_throttle else (),
+            energy_mj=number(f[width - 1]) if with_energy else None,
         )
         for at, index, f in parsed
     ]
@@ -147,11 +179,20 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _energy_j(samples: list[GpuSample]) -> float | None:
+def _energy_j(samples: list[GpuSample]) -> tuple[float | None, EnergySource | None]:
+    """(joules, source) of one GPU's samples in time order: the counter's difference when
+    its first and last samples have it and it did not go back (a driver reload resets it),
+    else the power integral; (None, None) with fewer than two usable samples."""
+    counter = [s.energy_mj for s in samples if s.energy_mj is not None]
+    first, last = (samples[0].energy_mj, samples[-1].energy_mj) if samples else (None, None)
+    rising = all(b >= a for a, b in itertools.pairwise(counter))
+    if first is not None and last is not None and len(counter) >= 2 and rising:
+        return (last - first) / 1000.0, "energy_counter"
     points = [(s.at_s, s.power_w) for s in samples if s.power_w is not None]
     if len(points) < 2:
-        return None
-    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(points))
+        return None, None
+    joules = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(points))
+    return joules, "power_integral"
 
 
 def summarize(samples: Sequence[GpuSample], output_tokens: int | None) -> WindowTelemetry:
@@ -166,11 +207,13 @@ def summarize(samples: Sequence[GpuSample], output_tokens: int | None) -> Window
         for s in mine:
             for r in s.throttle_reasons:
                 reasons[r] = reasons.get(r, 0.0) + 1 / len(mine)
+        energy_j, source = _energy_j(mine)
         stats.append(
             GpuWindowStats(
                 index=index,
                 samples=len(mine),
-                energy_j=_energy_j(mine),
+                energy_j=energy_j,
+                energy_source=source,
                 mean_power_w=_mean(power),
                 max_power_w=max(power, default=None),
                 mean_sm_clock_mhz=_mean(clock),
@@ -183,7 +226,16 @@ def summarize(samples: Sequence[GpuSample], output_tokens: int | None) -> Window
     energies = [g.energy_j for g in stats]
     total = sum(e for e in energies if e is not None) if energies and None not in energies else None
     per_token = total / output_tokens if total is not None and output_tokens else None
-    return WindowTelemetry(gpus=tuple(stats), energy_j=total, energy_per_output_token_j=per_token)
+    sources = {g.energy_source for g in stats}
+    came_from: EnergySource | None = None
+    if total is not None:
+        came_from = "energy_counter" if sources == {"energy_counter"} else "power_integral"
+    return WindowTelemetry(
+        gpus=tuple(stats),
+        energy_j=total,
+        energy_per_output_token_j=per_token,
+        energy_source=came_from,
+    )
 
 
 class GpuSampler:
@@ -203,6 +255,7 @@ class GpuSampler:
         self.interval_s = interval_s
         self._exe = executable or shutil.which("nvidia-smi")
         self._throttle = throttle_field(run, self._exe) if self._exe else None
+        self._energy = energy_field(run, self._exe) if self._exe else None
         self._proc: subprocess.Popen[str] | None = None
         self._lines: list[str] = []
         self._reader: threading.Thread | None = None
@@ -211,10 +264,19 @@ class GpuSampler:
     def available(self) -> bool:
         return self._exe is not None
 
+    @property
+    def fields(self) -> tuple[str | None, str | None]:
+        """(the clock-limit field, the energy counter field) this nvidia-smi accepted."""
+        return self._throttle, self._energy
+
     def start(self) -> None:
         if self._exe is None or self._proc is not None:
             return
-        fields = [*TELEMETRY_FIELDS, *([self._throttle] if self._throttle else [])]
+        fields = [
+            *TELEMETRY_FIELDS,
+            *([self._throttle] if self._throttle else []),
+            *([self._energy] if self._energy else []),
+        ]
         self._lines = []
         try:
             self._proc = subprocess.Popen(
@@ -251,7 +313,11 @@ class GpuSampler:
             self._reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
-        return parse_telemetry("".join(self._lines), with_throttle=self._throttle is not None)
+        return parse_telemetry(
+            "".join(self._lines),
+            with_throttle=self._throttle is not None,
+            with_energy=self._energy is not None,
+        )
 
 
 class WindowRecord(_Model):

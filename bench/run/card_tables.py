@@ -185,6 +185,8 @@ def _matrix_cell(
     # A cell whose readiness gate never held has numbers, but not the card's kind: marked
     # in the matrix too, so nobody reads them as a clean measurement.
     marks = "<br>Not ready" if any(x.status == "not_ready" for x in cells) else ""
+    if any("gpu_throttled" in x.flags for x in cells):  # the same for a throttled GPU
+        marks += "<br>GPU throttled"
     return f"{rate(fig.total_tok_s)}<br>{ms(fig.ttft_s)} TTFT{marks}"
 
 
@@ -197,6 +199,9 @@ def _all_cells(cells: list[CellResult], speed: float) -> list[str]:
     fig = _mean_figures(measured, speed)
     shown = measured[0] if measured else cells[-1]
     status = _status_text(shown.status, shown.reason)
+    throttled = sorted({x.flags["gpu_throttled"] for x in cells if "gpu_throttled" in x.flags})
+    if throttled:
+        status += f"; GPU throttled: {'; '.join(throttled)}"
     if fig is None:
         return [status, *[DASH] * 8]
     return [

@@ -2,7 +2,9 @@
 acceptance (from the vllm:spec_decode_* counters over each window, or another engine's
 own, see bench.engines) and the prefix-cache
 hit rate of each cell's C requests launched together (what backs "TTFT mostly excludes
-prefill"). Shown in tables.md and so in report.html; absent when no cell has them.
+prefill"), and what the GPUs did: the cells flagged `gpu_throttled` and where energy per
+output token came from. Shown in tables.md and so in report.html; absent when no cell
+has them.
 """
 
 from __future__ import annotations
@@ -69,5 +71,26 @@ def launch_prefix_note(results: Results) -> str | None:
     )
 
 
+def gpu_note(results: Results) -> str | None:
+    gpus = [c for c in results.cells if c.gpu is not None]
+    if not gpus:
+        return None
+    flagged = [c for c in results.cells if "gpu_throttled" in c.flags]
+    source = {
+        "energy_counter": "the driver's cumulative energy counter",
+        "power_integral": "nvidia-smi's power samples integrated over each window",
+        None: "nowhere (no usable power or energy readings)",
+    }[results.measurement.energy_from]
+    throttled = (
+        f"{len(flagged)} of {len(gpus)} decode cells are marked GPU throttled "
+        f"({results.measurement.gpu_validity}); a verdict judges them only with "
+        "--accept gpu_throttled."
+        if flagged
+        else f"No decode cell of {len(gpus)} was GPU throttled."
+    )
+    return f"GPUs: {throttled} Energy per output token from {source}."
+
+
 def notes(results: Results) -> list[str]:
-    return [n for n in (spec_decode_note(results), launch_prefix_note(results)) if n]
+    found = (spec_decode_note(results), launch_prefix_note(results), gpu_note(results))
+    return [n for n in found if n]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.errors import UsageError
-from bench.results import CellResult, PrefillSample, Results, ServerInfo
+from bench.results import SCHEMA_VERSION, CellResult, PrefillSample, Results, ServerInfo
 
 Entry = PrefillSample | CellResult
 # (phase, context, concurrency, trial): the key of raw lines in samples.jsonl / metrics.jsonl
@@ -90,10 +90,19 @@ def mark_cut(results: Results) -> Results:
 
 
 def carry_on(results: Results) -> tuple[Results, set[Key]]:
-    """The run to resume (its `interrupted` entries dropped) and the raw-line keys to keep."""
+    """The run to resume (its `interrupted` entries dropped) and the raw-line keys to keep.
+    From here this bench writes it, so it carries this bench's schema version (the
+    versions only ever add fields: an older run is a valid run of the newer schema)."""
     prefill = tuple(p for p in results.prefill if p.status != "interrupted")
     cells = tuple(c for c in results.cells if c.status != "interrupted")
-    kept = results.model_copy(update={"state": "running", "prefill": prefill, "cells": cells})
+    kept = results.model_copy(
+        update={
+            "state": "running",
+            "prefill": prefill,
+            "cells": cells,
+            "schema_version": SCHEMA_VERSION,
+        }
+    )
     keys: set[Key] = {("decode", c.context_label, c.concurrency, c.trial) for c in cells}
     keys |= {("prefill", p.context_label, 1, p.trial) for p in prefill}
     return kept, keys

@@ -24,7 +24,7 @@ from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
 from bench.failures import ErrorKind
 from bench.host import telemetry
 from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
-from bench.run import outcome, prompts, resume
+from bench.run import gpu_validity, outcome, prompts, resume
 from bench.run.cell import CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
 from bench.run.progress import SweepProgress
@@ -212,11 +212,12 @@ class Sweep:
             result, counted or tokens.run_source(self.server.client.counting)
         )
         if self.gpu_sampler is not None:
-            telemetry.append_window(
+            window = telemetry.append_window(
                 self.rundir.path / telemetry.GPU_TELEMETRY_NAME, context_label=ctx.label,
                 concurrency=c, trial=trial, samples=window_gpu,
                 output_tokens=result.figures.output_tokens if result.figures else None,
             )  # fmt: skip
+            result = result.model_copy(update={"gpu": gpu_validity.cell_gpu(window.telemetry)})
         self.rundir.append(
             SAMPLES,
             [
@@ -226,6 +227,7 @@ class Sweep:
         )
         self.rundir.append(METRICS, outcome.metrics_lines(run, ctx.label, trial, self.anchor_s))
         results = results.model_copy(update={"cells": (*results.cells, result)})
+        results = gpu_validity.judged(results)  # the run's steady clocks moved: all cells
         results = results.model_copy(update={"aggregates": outcome.aggregate(results)})
         self.rundir.save(results)
         shown = result.figures.at_server_speed(speed) if result.figures else None

@@ -28,10 +28,23 @@ from typing import Literal
 
 Phase = Literal["prefill", "decode"]
 Status = Literal[
-    "valid", "over_capacity", "not_run", "failed", "not_ready", "invalid", "interrupted"
+    "valid",
+    "over_capacity",
+    "not_run",
+    "failed",
+    "not_ready",
+    "invalid",
+    "interrupted",
+    "gpu_throttled",
 ]
-# A cell measured but not to be trusted: never "reproduced" nor "unchanged".
-UNTRUSTED: frozenset[str] = frozenset({"failed", "not_ready", "invalid", "interrupted"})
+# A cell measured but not to be trusted: never "reproduced" nor "unchanged". A
+# gpu_throttled cell (results.json's flag, bench.run.gpu_validity) keeps its figures and
+# becomes valid when the user accepts the flag (`accepting`).
+UNTRUSTED: frozenset[str] = frozenset(
+    {"failed", "not_ready", "invalid", "interrupted", "gpu_throttled"}
+)
+# Flags on a run's cells a verdict judges only when accepted by name (--accept NAME).
+CELL_FLAGS: tuple[str, ...] = ("gpu_throttled",)
 # No figures at all: the cell did not fit (over capacity) or was not run. A cell with this
 # status on both sides was measured by neither: never counted among the compared cells.
 UNMEASURED: frozenset[str] = frozenset({"over_capacity", "not_run"})
@@ -155,6 +168,21 @@ def _checked(cell: Cell) -> Cell:
     if why is None:
         return cell
     return replace(cell, status="invalid", detail=why, trials={}, rse={})
+
+
+def accepting(run: RunFigures, accept: Iterable[str]) -> RunFigures:
+    """RUN with its cells flagged by an accepted flag judged as valid (their detail says
+    so); unchanged when none is accepted."""
+    names = frozenset(accept) & frozenset(CELL_FLAGS)
+    if not names or not any(c.status in names for c in run.cells.values()):
+        return run
+    cells = {
+        k: replace(c, status="valid", detail=f"{c.status.replace('_', ' ')}, accepted: {c.detail}")
+        if c.status in names
+        else c
+        for k, c in run.cells.items()
+    }
+    return replace(run, cells=cells)
 
 
 def context_order(labels: Iterable[str]) -> tuple[str, ...]:

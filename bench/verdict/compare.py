@@ -37,7 +37,16 @@ from typing import Literal
 
 from bench import stats
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import UNMEASURED, UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
+from bench.verdict.cells import (
+    UNMEASURED,
+    UNTRUSTED,
+    Cell,
+    Key,
+    MetricSpec,
+    RunFigures,
+    accepting,
+    metrics_of,
+)
 from bench.verdict.reproduce import delta_pct, pooled_noise
 
 Mark = Literal["improved", "regressed", "unchanged", "raw", "n/a"]
@@ -61,7 +70,8 @@ class Policy:
     min_effect_throughput_pct: float = 0.0
     min_effect_latency_pct: float = 0.0
     pool: bool = True
-    accept: frozenset[str] = frozenset()  # settings allowed to differ between A and B
+    # settings allowed to differ between A and B, and cell flags judged anyway (CELL_FLAGS)
+    accept: frozenset[str] = frozenset()
 
     def min_effect(self, metric: MetricSpec) -> float:
         if metric.kind == "throughput":
@@ -290,6 +300,7 @@ def _reason(a: Cell | None, b: Cell | None) -> str | None:
 
 
 def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
+    a, b = accepting(a, policy.accept), accepting(b, policy.accept)
     keys = sorted(
         set(a.cells) | set(b.cells),
         key=lambda k: (k[0] != "prefill", _size(k[1]), k[2]),

@@ -79,6 +79,7 @@ def _decode_metrics() -> tuple[MetricSpec, ...]:
 # How a cell that is not valid on our side is written in the matrix heatmaps.
 NOT_VALID_MARK = {
     "not ready here": "⚠ not ready",
+    "GPU throttled here": "⚠ GPU throttled",
     "invalid here": "⚠ invalid",
     "interrupted here": "⚠ interrupted",
     "failed here": "⚠ failed",
@@ -182,7 +183,7 @@ def frontier_png(runs: Sequence[tuple[str, RunFigures]]) -> bytes:
             points = []
             for conc in run.concurrencies:
                 cell = run.cell(("decode", ctx, conc))
-                if cell is None or cell.status not in ("valid", "not_ready"):
+                if cell is None or cell.status not in ("valid", "not_ready", "gpu_throttled"):
                     continue
                 x, y = cell.value("per_request_tok_s"), cell.value("total_tok_s")
                 if x is not None and y is not None:

@@ -26,7 +26,16 @@ from typing import Literal
 from bench import distributions, stats
 from bench.errors import Exit
 from bench.verdict import settings as settings_mod
-from bench.verdict.cells import UNMEASURED, UNTRUSTED, Cell, Key, MetricSpec, RunFigures, metrics_of
+from bench.verdict.cells import (
+    UNMEASURED,
+    UNTRUSTED,
+    Cell,
+    Key,
+    MetricSpec,
+    RunFigures,
+    accepting,
+    metrics_of,
+)
 
 CellVerdict = Literal[
     "pass",
@@ -37,6 +46,7 @@ CellVerdict = Literal[
     "over capacity on card only",
     "failed here",
     "not ready here",
+    "GPU throttled here",
     "invalid here",
     "interrupted here",
     "not measured here",
@@ -49,7 +59,7 @@ PASSING: frozenset[str] = frozenset({"pass"})
 NEITHER: frozenset[str] = frozenset({"both over capacity", "not run on either side"})
 NEUTRAL: frozenset[str] = frozenset({"not measured here", "not run on card"}) | NEITHER
 NOT_VALID_HERE: frozenset[str] = frozenset(
-    {"failed here", "not ready here", "invalid here", "interrupted here"}
+    {"failed here", "not ready here", "GPU throttled here", "invalid here", "interrupted here"}
 )
 Overall = Literal["REPRODUCED", "NOT REPRODUCED", "PARTIAL", "INCONCLUSIVE", "NOT COMPARABLE"]
 
@@ -278,6 +288,7 @@ def _verdict(ours: Cell | None, card: Cell, checks: tuple[FigureCheck, ...]) -> 
 # Our cell's status when it has no trustworthy numbers.
 _HERE: dict[str, CellVerdict] = {
     "not_ready": "not ready here",
+    "gpu_throttled": "GPU throttled here",
     "invalid": "invalid here",
     "interrupted": "interrupted here",
 }
@@ -312,6 +323,7 @@ def reproduce(
     tolerances: Tolerances,
     accept: frozenset[str] = frozenset(),
 ) -> Reproduction:
+    ours = accepting(ours, accept)
     checks = []
     noise = pooled_by_metric(ours)
     for key, published in card.cells.items():

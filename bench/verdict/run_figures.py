@@ -4,7 +4,9 @@ A twin runs N times faster than real time and records N (`server.speed_factor`);
 `results.json` holds client-clock figures, so rates are divided by N and durations
 multiplied by N (`CellFigures.at_server_speed`) before any comparison. A cell with a trial
 that is not valid is named by the worst (`interrupted`, `invalid`, `not_ready`), never
-judged; a single trial carries the run's own spread of its figures (see `cells`).
+judged; then a cell with a trial flagged `gpu_throttled` is that, with all its figures
+(judged only when the flag is accepted, `cells.accepting`); a single trial carries the
+run's own spread of its figures (see `cells`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,11 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
     detail = f"trials also {', '.join(flagged)}" if flagged else None
     # The run's own spread is only needed for a single trial (see cells.py).
     rse = _cell_rse(results[0]) if len(figures) == 1 else {}
+    throttled = [r for r in results if "gpu_throttled" in r.flags]
+    if throttled:
+        why = sorted({r.flags["gpu_throttled"] for r in throttled})
+        detail = f"{len(throttled)} of {len(results)} trials GPU throttled: {'; '.join(why)}"
+        return Cell("decode", label, concurrency, "gpu_throttled", detail, trials, rse)
     return Cell("decode", label, concurrency, "valid", detail, trials, rse)
 
 

@@ -185,6 +185,7 @@ _STATUS_RANK: tuple[Status, ...] = (
     "interrupted",
     "invalid",
     "not_ready",
+    "gpu_throttled",
     "failed",
     "over_capacity",
     "not_run",
@@ -195,6 +196,12 @@ _STATUS_RANK: tuple[Status, ...] = (
 def _merge_cell(cells: list[Cell]) -> Cell:
     status = min((c.status for c in cells), key=_STATUS_RANK.index)
     first = cells[0]
+    if status == "gpu_throttled":  # every run valid or throttled: all trials, still flagged
+        names = {m for c in cells for m in c.trials}
+        trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
+        why = "; ".join(c.detail or "" for c in cells if c.status == status)
+        runs = f"in {sum(c.status == status for c in cells)} of {len(cells)} runs: {why}"
+        return Cell(first.phase, first.context, first.concurrency, status, runs, trials)
     if status != "valid":
         bad = next(c for c in cells if c.status == status)
         detail = bad.detail

@@ -3,6 +3,9 @@
 Both a card and a run become a `dict[name, text]` of the same names; a name that one side
 does not record is not checked (and listed as such). Any recorded difference makes the
 verdict "not comparable" unless the user accepts that name (`--accept window,max_tokens`).
+`--accept` also takes the cell flags of `cells.CELL_FLAGS` (`gpu_throttled`): cells so
+flagged are judged as valid. `all` is every setting, never a flag: a flag is accepted by
+its name only.
 
 Names: window_s, max_tokens, api, model, engine_version, engine_commit, launch_flags,
 gpu_count, gpu_model. A twin simulates the GPUs and the launch of the card it models, so on
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import UsageError
+from bench.verdict.cells import CELL_FLAGS
 
 NAMES: tuple[str, ...] = (
     "window_s",
@@ -54,21 +58,25 @@ def add_accept_arg(
         action="append",
         default=[],
         metavar="NAMES",
-        help=f"settings allowed to differ{between}, comma-separated: {','.join(known)} (or all)",
+        help=f"settings allowed to differ{between}, comma-separated: {','.join(known)} (or "
+        f"all); and cells flagged {','.join(CELL_FLAGS)} judged as valid (by name only)",
     )
 
 
 def parse_accept(texts: Iterable[str], known: Sequence[str] = NAMES) -> frozenset[str]:
-    """`--accept window_s,max_tokens` (repeatable): the differences the user accepts."""
+    """`--accept window_s,max_tokens` (repeatable): the differences the user accepts, and
+    the cell flags (`gpu_throttled`), which `all` does not include."""
     names = {n.strip() for t in texts for n in t.split(",") if n.strip()}
     aliases = {"window": "window_s", "max_output": "max_tokens", "gpus": "gpu_count"}
     names = {aliases.get(n, n) for n in names}
-    unknown = sorted(names - set(known) - {"all"})
+    unknown = sorted(names - set(known) - set(CELL_FLAGS) - {"all"})
     if unknown:
         raise UsageError(
-            f"--accept: unknown setting {', '.join(unknown)}", hint=f"one of {', '.join(known)}"
+            f"--accept: unknown setting {', '.join(unknown)}",
+            hint=f"one of {', '.join((*known, *CELL_FLAGS))}",
         )
-    return frozenset(known) if "all" in names else frozenset(names)
+    flags = names & set(CELL_FLAGS)
+    return frozenset(known) | flags if "all" in names else frozenset(names)
 
 
 def launch_flags(words: Sequence[str]) -> str | None:

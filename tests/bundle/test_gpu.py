@@ -208,3 +208,55 @@ def test_windows_append_to_the_run_and_read_back(tmp_path: Path) -> None:
     assert len(first.samples) == 6
     assert second.telemetry.gpus == () and second.telemetry.energy_j is None
     assert telemetry.read_windows(tmp_path / "absent.jsonl") == []
+
+
+def test_energy_counter_is_probed_and_refused_when_the_driver_does_not_offer_it() -> None:
+    exe = "/usr/bin/nvidia-smi"
+    offered = _canned({"total_energy_consumption": (0, "123456789\n987654321\n", "")})
+    assert telemetry.energy_field(offered, exe) == "total_energy_consumption"
+    refused = _canned(
+        {"total_energy_consumption": (2, 'Field "total_energy_consumption" is not a valid '
+                                         "field to query.\n", "")}
+    )  # fmt: skip
+    assert telemetry.energy_field(refused, exe) is None
+    one_na = _canned({"total_energy_consumption": (0, "123456789\n[N/A]\n", "")})
+    assert telemetry.energy_field(one_na, exe) is None  # every GPU has it, or none is used
+    hex_answer = _canned({"total_energy_consumption": (0, "0x0000000000000000\n", "")})
+    assert telemetry.energy_field(hex_answer, exe) is None
+
+
+def _energy_rows(counters: list[str]) -> str:
+    return "".join(
+        f"2026/12/02 11:30:0{i}.000, 0, 500.00, 1980, 60, 99, 40, 0x0, {mj}\n"
+        for i, mj in enumerate(counters)
+    )
+
+
+def test_window_energy_comes_from_the_counter_when_every_sample_has_it() -> None:
+    samples = telemetry.parse_telemetry(
+        _energy_rows(["1000000", "1400000", "1900000"]), with_throttle=True, with_energy=True
+    )
+    assert [s.energy_mj for s in samples] == [1_000_000, 1_400_000, 1_900_000]
+    window = telemetry.summarize(samples, output_tokens=300)
+    # (1,900,000 - 1,000,000) mJ = 900 J, not the power integral's 2 s x 500 W = 1000 J.
+    assert window.gpus[0].energy_j == pytest.approx(900.0)
+    assert window.energy_source == window.gpus[0].energy_source == "energy_counter"
+    assert window.energy_per_output_token_j == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(
+    "counters",
+    [["5000", "[N/A]", "[N/A]"], ["9000000", "100", "900"]],  # missing at the end; reset
+)
+def test_window_energy_falls_back_to_the_power_integral(counters: list[str]) -> None:
+    samples = telemetry.parse_telemetry(
+        _energy_rows(counters), with_throttle=True, with_energy=True
+    )
+    window = telemetry.summarize(samples, output_tokens=100)
+    assert window.gpus[0].energy_j == pytest.approx(1000.0)  # 500 W over 2 s
+    assert window.energy_source == "power_integral"
+
+
+def test_a_non_finite_reading_is_no_reading() -> None:
+    assert inventory.number("nan") is None and inventory.number("inf W") is None
+    assert inventory.number("12.5 W") == 12.5

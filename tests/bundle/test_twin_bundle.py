@@ -146,6 +146,7 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
         results = json.loads(read("/results.json"))
         windows = [json.loads(line) for line in read("/gpu_telemetry.jsonl").splitlines()]
         report = read("/report.html").decode()
+        tables = read("/tables.md").decode()
     measured = {
         (c["context_label"], c["concurrency"]) for c in results["cells"] if c["figures"] is not None
     }
@@ -161,6 +162,17 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
         expected = 300.0 * span_s / w["output_tokens"]
         assert w["telemetry"]["energy_per_output_token_j"] == pytest.approx(expected, rel=1e-6)
     assert "<h2>GPU telemetry</h2>" in report
+    # The stand-in's GPU has its power cap active in every sample: every measured cell is
+    # flagged, with why, and the tables say so. It refuses the energy counter's field
+    # (answers no number), so energy came from the power samples, and the bundle says so.
+    assert results["schema_version"] == 2
+    for cell in results["cells"]:
+        if cell["figures"] is not None:
+            assert cell["flags"] == {"gpu_throttled": "sw_power_cap active in 100% of samples"}
+            assert cell["gpu"]["energy_source"] == "power_integral"
+    assert results["measurement"]["energy_from"] == "power_integral"
+    assert "TTFT<br>GPU throttled" in tables
+    assert f"GPUs: {len(measured)} of {len(measured)} decode cells are marked GPU" in tables
 
 
 def test_bench_verify_accepts_it_and_names_the_signer(twin_bundle: tuple[Path, Path, str]) -> None:

@@ -55,6 +55,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         ["RUN_ARGS"],
     ),
     "preflight": (["HOST", "PROFILE", "IMAGE"], []),
+    "gpu-check": (["GPU_CHECK_OUT", "URL"], []),
     "verify": (["BUNDLE", "ALLOWED"], []),
     # A and B are lists too: several bundles a side (make compare A='a1 a2' B='b1 b2').
     "compare": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["A", "B", "MORE"]),
