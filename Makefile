@@ -220,7 +220,7 @@ lock-vllm: docker-up  ## re-resolve the vLLM build's dependencies (requirements/
 	bash docker/lock_vllm.sh
 
 compose: setup        ## regenerate compose.yaml from the launch profiles
-	$(BIN)/python -m provisioning.compose_file > compose.yaml
+	$(BIN)/python -m provisioning.commands.compose_file > compose.yaml
 
 test: docker-up compose-plugin
 

@@ -7,7 +7,7 @@
                                                   on the host; both sweeps; `bench compare`
     provision clean HOST [--run-id ID]            remove containers a crashed run left
     provision bench --slurm PARTITION --nodes N   the fleet as one Slurm job (one task per
-                                                  node; provisioning/slurm_bench.py)
+                                                  node; provisioning/slurm/submit.py)
     provision node-run RUN_DIR                    one node's part of that job (run by srun)
     provision attach RUN_DIR                      follow that job again (submitter stopped)
 
@@ -28,8 +28,9 @@ import structlog
 from bench import logs
 from bench.errors import BenchError, Exit, Interrupted, UsageError, exit_through_make
 from bench.settings import Settings, load_settings
-from provisioning import bisect_cmd, compare_cmd, node, orchestrate, slurm_bench
-from provisioning.build import SOURCES
+from provisioning.commands import bench, bisect, compare
+from provisioning.image.build import SOURCES
+from provisioning.slurm import node, submit
 
 DEFAULT_INVENTORY = Path("hosts.toml")
 
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_preflight(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("preflight", help="check a GPU host and print the table")
     _add_common(p)
-    p.set_defaults(func=orchestrate.cmd_preflight)
+    p.set_defaults(func=bench.cmd_preflight)
 
 
 def _cmd_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -176,7 +177,7 @@ def _cmd_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
     p.add_argument("--image-b", required=True, help="image of run B")
     _add_pair_outputs(p)
-    p.set_defaults(func=compare_cmd.cmd_compare)
+    p.set_defaults(func=compare.cmd_compare)
 
 
 def _cmd_compare_commits(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -198,7 +199,7 @@ def _cmd_compare_commits(sub: argparse._SubParsersAction[argparse.ArgumentParser
             help=f"a build argument for image {side.upper()} only (e.g. an exact VLLM_VERSION)",
         )
     _add_pair_outputs(p)
-    p.set_defaults(func=compare_cmd.cmd_compare_commits)
+    p.set_defaults(func=compare.cmd_compare_commits)
 
 
 def _cmd_bisect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -218,20 +219,20 @@ def _cmd_bisect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="a local vLLM clone holding both commits (for the commit list)",
     )
     p.add_argument("--cell", required=True, help="CONCURRENCYxCONTEXT, e.g. 64x8K")
-    p.add_argument("--figure", choices=tuple(bisect_cmd.FIGURES), default="total")
+    p.add_argument("--figure", choices=tuple(bisect.FIGURES), default="total")
     p.add_argument("--trials", type=int, default=3, help="sweeps per commit (separate bundles)")
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
     p.add_argument("--run-id", default=None, help="bundles are <run-id>-<commit>-<trial>")
     p.add_argument("--allowed-signers", type=Path, default=None)
     _add_build_args(p)
-    p.set_defaults(func=bisect_cmd.cmd_bisect)
+    p.set_defaults(func=bisect.cmd_bisect)
 
 
 def _cmd_clean(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("clean", help="remove containers left by a run (e.g. after kill -9)")
     _add_common(p)
     p.add_argument("--run-id", default=None, help="only this run (default: every vllm-bench run)")
-    p.set_defaults(func=orchestrate.cmd_clean)
+    p.set_defaults(func=bench.cmd_clean)
 
 
 def _cmd_node_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -257,7 +258,7 @@ def _cmd_attach(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--allowed-signers", type=Path, default=None)
     p.add_argument("--card", type=Path, default=None, help="published card (as for bench)")
     p.add_argument("--no-verdict", action="store_true", help="print no verdict")
-    p.set_defaults(func=slurm_bench.cmd_attach)
+    p.set_defaults(func=submit.cmd_attach)
 
 
 def _add_slurm(p: argparse.ArgumentParser) -> None:
@@ -303,10 +304,10 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.slurm or args.cluster:
         if args.host:
             raise UsageError("give HOST or --slurm PARTITION, not both")
-        return slurm_bench.cmd_bench_slurm(args, settings)
+        return submit.cmd_bench_slurm(args, settings)
     if not args.host:
         raise UsageError("no host given", hint="HOST=gpu01, or SLURM=partition NODES=2")
-    return orchestrate.cmd_bench(args, settings)
+    return bench.cmd_bench(args, settings)
 
 
 def _raise_on_sigterm(signum: int, frame: object) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
-from provisioning.flow import scope_of
+from provisioning.flow.host_run import scope_of
 from tests.fleet.conftest import SlurmCluster
 from tests.provisioning.conftest import ROOT
 from tests.provisioning.test_flow import _containers

@@ -17,11 +17,11 @@ import pytest
 from bench.errors import Exit, UsageError
 from bench.run.options import estimate_s
 from provisioning import cli
-from provisioning.local import LocalShell, local_host
-from provisioning.remote import RemoteCommandFailed
-from provisioning.shell import CommandResult
-from provisioning.slurm import JobRequest, JobState, Slurm, batch_script
-from provisioning.slurm_bench import apply_cluster, time_limit_min, without_secrets
+from provisioning.hosts.local import LocalShell, local_host
+from provisioning.hosts.remote import RemoteCommandFailed
+from provisioning.hosts.shell import CommandResult
+from provisioning.slurm.jobs import JobRequest, JobState, Slurm, batch_script
+from provisioning.slurm.submit import apply_cluster, time_limit_min, without_secrets
 
 
 def _request(gpus: int) -> JobRequest:

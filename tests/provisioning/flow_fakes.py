@@ -1,4 +1,4 @@
-"""Small typed fakes of the host flow's seams (provisioning.seams): an engine, a host's
+"""Small typed fakes of the host flow's seams (provisioning.flow.seams): an engine, a host's
 shell and a placement, scripted to drop the connection and come back (or not)."""
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ from pydantic import SecretStr
 
 from bench.errors import Interrupted
 from bench.launch_profile import load_launch_profile
-from provisioning.containers import ContainerSpec
-from provisioning.docker_sdk import EngineUnreachable
-from provisioning.hosts import Host
-from provisioning.reconnect import Reconnector
-from provisioning.remote import SshUnreachable
-from provisioning.requirements import load_requirements
+from provisioning.containers.docker_sdk import EngineUnreachable
+from provisioning.containers.engine import ContainerSpec
+from provisioning.containers.engine_side import EngineSide
+from provisioning.flow.options import Options, Outcome, Secrets
+from provisioning.flow.reconnect import Reconnector
+from provisioning.flow.seams import Server, Steps, Workspace
+from provisioning.flow.sweep_exec import SweepExec
+from provisioning.hosts.inventory import Host
+from provisioning.hosts.remote import SshUnreachable
+from provisioning.hosts.shell import CommandResult
+from provisioning.preflight.requirements import load_requirements
 from provisioning.retry import RetryPolicy
-from provisioning.run_options import Options, Outcome, Secrets
-from provisioning.seams import EngineSide, Server, Steps, Workspace
-from provisioning.shell import CommandResult
-from provisioning.sweep_exec import SweepExec
 from tests.support.runs import small_results
 
 HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)

@@ -14,8 +14,8 @@ import pytest
 from bench.errors import Exit, UsageError
 from bench.twin import profile as profiles
 from bench.verdict.cells import Key, RunFigures
-from provisioning import bisect_cmd
-from provisioning.targets import Target
+from provisioning.commands import bisect
+from provisioning.runs.targets import Target
 from tests.card.conftest import SHIPPED
 from tools import verdict_power as power
 
@@ -50,18 +50,18 @@ def _repo(tmp_path: Path, n: int, *, culprit: int = 11, broken: int | None = Non
 
 def test_the_commits_between_good_and_bad_come_from_the_clone_in_order(tmp_path: Path) -> None:
     hashes = _repo(tmp_path, 6)
-    got = bisect_cmd.commits_between(tmp_path / "vllm", hashes[1], hashes[5])
+    got = bisect.commits_between(tmp_path / "vllm", hashes[1], hashes[5])
     assert got == hashes[1:]
     with pytest.raises(UsageError, match="cannot list"):
-        bisect_cmd.commits_between(tmp_path / "vllm", hashes[1], "abcdef1")
+        bisect.commits_between(tmp_path / "vllm", hashes[1], "abcdef1")
     with pytest.raises(UsageError, match="does not descend"):
-        bisect_cmd.commits_between(tmp_path / "vllm", hashes[5], hashes[1])
+        bisect.commits_between(tmp_path / "vllm", hashes[5], hashes[1])
 
 
 def test_cell_and_figure_as_make_reads_them() -> None:
-    assert bisect_cmd.parse_cell("64x8K") == ("8K", 64)
+    assert bisect.parse_cell("64x8K") == ("8K", 64)
     with pytest.raises(UsageError, match="CONCURRENCYxCONTEXT"):
-        bisect_cmd.parse_cell("8K")
+        bisect.parse_cell("8K")
 
 
 class VirtualJob(threading.Thread):
@@ -103,7 +103,7 @@ def _bisect(
         seen.append(commit)
         return VirtualJob(commit, repo)
 
-    code = bisect_cmd.run_bisection(commits, targets, CELL, "total_tok_s", job)  # type: ignore[arg-type]
+    code = bisect.run_bisection(commits, targets, CELL, "total_tok_s", job)  # type: ignore[arg-type]
     out, err = capsys.readouterr()
     return code, out, err, seen
 

@@ -14,10 +14,10 @@ import pytest
 
 from bench.bundle.verify import verify_bundle
 from bench.errors import RunFailed
-from provisioning import hosts
-from provisioning.build import COMMIT_LABEL, build_on_host, pinned_commit, spec_for
-from provisioning.containers import Engine
-from provisioning.remote import Remote
+from provisioning.containers.engine import Engine
+from provisioning.hosts import inventory
+from provisioning.hosts.remote import Remote
+from provisioning.image.build import COMMIT_LABEL, build_on_host, pinned_commit, spec_for
 from tests.provisioning.conftest import ROOT, SshTestHost
 from tests.provisioning.test_flow import SMALL_SWEEP, _containers, _provision
 
@@ -31,7 +31,7 @@ COMMIT = "5e7ab1e0c0de"
 def test_bench_stage_built_on_the_host_carries_the_commit_label_and_streams_progress(
     ssh_host: SshTestHost, python_base: str
 ) -> None:
-    host = hosts.resolve(ssh_host.alias)
+    host = inventory.resolve(ssh_host.alias)
     spec = spec_for("bench", TAG, commit=COMMIT, build_args={"PYTHON_BASE": python_base})
     out = io.StringIO()
     started = time.monotonic()
@@ -58,7 +58,7 @@ def test_bench_stage_built_on_the_host_carries_the_commit_label_and_streams_prog
 def test_a_build_that_fails_on_the_host_is_one_error_naming_the_image(
     ssh_host: SshTestHost,
 ) -> None:
-    host = hosts.resolve(ssh_host.alias)
+    host = inventory.resolve(ssh_host.alias)
     missing = "vllm-bench-no-such-base:never"
     spec = spec_for("bench", TAG + "-broken", commit=COMMIT, build_args={"PYTHON_BASE": missing})
     out = io.StringIO()

@@ -12,8 +12,10 @@ import pytest
 
 from bench import __version__, image_tag
 from bench.errors import Exit, UsageError
-from provisioning import buildkit, cli
-from provisioning.build import (
+from provisioning import cli
+from provisioning.containers.local_images import build_context
+from provisioning.image import buildkit
+from provisioning.image.build import (
     COMMIT_LABEL,
     commit_tag,
     engine_dockerfile,
@@ -22,7 +24,6 @@ from provisioning.build import (
     spec_for,
     valid_commit,
 )
-from provisioning.local_images import build_context
 from tests.provisioning.conftest import ROOT
 
 # Trace messages as Docker Engine 20.10 sent them for `FROM scratch` + `COPY x /x`
@@ -199,7 +200,7 @@ def test_the_context_is_what_dockerignore_lets_through_plus_the_engine_dockerfil
 
 def test_the_default_bench_image_is_the_tag_docker_build_sh_gives() -> None:
     from bench.launch_profile import load_launch_profile
-    from provisioning.targets import default_image
+    from provisioning.runs.targets import default_image
 
     twin = load_launch_profile("twin")
     assert twin.image == "bench"

@@ -15,7 +15,7 @@ import pytest
 
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit
-from provisioning.build import COMMIT_LABEL
+from provisioning.image.build import COMMIT_LABEL
 from tests.provisioning.conftest import ROOT, SshTestHost
 from tests.provisioning.test_flow import SMALL_SWEEP, _containers
 

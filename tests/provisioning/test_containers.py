@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from provisioning import hosts
-from provisioning.containers import LABEL_ROLE, LABEL_RUN, ContainerSpec, Engine
-from provisioning.local_images import local_image_chunks, local_image_id
-from provisioning.remote import Remote
+from provisioning.containers.engine import LABEL_ROLE, LABEL_RUN, ContainerSpec, Engine
+from provisioning.containers.local_images import local_image_chunks, local_image_id
+from provisioning.hosts import inventory
+from provisioning.hosts.remote import Remote
 from tests.provisioning.conftest import SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
@@ -34,7 +34,7 @@ def _wait_health(remote: Remote, port: int, timeout_s: float = 60) -> bytes:
 def test_server_container_starts_over_ssh_answers_and_is_removed(
     ssh_host: SshTestHost, bench_image: str
 ) -> None:
-    host = hosts.resolve(ssh_host.alias)
+    host = inventory.resolve(ssh_host.alias)
     run_id = f"t{uuid.uuid4().hex[:10]}"
     lines: list[str] = []
     with Engine(host) as engine, Remote(host) as remote:
@@ -62,7 +62,7 @@ def test_server_container_starts_over_ssh_answers_and_is_removed(
 
 
 def test_exec_streams_output_and_reports_exit_code(ssh_host: SshTestHost, bench_image: str) -> None:
-    host = hosts.resolve(ssh_host.alias)
+    host = inventory.resolve(ssh_host.alias)
     run_id = f"t{uuid.uuid4().hex[:10]}"
     with Engine(host) as engine:
         try:
@@ -81,7 +81,7 @@ def test_exec_streams_output_and_reports_exit_code(ssh_host: SshTestHost, bench_
 
 
 def test_container_that_exits_keeps_its_log_tail(ssh_host: SshTestHost, bench_image: str) -> None:
-    host = hosts.resolve(ssh_host.alias)
+    host = inventory.resolve(ssh_host.alias)
     run_id = f"t{uuid.uuid4().hex[:10]}"
     with Engine(host) as engine:
         try:
@@ -112,7 +112,7 @@ def test_a_local_image_streams_to_the_host_over_ssh(
             sent += len(chunk)
             yield chunk
 
-    with Engine(hosts.resolve(ssh_host.alias)) as engine:
+    with Engine(inventory.resolve(ssh_host.alias)) as engine:
         loaded = engine.load(counted())
         assert local_id in loaded
         assert engine.image_id(bench_image) == local_id

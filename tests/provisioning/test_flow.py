@@ -16,7 +16,7 @@ import pytest
 
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
-from provisioning.flow import scope_of
+from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]

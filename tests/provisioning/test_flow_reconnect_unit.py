@@ -17,10 +17,10 @@ import pytest
 from bench.bundle.recipe import ImageServer, Recipe
 from bench.errors import Exit, RunFailed
 from bench.launch_profile import load_launch_profile
-from provisioning.reconnect import HostLost, Reconnector
-from provisioning.remote import SshUnreachable
-from provisioning.sealing import RunFacts, Sealer
-from provisioning.seams import Server
+from provisioning.flow.reconnect import HostLost, Reconnector
+from provisioning.flow.sealing import RunFacts, Sealer
+from provisioning.flow.seams import Server
+from provisioning.hosts.remote import SshUnreachable
 from tests.provisioning.flow_fakes import (
     HOST,
     IMAGE_ID,

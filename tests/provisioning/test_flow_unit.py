@@ -1,8 +1,8 @@
-"""The whole host flow (provisioning.flow.HostRun) over typed fakes of its seams: the order
+"""The whole host flow (provisioning.flow.host_run.HostRun) over typed fakes of its seams: the order
 of the steps, what the placement is asked, the clean-up whatever happens, the interrupts.
 
 The same flow against a real engine and sshd is tests/provisioning/test_flow.py; a Slurm node's
-placement (provisioning.node.OnNode) is checked here on this machine's own shell.
+placement (provisioning.slurm.node.OnNode) is checked here on this machine's own shell.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit, Interrupted, ServerError
-from provisioning.docker_sdk import ContainerFailed
-from provisioning.flow import HostRun
-from provisioning.local import LocalShell, local_host
-from provisioning.node import OnNode
-from provisioning.readiness import wait_ready
-from provisioning.reconnect import HostLost
-from provisioning.run_options import Outcome
-from provisioning.seams import Server, Steps
+from provisioning.containers.docker_sdk import ContainerFailed
+from provisioning.flow.host_run import HostRun
+from provisioning.flow.options import Outcome
+from provisioning.flow.readiness import wait_ready
+from provisioning.flow.reconnect import HostLost
+from provisioning.flow.seams import Server, Steps
+from provisioning.hosts.local import LocalShell, local_host
+from provisioning.slurm.node import OnNode
 from tests.provisioning.flow_fakes import (
     HOME,
     HOST,

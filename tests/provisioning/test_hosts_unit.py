@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import UsageError
-from provisioning import hosts
+from provisioning.hosts import inventory
 
 SSH_G = """\
 hostname 10.1.2.3
@@ -47,7 +47,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_resolution_follows_ssh_and_rebases_home(home: Path) -> None:
     pw_home = pwd.getpwuid(os.getuid()).pw_dir
     fake = FakeSsh(SSH_G.format(pw_home=pw_home))
-    h = hosts.resolve("gpu01", run=fake)
+    h = inventory.resolve("gpu01", run=fake)
     assert fake.argv[-2:] == ["--", "gpu01"]
     assert (h.hostname, h.user, h.port) == ("10.1.2.3", "bench", 2222)
     # only keys that exist are offered; ~ is HOME, not the password database's home
@@ -66,7 +66,7 @@ def test_inventory_wins_over_ssh_config(home: Path) -> None:
         'model_cache = "/data/hf"\nhostname = "gpu01.lab"\n'
     )
     fake = FakeSsh("hostname gpu01.lab\nuser bench\nport 2222\n")
-    h = hosts.resolve("gpu01", inventory=hosts.load_inventory(inv), run=fake)
+    h = inventory.resolve("gpu01", inventory=inventory.load_inventory(inv), run=fake)
     assert fake.argv[-1] == "gpu01.lab"
     assert (h.user, h.port, h.identity_files) == ("root", 22, (home / "k",))
     assert (h.profile, h.model_cache, h.known_hosts_name) == ("twin", "/data/hf", "gpu01.lab")
@@ -76,28 +76,28 @@ def test_bad_inventory_is_one_line_naming_the_field(home: Path) -> None:
     inv = home / "hosts.toml"
     inv.write_text("[hosts.gpu01]\nprot = 22\n")
     with pytest.raises(UsageError) as info:
-        hosts.load_inventory(inv)
+        inventory.load_inventory(inv)
     assert "hosts.gpu01.prot" in info.value.one_line()
     inv.write_text("[hosts.gpu01\n")
     with pytest.raises(UsageError, match="not valid TOML"):
-        hosts.load_inventory(inv)
-    assert hosts.load_inventory(home / "absent.toml").hosts == {}
+        inventory.load_inventory(inv)
+    assert inventory.load_inventory(home / "absent.toml").hosts == {}
 
 
 def test_ssh_refusing_the_name_is_a_usage_error(home: Path) -> None:
     fake = FakeSsh("", returncode=255, stderr="/x/config line 3: Bad configuration option: Foo")
     with pytest.raises(UsageError, match="Bad configuration option"):
-        hosts.resolve("gpu01", run=fake)
+        inventory.resolve("gpu01", run=fake)
     with pytest.raises(UsageError, match="not valid"):
-        hosts.resolve("-oProxyCommand=evil", run=fake)
+        inventory.resolve("-oProxyCommand=evil", run=fake)
 
 
 def test_host_lists() -> None:
-    assert hosts.parse_host_list("gpu01, gpu02") == ["gpu01", "gpu02"]
+    assert inventory.parse_host_list("gpu01, gpu02") == ["gpu01", "gpu02"]
     with pytest.raises(UsageError, match="listed twice: gpu01"):
-        hosts.parse_host_list("gpu01,gpu01")
+        inventory.parse_host_list("gpu01,gpu01")
     with pytest.raises(UsageError):
-        hosts.parse_host_list(" , ")
+        inventory.parse_host_list(" , ")
 
 
 @pytest.mark.parametrize("name", ["a..b", ".a", "a-.b", "x" * 64, "a b.c"[:1] + "..", "é..x"])
@@ -105,9 +105,9 @@ def test_a_host_name_the_resolver_cannot_take_is_one_line_usage(home: Path, name
     # `a..b` made getaddrinfo raise UnicodeError: a traceback with exit 1 (issue 15).
     fake = FakeSsh(f"hostname {name}\nuser u\nport 22\n")
     with pytest.raises(UsageError) as err:
-        hosts.resolve(name, run=fake)
+        inventory.resolve(name, run=fake)
     assert err.value.one_line().startswith(f"host {name!r} is not a valid host name")
-    assert hosts.valid_hostname("gpu-01.example.com.") and hosts.valid_hostname("::1")
+    assert inventory.valid_hostname("gpu-01.example.com.") and inventory.valid_hostname("::1")
 
 
 def test_a_name_that_does_not_resolve_is_one_line_at_once_not_after_backoff(
@@ -115,10 +115,10 @@ def test_a_name_that_does_not_resolve_is_one_line_at_once_not_after_backoff(
 ) -> None:
     import socket
 
-    from provisioning.remote import Remote, SshUnreachable
+    from provisioning.hosts.remote import Remote, SshUnreachable
 
     slept: list[float] = []
-    host = hosts.Host(name="gpu-nowhere", hostname="gpu-nowhere.invalid", user="u", port=22)
+    host = inventory.Host(name="gpu-nowhere", hostname="gpu-nowhere.invalid", user="u", port=22)
     remote = Remote(host, sleep=slept.append)
 
     def nxdomain() -> None:

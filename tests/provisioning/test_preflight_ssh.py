@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from bench.errors import HostCheckFailed
-from provisioning import hosts, preflight, preflight_report, targets
-from provisioning.preflight_report import Status
-from provisioning.remote import Remote
-from provisioning.requirements import load_requirements
+from provisioning.hosts import inventory
+from provisioning.hosts.remote import Remote
+from provisioning.preflight import checks, report
+from provisioning.preflight.report import Status
+from provisioning.preflight.requirements import load_requirements
+from provisioning.runs import targets
 from tests.provisioning.conftest import SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
@@ -21,10 +23,10 @@ OUT
 """
 
 
-def _run(ssh_host: SshTestHost) -> preflight_report.Report:
-    host = hosts.resolve(ssh_host.alias)
+def _run(ssh_host: SshTestHost) -> report.Report:
+    host = inventory.resolve(ssh_host.alias)
     with Remote(host) as remote:
-        return preflight.run_preflight(
+        return checks.run_preflight(
             remote,
             load_requirements("published", 4),
             host=host.name,
@@ -69,7 +71,7 @@ def test_docker_sdk_connection_is_checked_too(ssh_host: SshTestHost) -> None:
     ssh_host.known_hosts.rename(elsewhere)
     config = ssh_host.ssh_config.read_text()
     ssh_host.ssh_config.write_text(config + f"  UserKnownHostsFile {elsewhere}\n")
-    host = hosts.resolve(ssh_host.alias)
+    host = inventory.resolve(ssh_host.alias)
     with Remote(host) as remote:
         assert remote.run("true").ok
     check = targets.sdk_check(host)
@@ -118,7 +120,7 @@ def test_a_cuda_13_2_driver_passes_the_cuda_check(ssh_host: SshTestHost) -> None
     target = _published_target(ssh_host)
     host = target.host
     with Remote(host) as remote:
-        report = preflight.run_preflight(
+        report = checks.run_preflight(
             remote,
             target.requirements,
             host=host.name,

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from bench.errors import HostCheckFailed
-from provisioning import preflight, preflight_gpu, preflight_storage
-from provisioning.preflight_report import Status
-from provisioning.requirements import GIB, Requirements, load_requirements
-from provisioning.shell import CommandResult
+from provisioning.hosts.shell import CommandResult
+from provisioning.preflight import checks, gpu, storage
+from provisioning.preflight.report import Status
+from provisioning.preflight.requirements import GIB, Requirements, load_requirements
 
 PUBLISHED = Requirements(
     profile="published",
@@ -55,14 +55,14 @@ def df(avail_bytes: int, mount: str = "/") -> CommandResult:
 
 
 def test_matching_host_passes_gpu_checks() -> None:
-    checks, gpus = preflight_gpu.check_gpus(Scripted({"nvidia-smi": ok(FOUR_PRO_6000)}), PUBLISHED)
+    checks, gpus = gpu.check_gpus(Scripted({"nvidia-smi": ok(FOUR_PRO_6000)}), PUBLISHED)
     assert [c.status for c in checks] == [Status.OK, Status.OK, Status.OK]
     assert len(gpus) == 4 and gpus[0].memory_mib == 97887
     assert "4x NVIDIA RTX PRO 6000" in checks[0].found
 
 
 def test_other_gpus_and_old_driver_are_named() -> None:
-    checks, _ = preflight_gpu.check_gpus(Scripted({"nvidia-smi": ok(TWO_A100)}), PUBLISHED)
+    checks, _ = gpu.check_gpus(Scripted({"nvidia-smi": ok(TWO_A100)}), PUBLISHED)
     by = {c.name: c for c in checks}
     assert by["GPUs"].status is Status.FAIL
     assert "2x NVIDIA A100-SXM4-80GB" in by["GPUs"].found
@@ -75,13 +75,13 @@ def test_other_gpus_and_old_driver_are_named() -> None:
 
 def test_enough_gpus_but_too_few_of_the_model_fails() -> None:
     mixed = [*FOUR_PRO_6000.splitlines()[:3], "3, NVIDIA L40S, 46068, 590.44.01"]
-    checks, _ = preflight_gpu.check_gpus(Scripted({"nvidia-smi": ok("\n".join(mixed))}), PUBLISHED)
+    checks, _ = gpu.check_gpus(Scripted({"nvidia-smi": ok("\n".join(mixed))}), PUBLISHED)
     assert checks[0].status is Status.FAIL
     assert "3x NVIDIA RTX PRO 6000" in checks[0].found and "1x NVIDIA L40S" in checks[0].found
 
 
 def test_no_nvidia_smi_fails_gpu_check_and_skips_the_rest() -> None:
-    checks, _ = preflight_gpu.check_gpus(Scripted({}), PUBLISHED)
+    checks, _ = gpu.check_gpus(Scripted({}), PUBLISHED)
     assert checks[0].status is Status.FAIL
     assert checks[0].found == "nvidia-smi not found; launch published needs 4 GPUs"
     assert [c.status for c in checks[1:]] == [Status.SKIP, Status.SKIP]
@@ -90,28 +90,28 @@ def test_no_nvidia_smi_fails_gpu_check_and_skips_the_rest() -> None:
 def test_cpu_launch_skips_gpu_checks_without_asking() -> None:
     probe = Scripted({})
     req = Requirements(profile="twin", gpus=0)
-    checks, _ = preflight_gpu.check_gpus(probe, req)
-    assert all(c.status is Status.SKIP for c in checks)
+    found, _ = gpu.check_gpus(probe, req)
+    assert all(c.status is Status.SKIP for c in found)
     assert probe.asked == []
-    assert preflight.check_runtime(probe, req, {}).status is Status.SKIP
+    assert checks.check_runtime(probe, req, {}).status is Status.SKIP
 
 
 def test_driver_versions_compare_numerically() -> None:
-    assert preflight_gpu.driver_version("580.65.06") >= (580, 0)
-    assert preflight_gpu.driver_version("1000.1") > (580, 0)
-    assert preflight_gpu.driver_version("575.99.99") < (580, 0)
+    assert gpu.driver_version("580.65.06") >= (580, 0)
+    assert gpu.driver_version("1000.1") > (580, 0)
+    assert gpu.driver_version("575.99.99") < (580, 0)
 
 
 def test_runtime_from_docker_info_or_toolkit_binaries() -> None:
     assert (
-        preflight.check_runtime(
+        checks.check_runtime(
             Scripted({}), PUBLISHED, {"Runtimes": {"nvidia": {}, "runc": {}}}
         ).status
         is Status.OK
     )
     hook = Scripted({"command -v": ok("/usr/bin/nvidia-ctk\n")})
-    assert preflight.check_runtime(hook, PUBLISHED, {"Runtimes": {"runc": {}}}).status is Status.OK
-    missing = preflight.check_runtime(
+    assert checks.check_runtime(hook, PUBLISHED, {"Runtimes": {"runc": {}}}).status is Status.OK
+    missing = checks.check_runtime(
         Scripted({"command -v": CommandResult("", 1, "", "")}),
         PUBLISHED,
         {"Runtimes": {"runc": {}}},
@@ -124,9 +124,9 @@ def test_docker_permission_denied_says_what_to_do() -> None:
     denied = CommandResult(
         "", 1, "", "permission denied while trying to connect to the Docker daemon socket"
     )
-    check, info = preflight.docker_info(Scripted({"docker info": denied}))
+    check, info = checks.docker_info(Scripted({"docker info": denied}))
     assert check.status is Status.FAIL and "docker group" in check.fix and info == {}
-    check, info = preflight.docker_info(
+    check, info = checks.docker_info(
         Scripted({"docker info": ok(json.dumps({"ServerVersion": "27.1"}))})
     )
     assert check.status is Status.OK and check.found == "Docker 27.1"
@@ -142,11 +142,11 @@ def test_disk_counts_weights_already_in_the_cache() -> None:
         }
     )
     req = Requirements(profile="p", gpus=0, weights_bytes=230 * GIB, hf_model="a/b")
-    check = preflight_storage.check_disk(probe, req, "/data/hf", {"DockerRootDir": "/data/docker"})
+    check = storage.check_disk(probe, req, "/data/hf", {"DockerRootDir": "/data/docker"})
     assert check.status is Status.OK  # 30 GiB still to fetch, 100 free
     assert "weights need 30" in check.found
     empty = Scripted({"du -sb": ok("0\n"), "df -PB1": df(free, "/data")})
-    check = preflight_storage.check_disk(empty, req, "/data/hf", {})
+    check = storage.check_disk(empty, req, "/data/hf", {})
     assert check.status is Status.FAIL and "/data" in check.fix
     assert "100 GiB free, weights need 230" in check.found
 
@@ -167,7 +167,7 @@ def test_disk_adds_the_image_on_the_same_filesystem() -> None:
         hf_model="a/b",
         image_ref="bench:x",
     )
-    check = preflight_storage.check_disk(probe, req, "~/.cache/huggingface", {})
+    check = storage.check_disk(probe, req, "~/.cache/huggingface", {})
     assert check.status is Status.FAIL
     assert "weights + image need 260" in check.found
     assert any('"$HOME"' in c for c in probe.asked)  # ~ expands on the host, not here
@@ -175,9 +175,9 @@ def test_disk_adds_the_image_on_the_same_filesystem() -> None:
 
 def test_hf_token_only_when_the_model_is_gated() -> None:
     gated = Requirements(profile="p", gpus=1, hf_model="meta/x", hf_token_required=True)
-    assert preflight.check_hf_token(gated, token_present=False).status is Status.FAIL
-    assert preflight.check_hf_token(gated, token_present=True).status is Status.OK
-    assert preflight.check_hf_token(PUBLISHED, token_present=False).status is Status.OK
+    assert checks.check_hf_token(gated, token_present=False).status is Status.FAIL
+    assert checks.check_hf_token(gated, token_present=True).status is Status.OK
+    assert checks.check_hf_token(PUBLISHED, token_present=False).status is Status.OK
 
 
 def _clock(values: list[float]) -> Callable[[], float]:
@@ -187,13 +187,11 @@ def _clock(values: list[float]) -> Callable[[], float]:
 
 def test_clock_offset_is_measured_against_the_round_trip_midpoint() -> None:
     probe = Scripted({"date": ok("1000.50\nyes\n")})
-    check = preflight.check_clock(probe, _clock([1000.0, 1001.0]))
+    check = checks.check_clock(probe, _clock([1000.0, 1001.0]))
     assert check.status is Status.OK and "offset +0.00 s (±0.50)" in check.found
-    skewed = preflight.check_clock(Scripted({"date": ok("1010.0\n")}), _clock([1000.0, 1000.2]))
+    skewed = checks.check_clock(Scripted({"date": ok("1010.0\n")}), _clock([1000.0, 1000.2]))
     assert skewed.status is Status.FAIL and "+9.90 s" in skewed.found
-    unsynced = preflight.check_clock(
-        Scripted({"date": ok("1000.1\nno\n")}), _clock([1000.0, 1000.2])
-    )
+    unsynced = checks.check_clock(Scripted({"date": ok("1000.1\nno\n")}), _clock([1000.0, 1000.2]))
     assert unsynced.status is Status.WARN and "set-ntp" in unsynced.fix
 
 
@@ -207,7 +205,7 @@ def test_report_table_and_failure_name_the_checks() -> None:
             "du -sb": ok("0\n"),
         }
     )
-    report = preflight.run_preflight(
+    report = checks.run_preflight(
         probe,
         PUBLISHED,
         host="gpu01",
@@ -267,14 +265,14 @@ def _smi(cuda: str) -> Callable[[str], CommandResult]:
 def _with_image_cuda(req: Requirements) -> Requirements:
     from dataclasses import replace
 
-    from provisioning.cuda_compat import CudaRequirement
+    from provisioning.image.cuda_compat import CudaRequirement
 
     return replace(req, image_cuda=CudaRequirement((13, 2), "Dockerfile CUDA_VERSION"))
 
 
 def test_a_cuda_13_0_driver_is_refused_for_a_13_2_image_naming_the_driver_needed() -> None:
     probe = Scripted({"nvidia-smi": _smi("13.0")})
-    check = preflight_gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    check = gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.FAIL
     assert check.found == (
         "driver supports CUDA 13.0; image needs >= 13.2 (Dockerfile CUDA_VERSION)"
@@ -288,7 +286,7 @@ def test_a_cuda_13_0_driver_is_refused_for_a_13_2_image_naming_the_driver_needed
 @pytest.mark.parametrize("cuda", ["13.2", "13.3"])
 def test_a_driver_that_reaches_the_images_cuda_passes(cuda: str) -> None:
     probe = Scripted({"nvidia-smi": _smi(cuda)})
-    check = preflight_gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    check = gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.OK, check
 
 
@@ -296,19 +294,19 @@ def test_the_requirement_is_read_from_the_image_on_the_host_first() -> None:
     """An image on the host built on CUDA 13.2 requires 13.2 whatever the fallback says."""
     from dataclasses import replace
 
-    from provisioning.cuda_compat import CudaRequirement
+    from provisioning.image.cuda_compat import CudaRequirement
 
     req = replace(
         PUBLISHED, image_ref="bench-vllm:x", image_cuda=CudaRequirement((12, 0), "fallback")
     )
     probe = Scripted({"docker image inspect": ok(CUDA_132_ENV), "nvidia-smi": _smi("13.0")})
-    check = preflight_gpu.check_driver_cuda(probe, req, gpus_found=True)
+    check = gpu.check_driver_cuda(probe, req, gpus_found=True)
     assert check.status is Status.FAIL
     assert "image needs >= 13.2 (NVIDIA_REQUIRE_CUDA of bench-vllm:x on the host)" in check.found
 
 
 def test_the_dockerfile_fallback_reads_the_dockerfiles_cuda() -> None:
-    from provisioning import build, cuda_compat
+    from provisioning.image import build, cuda_compat
 
     need = cuda_compat.from_dockerfile(build.DOCKERFILE)
     assert need is not None and need.version == (13, 2)
@@ -316,7 +314,7 @@ def test_the_dockerfile_fallback_reads_the_dockerfiles_cuda() -> None:
 
 def test_nvidia_smi_without_a_cuda_version_fails_the_check() -> None:
     probe = Scripted({"nvidia-smi": ok(FOUR_PRO_6000)})
-    check = preflight_gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
+    check = gpu.check_driver_cuda(probe, _with_image_cuda(PUBLISHED), gpus_found=True)
     assert check.status is Status.FAIL and check.found == "nvidia-smi shows no CUDA Version"
 
 
@@ -342,8 +340,8 @@ class Caps:
 
 
 def test_stock_sshd_limits_pass() -> None:
-    checks = preflight.check_ssh_limits(Caps(), 4)
-    assert [(c.name, c.status) for c in checks] == [
+    found = checks.check_ssh_limits(Caps(), 4)
+    assert [(c.name, c.status) for c in found] == [
         ("ssh sessions", Status.OK),
         ("sftp", Status.OK),
         ("port forwarding", Status.OK),
@@ -352,19 +350,19 @@ def test_stock_sshd_limits_pass() -> None:
 
 @pytest.mark.parametrize("max_sessions", [1, 2, 3])
 def test_too_few_sessions_per_connection_is_refused_naming_max_sessions(max_sessions: int) -> None:
-    check = preflight.check_ssh_limits(Caps(max_sessions=max_sessions), 4)[0]
+    check = checks.check_ssh_limits(Caps(max_sessions=max_sessions), 4)[0]
     assert check.status is Status.FAIL
     assert check.found == (f"sshd allows {max_sessions} session(s) per connection; the run needs 4")
     assert check.fix.startswith("set MaxSessions 4 or more in the host's sshd_config")
 
 
 def test_no_sftp_is_named_as_such_not_as_a_dropped_host() -> None:
-    check = preflight.check_ssh_limits(Caps(sftp="Channel closed."), 4)[1]
+    check = checks.check_ssh_limits(Caps(sftp="Channel closed."), 4)[1]
     assert check.status is Status.FAIL
     assert check.found.startswith("no SFTP on the host (Channel closed.)")
     assert "Subsystem sftp" in check.fix
 
 
 def test_refused_forwarding_is_named() -> None:
-    check = preflight.check_ssh_limits(Caps(fwd="Administratively prohibited"), 4)[2]
+    check = checks.check_ssh_limits(Caps(fwd="Administratively prohibited"), 4)[2]
     assert check.status is Status.FAIL and "AllowTcpForwarding" in check.fix

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import hosts, transfer
-from provisioning.host_keys import HostKeyChanged, UnknownHostKey
-from provisioning.remote import Remote, TransferFailed
+from provisioning.hosts import inventory, transfer
+from provisioning.hosts.host_keys import HostKeyChanged, UnknownHostKey
+from provisioning.hosts.remote import Remote, TransferFailed
 from provisioning.retry import RetryPolicy
 from tests.provisioning.conftest import SshTestHost, start_sshd, stop_sshd
 
@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 FAST = RetryPolicy(attempts=5, first_backoff_s=0.05, max_backoff_s=0.5)
 
 
-def _host(ssh_host: SshTestHost) -> hosts.Host:
-    return hosts.resolve(ssh_host.alias)
+def _host(ssh_host: SshTestHost) -> inventory.Host:
+    return inventory.resolve(ssh_host.alias)
 
 
 def _on_host(ssh_host: SshTestHost, name: str) -> Path:

@@ -1,5 +1,6 @@
-"""The retries of provisioning.remote and provisioning.transfer, on scripted connections:
-what is rerun, how often, with which waits, and the one-line errors when retrying stops.
+"""The retries of provisioning.hosts.remote and provisioning.hosts.transfer, on scripted
+connections: what is rerun, how often, with which waits, and the one-line errors when
+retrying stops.
 
 The real drops (sshd killed and restarted mid-copy) are tests/provisioning/test_remote.py's.
 """
@@ -15,9 +16,9 @@ import pytest
 from invoke.exceptions import CommandTimedOut
 from structlog.testing import capture_logs
 
-from provisioning import transfer
-from provisioning.hosts import Host
-from provisioning.remote import Remote, RemoteCommandFailed, SshUnreachable, TransferFailed
+from provisioning.hosts import transfer
+from provisioning.hosts.inventory import Host
+from provisioning.hosts.remote import Remote, RemoteCommandFailed, SshUnreachable, TransferFailed
 
 HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from provisioning import cli
-from provisioning.runs import check_run_id
+from provisioning.runs.workers import check_run_id
 
 BAD = ["..", ".", "", "exp/1", "/abs", "-x", "a..b", "a b", "a;rm", "`id`", "$(id)", "x" * 65]
 COMMANDS = [

@@ -13,7 +13,8 @@ from bench.errors import Exit
 from bench.settings import Settings
 from bench.twin import profile as profiles
 from bench.verdict.cells import RunFigures
-from provisioning import cli, compare_cmd
+from provisioning import cli
+from provisioning.commands import compare
 from tests.card.conftest import SHIPPED
 from tools import verdict_power as power
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 BASE = power.simulate_card(profiles.load("published"), SHIPPED)
 
 
-class VirtualSweeps(compare_cmd.Sweeps):
+class VirtualSweeps(compare.Sweeps):
     """Sweeps that are virtual runs of the twin: B is 8 % slower at 32K x 32 if asked."""
 
     slower_b = False
@@ -57,7 +58,7 @@ def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sweeps = _sweeps(tmp_path, slower_b=True)
-    code = compare_cmd.sequential_compare(sweeps, "A vs B")
+    code = compare.sequential_compare(sweeps, "A vs B")
     out = capsys.readouterr().out
     asked = sweeps.asked
     assert [(side, trial, extra) for side, trial, extra in asked[:3]] == [

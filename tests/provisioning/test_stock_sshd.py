@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from provisioning import docker_sdk, hosts, preflight, preflight_report
-from provisioning.containers import Engine
-from provisioning.preflight_report import Status
-from provisioning.remote import Remote
-from provisioning.requirements import load_requirements
+from provisioning.containers import docker_sdk
+from provisioning.containers.engine import Engine
+from provisioning.hosts import inventory
+from provisioning.hosts.remote import Remote
+from provisioning.preflight import checks, report
+from provisioning.preflight.report import Status
+from provisioning.preflight.requirements import load_requirements
 from tests.provisioning.conftest import SshTestHost, start_sshd, stop_sshd
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
@@ -36,10 +38,10 @@ def variant_host(
         stop_sshd(host)
 
 
-def _preflight(host: SshTestHost) -> dict[str, preflight_report.Check]:
-    h = hosts.resolve(host.alias)
+def _preflight(host: SshTestHost) -> dict[str, report.Check]:
+    h = inventory.resolve(host.alias)
     with Remote(h) as remote:
-        report = preflight.run_preflight(
+        report = checks.run_preflight(
             remote,
             load_requirements("twin", 0),
             host=h.name,
@@ -74,7 +76,7 @@ def test_the_sdk_stays_within_stock_max_sessions_under_concurrent_calls(
 ) -> None:
     """Twenty calls from eight threads at once, with a log stream held open: the SDK's one
     bounded pool never asks the stock sshd (MaxSessions 10) for an 11th session."""
-    h = hosts.resolve(variant_host.alias)
+    h = inventory.resolve(variant_host.alias)
     errors: list[BaseException] = []
     with Engine(h) as engine:
 
@@ -131,7 +133,7 @@ def test_no_stream_local_forwarding_does_not_matter(variant_host: SshTestHost) -
     """The SDK reaches the engine with `docker system dial-stdio`, not a forwarded socket."""
     by = _preflight(variant_host)
     assert all(by[n].status is Status.OK for n in ("ssh sessions", "sftp", "port forwarding"))
-    with Engine(hosts.resolve(variant_host.alias)) as engine:
+    with Engine(inventory.resolve(variant_host.alias)) as engine:
         assert engine.server_version
 
 

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import provenance
-from provisioning import hosts, preflight_storage, weights
-from provisioning.preflight_report import Status
-from provisioning.remote import Remote
-from provisioning.requirements import GIB, Requirements
+from provisioning.hosts import inventory
+from provisioning.hosts.remote import Remote
+from provisioning.image import weights
+from provisioning.preflight import storage
+from provisioning.preflight.report import Status
+from provisioning.preflight.requirements import GIB, Requirements
 from tests.provisioning.conftest import SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
@@ -66,7 +68,7 @@ def _home(ssh_host: SshTestHost) -> Path:
 
 def test_a_pinned_revision_is_recorded_with_every_files_sha256(ssh_host: SshTestHost) -> None:
     cache = make_cache(_home(ssh_host), ssh_host.user, main=OTHER, snapshots=(PINNED, OTHER))
-    with Remote(hosts.resolve(ssh_host.alias)) as remote:
+    with Remote(inventory.resolve(ssh_host.alias)) as remote:
         weights.pin_main(remote, str(cache), MODEL, PINNED)
         found = weights.record(remote, str(cache), MODEL, PINNED)
     assert found is not None
@@ -87,7 +89,7 @@ def test_a_pinned_revision_is_recorded_with_every_files_sha256(ssh_host: SshTest
 
 def test_an_unpinned_profile_records_what_refs_main_resolved(ssh_host: SshTestHost) -> None:
     cache = make_cache(_home(ssh_host), ssh_host.user, main=OTHER, snapshots=(OTHER,))
-    with Remote(hosts.resolve(ssh_host.alias)) as remote:
+    with Remote(inventory.resolve(ssh_host.alias)) as remote:
         found = weights.record(remote, str(cache), MODEL, None)
     assert found is not None and (found.revision, found.pinned) == (OTHER, False)
     assert found.banner().endswith("not pinned by the profile")
@@ -98,10 +100,10 @@ def test_an_unpinned_profile_records_what_refs_main_resolved(ssh_host: SshTestHo
 
 def test_preflight_refuses_an_absent_pin_when_downloads_are_off(ssh_host: SshTestHost) -> None:
     cache = make_cache(_home(ssh_host), ssh_host.user, main=OTHER, snapshots=(OTHER,))
-    with Remote(hosts.resolve(ssh_host.alias)) as remote:
-        absent = preflight_storage.check_weights(remote, _req(PINNED, download=False), str(cache))
-        fetched = preflight_storage.check_weights(remote, _req(PINNED, download=True), str(cache))
-        present = preflight_storage.check_weights(remote, _req(OTHER, download=False), str(cache))
+    with Remote(inventory.resolve(ssh_host.alias)) as remote:
+        absent = storage.check_weights(remote, _req(PINNED, download=False), str(cache))
+        fetched = storage.check_weights(remote, _req(PINNED, download=True), str(cache))
+        present = storage.check_weights(remote, _req(OTHER, download=False), str(cache))
     assert absent.status is Status.FAIL
     assert absent.found == f"{MODEL} at the pinned {PINNED} is not in {cache} and downloads are off"
     assert absent.fix.startswith(f"on the host: HF_HOME={cache} hf download {MODEL} --revision")

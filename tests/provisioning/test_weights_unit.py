@@ -1,10 +1,11 @@
-"""provisioning.weights and preflight's weights check on scripted command output."""
+"""provisioning.image.weights and preflight's weights check on scripted command output."""
 
 from __future__ import annotations
 
-from provisioning import preflight_storage, weights
-from provisioning.preflight_report import Status
-from provisioning.requirements import Requirements
+from provisioning.image import weights
+from provisioning.preflight import storage
+from provisioning.preflight.report import Status
+from provisioning.preflight.requirements import Requirements
 from tests.provisioning.test_preflight_unit import Scripted, ok
 
 LFS = "a" * 64
@@ -22,13 +23,11 @@ def test_hashes_come_from_blob_names_or_the_host_never_both() -> None:
 
 
 def test_no_weights_is_not_applicable() -> None:
-    check = preflight_storage.check_weights(
-        Scripted({}), Requirements(profile="twin", gpus=0), "/m"
-    )
+    check = storage.check_weights(Scripted({}), Requirements(profile="twin", gpus=0), "/m")
     assert check.status is Status.SKIP and check.found.startswith("not applicable")
 
 
 def test_an_unpinned_profile_with_downloads_on_warns_that_main_is_fetched() -> None:
     req = Requirements(profile="p", gpus=0, weights_bytes=1, hf_model="o/m")
-    check = preflight_storage.check_weights(Scripted({}), req, "/m")
+    check = storage.check_weights(Scripted({}), req, "/m")
     assert check.status is Status.WARN and "not pinned" in check.found
