@@ -5,6 +5,7 @@ order, GOOD first). Each commit tested gets an image built on a host as `compare
 builds it, then TRIALS sweeps of the one cell (each its own server start and signed
 bundle, all kept). With N hosts a round tests N commits at once (`bench.verdict.bisect`).
 A commit whose image does not build, or whose sweeps fail, is skipped and said so.
+The arguments become a BisectChoice (and a TargetChoice) once, in the handler here.
 """
 
 from __future__ import annotations
@@ -15,21 +16,24 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.command_line import SubParsers
 from bench.errors import BenchError, Exit, Interrupted, UsageError
 from bench.settings import Settings
 from bench.verdict import bisect
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from provisioning.commands.compare import sweep_options
+from provisioning.commands.options import add_build_args, add_common, target_choice
 from provisioning.containers.engine import Engine
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image import build, ensure
-from provisioning.runs.targets import Target, preflight_host, resolve_target
+from provisioning.runs.targets import Target, TargetChoice, preflight_host, resolve_target
 from provisioning.runs.workers import new_run_id, run_all
 
 FIGURES = {
@@ -38,6 +42,43 @@ FIGURES = {
     "ttft": "ttft_s",
     "tbt": "tbt_s",
 }
+
+
+def register(sub: SubParsers) -> None:
+    p = sub.add_parser(
+        "bisect",
+        help="the first vLLM commit between GOOD and BAD that moved one cell's figure",
+        epilog="arguments after -- go to `bench run` inside the container. Exit 0: a culprit "
+        "(or the skipped suspects) named; 1: BAD does not differ from GOOD.",
+    )
+    add_common(p)
+    p.add_argument("--good", required=True, help="a vLLM commit with the old figure")
+    p.add_argument("--bad", required=True, help="a later vLLM commit with the moved figure")
+    p.add_argument(
+        "--vllm-repo",
+        type=Path,
+        required=True,
+        help="a local vLLM clone holding both commits (for the commit list)",
+    )
+    p.add_argument("--cell", required=True, help="CONCURRENCYxCONTEXT, e.g. 64x8K")
+    p.add_argument("--figure", choices=tuple(FIGURES), default="total")
+    p.add_argument("--trials", type=int, default=3, help="sweeps per commit (separate bundles)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument("--run-id", default=None, help="bundles are <run-id>-<commit>-<trial>")
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    add_build_args(p)
+    p.set_defaults(func=_bisect)
+
+
+@dataclass(frozen=True)
+class BisectChoice:
+    """What the command line chose for the sweeps of each commit."""
+
+    cell: tuple[str, int]  # (context, concurrency), from parse_cell
+    trials: int = 3
+    results: Path = Path("results")
+    build_args: tuple[str, ...] = ()
+    bench_args: tuple[str, ...] = ()
 
 
 def parse_cell(text: str) -> tuple[str, int]:
@@ -78,13 +119,13 @@ class CommitJob(threading.Thread):
         commit: str,
         target: Target,
         *,
-        args: argparse.Namespace,
+        choice: BisectChoice,
         settings: Settings,
         base: str,
         allowed: Path,
     ) -> None:
         super().__init__(name=f"bisect-{commit[:12]}", daemon=True)
-        self.commit, self.target, self.args = commit, target, args
+        self.commit, self.target, self.choice = commit, target, choice
         self.settings, self.base, self.allowed = settings, base, allowed
         self.figures: RunFigures | None = None
         self.note = ""
@@ -107,19 +148,21 @@ class CommitJob(threading.Thread):
 
     def _measure(self) -> RunFigures | None:
         stage = self.target.profile.image
+        extra = build.parse_build_args(self.choice.build_args)
         spec = build.spec_for(stage, build.commit_tag(stage, self.commit), commit=self.commit,
-                              build_args=build.parse_build_args(self.args.build_arg))  # fmt: skip
+                              build_args=extra)  # fmt: skip
         with Engine(self.target.host) as engine:
             image_id = ensure.ensure_image(engine, spec.tag, self.target.host.name, sys.stderr,
-                                          source="build", build=spec)  # fmt: skip
-        ctx, conc = self.args.cell
+                                           source="build", build=spec)  # fmt: skip
+        ctx, conc = self.choice.cell
         cell_args = ("--contexts", ctx, "--concurrencies", str(conc), "--prefill-only-contexts")
         runs = []
-        for trial in range(1, self.args.trials + 1):
+        for trial in range(1, self.choice.trials + 1):
             if self.stopped.is_set():
                 return None
             opts = sweep_options(
-                self.target, self.args, self.settings, self.allowed,
+                self.target, self.settings, self.allowed,
+                results=self.choice.results, bench_args=self.choice.bench_args,
                 image_ref=image_id, run_id=f"{self.base}-{self.commit[:12]}-{trial}",
                 extra=cell_args,
             )  # fmt: skip
@@ -170,21 +213,47 @@ def run_bisection(
     return int(Exit.OK if result.first_moved is not None else Exit.NOT_REPRODUCED)
 
 
-def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
+def _bisect(args: argparse.Namespace, settings: Settings) -> int:
     """GOOD..BAD from --vllm-repo; one commit per host per round; prints the path taken."""
-    args.cell = parse_cell(args.cell)
-    metric = FIGURES[args.figure]
+    cell = parse_cell(args.cell)
     if args.trials < 2:
         raise UsageError("--trials must be at least 2: a verdict needs run-to-run noise")
     commits = commits_between(args.vllm_repo, args.good, args.bad)
-    targets = [resolve_target(args, name) for name in inventory.parse_host_list(args.host)]
+    choice = BisectChoice(
+        cell=cell,
+        trials=args.trials,
+        results=args.results,
+        build_args=tuple(args.build_arg),
+        bench_args=tuple(args.bench_args),
+    )
+    return bisect_commits(
+        commits, choice, target_choice(args), inventory.parse_host_list(args.host), settings,
+        metric=FIGURES[args.figure], trust_new_host=args.trust_new_host,
+        run_id=args.run_id, allowed_signers=args.allowed_signers,
+    )  # fmt: skip
+
+
+def bisect_commits(
+    commits: Sequence[str],
+    choice: BisectChoice,
+    target: TargetChoice,
+    names: Sequence[str],
+    settings: Settings,
+    *,
+    metric: str,
+    trust_new_host: bool,
+    run_id: str | None,
+    allowed_signers: Path | None,
+) -> int:
+    targets = [resolve_target(target, name) for name in names]
     for t in targets:
-        preflight_host(t, trust_new_host=args.trust_new_host, environ=dict(os.environ))
-    base = args.run_id or new_run_id()
-    allowed = args.allowed_signers or signing.default_allowed_signers()
+        preflight_host(t, trust_new_host=trust_new_host, environ=dict(os.environ))
+    base = run_id or new_run_id()
+    allowed = allowed_signers or signing.default_allowed_signers()
 
     def job(commit: str, target: Target) -> CommitJob:
-        return CommitJob(commit, target, args=args, settings=settings, base=base, allowed=allowed)
+        return CommitJob(commit, target, choice=choice, settings=settings, base=base,
+                         allowed=allowed)  # fmt: skip
 
-    key: Key = ("decode", args.cell[0], args.cell[1])
+    key: Key = ("decode", choice.cell[0], choice.cell[1])
     return run_bisection(commits, targets, key, metric, job)

@@ -3,11 +3,14 @@ requirements and image (Target), and preflighted before anything starts on it.
 
 preflight_host runs provisioning.preflight.checks over provisioning.hosts.remote and adds
 the one check only the Docker SDK's own SSH connection can answer (sdk_check).
+
+What the command line chose reaches here as a TargetChoice, made once by the command
+(provisioning.commands.options), with hosts.toml already read.
 """
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import SecretStr
@@ -26,6 +29,18 @@ from provisioning.preflight.requirements import Requirements, load_requirements
 
 DEFAULT_PROFILE = "published"
 VLLM_IMAGE = "bench-vllm:73a5831127a9"
+
+
+@dataclass(frozen=True)
+class TargetChoice:
+    """What the command line chose for the hosts of a run: the inventory (hosts.toml, read
+    once), the launch profile (else the host's, else published), the image (else the
+    profile's), and whether the weights may be downloaded."""
+
+    inventory: inventory.Inventory
+    profile: str | None = None
+    image: str | None = None
+    download_weights: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,27 +69,27 @@ def default_image(profile: LaunchProfile) -> str:
     return f"bench:{image_tag(__version__)}" if profile.image == "bench" else VLLM_IMAGE
 
 
-def resolve_target(args: argparse.Namespace, name: str) -> Target:
-    listed = inventory.load_inventory(args.inventory)
-    host = inventory.resolve(name, inventory=listed)
-    profile = load_launch_profile(args.profile or host.profile or DEFAULT_PROFILE)
-    image_ref = args.image or default_image(profile)
+def resolve_target(choice: TargetChoice, name: str) -> Target:
+    host = inventory.resolve(name, inventory=choice.inventory)
+    profile = load_launch_profile(choice.profile or host.profile or DEFAULT_PROFILE)
+    image_ref = choice.image or default_image(profile)
     req = load_requirements(
         profile.name,
         profile.gpus,
         image_ref=image_ref,
         image_cuda=image_cuda(profile, image_ref),
         model_revision=profile.model_revision,
-        download_weights=not getattr(args, "no_weights_download", False),
+        download_weights=choice.download_weights,
     )
     return Target(host, profile, req, image_ref)
 
 
-def build_spec(args: argparse.Namespace, target: Target) -> BuildSpec | None:
-    """The build of the profile's stage that --image-source auto|build would run."""
-    if args.image_source == "stream":
+def build_spec(target: Target, *, source: str, build_args: Sequence[str]) -> BuildSpec | None:
+    """The build of the profile's stage that --image-source auto|build would run, with
+    BUILD_ARGS (NAME=VALUE words)."""
+    if source == "stream":
         return None
-    extra = build.parse_build_args(args.build_arg)
+    extra = build.parse_build_args(build_args)
     return build.spec_for(target.profile.image, target.image_ref, commit=None, build_args=extra)
 
 

@@ -29,7 +29,6 @@ only in this process and the containers' environment (passed through the Docker 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -224,10 +223,11 @@ def node_preflight(shell: LocalShell, opts: Options, hf_token_present: bool) -> 
     report.raise_if_failed()
 
 
-def cmd_node_run(args: argparse.Namespace, settings: Settings) -> int:
-    run_dir = Path(args.run_dir).resolve()
+def node_run(run_dir_arg: Path, node_name: str | None, settings: Settings) -> int:
+    """This node's part of the job in RUN_DIR (`provision node-run`, started by srun)."""
+    run_dir = Path(run_dir_arg).resolve()
     job = NodeJob.model_validate_json((run_dir / JOB_FILE).read_text())
-    node = this_node(args.node)
+    node = this_node(node_name)
     directory = node_dir(run_dir, node)
     directory.mkdir(parents=True, exist_ok=True)
     outcome = NodeOutcome(node=node)

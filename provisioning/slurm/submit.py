@@ -29,12 +29,11 @@ environment, to which nothing of ours is sent); each node makes its server's key
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import posixpath
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -81,6 +80,51 @@ def without_secrets(environ: dict[str, str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class ClusterChoice:
+    """Where the command line said the Slurm commands run: this machine, or a login node over
+    SSH (LOGIN, named like any host in INVENTORY) with the shared folder and checkout there."""
+
+    inventory: inventory.Inventory
+    login: str | None = None
+    shared_dir: Path | None = None  # default here: RESULTS/slurm
+    checkout: str | None = None
+    trust_new_host: bool = False
+    results: Path = Path("results")
+
+
+@dataclass(frozen=True)
+class FollowChoice:
+    """What to do with the job's bundles: where they go, whose signatures count, which card
+    (none with no_verdict) judges them."""
+
+    results: Path = Path("results")
+    allowed_signers: Path | None = None
+    card: Path | None = None
+    no_verdict: bool = False
+
+
+@dataclass(frozen=True)
+class SlurmChoice:
+    """`provision bench --slurm|--cluster` as the command line chose it, made once by
+    provisioning.commands.slurm; apply_cluster fills it from hosts.toml's [clusters.NAME]."""
+
+    cluster: ClusterChoice
+    follow: FollowChoice
+    partition: str | None = None
+    cluster_name: str | None = None
+    inventory_path: Path | None = None  # the file hosts.toml was read from, for messages
+    nodes: int = 1
+    account: str | None = None
+    image_tar: Path | None = None
+    run_id: str | None = None
+    keep: bool = False
+    profile: str | None = None
+    image: str | None = None
+    bench_args: tuple[str, ...] = ()
+    download_weights: bool = True
+
+
+@dataclass(frozen=True)
 class _Cluster:
     """Where the Slurm commands run and the run directories are reached."""
 
@@ -94,30 +138,26 @@ class _Cluster:
         return Slurm(self.shell)
 
 
-def _cluster(args: argparse.Namespace) -> _Cluster:
+def _cluster(choice: ClusterChoice) -> _Cluster:
     """This machine when it has sbatch; the login node over SSH with --slurm-login."""
-    login = getattr(args, "slurm_login", None)
-    shared_arg = getattr(args, "shared_dir", None)
     shell: Shell
-    if login:
-        checkout = getattr(args, "cluster_checkout", None)
-        if not shared_arg or not Path(shared_arg).is_absolute():
+    if choice.login:
+        if not choice.shared_dir or not Path(choice.shared_dir).is_absolute():
             raise UsageError(
                 "--slurm-login needs --shared-dir: an absolute path on the cluster's shared "
                 "filesystem",
                 hint="e.g. --shared-dir /shared/$USER/bench-runs",
             )
-        host = inventory.resolve(login, inventory=inventory.load_inventory(args.inventory))
-        remote = Remote(host, trust_new_host=args.trust_new_host)
+        host = inventory.resolve(choice.login, inventory=choice.inventory)
+        remote = Remote(host, trust_new_host=choice.trust_new_host)
         remote.connect()
         shell = remote
-        shared = str(shared_arg)
-        checkout = str(checkout) if checkout else ""
+        shared = str(choice.shared_dir)
+        checkout = choice.checkout or ""
         python = posixpath.join(checkout, ".venv", "bin", "python") if checkout else ""
     else:
         shell = LocalShell(local_host("localhost"), environment=without_secrets(dict(os.environ)))
-        default = args.results / "slurm" if hasattr(args, "results") else Path("results/slurm")
-        shared = str(Path(shared_arg or default).resolve())
+        shared = str(Path(choice.shared_dir or choice.results / "slurm").resolve())
         checkout, python = str(ROOT), sys.executable
     missing = Slurm(shell).available()
     if missing:
@@ -129,17 +169,18 @@ def _cluster(args: argparse.Namespace) -> _Cluster:
     return _Cluster(shell, shared, checkout, python)
 
 
-def apply_cluster(args: argparse.Namespace) -> None:
+def apply_cluster(choice: SlurmChoice) -> SlurmChoice:
     """--cluster NAME: the inventory's [clusters.NAME] fills what the command line left
     unset (partition, account, login node, shared folder, checkout); its nodes' runtime
     must be one that is built (docker)."""
-    name = getattr(args, "cluster", None)
+    name = choice.cluster_name
     if not name:
-        return
-    entry = inventory.load_inventory(args.inventory).clusters.get(name)
+        return choice
+    entry = choice.cluster.inventory.clusters.get(name)
     if entry is None:
         raise UsageError(
-            f"no cluster {name!r} in {args.inventory}", hint=f"add a [clusters.{name}] table"
+            f"no cluster {name!r} in {choice.inventory_path}",
+            hint=f"add a [clusters.{name}] table",
         )
     if entry.runtime != "docker":
         raise UsageError(
@@ -147,42 +188,54 @@ def apply_cluster(args: argparse.Namespace) -> None:
             "Docker on the nodes is",
             hint="see docs/fleet.md, Slurm: pyxis/enroot instead of Docker",
         )
-    for attr, value in (
-        ("slurm", entry.partition), ("account", entry.account), ("slurm_login", entry.login),
-        ("shared_dir", entry.shared_dir), ("cluster_checkout", entry.checkout),
-    ):  # fmt: skip
-        if getattr(args, attr, None) is None and value is not None:
-            setattr(args, attr, Path(value) if attr == "shared_dir" else value)
-    if not args.slurm:
+    given = choice.cluster
+    shared = given.shared_dir
+    if shared is None and entry.shared_dir is not None:
+        shared = Path(entry.shared_dir)
+    filled = replace(
+        choice,
+        partition=choice.partition if choice.partition is not None else entry.partition,
+        account=choice.account if choice.account is not None else entry.account,
+        cluster=replace(
+            given,
+            login=given.login if given.login is not None else entry.login,
+            shared_dir=shared,
+            checkout=given.checkout if given.checkout is not None else entry.checkout,
+        ),
+    )
+    if not filled.partition:
         raise UsageError(f"cluster {name} names no partition", hint='add partition = "..."')
+    return filled
 
 
-def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
-    apply_cluster(args)
-    run_id = check_run_id(args.run_id) or new_run_id()
-    if args.keep:
+def bench_slurm(choice: SlurmChoice, settings: Settings) -> int:
+    choice = apply_cluster(choice)
+    run_id = check_run_id(choice.run_id) or new_run_id()
+    if choice.keep:
         raise UsageError("--keep does not apply to a Slurm job: the nodes are released after it")
-    profile_arg = args.profile or DEFAULT_PROFILE
+    profile_arg = choice.profile or DEFAULT_PROFILE
     if Path(profile_arg).is_file():  # a profile file: the nodes read it from the shared path
         profile_arg = str(Path(profile_arg).resolve())
     profile = load_launch_profile(profile_arg)
-    image_ref = args.image or default_image(profile)
-    bench_args = tuple(args.bench_args)
+    image_ref = choice.image or default_image(profile)
+    bench_args = choice.bench_args
     minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
-    if args.slurm_login and not args.cluster_checkout:
+    login = choice.cluster.login
+    if login and not choice.cluster.checkout:
         raise UsageError(
             "--slurm-login needs --cluster-checkout: this project's checkout on the cluster's "
             "shared filesystem, with its .venv",
             hint="e.g. --cluster-checkout /shared/$USER/vllm-bench",
         )
-    cluster = _cluster(args)
+    cluster = _cluster(choice.cluster)
     run_dir = SharedDir(cluster.shell, posixpath.join(cluster.shared, run_id))
     if run_dir.exists():
         raise UsageError(f"{run_dir.path} already exists", hint="give another --run-id")
     run_dir.make(NODES_DIR)
-    slurm_words = ("--slurm", args.slurm, "--nodes", str(args.nodes))
-    image_tar = args.image_tar
-    if image_tar and not args.slurm_login:
+    partition = choice.partition or ""
+    slurm_words = ("--slurm", partition, "--nodes", str(choice.nodes))
+    image_tar: str | Path | None = choice.image_tar
+    if image_tar and not login:
         image_tar = str(Path(image_tar).resolve())
     job = NodeJob(
         run_id=run_id,
@@ -190,7 +243,7 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
         image=image_ref,
         image_tar=str(image_tar) if image_tar else None,
         bench_args=bench_args,
-        download_weights=not args.no_weights_download,
+        download_weights=choice.download_weights,
         submit_command=("python", "-m", "provisioning", "bench", *slurm_words),
     )
     run_dir.write(JOB_FILE, job.model_dump_json(indent=2) + "\n")
@@ -200,45 +253,47 @@ def cmd_bench_slurm(args: argparse.Namespace, settings: Settings) -> int:
     )
     request = JobRequest(
         name=f"vllm-bench-{run_id}",
-        partition=args.slurm,
-        nodes=args.nodes,
+        partition=partition,
+        nodes=choice.nodes,
         time_min=minutes,
         gpus_per_node=profile.gpus,
         workdir=cluster.checkout,
         output=run_dir.join("slurm-%j.out"),
-        account=args.account,
+        account=choice.account,
     )
     gpus = f"{profile.gpus} GPU(s) per node" if profile.gpus else "no GPUs (profile needs none)"
-    where = f" via {args.slurm_login}" if args.slurm_login else ""
+    where = f" via {login}" if login else ""
     print(
-        f"submitting {run_id}{where}: {args.nodes} exclusive node(s) of partition {args.slurm}, "
-        f"{gpus}, time limit {minutes} min; run directory {run_dir.path}",
+        f"submitting {run_id}{where}: {choice.nodes} exclusive node(s) of partition "
+        f"{partition}, {gpus}, time limit {minutes} min; run directory {run_dir.path}",
         file=sys.stderr,
         flush=True,
     )
     job_id = cluster.slurm.submit(request, script)
-    submitted = Submitted(job_id=job_id, nodes=args.nodes, partition=args.slurm)
+    submitted = Submitted(job_id=job_id, nodes=choice.nodes, partition=partition)
     run_dir.write(SUBMITTED_FILE, submitted.model_dump_json(indent=2) + "\n")
     print(f"submitted job {job_id}", file=sys.stderr, flush=True)
-    login = f" --slurm-login {args.slurm_login}" if args.slurm_login else ""
+    again = f" --slurm-login {login}" if login else ""
     print(
         f"(if this process stops, the job goes on; follow it again with: "
-        f"python -m provisioning attach{login} {run_dir.path})",
+        f"python -m provisioning attach{again} {run_dir.path})",
         file=sys.stderr,
         flush=True,
     )
     try:
-        return _follow(cluster.slurm, submitted, run_dir, run_id, profile, args)
+        return _follow(cluster.slurm, submitted, run_dir, run_id, profile, choice.follow)
     finally:
         cluster.shell.close()
 
 
-def cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
+def attach(run_dir_arg: Path, cluster_choice: ClusterChoice, follow: FollowChoice) -> int:
     """Follow a job submitted before (its submitter stopped, the workstation slept), then
-    collect, verify and summarise as the submitter would have."""
-    path = str(args.run_dir) if args.slurm_login else str(Path(args.run_dir).resolve())
-    args.shared_dir = posixpath.dirname(path) if args.slurm_login else None
-    cluster = _cluster(args)
+    collect, verify and summarise as the submitter would have. Over --slurm-login the run
+    directory is the cluster's path, and its folder is the shared one."""
+    login = cluster_choice.login
+    path = str(run_dir_arg) if login else str(Path(run_dir_arg).resolve())
+    shared = Path(posixpath.dirname(path)) if login else None
+    cluster = _cluster(replace(cluster_choice, shared_dir=shared))
     run_dir = SharedDir(cluster.shell, path)
     try:
         job = NodeJob.model_validate_json(run_dir.read(JOB_FILE) or "")
@@ -252,7 +307,7 @@ def cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
     print(f"following job {submitted.job_id} ({job.run_id})", file=sys.stderr, flush=True)
     profile = load_launch_profile(job.profile)
     try:
-        return _follow(cluster.slurm, submitted, run_dir, job.run_id, profile, args)
+        return _follow(cluster.slurm, submitted, run_dir, job.run_id, profile, follow)
     finally:
         cluster.shell.close()
 
@@ -263,18 +318,18 @@ def _follow(  # noqa: PLR0917 - the one place these meet
     run_dir: SharedDir,
     run_id: str,
     profile: LaunchProfile,
-    args: argparse.Namespace,
+    follow: FollowChoice,
 ) -> int:
     job_id = submitted.job_id
     watch = Watch(slurm, job_id, run_dir, run_id)
     state, interrupted = watch.wait()
-    allowed = args.allowed_signers or signing.default_allowed_signers()
-    results = watch.collect(state, args.results, allowed, submitted.nodes, interrupted)
+    allowed = follow.allowed_signers or signing.default_allowed_signers()
+    results = watch.collect(state, follow.results, allowed, submitted.nodes, interrupted)
     if interrupted:
         for r in results:
             if r.error is None and not r.outcome.complete:
                 r.error = Interrupted(f"interrupted on {r.outcome.host}")
-    card = None if args.no_verdict else args.card or default_card(profile)
+    card = None if follow.no_verdict else follow.card or default_card(profile)
     print("\n" + (state.describe(job_id) if state else f"job {job_id}: no longer known to Slurm"))
     return summarise(results, allowed, card, fleet_of=True)
 

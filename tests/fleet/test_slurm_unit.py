@@ -3,7 +3,6 @@ read back, the node's local shell, and the CLI's choice between HOST and --slurm
 
 from __future__ import annotations
 
-import argparse
 import http.server
 import itertools
 import os
@@ -17,11 +16,12 @@ import pytest
 from bench.errors import Exit, UsageError
 from bench.run.options import estimate_s
 from provisioning import cli
+from provisioning.commands.slurm import slurm_choice
 from provisioning.hosts.local import LocalShell, local_host
 from provisioning.hosts.remote import RemoteCommandFailed
 from provisioning.hosts.shell import CommandResult
 from provisioning.slurm.jobs import JobRequest, JobState, Slurm, batch_script
-from provisioning.slurm.submit import apply_cluster, time_limit_min, without_secrets
+from provisioning.slurm.submit import SlurmChoice, apply_cluster, time_limit_min, without_secrets
 
 
 def _request(gpus: int) -> JobRequest:
@@ -197,12 +197,12 @@ def test_bench_takes_a_host_or_a_partition(
     assert says in capsys.readouterr().err
 
 
-def _args(inventory: Path, **given: object) -> argparse.Namespace:
-    base: dict[str, object] = {
-        "inventory": inventory, "cluster": "hpc", "slurm": None, "account": None,
-        "slurm_login": None, "shared_dir": None, "cluster_checkout": None,
-    }  # fmt: skip
-    return argparse.Namespace(**(base | given))
+def _choice(inventory: Path, *words: str) -> SlurmChoice:
+    """`provision bench --cluster hpc WORDS` as the command hands it to the Slurm side."""
+    argv = ["bench", "--cluster", "hpc", "--inventory", str(inventory), *words]
+    args = cli.build_parser().parse_args(argv)
+    args.bench_args = ()
+    return slurm_choice(args)
 
 
 def test_a_cluster_in_hosts_toml_fills_what_the_command_line_left_unset(tmp_path: Path) -> None:
@@ -211,22 +211,24 @@ def test_a_cluster_in_hosts_toml_fills_what_the_command_line_left_unset(tmp_path
         '[clusters.hpc]\npartition = "gpu"\naccount = "proj7"\nlogin = "login01"\n'
         'shared_dir = "/shared/runs"\ncheckout = "/shared/bench"\nruntime = "docker"\n'
     )
-    args = _args(inventory)
-    apply_cluster(args)
-    assert (args.slurm, args.account, args.slurm_login) == ("gpu", "proj7", "login01")
-    assert (args.shared_dir, args.cluster_checkout) == (Path("/shared/runs"), "/shared/bench")
-    args = _args(inventory, slurm="debug", account="other")
-    apply_cluster(args)
-    assert (args.slurm, args.account, args.slurm_login) == ("debug", "other", "login01")
+    given = _choice(inventory)
+    filled = apply_cluster(given)
+    assert (filled.partition, filled.account, filled.cluster.login) == ("gpu", "proj7", "login01")
+    assert (filled.cluster.shared_dir, filled.cluster.checkout) == (
+        Path("/shared/runs"), "/shared/bench",
+    )  # fmt: skip
+    assert given.partition is None  # the choice itself is not changed
+    filled = apply_cluster(_choice(inventory, "--slurm", "debug", "--account", "other"))
+    assert (filled.partition, filled.account, filled.cluster.login) == ("debug", "other", "login01")
 
 
 def test_a_cluster_whose_nodes_run_pyxis_is_refused_as_not_built(tmp_path: Path) -> None:
     inventory = tmp_path / "hosts.toml"
     inventory.write_text('[clusters.hpc]\npartition = "gpu"\nruntime = "pyxis"\n')
     with pytest.raises(UsageError, match="pyxis/enroot\\) is not built"):
-        apply_cluster(_args(inventory))
+        apply_cluster(_choice(inventory))
     with pytest.raises(UsageError, match="no cluster 'other'"):
-        apply_cluster(_args(inventory, cluster="other"))
+        apply_cluster(_choice(inventory, "--cluster", "other"))
     inventory.write_text('[clusters.hpc]\nruntime = "singularity"\n')
     with pytest.raises(UsageError, match=r"clusters\.hpc\.runtime"):
-        apply_cluster(_args(inventory))
+        apply_cluster(_choice(inventory))

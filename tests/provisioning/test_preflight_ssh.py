@@ -97,10 +97,8 @@ def _pro6000_smi(cuda: str) -> str:
 
 
 def _published_target(ssh_host: SshTestHost) -> targets.Target:
-    import argparse
-
-    args = argparse.Namespace(profile="published", image=None, inventory=None)
-    return targets.resolve_target(args, ssh_host.alias)
+    choice = targets.TargetChoice(inventory=inventory.Inventory(), profile="published")
+    return targets.resolve_target(choice, ssh_host.alias)
 
 
 def test_a_cuda_13_0_driver_is_refused_in_one_line(ssh_host: SshTestHost) -> None:

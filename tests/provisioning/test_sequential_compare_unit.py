@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
@@ -46,8 +45,8 @@ class VirtualSweeps(compare.Sweeps):
 
 
 def _sweeps(tmp_path: Path, *, slower_b: bool) -> VirtualSweeps:
-    args = argparse.Namespace(bench_args=["--duration", "30"], results=tmp_path)
-    s = VirtualSweeps(args, Settings(), None, ("img-a", "img-b"), "seq", tmp_path / "allowed",  # type: ignore[arg-type]
+    pair = compare.PairChoice(results=tmp_path, bench_args=("--duration", "30"))
+    s = VirtualSweeps(pair, Settings(), None, ("img-a", "img-b"), "seq", tmp_path / "allowed",  # type: ignore[arg-type]
                       numbered=True)  # fmt: skip
     s.asked = []
     s.slower_b = slower_b

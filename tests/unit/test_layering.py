@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench", "bench.errors", "bench.logs", "bench.distributions", "bench.failures"),
     ("bench.settings", "bench.results", "bench.launch_profile"),
-    ("bench.stats", "bench.run_files"),
+    ("bench.stats", "bench.run_files", "bench.command_line"),
     ("bench.stream", "bench.host", "bench.card", "bench.cards"),
     ("bench.engines",),
     ("bench.run", "bench.bundle"),
