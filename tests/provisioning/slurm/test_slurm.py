@@ -22,9 +22,9 @@ import pytest
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
 from provisioning.flow.host_run import scope_of
-from tests.fleet.conftest import SlurmCluster
 from tests.provisioning.conftest import ROOT
-from tests.provisioning.test_flow import _containers
+from tests.provisioning.flow.test_flow import _containers
+from tests.provisioning.slurm.conftest import SlurmCluster
 from tests.support.procs import stderr_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slurm]

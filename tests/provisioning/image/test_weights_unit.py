@@ -6,7 +6,7 @@ from provisioning.image import weights
 from provisioning.preflight import storage
 from provisioning.preflight.report import Status
 from provisioning.preflight.requirements import Requirements
-from tests.provisioning.test_preflight_unit import Scripted, ok
+from tests.provisioning.preflight.test_preflight_unit import Scripted, ok
 
 LFS = "a" * 64
 SMALL = "b" * 64

@@ -20,9 +20,15 @@ from pathlib import Path
 import pytest
 
 from bench.bundle.verify import verify_bundle
-from tests.fleet.conftest import SlurmCluster
-from tests.fleet.test_slurm import API_KEY, SMALL_SWEEP, _job_id, _no_key_in, _nothing_left
 from tests.provisioning.conftest import ROOT, SshTestHost, start_sshd, stop_sshd
+from tests.provisioning.slurm.conftest import SlurmCluster
+from tests.provisioning.slurm.test_slurm import (
+    API_KEY,
+    SMALL_SWEEP,
+    _job_id,
+    _no_key_in,
+    _nothing_left,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slurm, pytest.mark.ssh]
 

@@ -19,7 +19,7 @@ from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image.build import COMMIT_LABEL, build_on_host, pinned_commit, spec_for
 from tests.provisioning.conftest import ROOT, SshTestHost
-from tests.provisioning.test_flow import SMALL_SWEEP, _containers, _provision
+from tests.provisioning.flow.test_flow import SMALL_SWEEP, _containers, _provision
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

@@ -17,7 +17,7 @@ from bench.bundle.verify import verify_bundle
 from bench.errors import Exit
 from provisioning.image.build import COMMIT_LABEL
 from tests.provisioning.conftest import ROOT, SshTestHost
-from tests.provisioning.test_flow import SMALL_SWEEP, _containers
+from tests.provisioning.flow.test_flow import SMALL_SWEEP, _containers
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 

@@ -1,5 +1,5 @@
 """The flow after the SSH connection drops mid-sweep or mid-signing, with scripted fakes of
-its seams (tests/provisioning/flow_fakes.py) passed through the steps' public constructors.
+its seams (tests/provisioning/flow/flow_fakes.py) passed through the steps' public constructors.
 
 The real drop (sshd's session processes killed) is tests/faults/test_orch_faults.py; these
 cover what that test cannot make happen: a host that comes back only after a few tries, and
@@ -21,7 +21,7 @@ from provisioning.flow.reconnect import HostLost, Reconnector
 from provisioning.flow.sealing import RunFacts, Sealer
 from provisioning.flow.seams import Server
 from provisioning.hosts.remote import SshUnreachable
-from tests.provisioning.flow_fakes import (
+from tests.provisioning.flow.flow_fakes import (
     HOST,
     IMAGE_ID,
     RUN_DIR,

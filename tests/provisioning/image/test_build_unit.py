@@ -155,7 +155,7 @@ def test_another_commit_is_checked_by_the_hash_in_its_version() -> None:
 )
 @pytest.mark.subprocess
 def test_the_images_version_check(got: str, commit: str, version: str, ok: bool) -> None:
-    script = Path(__file__).resolve().parents[2] / "docker" / "check_version.sh"
+    script = Path(__file__).resolve().parents[3] / "docker" / "check_version.sh"
     env = {"PATH": os.environ["PATH"], "VLLM_COMMIT": commit, "VLLM_VERSION": version}
     done = subprocess.run(
         ["bash", str(script), got], env=env, capture_output=True, text=True, check=False

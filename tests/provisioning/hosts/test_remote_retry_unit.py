@@ -2,7 +2,7 @@
 connections: what is rerun, how often, with which waits, and the one-line errors when
 retrying stops.
 
-The real drops (sshd killed and restarted mid-copy) are tests/provisioning/test_remote.py's.
+The real drops (sshd killed and restarted mid-copy) are tests/provisioning/hosts/test_remote.py's.
 """
 
 from __future__ import annotations

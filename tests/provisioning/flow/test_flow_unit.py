@@ -1,7 +1,7 @@
 """The whole host flow (provisioning.flow.host_run.HostRun) over typed fakes of its seams: the order
 of the steps, what the placement is asked, the clean-up whatever happens, the interrupts.
 
-The same flow against a real engine and sshd is tests/provisioning/test_flow.py; a Slurm node's
+The same flow against a real engine and sshd is tests/provisioning/flow/test_flow.py; a Slurm node's
 placement (provisioning.slurm.node.OnNode) is checked here on this machine's own shell.
 """
 
@@ -21,7 +21,7 @@ from provisioning.flow.reconnect import HostLost
 from provisioning.flow.seams import Server, Steps
 from provisioning.hosts.local import LocalShell, local_host
 from provisioning.slurm.node import OnNode
-from tests.provisioning.flow_fakes import (
+from tests.provisioning.flow.flow_fakes import (
     HOME,
     HOST,
     IMAGE_ID,

@@ -86,7 +86,7 @@ def test_gpu_telemetry_table_when_the_run_sampled_gpus(tmp_path: Path) -> None:
     from bench.host import telemetry
 
     root = _run_dir(tmp_path)
-    csv = (Path(__file__).parent / "data" / "nvidia_smi_telemetry.csv").read_text()
+    csv = (Path(__file__).parents[1] / "host" / "data" / "nvidia_smi_telemetry.csv").read_text()
     telemetry.append_window(
         root / telemetry.GPU_TELEMETRY_NAME, context_label="8K", concurrency=1, trial=0,
         samples=telemetry.parse_telemetry(csv, with_throttle=True), output_tokens=100,
