@@ -1,4 +1,4 @@
-"""The machine this code runs on, as the host flow sees a host (provisioning.hosts.remote.Shell).
+"""The machine this code runs on, as the host flow sees a host (provisioning.hosts.shell.Shell).
 
 A Slurm node runs its own part of a job (provisioning.slurm.node): the same flow as over SSH
 (provisioning.flow.host_run.HostRun), but its commands, files and the server's port are local.

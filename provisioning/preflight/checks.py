@@ -7,7 +7,7 @@ launch's Requirements; a failed check stops the run before anything is started.
 This module runs them in order (run_preflight) and holds the SSH, Docker, token and clock
 checks; the GPU checks are provisioning.preflight.gpu's, the disk and weights checks
 provisioning.preflight.storage's, the Check/Report types provisioning.preflight.report's
-(all re-exported here).
+(import them from there).
 """
 
 from __future__ import annotations

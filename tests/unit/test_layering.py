@@ -176,6 +176,28 @@ def test_provisioning_imports_only_downwards() -> None:
     assert _provisioning_upward(_graph(("provisioning",))) == []
 
 
+def _reads_argparse(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "argparse":
+            return True
+    return False
+
+
+def test_the_command_line_stops_at_the_door() -> None:
+    """Only provisioning.cli and provisioning/commands see argparse: below them, what the
+    command line chose arrives as frozen choices (TargetChoice, SlurmChoice, ...)."""
+    door = {"provisioning.cli", "provisioning.commands"}
+    readers = [
+        _module_name(path)
+        for path in (ROOT / "provisioning").rglob("*.py")
+        if _reads_argparse(path)
+    ]
+    assert sorted(m for m in readers if _provisioning_unit(m) not in door) == []
+    assert "provisioning.commands.options" in readers  # the check sees an importer
+
+
 def test_provisioning_keeps_its_modules_in_folders() -> None:
     root = ROOT / "provisioning"
     modules = sorted(p.stem for p in root.glob("*.py") if p.stem != "__init__")
