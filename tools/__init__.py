@@ -1,6 +1,13 @@
-"""Developer harnesses, not shipped: the performance benchmark (`make perf`), the twin's
-calibration (`make twin-calibration`), reproduce/compare on the twin (`make reproduce-twin`,
-`make compare-twin`) and the verdicts' measured error rates (`make verdict-power`).
+"""Developer harnesses, not shipped, each behind a make target:
+
+    perf             the performance benchmark (`make perf`, `make perf-sweep`)
+    reproduce_twin   the published sweep against the twin (`make reproduce-twin`)
+    compare_twin     `bench compare` on twin runs (`make compare-twin`)
+    verdict_power    `bench compare`'s error rates in virtual time (`make verdict-power`)
+    fleet_power      `bench fleet`'s error rates on the twin (`make fleet-power`)
+    fleet_calibrate  the multipliers of `bench fleet`'s rule (`make fleet-calibrate`)
+    twin_calibrate   the `published` twin profile fitted to the card (`make twin-fit`)
+    gpu_check        the first thing run on a real GPU machine (`make gpu-check`)
 
 They live outside the `bench` package, so neither the wheel nor the images carry them.
 """

@@ -1,10 +1,14 @@
 """Result bundles: a run directory with a manifest, an OpenSSH signature over it, packed as .tar.gz.
 
-    manifest   sha256 and size of every file (schema version, run id, created-at)
-    sign       the one module that runs `ssh-keygen -Y sign/verify` (fixed namespace)
-    pack       .tar.gz packing and safe opening (no links, no escapes, bounded sizes)
-    verify     signature by an allowed signer, hashes, no unlisted file, results schema
-    commands   `bench keygen | sign | pack | verify | schema`
+    manifest    sha256 and size of every file (schema version, run id, created-at)
+    sign        the one module that runs `ssh-keygen -Y sign/verify` (fixed namespace)
+    pack        .tar.gz packing and safe opening (no links, no escapes, bounded sizes)
+    verify      signature by an allowed signer, hashes, no unlisted file, results schema
+    seal        a finished run directory made a signed bundle, refusing one that leaks a secret
+    schema      results.json against its schema (bench.results' models)
+    provenance  what a run's records say about where its figures come from
+    recipe      recipe.json: the commands that re-create a run, and the pins they name
+    command     `bench keygen | sign | pack | verify | schema`
 
 Anyone can check a bundle with stock OpenSSH; see docs/verify.md.
 """

@@ -124,7 +124,7 @@ class Environment(_Model):
     # container's start to ready, and whether the JIT caches were empty (a first start
     # on this host compiles; later ones load). None when bench ran without it.
     server_start: ServerStart | None = None
-    # Filled by the orchestrator after the weights step (provisioning.weights).
+    # Filled by the orchestrator after the weights step (provisioning.image.weights).
     weights: WeightsInfo | None = None
 
 

@@ -1,6 +1,7 @@
 """The measuring engine's sweep: `bench run`, from a plan of cells to results.json.
 
-command       `bench run`: options, the server's facts, the plan, the sweep, the run directory
+command       `bench run`: the server's facts, the plan, the sweep, the run directory
+options       `bench run`'s words: its options, their checks, the RunSettings they make
 plan          the published cells and what runs of them (contexts x concurrencies x trials)
 capacity      which cells fit the server's KV cache (the over-capacity set)
 presize       prompt sizes from the server's own tokenizer
@@ -13,7 +14,7 @@ figures       a cell's figures from its records (the published definitions)
 progress      the sweep's progress lines and ETA
 resume        which cells a resumed run may keep
 rundir        the run directory: results.json, records, tables.md
-layout        its file names, and the one bounded reader of results.json
 card_tables   the card's three tables rendered from results.json (tables.md)
 decode_notes  notes under those tables (spec-decode acceptance, prefix-cache hits)
+gpu_validity  which cells' windows saw GPU throttling or a sagging clock (the gpu_throttled flag)
 """

@@ -6,7 +6,7 @@ http1       a small HTTP/1.1 client for streaming (bounded sizes and times)
 response    one HTTP/1.1 response as http1 parses it (head, chunked framing, error body)
 bodies      httpx bodies and heads read within bounds (small calls, error bodies)
 urls        the server's base URL: checked, and whether it is on this machine
-failures    why a request failed: an ErrorKind and its one-line message
+tokens      output tokens counted when the server sends no usage on every chunk
 rxstamp     receive timestamps of stream chunks
 event_loop  uvloop when installed, else asyncio's own loop
 records     RequestRecord: one request as measured

@@ -1,1 +1,19 @@
-"""The twin: a simulated vLLM server (engine model, HTTP surface, profiles, calibration)."""
+"""The twin: a simulated vLLM server (engine model, HTTP surface, profiles, calibration).
+
+engine     the engine core: a continuous-batching scheduler as a discrete-event model
+kvcache    the KV block pool with prefix caching by block hash
+frontend   the API-server side of a request before the engine sees it
+profile    performance profiles: data files, validated, with the cost functions
+noise      run-to-run noise: a seeded log-normal factor on every step cost of a cell
+flavors    what SGLang or llama.cpp would answer where vLLM does
+tokenizer  a deterministic stand-in tokenizer
+requests   validation of request bodies: bad input is a 400, never a 500
+streams    one response rendered: SSE chunks or JSON
+metrics    /metrics in Prometheus text format, the flavor's families
+http       a small HTTP/1.1 server on asyncio
+server     routes, API-key check, the real-time loop driving the engine
+faults     fault injection for reliability tests, with seeded dice
+process    the twin as a child process on 127.0.0.1, its port read back
+virtual    the published methodology against the engine in virtual time
+command    `bench twin serve`
+"""

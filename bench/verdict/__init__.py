@@ -1,1 +1,17 @@
-"""Verdicts: a run against a published card (reproduce) and runs against each other (compare)."""
+"""Verdicts: a run against a published card (reproduce) and runs against each other (compare).
+
+cells        what a verdict compares: per cell, figures at server speed, one value per trial
+run_source   a run's results (bundle, directory or results.json) opened, verified, read
+run_figures  a run's results.json (and environment.json) as `RunFigures`
+card_source  a published card as `RunFigures`, the reference side of reproduce
+vllm_saved   runs saved by `vllm bench serve --save-result` as `RunFigures`
+settings     the settings both sides must share, and which of them differ
+reproduce    a run against a card, cell by cell, a verdict per cell
+compare      runs against each other: Δ % per cell and figure, and whether it is real
+sequential   a sequential compare: trials go to the cells still open
+bisect       which commit moved a figure: a k-ary search from GOOD to BAD
+views        the verdict tables as data, rendered to Markdown
+plots        heatmaps of Δ % and per-concurrency curves, as PNG bytes
+page         the verdict as one self-contained HTML page
+command      `bench reproduce` and `bench compare`
+"""

@@ -19,7 +19,7 @@ from bench.cli import main
 from bench.errors import Exit
 from tests.support.runs import write_run_dir
 
-# The script provisioning/flow.py ran in the container before `bench manifest` existed.
+# The script provisioning/flow/host_run.py ran in the container before `bench manifest` existed.
 OLD_SCRIPT = (
     "import datetime, sys\n"
     "from pathlib import Path\n"

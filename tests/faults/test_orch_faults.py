@@ -21,7 +21,7 @@ import pytest
 from bench.bundle.verify import verify_bundle
 from bench.errors import Exit
 from bench.results import Results
-from provisioning.flow import scope_of
+from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
 from tests.support.procs import new_mark, stderr_until, wait_no_survivors
 

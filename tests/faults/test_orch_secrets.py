@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioning.flow import scope_of
+from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]

@@ -31,7 +31,7 @@ def _services(config: dict[str, object]) -> dict[str, dict[str, object]]:
     return services
 
 
-GENERATOR = [sys.executable, "-m", "provisioning.compose_file"]
+GENERATOR = [sys.executable, "-m", "provisioning.commands.compose_file"]
 
 
 def test_compose_yaml_is_generated_from_the_profiles() -> None:

@@ -34,7 +34,7 @@
 # login node of a real cluster has its config there, so commands run over SSH (the login-node
 # tests) find the cluster without SLURM_CONF.
 # No slurmdbd: `sacct` has no accounting storage here; the job's state is read with
-# squeue and scontrol instead (see provisioning/slurm.py).
+# squeue and scontrol instead (see provisioning/slurm/jobs.py).
 set -euo pipefail
 
 dir=${BENCH_SLURM_DIR:-/var/tmp/bench-slurm}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench.errors import UsageError
-from provisioning import cli  # noqa: TID251 (tests the orchestrator)
-from provisioning.compare_cmd import sweep_order  # noqa: TID251
+from provisioning import cli  # noqa: TID251 (tests the orchestrator
+from provisioning.commands.compare import sweep_order  # noqa: TID251
 
 
 def test_interleaved_order_balances_drift_and_blocked_is_available() -> None:

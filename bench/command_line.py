@@ -1,0 +1,65 @@
+"""The one runner of both command lines, `bench` (bench.cli) and `provision` (provisioning.cli).
+
+Each command module exposes `register(subparsers) -> None` and sets `func(args, settings) ->
+int` as its handler; `parser_of` builds a program's parser from its command modules, and
+`run` is the one place that loads the settings, calls the handler and turns a failure into
+one line on stderr and its named exit code (bench.errors): BenchError → its code, Ctrl-C or
+SIGTERM → Exit.INTERRUPTED. (`bench` never imports provisioning: provisioning uses this.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeAlias
+
+import structlog
+
+from bench import logs
+from bench.errors import BenchError, Exit, Interrupted
+from bench.settings import Settings, load_settings
+
+# A string: the class is not subscriptable at run time.
+SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Handler: TypeAlias = Callable[[argparse.Namespace, Settings], int]
+
+
+class Registers(Protocol):
+    def register(self, sub: SubParsers) -> None: ...
+
+
+def parser_of(
+    prog: str, description: str, commands: Iterable[Registers], *, version: str | None = None
+) -> argparse.ArgumentParser:
+    """PROG's parser: one subcommand per registration, in the order COMMANDS lists them."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    if version is not None:
+        parser.add_argument("--version", action="version", version=version)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in commands:
+        module.register(sub)
+    return parser
+
+
+def _raise_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(program: str, args: argparse.Namespace, *, logger: str | None = None) -> int:
+    """Call ARGS' handler with the settings; a failure is one line and its exit code."""
+    log = structlog.get_logger(logger or program)
+    try:
+        settings = load_settings()
+        logs.configure(settings.log_format, settings.log_level)
+        signal.signal(signal.SIGTERM, _raise_on_sigterm)
+        handler: Handler = args.func
+        return handler(args, settings)
+    except BenchError as exc:
+        print(f"{program}: error: {exc.one_line()}", file=sys.stderr)
+        log.debug("command_failed", error=exc.one_line(), exit_code=int(exc.exit_code))
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print(f"{program}: {Interrupted('interrupted').one_line()}", file=sys.stderr)
+        return int(Exit.INTERRUPTED)

@@ -1,0 +1,94 @@
+"""The arguments several `provision` commands share, and the door where they become a typed
+choice: target_choice reads hosts.toml once and hands provisioning.runs.targets a frozen
+TargetChoice; nothing below provisioning/commands reads an argparse.Namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from provisioning.hosts import inventory
+from provisioning.runs.targets import TargetChoice
+
+DEFAULT_INVENTORY = Path("hosts.toml")
+
+
+def add_common(p: argparse.ArgumentParser, *, host_optional: bool = False) -> None:
+    """HOST and what resolve_target reads (TargetChoice), plus --trust-new-host."""
+    if host_optional:
+        p.add_argument(
+            "host", nargs="?", help="an ssh alias or hostname; several as gpu01,gpu02 "
+            "(none with --slurm)",
+        )  # fmt: skip
+    else:
+        p.add_argument("host", help="an ssh alias or hostname; several as gpu01,gpu02")
+    p.add_argument("--profile", help="launch profile (default: the inventory's, else published)")
+    p.add_argument(
+        "--inventory",
+        type=Path,
+        default=DEFAULT_INVENTORY,
+        help="hosts.toml with per-host user, port, key, profile, model_cache",
+    )
+    p.add_argument("--image", help="image to run (default: the profile's target as built here)")
+    p.add_argument(
+        "--trust-new-host",
+        action="store_true",
+        help="accept and record the key of a host seen for the first time",
+    )
+    p.add_argument(
+        "--no-weights-download",
+        action="store_true",
+        help="the weights must already be in the host's cache (the profile's pinned revision, "
+        "else refs/main); preflight fails when they are not",
+    )
+
+
+def target_choice(args: argparse.Namespace, *, image: str | None = None) -> TargetChoice:
+    """add_common's arguments as a TargetChoice (hosts.toml read here, once); IMAGE instead
+    of --image when a command names the image itself."""
+    return TargetChoice(
+        inventory=inventory.load_inventory(args.inventory),
+        profile=args.profile,
+        image=image if image is not None else args.image,
+        download_weights=not args.no_weights_download,
+    )
+
+
+def add_pair_outputs(p: argparse.ArgumentParser) -> None:
+    """Where the two runs of a comparison (compare, compare-commits) go."""
+    p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
+    p.add_argument(
+        "--run-id",
+        default=None,
+        help="runs are <run-id>-a1, -b1, ... (with one trial a side: <run-id>-a and -b)",
+    )
+    p.add_argument("--allowed-signers", type=Path, default=None)
+    p.add_argument(
+        "--trials-per-side",
+        type=int,
+        default=3,
+        metavar="N",
+        help="sweeps per image, each a separate signed bundle (default 3: run-to-run noise "
+        "is measured from them)",
+    )
+    p.add_argument(
+        "--order",
+        choices=("interleaved", "blocked", "sequential"),
+        default="interleaved",
+        help="interleaved (default): A B B A A B ..., so drift over hours is balanced; "
+        "blocked: all A, then all B (fewer image switches; the verdict says drift is not "
+        "controlled); sequential: A B A, then more sweeps of the cells still open only, "
+        "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored)",
+    )
+
+
+def add_build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Dockerfile build argument for builds on the host (repeatable), "
+        "e.g. PYTHON_BASE=bench-base:latest on an offline host",
+    )

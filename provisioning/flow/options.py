@@ -1,0 +1,46 @@
+"""What one host run is asked to do (Options, Secrets) and what it gives back (Outcome)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from bench.errors import BenchError
+from bench.launch_profile import LaunchProfile
+from provisioning.image.build import BuildSpec
+from provisioning.preflight.requirements import Requirements
+
+
+@dataclass(frozen=True)
+class Secrets:
+    api_key: SecretStr | None = None
+    hf_token: SecretStr | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    profile: LaunchProfile
+    requirements: Requirements
+    image_ref: str
+    run_id: str
+    results_dir: Path
+    allowed_signers: Path
+    bench_args: tuple[str, ...] = ()
+    keep: bool = False
+    image_source: str = "stream"  # auto | build | stream (provisioning.image.ensure)
+    build: BuildSpec | None = None
+    secrets: Secrets = field(default_factory=Secrets)
+
+
+@dataclass
+class Outcome:
+    host: str
+    run_id: str
+    local_dir: Path | None = None
+    archive: Path | None = None
+    complete: bool = False
+    image_id: str | None = None
+    timings_s: dict[str, float] = field(default_factory=dict)
+    error: BenchError | None = None

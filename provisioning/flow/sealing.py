@@ -1,0 +1,231 @@
+"""Sealing the bundle on the host: what the flow learnt goes into the run directory, then
+the manifest, its signature and the archive, retried whole after a dropped connection.
+
+    server.log          the server container's whole log
+    environment.json    + the image's id and labels, the weights, the server's start time
+    recipe.json         the commands that re-create the run (provisioning.flow.recipe)
+    manifest.json       `bench manifest` in a helper container of the run's image
+    manifest.json.sig   the host's key signs it (provisioning.flow.signing), on the host
+    RUN.tar.gz          `bench pack` in a helper container over the host's folder of runs
+
+Getting the archive to the user is the placement's part (provisioning.flow.over_ssh: pulled
+back over SSH and verified; provisioning.slurm.node: left on the shared filesystem).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field, replace
+from typing import TextIO
+
+import structlog
+from pydantic import ValidationError
+
+from bench import run_files
+from bench.bundle import recipe as recipe_mod
+from bench.errors import RunFailed, validation_message
+from bench.host import environment
+from bench.results import Results
+from provisioning.containers.docker_sdk import EngineUnreachable
+from provisioning.containers.engine import ContainerSpec, Mount
+from provisioning.containers.engine_side import EngineSide
+from provisioning.flow import recipe, signing
+from provisioning.flow.options import Options
+from provisioning.flow.reconnect import Reconnector
+from provisioning.flow.seams import (
+    BUNDLES_IN_CONTAINER,
+    RUN_IN_CONTAINER,
+    Workspace,
+    indent,
+)
+from provisioning.hosts.remote import TRANSIENT, SshUnreachable, is_transient
+from provisioning.hosts.shell import Shell
+from provisioning.image.ensure import CONTAINER_HOME
+from provisioning.retry import retry_call
+
+log = structlog.get_logger("provisioning.flow")
+
+HELPER_TIMEOUT_S = 600
+
+
+@dataclass
+class RunFacts:
+    """What the flow learnt on the way that the bundle records."""
+
+    image_id: str | None = None
+    weights: dict[str, object] | None = None
+    timings_s: dict[str, float] = field(default_factory=dict)
+    jit_cache_was_empty: bool | None = None
+    # The orchestrator's command up to its options, for recipe.json (None: this host's).
+    recipe_head: tuple[str, ...] | None = None
+    server_log: list[str] = field(default_factory=list)
+
+
+class Sealer:
+    """Seals one host's run directory into a signed archive beside it."""
+
+    def __init__(
+        self,
+        engine: EngineSide,
+        shell: Shell,
+        reconnect: Reconnector,
+        opts: Options,
+        *,
+        scope: str,
+        image: str,
+        where: Workspace,
+        out: TextIO,
+    ) -> None:
+        self.engine, self.shell, self.reconnect, self.opts = engine, shell, reconnect, opts
+        self.scope, self.image, self.where, self.out = scope, image, where, out
+
+    @property
+    def host(self) -> str:
+        return self.shell.host.name
+
+    @property
+    def archive(self) -> str:
+        """Where the signed archive is on the host once seal() returned."""
+        return f"{self.where.run_dir}.tar.gz"
+
+    def seal(self, facts: RunFacts) -> None:
+        """server.log, the image into environment.json, manifest, signature and archive on
+        the host, retried after a drop.
+
+        Every step rewrites what it makes from the run directory (the manifest is rebuilt,
+        the signature and archive replaced), so a whole rerun is the same as one run: a
+        dropped connection (once, or again right after the reconnect) just reruns them.
+        """
+        dropped = (EngineUnreachable, SshUnreachable)
+
+        def once(attempt: int) -> None:
+            if attempt:  # a helper the drop left behind (running or not) goes first
+                self.engine.remove_run(self.scope, keep_roles=("server",))
+            self._seal_once(facts)
+
+        def give_up(exc: Exception, attempts: int) -> RunFailed | None:
+            if not isinstance(exc, dropped):
+                return None
+            return RunFailed(
+                f"signing the bundle on {self.host} failed {attempts} times, the "
+                f"ssh connection dropping each time (last: {exc.message})",
+                hint=f"the run directory is kept on the host ({self.where.run_dir}); "
+                f"sign it there with `bench sign`, or run again",
+            )
+
+        def reconnect(exc: Exception) -> None:
+            assert isinstance(exc, dropped)
+            self.reconnect(exc, sweeping=False, then="signing again")
+
+        retry_call(
+            once,
+            replace(self.shell.retry, first_backoff_s=0.0),  # the reconnect backs off itself
+            transient=lambda exc: isinstance(exc, dropped),
+            event="seal_retry",
+            give_up=give_up,
+            between=reconnect,
+            log_fields=lambda: {"host": self.host},
+        )
+
+    def _seal_once(self, facts: RunFacts) -> None:
+        run_dir = self.where.run_dir
+        try:  # files written over SFTP: a drop there is a drop like any other
+            if facts.server_log:
+                self.shell.write_text(f"{run_dir}/server.log", "\n".join(facts.server_log) + "\n")
+            self._record_image(facts)
+            self._record_recipe(facts)
+        except TRANSIENT as exc:  # an SFTP status error (no such file...) is not a drop
+            if isinstance(exc, FileNotFoundError | PermissionError) or not is_transient(exc):
+                raise
+            raise SshUnreachable(
+                f"ssh to {self.host} dropped while writing to the run directory: {exc}"
+            ) from None
+        code = self._helper("manifest", ("bench", "manifest", RUN_IN_CONTAINER))
+        if code != 0:
+            raise RunFailed(f"writing the manifest on {self.host} failed (exit {code})")
+        signing.sign_on_host(self.shell, self.where.signing_key, f"{run_dir}/manifest.json")
+        inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
+        code = self._helper(
+            "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
+        )
+        if code != 0:
+            raise RunFailed(f"packing the bundle on {self.host} failed (exit {code})")
+
+    def _record_image(self, facts: RunFacts) -> None:
+        """The image's id and labels into environment.json, before the manifest hashes it.
+
+        `bench run` inside the container cannot see which image it runs in; the engine can.
+        Edited as JSON, not through bench's model: the image's bench may be another version.
+        """
+        path = f"{self.where.run_dir}/{environment.ENVIRONMENT_NAME}"
+        if facts.image_id is None or not self.shell.run(f"test -f {shlex.quote(path)}").ok:
+            return
+        try:
+            doc = json.loads(self.shell.read_text(path))
+        except ValueError as exc:
+            log.warning("environment_unreadable", host=self.host, error=str(exc))
+            return
+        if not isinstance(doc, dict):
+            return
+        found = doc.get("image")
+        image_doc: dict[str, object] = found if isinstance(found, dict) else {}
+        image_doc["digest"] = facts.image_id
+        image_doc["labels"] = self.engine.image_labels(facts.image_id)
+        doc["image"] = image_doc
+        if facts.weights is not None:
+            doc["weights"] = facts.weights
+        timings = facts.timings_s
+        if "readiness" in timings:
+            doc["server_start"] = {
+                "ready_after_s": round(timings.get("server start", 0.0) + timings["readiness"], 2),
+                "jit_cache_was_empty": facts.jit_cache_was_empty,
+            }
+        self.shell.write_text(path, json.dumps(doc, indent=2) + "\n")
+
+    def _record_recipe(self, facts: RunFacts) -> None:
+        """recipe.json: the commands that re-create this run (provisioning.flow.recipe),
+        before the manifest hashes it. Made from results.json as this checkout's bench
+        reads it; one it cannot read (another bench's schema) gets no recipe, and `bench
+        verify` then says the bundle lacks one."""
+        path = f"{self.where.run_dir}/{run_files.RESULTS}"
+        try:
+            results = Results.model_validate_json(self.shell.read_text(path))
+        except ValidationError as exc:
+            log.warning("recipe_not_written", host=self.host, error=validation_message(exc))
+            return
+        except FileNotFoundError as exc:
+            log.warning("recipe_not_written", host=self.host, error=str(exc).splitlines()[0])
+            return
+        made = recipe.recipe_for(
+            results,
+            self.opts,
+            host=self.host,
+            image_id=facts.image_id,
+            weights=facts.weights,
+            command_head=facts.recipe_head,
+        )
+        target = f"{self.where.run_dir}/{recipe_mod.RECIPE_NAME}"
+        self.shell.write_text(target, recipe_mod.dumps(made))
+
+    def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
+        """A short-lived container of the run's image over the run directory (over the
+        host's folder of runs when PARENT); its exit code, its log's tail printed on failure."""
+        run_dir = self.where.run_dir
+        source = run_dir.rsplit("/", 1)[0] if parent else run_dir
+        target = BUNDLES_IN_CONTAINER if parent else RUN_IN_CONTAINER
+        cid = self.engine.start(
+            ContainerSpec(
+                image=self.image,
+                command=command,
+                run_id=self.scope,
+                role=role,
+                environment={"HOME": CONTAINER_HOME},
+                mounts=(Mount(source, target),),
+                user=self.where.uid_gid,
+            )
+        )
+        code = self.engine.wait(cid, timeout_s=HELPER_TIMEOUT_S)
+        if code != 0:
+            print(indent(self.engine.log_tail(cid)), file=self.out)
+        return code

@@ -1,0 +1,130 @@
+"""`provision bisect`: the commit list from a real git repository, and the rounds over
+hosts with each commit's sweeps replaced by virtual twin runs (one commit 10 % slower at
+8K x 64 from the culprit on, one commit whose image does not build)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from bench.errors import Exit, UsageError
+from bench.twin import profile as profiles
+from bench.verdict.cells import Key, RunFigures
+from provisioning.commands import bisect
+from provisioning.runs.targets import Target
+from tests.card.conftest import SHIPPED
+from tools import verdict_power as power
+
+pytestmark = pytest.mark.subprocess
+
+CELL: Key = ("decode", "8K", 64)
+PROFILE = profiles.load("published")
+BASE = power.simulate_card(PROFILE, SHIPPED)
+
+
+def _repo(tmp_path: Path, n: int, *, culprit: int = 11, broken: int | None = None) -> list[str]:
+    """A git repository of n commits whose "vLLM" is the twin: each carries twin.json, the
+    % by which its engine is slower at 8K x 64 (10 from `culprit` on, 0 before); commit
+    `broken` carries a file that is not JSON (its "image" does not build). The hashes."""
+    repo = tmp_path / "vllm"
+    repo.mkdir()
+    who = {"NAME": "t", "EMAIL": "t@example.org"}
+    env = {f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in who.items()}
+    env["HOME"] = str(tmp_path)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    out = []
+    for i in range(n):
+        text = json.dumps({"change": i, "slower_pct_at_8k_x64": 10.0 if i >= culprit else 0.0})
+        (repo / "twin.json").write_text("{ not json" if i == broken else text)
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", f"c{i}"], check=True, env=env)
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
+                              env=env, capture_output=True, text=True).stdout.strip()  # fmt: skip
+        out.append(head)
+    return out
+
+
+def test_the_commits_between_good_and_bad_come_from_the_clone_in_order(tmp_path: Path) -> None:
+    hashes = _repo(tmp_path, 6)
+    got = bisect.commits_between(tmp_path / "vllm", hashes[1], hashes[5])
+    assert got == hashes[1:]
+    with pytest.raises(UsageError, match="cannot list"):
+        bisect.commits_between(tmp_path / "vllm", hashes[1], "abcdef1")
+    with pytest.raises(UsageError, match="does not descend"):
+        bisect.commits_between(tmp_path / "vllm", hashes[5], hashes[1])
+
+
+def test_cell_and_figure_as_make_reads_them() -> None:
+    assert bisect.parse_cell("64x8K") == ("8K", 64)
+    with pytest.raises(UsageError, match="CONCURRENCYxCONTEXT"):
+        bisect.parse_cell("8K")
+
+
+class VirtualJob(threading.Thread):
+    """A commit's image and sweeps: its twin.json read from the clone at that commit (not
+    JSON: the build fails), then 3 virtual runs of the twin slowed as it says."""
+
+    def __init__(self, commit: str, repo: Path) -> None:
+        super().__init__(daemon=True)
+        self.commit, self.repo = commit, repo
+        self.figures: RunFigures | None = None
+        self.note = ""
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        shown = subprocess.run(["git", "-C", str(self.repo), "show", f"{self.commit}:twin.json"],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        try:
+            slower = float(json.loads(shown)["slower_pct_at_8k_x64"])
+        except ValueError:
+            self.note = "building bench: the image did not build"
+        else:
+            seed = int(self.commit[:8], 16)
+            change = (CELL, "total_tok_s", slower) if slower else None
+            self.figures = power.side(PROFILE, BASE, [seed + t for t in range(3)],
+                                      self.commit, change=change)  # fmt: skip
+        self.done.set()
+
+    def stop(self, *, hard: bool) -> None:
+        pass
+
+
+def _bisect(
+    commits: list[str], repo: Path, hosts: int, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str, list[str]]:
+    targets: list[Target] = [object()] * hosts  # type: ignore[list-item]
+    seen: list[str] = []
+
+    def job(commit: str, target: Target) -> VirtualJob:
+        seen.append(commit)
+        return VirtualJob(commit, repo)
+
+    code = bisect.run_bisection(commits, targets, CELL, "total_tok_s", job)  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    return code, out, err, seen
+
+
+@pytest.mark.parametrize(("hosts", "rounds"), [(1, 4), (3, 2)])
+def test_rounds_over_hosts_name_the_planted_commit(
+    tmp_path: Path, hosts: int, rounds: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commits = _repo(tmp_path, 17)  # 16 steps: log2 16 = 4 serial rounds, log4 16 = 2 with 3
+    code, out, _, _ = _bisect(commits, tmp_path / "vllm", hosts, capsys)
+    assert code == Exit.OK
+    assert f"culprit: {commits[11]}" in out
+    assert f"17 commits, {rounds} round(s) with {hosts} host(s)" in out
+
+
+def test_a_commit_that_does_not_build_is_skipped_and_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commits = _repo(tmp_path, 17, broken=8)  # the first pick of a serial search
+    code, out, err, seen = _bisect(commits, tmp_path / "vllm", 1, capsys)
+    assert commits[8] in seen and code == Exit.OK
+    assert f"culprit: {commits[11]}" in out
+    assert f"bisect: {commits[8]} skipped: building bench: the image did not build" in err
+    assert f"{commits[8]} skipped (could not be measured)" in out

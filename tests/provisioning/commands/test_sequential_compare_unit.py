@@ -1,0 +1,78 @@
+"""`--order sequential` of compare / compare-commits: the orchestrator's glue around
+`bench.verdict.sequential`, each sweep a virtual twin run instead of a host run."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bench.errors import Exit
+from bench.settings import Settings
+from bench.twin import profile as profiles
+from bench.verdict.cells import RunFigures
+from provisioning import cli
+from provisioning.commands import compare
+from tests.card.conftest import SHIPPED
+from tools import verdict_power as power
+
+pytestmark = pytest.mark.timeout(300)
+BASE = power.simulate_card(profiles.load("published"), SHIPPED)
+
+
+class VirtualSweeps(compare.Sweeps):
+    """Sweeps that are virtual runs of the twin: B is 8 % slower at 32K x 32 if asked."""
+
+    slower_b = False
+    asked: list[tuple[str, int, tuple[str, ...]]]
+
+    def sweep(self, label: str, trial: int, extra: tuple[str, ...] = ()) -> RunFigures | None:
+        self.asked.append((label, trial, extra))
+        seed = (100 if label == "a" else 200) + trial
+        change = (("decode", "32K", 32), "total_tok_s", 8.0) if self.slower_b else None
+        run = power.side(profiles.load("published"), BASE, [seed], label.upper(),
+                         change=change if label == "b" else None)  # fmt: skip
+        if "--cells" in extra or "--contexts" in extra:
+            cells = {
+                ("decode", *w.rsplit(":", 1)) for w in extra[extra.index("--cells") + 1 :]
+            } if "--cells" in extra else set()  # fmt: skip
+            keep = {k for k in run.cells if k[0] == "decode" and (k[1], str(k[2])) in
+                    {(c[1], c[2]) for c in cells}}  # fmt: skip
+            run = dataclasses.replace(run, cells={k: run.cells[k] for k in keep},
+                                      planned=frozenset(keep))  # fmt: skip
+        return run
+
+
+def _sweeps(tmp_path: Path, *, slower_b: bool) -> VirtualSweeps:
+    pair = compare.PairChoice(results=tmp_path, bench_args=("--duration", "30"))
+    s = VirtualSweeps(pair, Settings(), None, ("img-a", "img-b"), "seq", tmp_path / "allowed",  # type: ignore[arg-type]
+                      numbered=True)  # fmt: skip
+    s.asked = []
+    s.slower_b = slower_b
+    return s
+
+
+def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweeps = _sweeps(tmp_path, slower_b=True)
+    code = compare.sequential_compare(sweeps, "A vs B")
+    out = capsys.readouterr().out
+    asked = sweeps.asked
+    assert [(side, trial, extra) for side, trial, extra in asked[:3]] == [
+        ("a", 1, ()), ("b", 1, ()), ("a", 2, ()),
+    ]  # fmt: skip
+    assert all("--cells" in extra or "--contexts" in extra for _, _, extra in asked[3:])
+    assert any("32K:32" in extra for _, _, extra in asked[-2:])  # the changed cell stays open
+    assert code == Exit.NOT_REPRODUCED
+    assert "Sequential design, stages 2+1, 2+2, 3+3, 5+5" in out
+    assert "## Compare: seq-b against seq-a" in out and "| 32K | 32 |" in out
+
+
+def test_the_cli_offers_sequential_order() -> None:
+    args = cli.build_parser().parse_args(
+        ["compare-commits", "gpu01", "--commit-a", "abcdef1", "--commit-b", "abcdef2",
+         "--order", "sequential"]
+    )  # fmt: skip
+    assert args.order == "sequential"

@@ -1,0 +1,232 @@
+"""`provision bench` end to end: real sshd + dockerd stand for the GPU host, the twin for vLLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bench.bundle.recipe import RECIPE_NAME, Recipe
+from bench.bundle.verify import verify_bundle
+from provisioning.flow.host_run import scope_of
+from tests.provisioning.conftest import ROOT, SshTestHost
+
+pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
+
+# --no-verdict: a one-cell sweep is not meant to reproduce the card
+SMALL_SWEEP = (
+    "--no-verdict", "--", "--contexts", "8K", "--prefill-only-contexts", "--concurrencies", "1",
+    "--duration", "2", "--max-tokens", "512",
+)  # fmt: skip
+API_KEY = "sk-orch-test-" + uuid.uuid4().hex
+
+
+def _provision(
+    ssh_host: SshTestHost, tmp_path: Path, image: str, run_id: str, *extra: str, hosts: str = ""
+) -> subprocess.Popen[str]:
+    env = {**os.environ, "VLLM_API_KEY": API_KEY, "BENCH_LOG_FORMAT": "json"}
+    argv = [
+        sys.executable, "-m", "provisioning", "bench", hosts or ssh_host.alias,
+        "--image", image, "--run-id", run_id,
+        "--results", str(tmp_path / "results"),
+        "--allowed-signers", str(tmp_path / "allowed_signers"),
+        *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _containers(run_id: str, host: str = "bench-test-host") -> list[str]:
+    label = f"label=org.vllm-bench.run-id={scope_of(run_id, host)}"
+    out = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", label],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *SMALL_SWEEP)
+    out, err = proc.communicate(timeout=900)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, err[-4000:]
+    assert "image ..." in err and "sweep ..." in err  # the steps, in the local terminal
+    assert '"cell_finished"' in err  # bench run's progress streamed back
+    # Stock sshd, non-root docker-group account: no refused channel, so no reconnect.
+    assert ssh_host.user.startswith("bench-")
+    assert "reconnecting" not in err and "open failed" not in err
+    for check in ("ssh sessions", "sftp", "port forwarding"):
+        assert re.search(rf"^{check}\s+ok\s", out + err, re.M), check
+    bundle = tmp_path / "results" / ssh_host.alias / run_id
+    archive = bundle.with_name(f"{run_id}.tar.gz")
+    for name in ("results.json", "manifest.json", "manifest.json.sig", "tables.md", "server.log"):
+        assert (bundle / name).is_file(), name
+    assert not (bundle / "INCOMPLETE").exists()
+    ok = verify_bundle(archive, tmp_path / "allowed_signers", provenance=True)
+    assert ok.signer.principal == f"vllm-bench@{ssh_host.alias}"
+    # Its provenance (issue 16): bench's commit, the image's id and package freeze, the
+    # twin's weights stated as not applicable, and the orchestrator's recipe.
+    found = "; ".join(ok.provenance)
+    assert "recipe: recipe.json (image server)" in found and "weights: not applicable" in found
+    assert re.search(r"image: sha256:[0-9a-f]{64}", found) and "server packages: " in found
+    recipe = Recipe.model_validate_json((bundle / RECIPE_NAME).read_text())
+    last = recipe.commands[-1]
+    assert last.startswith(
+        f"python -m provisioning bench {ssh_host.alias} --profile twin --image {bench_image} "
+    )
+    assert last.endswith(
+        "-- --api chat --contexts 8K --prefill-only-contexts --concurrencies 1 "
+        "--duration 2 --max-tokens 512 --trials 1 --seed 0 --request-timeout 600"
+    )
+    assert any(c.startswith("docker build --target bench ") for c in recipe.commands)
+    # The server container carries the host's name: environment.json names the host.
+    recorded = json.loads((bundle / "environment.json").read_text())
+    assert recorded["host"]["hostname"] == ssh_host.alias
+    assert "complete" in out and str(bundle) in out
+    assert _containers(run_id) == []
+    for path in bundle.rglob("*"):
+        if path.is_file():
+            assert API_KEY.encode() not in path.read_bytes(), path
+    assert API_KEY not in out and API_KEY not in err
+    print(f"whole flow against the test host: {took:.1f} s\n{out}")
+
+
+def test_server_that_exits_at_start_is_an_error_with_its_log_and_leaves_nothing(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    twin = (ROOT / "bench" / "launch_profiles" / "twin.toml").read_text()
+    broken = tmp_path / "broken.toml"
+    broken.write_text(
+        twin.replace('name = "twin"', 'name = "broken"').replace(
+            '"--port", "8000",', '"--port", "8000", "--no-such-flag",'
+        )
+    )
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", str(broken))
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 3, err[-3000:]
+    assert "exited with 2 while starting" in err
+    assert "--no-such-flag" in err  # the log tail names the problem
+    assert _containers(run_id) == []
+
+
+def test_ctrl_c_during_the_sweep_removes_containers_and_brings_back_a_partial_bundle(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    long_sweep = (
+        "--", "--contexts", "8K", "16K", "--prefill-only-contexts", "--concurrencies", "1", "2",
+        "4", "--duration", "4", "--max-tokens", "512",
+    )  # fmt: skip
+    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *long_sweep)
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen += line
+        if "cell_finished" in line or not line:  # one cell is on disk: interrupt now
+            break
+    assert "cell_finished" in seen, seen[-3000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 130, (seen + err)[-3000:]
+    bundle = tmp_path / "results" / ssh_host.alias / run_id
+    assert (bundle / "results.json").is_file(), err[-3000:]
+    assert (bundle / "INCOMPLETE").exists()
+    verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
+    assert _containers(run_id) == []
+
+
+CARD = (
+    ROOT
+    / "tests/card/fixtures/published_qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
+)
+
+
+def test_two_hosts_in_parallel_one_bundle_each_and_a_verdict_against_the_card(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    second = "bench-test-host-b"  # another name for the same machine: a second "host"
+    config = ssh_host.ssh_config.read_text()
+    ssh_host.ssh_config.write_text(config + config.replace(ssh_host.alias, second))
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    proc = _provision(
+        ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", "--card", str(CARD),
+        *SMALL_SWEEP[1:], hosts=f"{ssh_host.alias},{second}",
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=900)
+    # A sweep of one cell with a 2 s window and 512 tokens: not the card's settings, so
+    # each host's verdict is NOT COMPARABLE (exit 10), and PARTIAL as well (issue 14).
+    assert out.count("cells not measured here") == 2, out[-4000:]
+    assert out.count("NOT COMPARABLE: window_s,max_tokens differ") == 2, out[-4000:]
+    assert proc.returncode == 10, err[-4000:]
+    for host in (ssh_host.alias, second):
+        bundle = tmp_path / "results" / host / run_id
+        verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
+        assert f"## Reproduce: {run_id}" in out
+        assert _containers(run_id, host) == []
+    summary = [line for line in out.splitlines() if line.startswith(("bench-test-host ", second))]
+    assert len(summary) == 2 and all(" complete " in line for line in summary)
+    # The fleet table of the two hosts, named by host; two cannot single one out.
+    fleet_part = out.split("FLEET: ", 1)[0]
+    assert f"| {ssh_host.alias} |" in fleet_part or ssh_host.alias in fleet_part.rsplit("##", 1)[-1]
+    assert "with 2 nodes no node can be told to stand out" in out
+
+
+def test_clean_removes_what_a_killed_orchestrator_left(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *SMALL_SWEEP)
+    assert proc.stderr is not None
+    while "sweep ..." not in (line := proc.stderr.readline()):
+        assert line, "the flow ended before the sweep"
+    proc.kill()  # no chance to clean up
+    proc.communicate(timeout=60)
+    assert len(_containers(run_id)) == 1
+    clean = subprocess.run(
+        [sys.executable, "-m", "provisioning", "clean", ssh_host.alias, "--run-id", run_id],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert clean.returncode == 0, clean.stderr
+    assert "removed 1 container(s): vllm-bench-" in clean.stdout
+    assert _containers(run_id) == []
+
+
+def test_compare_runs_two_images_one_after_the_other_then_judges_b_against_a(
+    ssh_host: SshTestHost, bench_image: str, tmp_path: Path
+) -> None:
+    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "BENCH_LOG_FORMAT": "json"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "provisioning", "compare", ssh_host.alias, "--profile", "twin",
+         "--image-a", bench_image, "--image-b", bench_image, "--run-id", run_id,
+         "--trials-per-side", "1",
+         "--results", str(tmp_path / "results"),
+         "--allowed-signers", str(tmp_path / "allowed_signers"), *SMALL_SWEEP[1:]],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    for label in ("a", "b"):
+        archive = tmp_path / "results" / ssh_host.alias / f"{run_id}-{label}.tar.gz"
+        verify_bundle(archive, tmp_path / "allowed_signers")
+        assert _containers(f"{run_id}-{label}") == []
+    assert f"## Compare: {run_id}-b against {run_id}-a" in proc.stdout, proc.stderr[-3000:]
+    # One sweep a side: run-to-run noise is unknown, so no verdict on change (exit 9).
+    assert "CANNOT TELL NOISE FROM CHANGE" in proc.stdout, proc.stdout[-2000:]
+    assert "order A B" in proc.stdout and "host time of these sweeps" in proc.stdout
+    assert "Server time of this verdict: " in proc.stdout  # from the bundles, per side
+    assert proc.returncode == 9
