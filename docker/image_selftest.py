@@ -148,26 +148,52 @@ def check_cuda(facts: dict[str, Any]) -> None:
     }
 
 
-def check_gpu(facts: dict[str, Any]) -> None:
-    import torch
-    import triton
-    import triton.language as tl
+# The kernel is a module of its own, written out and imported at run time: Triton reads a
+# kernel's source (inspect) and resolves every name in it, annotations included, among the
+# module's globals. Defined inside check_gpu under `from __future__ import annotations`, its
+# `x: Any` parameters made Triton 3.6 fail with "Cannot access global variable Any from
+# within @jit'ed function" (seen on an H200 by `make gpu-check`).
+_KERNEL = """import triton
+import triton.language as tl
 
+
+@triton.jit
+def add(x, y, out, n, block: tl.constexpr):
+    offs = tl.program_id(0) * block + tl.arange(0, block)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask)
+"""
+
+
+def _kernel_module(folder: Path) -> Any:
+    path = folder / "bench_selftest_kernel.py"
+    path.write_text(_KERNEL)
+    spec = importlib.util.spec_from_file_location("bench_selftest_kernel", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_gpu(facts: dict[str, Any]) -> None:
+    try:
+        import torch
+    except ImportError as exc:
+        raise Missing(f"torch does not import: {exc}") from None
     if not torch.cuda.is_available():
         raise Missing("torch sees no GPU (driver, NVIDIA container runtime, --gpus all)")
+    with tempfile.TemporaryDirectory() as folder:
+        kernel = _kernel_module(Path(folder))
+        facts["gpu"] = _run_kernel(torch, kernel.add)
 
-    @triton.jit  # type: ignore[misc]
-    def _add(x: Any, y: Any, out: Any, n: Any, block: tl.constexpr) -> None:
-        offs = tl.program_id(0) * block + tl.arange(0, block)
-        mask = offs < n
-        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask)
 
+def _run_kernel(torch: Any, add: Any) -> list[dict[str, Any]]:
     gpus = []
     for index in range(torch.cuda.device_count()):
         dev = torch.device("cuda", index)
         x = torch.arange(1024, device=dev, dtype=torch.float32)
         out = torch.empty_like(x)
-        _add[(4,)](x, x, out, 1024, block=256)
+        add[(4,)](x, x, out, 1024, block=256)
         if not torch.equal(out, 2 * x):
             raise Missing(f"a Triton kernel gave wrong results on GPU {index}")
         gpus.append(
@@ -177,7 +203,7 @@ def check_gpu(facts: dict[str, Any]) -> None:
                 "capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
             }
         )
-    facts["gpu"] = gpus
+    return gpus
 
 
 def run(parts: list[str], out: Path | None) -> dict[str, Any]:

@@ -4,10 +4,15 @@ The telemetry of each decode window (`bench.host.telemetry`) becomes the cell's 
 entry; after every cell the whole run is judged again, because a GPU's steady clock is
 the run's own:
 
-- **Clock limits.** A window in which any GPU had a thermal or power limit active
-  (`THROTTLING`: sw_power_cap, hw_slowdown, sw/hw_thermal_slowdown,
-  hw_power_brake_slowdown) in at least `MIN_SHARE` of its samples. Idle, sync boost,
-  application and display clock settings are not throttling.
+- **Clock limits.** A window in which any GPU had a thermal or hardware limit active
+  (`THROTTLING`: hw_slowdown, sw/hw_thermal_slowdown, hw_power_brake_slowdown) in at
+  least `MIN_SHARE` of its samples. Idle, sync boost, application and display clock
+  settings are not throttling, and neither is the software power cap alone: a GPU at
+  full load runs at its power limit by design (an H200 under a bf16 matmul load at
+  646 TFLOP/s had sw_power_cap active in 82 % of its samples, `make gpu-check`,
+  2026-12-04), so flagging it would flag every busy cell. It is recorded in the cell's
+  `throttle_reasons`, and a power cap that costs a window its speed shows as a clock
+  far below steady, next.
 - **Clock far below steady.** A GPU's steady clock is the median, over the run's measured
   windows, of its mean SM clock in each; "far below" is a window mean more than
   `FAR_BELOW` (10 %) under it. Boost clocks under a steady load move by a few percent
@@ -26,7 +31,6 @@ from bench.host.telemetry import WindowTelemetry
 from bench.results import CellGpu, CellResult, EnergySource, Results
 
 THROTTLING = (
-    "sw_power_cap",
     "hw_slowdown",
     "sw_thermal_slowdown",
     "hw_thermal_slowdown",

@@ -33,7 +33,7 @@ case "$*" in
   *-lms*)
     while :; do
       now=$(date +'%Y/%m/%d %H:%M:%S.%3N')
-      printf '%s, 0, 300.00, 1980, 55, 90, 40, 0x0000000000000004\n' "$now"
+      printf '%s, 0, 300.00, 1980, 55, 90, 40, 0x0000000000000024\n' "$now"
       sleep 0.05
     done;;
   *) echo 0x0000000000000000;;
@@ -156,7 +156,10 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
     for key in measured:
         w = by_cell[key]
         assert len(w["samples"]) >= 2, key
-        assert w["telemetry"]["gpus"][0]["throttle_reasons"] == {"sw_power_cap": 1.0}
+        assert w["telemetry"]["gpus"][0]["throttle_reasons"] == {
+            "sw_power_cap": 1.0,
+            "sw_thermal_slowdown": 1.0,
+        }
         # 300 W over the sampled span, divided by the window's output tokens.
         span_s = w["samples"][-1]["at_s"] - w["samples"][0]["at_s"]
         expected = 300.0 * span_s / w["output_tokens"]
@@ -168,7 +171,9 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
     assert results["schema_version"] == 2
     for cell in results["cells"]:
         if cell["figures"] is not None:
-            assert cell["flags"] == {"gpu_throttled": "sw_power_cap active in 100% of samples"}
+            assert cell["flags"] == {
+                "gpu_throttled": "sw_thermal_slowdown active in 100% of samples"
+            }
             assert cell["gpu"]["energy_source"] == "power_integral"
     assert results["measurement"]["energy_from"] == "power_integral"
     assert "TTFT<br>GPU throttled" in tables

@@ -23,7 +23,7 @@ case "$*" in
     while :; do
       ms=$(date +%s%3N)
       now=$(date -d "@${ms:0:-3}.${ms: -3}" +'%Y/%m/%d %H:%M:%S.%3N')
-      printf '%s, 0, 300.00, 1980, 55, 90, 40, 0x0000000000000004, %s\n' "$now" $((ms * 300))
+      printf '%s, 0, 300.00, 1980, 55, 90, 40, 0x0000000000000024, %s\n' "$now" $((ms * 300))
       sleep 0.05
     done;;
   *--query-gpu=index,*)
@@ -93,7 +93,7 @@ def test_with_the_stand_in_nvidia_smi_every_gpu_part_reads_it(tmp_path: Path) ->
     assert tel["facts"]["energy_source"] == "energy_counter"
     energy = tel["facts"]["energy_j"]
     assert energy["reported"] == pytest.approx(energy["power_integral"], rel=0.02)
-    assert tel["facts"]["gpu_throttled"] == "sw_power_cap active in 100% of samples"
+    assert tel["facts"]["gpu_throttled"] == "sw_thermal_slowdown active in 100% of samples"
     assert "idle (torch is not importable" in tel["message"]  # this venv has no torch
     # The self-test needs torch: one line saying so, not a traceback.
     assert got["selftest_gpu"]["status"] == "failed"
@@ -103,7 +103,7 @@ def test_with_the_stand_in_nvidia_smi_every_gpu_part_reads_it(tmp_path: Path) ->
     assert smoke["facts"]["energy_from"] == "energy_counter"
     for cell in smoke["facts"]["cells"]:
         assert cell["energy_source"] == "energy_counter"
-        assert cell["flags"] == {"gpu_throttled": "sw_power_cap active in 100% of samples"}
+        assert cell["flags"] == {"gpu_throttled": "sw_thermal_slowdown active in 100% of samples"}
     assert done.returncode == 6  # the self-test failed
 
 
