@@ -35,6 +35,7 @@ after each test, so a logger first used in a later test does not keep that confi
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import sys
@@ -195,6 +196,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # now, before the guard, so that no unit test is charged with it for the order it ran
     # in (tests/run/test_plan.py run alone was; in the whole tier another test paid first).
     _ = bench.__version__
+    # urllib3 (under the Docker SDK) binds a socket to ::1 once, at import, to learn whether
+    # IPv6 works: imported now for the same reason (a provisioning test run alone was charged).
+    importlib.import_module("urllib3.util.connection")
     session.config.stash[_GUARDED] = True
 
 

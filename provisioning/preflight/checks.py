@@ -23,6 +23,7 @@ from provisioning.preflight.gpu import (
     check_driver_cuda,
     check_gpus,
 )
+from provisioning.preflight.memory import check_memory
 from provisioning.preflight.report import Check, Report, Status, last_line, ok_or_fail
 from provisioning.preflight.requirements import Requirements
 from provisioning.preflight.storage import check_disk, check_weights
@@ -181,6 +182,7 @@ def run_preflight(
     report.checks += gpu_checks
     report.checks.append(check_driver_cuda(probe, req, bool(gpus)))
     report.checks.append(check_runtime(probe, req, info))
+    report.checks.append(check_memory(probe, req))
     report.checks.append(check_disk(probe, req, model_cache, info))
     report.checks.append(check_weights(probe, req, model_cache))
     report.checks.append(check_hf_token(req, hf_token_present))
@@ -199,6 +201,7 @@ def ssh_failed_report(host: str, error: BenchError) -> Report:
         "driver",
         "driver CUDA",
         "NVIDIA runtime",
+        "memory",
         "disk",
     ]
     rest += ["weights", "HF token", "clock"]

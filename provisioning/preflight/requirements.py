@@ -35,6 +35,8 @@ class _Entry(BaseModel):
     image_gib: float = Field(default=0.0, ge=0)
     hf_model: str | None = None
     hf_token_required: bool = False
+    host_memory_gib: float = Field(default=0.0, ge=0, le=1 << 20)
+    host_memory_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class Requirements:
     image_cuda: CudaRequirement | None = None
     model_revision: str | None = None  # the launch profile's pinned hub commit
     download_weights: bool = True  # False: the weights must already be in the host's cache
+    memory_bytes: int = 0  # the host's RAM (MemTotal) the launch needs
+    memory_why: str = ""  # and why, in a few words (host_requirements.toml)
 
 
 def load_requirements(
@@ -88,4 +92,6 @@ def load_requirements(
         image_cuda=image_cuda,
         model_revision=model_revision,
         download_weights=download_weights,
+        memory_bytes=int(entry.host_memory_gib * GIB),
+        memory_why=entry.host_memory_why,
     )

@@ -9,7 +9,7 @@ import pytest
 
 from bench.errors import HostCheckFailed
 from provisioning.hosts.shell import CommandResult
-from provisioning.preflight import checks, gpu, storage
+from provisioning.preflight import checks, gpu, memory, storage
 from provisioning.preflight.report import Status
 from provisioning.preflight.requirements import GIB, Requirements, load_requirements
 
@@ -224,6 +224,7 @@ def test_report_table_and_failure_name_the_checks() -> None:
         "driver",
         "driver CUDA",
         "NVIDIA runtime",
+        "memory",
         "disk",
         "weights",
         "HF token",
@@ -366,3 +367,42 @@ def test_no_sftp_is_named_as_such_not_as_a_dropped_host() -> None:
 def test_refused_forwarding_is_named() -> None:
     check = checks.check_ssh_limits(Caps(fwd="Administratively prohibited"), 4)[2]
     assert check.status is Status.FAIL and "AllowTcpForwarding" in check.fix
+
+
+# --- the host's memory (issue 30: the README said preflight checks it; nothing did) -------
+
+MEMINFO_512 = "MemTotal:       528273644 kB\nMemFree:        1000 kB\nMemAvailable:   2000 kB\n"
+
+
+def test_mem_total_is_read_in_range_or_not_at_all() -> None:
+    assert memory.mem_total_bytes(MEMINFO_512) == 528273644 * 1024
+    assert memory.mem_total_bytes("MemFree: 5 kB\n") is None
+    assert memory.mem_total_bytes("MemTotal: 5 MB\n") is None
+    assert memory.mem_total_bytes("MemTotal: -5 kB\n") is None
+    assert memory.mem_total_bytes("MemTotal: \u0665 kB\n") is None  # an Arabic-Indic 5
+    assert memory.mem_total_bytes("MemTotal: " + "9" * 40 + " kB\n") is None
+
+
+def test_a_host_with_too_little_memory_fails_naming_what_the_profile_needs() -> None:
+    req = load_requirements("published", 4)
+    small = Scripted({"cat /proc/meminfo": ok("MemTotal:       131072000 kB\n")})
+    check = memory.check_memory(small, req)
+    assert check.status is Status.FAIL
+    assert check.found.startswith("125 GiB; the published launch needs 256 GiB (the 230 GiB")
+    big = memory.check_memory(Scripted({"cat /proc/meminfo": ok(MEMINFO_512)}), req)
+    assert (big.status, big.found) == (Status.OK, "504 GiB (needs 256 GiB)")
+    unread = memory.check_memory(Scripted({}), req)
+    assert unread.status is Status.WARN and "256 GiB" in unread.fix
+
+
+def test_docs_list_exactly_the_checks_preflight_makes() -> None:
+    import re
+    from pathlib import Path
+
+    from bench.errors import BenchError
+
+    text = (Path(__file__).parents[3] / "docs" / "provisioning.md").read_text()
+    start = text.index("Every check preflight makes, in its order")
+    listed = re.findall(r"`([^`]+)`", text[start : text.index("`memory` compares", start)])
+    report = checks.ssh_failed_report("h", BenchError("x"))
+    assert listed == [c.name for c in report.checks]
