@@ -344,8 +344,8 @@ fleet-calibrate: setup ## re-simulate the multipliers of bench fleet's rule (ben
 	$(BIN)/python -m tools.fleet_calibrate
 
 # The twin's `published` profile against the card: real process, real HTTP, cell by cell.
-twin-calibration: setup ## the published methodology against the twin over HTTP, vs the card
-	$(BIN)/python -m tests.twin.calibration
+twin-calibration: setup ## the methodology written a second time (tools/independent_reference.py) against the twin, vs the card
+	$(BIN)/python -m tools.independent_reference
 
 # Re-derive profiles/published.json from the card in virtual time (minutes).
 twin-fit: setup ## re-derive the twin's published profile from the card in virtual time

@@ -1,4 +1,13 @@
-"""`make twin-calibration`: the published methodology against the twin over real HTTP.
+"""`make twin-calibration`: the published methodology against the twin over real HTTP,
+written a second time, on purpose.
+
+This is the independent reference for `bench run`: a separate, small implementation of the
+card's methodology that shares nothing with bench.run and bench.stream (its own httpx
+client, its own gate and window, its own arithmetic), only the twin it drives. Its figures
+against the card check the twin's `published` profile without trusting the code under
+test; the same figures from `bench run` (`make reproduce-twin`) check bench.run against it.
+A change to the methodology must be made in both, and a disagreement between them is a
+defect in one of them.
 
 Starts `bench twin serve --profile published --speed N` as a real process and, per context
 row: sizes a unique prompt exactly with /tokenize, sends the cold max_tokens=1 scout
@@ -24,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.twinproc import start_twin
+from bench.twin.process import start_twin
 from tools.twin_calibrate import load_targets
 
 MAX_TOKENS = 4096
