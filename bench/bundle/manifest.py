@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench import run_files
+from bench import run_files, writes
 from bench.bundle import schema
 from bench.errors import VerifyFailed, validation_message
 
@@ -93,7 +93,7 @@ def build(root: Path, *, run_id: str, created_at: datetime) -> Manifest:
 
 def write(root: Path, manifest: Manifest) -> Path:
     path = root / MANIFEST_NAME
-    path.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    writes.write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
     return path
 
 

@@ -57,8 +57,11 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
     tokenizer_client = (
-        Client(
-            args.tokenizer_url, settings.api_key, clock=time.perf_counter, ca_file=settings.ca_file
+        Client(  # the server's key goes to the server only (issue 29, S2)
+            args.tokenizer_url,
+            settings.tokenizer_api_key,
+            clock=time.perf_counter,
+            ca_file=settings.ca_file,
         )
         if args.tokenizer_url
         else None

@@ -124,6 +124,9 @@ class RunFigures:
     model_revision: str | None = None
     image_id: str | None = None
     packages: dict[str, str] | None = None  # the server's package freeze, name -> version
+    # What makes this input the run it is ("run id X", "manifest SHA", "records SHA"): two
+    # inputs sharing one are the same run given twice (see run_source.refuse_repeats).
+    identities: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # The one door every input's figures pass (bundle, run directory, card, vLLM's

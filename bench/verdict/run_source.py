@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,8 +141,41 @@ def load_run_with(
         results = run_files.load_results(directory)
         env = read_environment(directory)
         extra = read(directory)
+        manifest = directory / MANIFEST_NAME
+        manifest_identity = (
+            frozenset({f"manifest sha256 {_sha256(manifest)[:16]}"})
+            if manifest.is_file()
+            else frozenset()
+        )
     figures = from_results(results, env, name=path.name)
-    return dataclasses.replace(figures, trust=trust, provenance=provenance), extra
+    identities = figures.identities | manifest_identity
+    return (
+        dataclasses.replace(figures, trust=trust, provenance=provenance, identities=identities),
+        extra,
+    )
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def refuse_repeats(inputs: Sequence[tuple[str, RunFigures]]) -> None:
+    """The one rule for an input given twice (issue 29, S3/S4): the same run (its run id,
+    its manifest, its records) under two paths, on one side of a verdict or across sides,
+    is one run, and counting it twice forges a verdict (zero noise, or a median of two
+    copies). UsageError naming both paths."""
+    seen: dict[str, str] = {}
+    for shown, run in inputs:
+        for identity in sorted(run.identities):
+            if identity in seen:
+                raise UsageError(
+                    f"{seen[identity]} and {shown} are the same run ({identity}): "
+                    "an input given twice is one input",
+                    hint="give each run once",
+                )
+        for identity in run.identities:
+            seen.setdefault(identity, shown)
 
 
 def read_environment(directory: Path) -> Any:
@@ -254,6 +288,7 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         settings=first.settings,
         twin=first.twin,
         server_s=tuple(t for r in runs for t in r.server_s),
+        identities=frozenset().union(*(r.identities for r in runs)),
         weights=weights,
         model_revision=first.model_revision,
         image_id=first.image_id,

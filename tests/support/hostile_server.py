@@ -12,6 +12,10 @@ key=value pairs, e.g. `stream=neg-chunk` or `stream=ok,model=m2,version=0.2`:
     models=   how GET /v1/models answers: ok, nonlist, gzip-bomb, huge, redirect
     metrics=  how GET /metrics answers: none (404, the default), ok, gzip-bomb, huge
     model=, version=, max_model_len=, profile=   the server's identity
+    speed=    a `speed` in /version, as JSON text (1e-6, 5e-324, 1e300)
+    count=    what POST /tokenize's `count` is, as JSON text (5: the same for every text;
+              1e300; many: the string "many"; null); tokenize=none: /tokenize answers 404
+    prompt=   usage.prompt_tokens of every stream (100 unless given)
 
 Anything else (GET /version, POST /tokenize) answers like a well-behaved vLLM. Every
 request is logged to --log as one JSON line (method, target, whether it had an
@@ -107,17 +111,20 @@ class Hostile:
             version: dict[str, Any] = {"version": spec.get("version", "0.1-hostile")}
             if "profile" in spec:
                 version["twin"] = {"profile": spec["profile"]}
+            if "speed" in spec:
+                version["speed"] = json.loads(spec["speed"])
             return await self._send(writer, 200, json.dumps(version).encode())
         if path == "/metrics":
             return await self._metrics(writer, spec.get("metrics", "none"))
-        if path == "/tokenize" and method == "POST":
+        if path == "/tokenize" and method == "POST" and spec.get("tokenize") != "none":
             req = json.loads(body or b"{}")
             text = req.get("prompt") or " ".join(
                 str(m.get("content", "")) for m in req.get("messages", [])
             )
-            return await self._send(
-                writer, 200, json.dumps({"count": len(text.split()) + 3}).encode()
-            )
+            count: Any = len(text.split()) + 3
+            if "count" in spec:
+                count = "many" if spec["count"] == "many" else json.loads(spec["count"])
+            return await self._send(writer, 200, json.dumps({"count": count}).encode())
         if path in ("/v1/chat/completions", "/v1/completions") and spec.get("stream") == "stale":
             # llama.cpp's server: a whole stream that says keep-alive, then the connection is
             # gone. Here the next request on it is read and never answered: it is closed.
@@ -129,7 +136,7 @@ class Hostile:
             return True
         if path in ("/v1/chat/completions", "/v1/completions") and method == "POST":
             req = json.loads(body or b"{}")
-            await self._stream(writer, spec.get("stream", "ok"), req)
+            await self._stream(writer, spec.get("stream", "ok"), req, int(spec.get("prompt", 100)))
             return False  # every stream ends its connection: simpler, and allowed
         return await self._send(writer, 404, b'{"error": "not found"}')
 
@@ -184,9 +191,10 @@ class Hostile:
             await writer.drain()
         return True
 
-    async def _stream(self, writer: asyncio.StreamWriter, how: str, req: dict[str, Any]) -> None:
+    async def _stream(
+        self, writer: asyncio.StreamWriter, how: str, req: dict[str, Any], prompt: int = 100
+    ) -> None:
         max_tokens = int(req.get("max_tokens", 16))
-        prompt = 100
         ok_head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                    b"connection: close\r\ntransfer-encoding: chunked\r\n\r\n")  # fmt: skip
         w = writer.write

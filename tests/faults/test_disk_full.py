@@ -1,0 +1,77 @@
+"""A full disk under every command that writes a file (issue 29, H9/L7): one line,
+`cannot write PATH: No space left on device`, exit 8, and nothing half-made left behind
+(no 0-byte output, no temporary file): bench.writes writes to a unique temporary name and
+renames it at the end. A real tmpfs, filled before the command runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.card.parse import read_card
+from bench.errors import Exit
+from tests.faults.test_sweep_faults import _fill, _tmpfs
+from tests.support.procs import assert_one_line_error, bench_env, capped_python, new_mark
+from tests.support.runs import write_run_dir
+from tests.support.synth import make_results
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+CARD = next((ROOT / "bench" / "cards").glob("*.txt"))
+
+
+def _bench(*args: str) -> tuple[int, str]:
+    got = subprocess.run(
+        [*capped_python(), "bench", *args], capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=bench_env(new_mark()), check=False,
+    )  # fmt: skip
+    return got.returncode, got.stderr
+
+
+def _runs(tmp: Path) -> list[Path]:
+    card = read_card(CARD)
+    out = []
+    for seed in (1, 2):
+        root = tmp / f"run{seed}"
+        root.mkdir()
+        (root / "results.json").write_text(make_results(card, seed=seed).model_dump_json())
+        out.append(root)
+    return out
+
+
+@pytest.mark.parametrize("command", ["card-import", "card-launch", "compare-html", "report"])
+def test_a_full_disk_is_one_line_exit_8_and_leaves_nothing_half_made(
+    tmp_path: Path, command: str
+) -> None:
+    with _tmpfs(tmp_path / "fs", "1m") as fs:
+        if command == "report":
+            run = write_run_dir(fs / "run")
+            before = {p.name: p.stat().st_size for p in run.rglob("*")}
+        filler = _fill(fs)
+        target = {
+            "card-import": fs / "card.json",
+            "card-launch": fs / "launch.toml",
+            "compare-html": fs / "c.html",
+            "report": fs / "run" / "report.html",
+        }[command]
+        argv = {
+            "card-import": ["card", "import", str(CARD), "-o", str(target)],
+            "card-launch": ["card", "launch", str(CARD), "-o", str(target)],
+            "compare-html": ["compare", *map(str, _runs(tmp_path)), "--html", str(target)],
+            "report": ["report", str(fs / "run")],
+        }[command]
+        rc, stderr = _bench(*argv)
+        left = sorted(p.name for p in fs.rglob("*") if p != filler)
+        if command == "report":
+            after = {p.name: p.stat().st_size for p in run.rglob("*")}
+            assert after == before  # nothing new in the run directory, nothing emptied
+        os.remove(filler)
+    assert rc == Exit.DISK, stderr[-2000:]
+    line = assert_one_line_error(stderr, "cannot write ", "No space left on device")
+    assert "Traceback" not in stderr and line
+    assert not target.exists()
+    assert not any(name.endswith(".partial") for name in left), left
