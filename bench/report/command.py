@@ -21,11 +21,8 @@ PLOTS_DIR = "plots"
 
 def write_report(run_dir: Path) -> Path:
     results = run_files.load_results(run_dir)
-    env: dict[str, Any] | None = None
-    env_path = run_dir / run_files.ENVIRONMENT
-    if env_path.is_file():
-        raw = run_files.read_json(env_path)
-        env = raw if isinstance(raw, dict) else None
+    # Wrong-shaped parts ("gpu": [1], "host": "h") read as not recorded (issue 29, H8).
+    env = run_files.read_environment(run_dir)
     cells = data.decode_cells(results)
     label = f"{results.server.model} · {results.run_id}"
     figures = [

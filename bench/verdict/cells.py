@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from bench import bounds
+
 Phase = Literal["prefill", "decode"]
 Status = Literal[
     "valid", "over_capacity", "not_run", "failed", "not_ready", "invalid", "interrupted"
@@ -139,16 +141,15 @@ class RunFigures:
         return self.cells.get(key)
 
 
-# No figure of a real run comes near this: 1e12 tok/s, or a latency of 31,000 years. A value
-# beyond it, negative or not finite comes from a broken or hostile input.
-FIGURE_MAX = 1e12
+# The range of a figure is bench.bounds' (the one door for numbers from outside).
+FIGURE_MAX = bounds.FIGURE_MAX
 
 
 def _implausible(cell: Cell) -> str | None:
     for metric, values in cell.trials.items():
         for v in values:
-            if not (math.isfinite(v) and 0.0 <= v <= FIGURE_MAX):
-                return f"implausible {metric} {v:g}: a figure lies between 0 and {FIGURE_MAX:g}"
+            if (why := bounds.figure_problem(v, metric)) is not None:
+                return why
     return None
 
 

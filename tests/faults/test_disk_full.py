@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from bench.bundle import seal, sign
 from bench.card.parse import read_card
 from bench.errors import Exit
 from tests.faults.test_sweep_faults import _fill, _tmpfs
@@ -43,32 +45,43 @@ def _runs(tmp: Path) -> list[Path]:
     return out
 
 
-@pytest.mark.parametrize("command", ["card-import", "card-launch", "compare-html", "report"])
+@pytest.mark.parametrize(
+    "command", ["card-import", "card-launch", "compare-html", "report", "sign", "pack"]
+)
 def test_a_full_disk_is_one_line_exit_8_and_leaves_nothing_half_made(
     tmp_path: Path, command: str
 ) -> None:
     with _tmpfs(tmp_path / "fs", "1m") as fs:
-        if command == "report":
-            run = write_run_dir(fs / "run")
-            before = {p.name: p.stat().st_size for p in run.rglob("*")}
+        key = tmp_path / "key"
+        if command in ("sign", "pack"):
+            sign.keygen(key, comment="disk-full@test")
+        signed = write_run_dir(tmp_path / "signed")
+        if command == "pack":
+            seal.seal(signed, key, now=datetime.now(UTC))
+        run = write_run_dir(fs / "run")
+        before = {p.name: p.stat().st_size for p in run.rglob("*")}
         filler = _fill(fs)
         target = {
             "card-import": fs / "card.json",
             "card-launch": fs / "launch.toml",
             "compare-html": fs / "c.html",
             "report": fs / "run" / "report.html",
+            "sign": fs / "run" / "manifest.json",
+            "pack": fs / "signed.tar.gz",
         }[command]
         argv = {
             "card-import": ["card", "import", str(CARD), "-o", str(target)],
             "card-launch": ["card", "launch", str(CARD), "-o", str(target)],
             "compare-html": ["compare", *map(str, _runs(tmp_path)), "--html", str(target)],
             "report": ["report", str(fs / "run")],
+            "sign": ["sign", str(fs / "run"), "--key", str(key)],
+            "pack": ["pack", str(signed), "--out", str(target)],
         }[command]
         rc, stderr = _bench(*argv)
         left = sorted(p.name for p in fs.rglob("*") if p != filler)
-        if command == "report":
-            after = {p.name: p.stat().st_size for p in run.rglob("*")}
-            assert after == before  # nothing new in the run directory, nothing emptied
+        after = {p.name: p.stat().st_size for p in run.rglob("*")}
+        if command in ("report", "sign"):  # nothing new in the run directory, nothing emptied
+            assert after == before
         os.remove(filler)
     assert rc == Exit.DISK, stderr[-2000:]
     line = assert_one_line_error(stderr, "cannot write ", "No space left on device")

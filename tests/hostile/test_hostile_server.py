@@ -212,6 +212,39 @@ def test_a_number_no_server_can_mean_is_one_line_exit_server_in_bounded_memory(
     assert ran.took_s < 30
 
 
+@pytest.mark.parametrize("how", ["early-hints", "cr-only"])
+def test_an_interim_103_and_cr_only_line_ends_are_read_as_the_specs_allow(
+    hostile: Hostile, tmp_path: Path, how: str
+) -> None:
+    """Issue 29 L1: a 103 Early Hints before the 200 made the cell `invalid: HTTP 103: …`;
+    L2: CR-only SSE line ends (allowed by the spec) gave `stream ended without [DONE]`."""
+    ran = bench_run("--url", hostile.url(f"stream={how}"), *SMALL, out=tmp_path / "r")
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None
+    (scout,) = ran.results["prefill"]
+    (cell,) = ran.results["cells"]
+    assert scout["status"] == "valid" and cell["status"] == "valid", (scout, cell)
+
+
+def test_a_server_echoing_the_key_into_an_error_leaves_no_key_in_the_run(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    """Issue 29 L4: a 500 body quoting `Authorization` put the key in results.json,
+    tables.md and samples.jsonl (and `bench sign` then refused the run)."""
+    key = "sk-echoed-canary-5150"
+    out = tmp_path / "r"
+    ran = bench_run("--url", hostile.url("stream=echo-auth"), *SMALL, out=out,
+                    env={"BENCH_API_KEY": key})  # fmt: skip
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None
+    (cell,) = ran.results["cells"]
+    assert "Authorization: Bearer ********" in cell["reason"]
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path.name
+    assert key not in ran.out and key not in ran.err
+
+
 def test_a_reported_speed_outside_the_range_is_overridden_by_the_flag(
     hostile: Hostile, tmp_path: Path
 ) -> None:

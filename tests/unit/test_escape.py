@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from bench import escape
 from bench.export import writers
 from bench.results import CellResult
@@ -48,3 +50,28 @@ def test_a_csv_cell_is_never_a_formula(tmp_path: Path) -> None:
         (got,) = csv.DictReader(f)
     assert got == {"server_version": "'=HYPERLINK(\"http://x\",\"click\")", "n": "-1.5",
                    "m": "'@SUM(A1)"}  # fmt: skip
+
+
+def test_a_hostile_member_name_reaches_the_terminal_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """M3: a member named `run/\\x1b[2K\\rOK …` made the terminal show a green OK line over
+    the refusal; the error line now shows its control characters escaped."""
+    import io
+    import tarfile
+
+    from bench.cli import main
+
+    archive = tmp_path / "S.tar.gz"
+    forged = "run/\x1b[2K\r\x1b[32mOK S.tar.gz: 12 files match manifest.json\x1b[0m\x1b[8m"
+    with tarfile.open(archive, "w:gz") as tar:
+        link = tarfile.TarInfo(forged)
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+        tar.addfile(tarfile.TarInfo("run/x"), io.BytesIO(b""))
+    allowed = tmp_path / "allowed"
+    allowed.write_text("")
+    assert main(["verify", str(archive), "--allowed-signers", str(allowed)]) == 5
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    assert "\\x1b[2K\\r\\x1b[32mOK S.tar.gz" in err

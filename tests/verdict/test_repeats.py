@@ -12,6 +12,7 @@ import pytest
 from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit
+from tests.support.procs import assert_one_line_error
 from tests.support.synth import make_results
 from tests.verdict.test_vllm_saved import _save, vllm_record
 
@@ -25,9 +26,7 @@ def _run(tmp: pathlib.Path, name: str, card: Card, seed: int) -> pathlib.Path:
 
 
 def _error(capsys: pytest.CaptureFixture[str]) -> str:
-    lines = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("{")]
-    assert len(lines) == 1, lines
-    return lines[0]
+    return assert_one_line_error(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
