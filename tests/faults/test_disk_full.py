@@ -59,7 +59,7 @@ def test_a_full_disk_is_one_line_exit_8_and_leaves_nothing_half_made(
         if command == "pack":
             seal.seal(signed, key, now=datetime.now(UTC))
         run = write_run_dir(fs / "run")
-        before = {p.name: p.stat().st_size for p in run.rglob("*")}
+        before = {p.relative_to(run).as_posix(): p.stat().st_size for p in run.rglob("*")}
         filler = _fill(fs)
         target = {
             "card-import": fs / "card.json",
@@ -78,13 +78,13 @@ def test_a_full_disk_is_one_line_exit_8_and_leaves_nothing_half_made(
             "pack": ["pack", str(signed), "--out", str(target)],
         }[command]
         rc, stderr = _bench(*argv)
-        left = sorted(p.name for p in fs.rglob("*") if p != filler)
-        after = {p.name: p.stat().st_size for p in run.rglob("*")}
-        if command in ("report", "sign"):  # nothing new in the run directory, nothing emptied
-            assert after == before
+        # Read before the tmpfs goes: nothing new anywhere on it (no 0-byte target, no
+        # temporary file), nothing in the run directory emptied.
+        left = sorted(p.relative_to(fs).as_posix() for p in fs.rglob("*") if p != filler)
+        after = {p.relative_to(run).as_posix(): p.stat().st_size for p in run.rglob("*")}
         os.remove(filler)
     assert rc == Exit.DISK, stderr[-2000:]
     line = assert_one_line_error(stderr, "cannot write ", "No space left on device")
     assert "Traceback" not in stderr and line
-    assert not target.exists()
-    assert not any(name.endswith(".partial") for name in left), left
+    assert after == before
+    assert left == ["run", *sorted(f"run/{name}" for name in before)], left
