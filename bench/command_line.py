@@ -17,7 +17,7 @@ from typing import Protocol, TypeAlias
 
 import structlog
 
-from bench import logs
+from bench import escape, logs
 from bench.errors import BenchError, Exit, Interrupted
 from bench.settings import Settings, load_settings
 
@@ -50,15 +50,22 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 def run(program: str, args: argparse.Namespace, *, logger: str | None = None) -> int:
     """Call ARGS' handler with the settings; a failure is one line and its exit code."""
     log = structlog.get_logger(logger or program)
+    secret: str | None = None
     try:
         settings = load_settings()
+        secret = settings.api_key.get_secret_value() if settings.api_key else None
         logs.configure(settings.log_format, settings.log_level)
         signal.signal(signal.SIGTERM, _raise_on_sigterm)
         handler: Handler = args.func
         return handler(args, settings)
     except BenchError as exc:
-        print(f"{program}: error: {exc.one_line()}", file=sys.stderr)
-        log.debug("command_failed", error=exc.one_line(), exit_code=int(exc.exit_code))
+        # A message may quote a name from outside (an archive member, a model id): its
+        # control characters are shown escaped, never sent to the terminal (issue 29, M3).
+        line = exc.one_line()
+        if secret:  # a message may quote what a server echoed (issue 29, rule 3)
+            line = line.replace(secret, "********")
+        print(f"{program}: error: {escape.terminal(line)}", file=sys.stderr)
+        log.debug("command_failed", error=line, exit_code=int(exc.exit_code))
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print(f"{program}: {Interrupted('interrupted').one_line()}", file=sys.stderr)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench import bounds
 from bench.failures import ErrorKind
 
 SCHEMA_VERSION = 2
@@ -92,7 +93,8 @@ class RunSettings(_Model):
     max_tokens: int
     trials: int = 1
     kv_budget_tokens: int | None = None
-    speed_factor: float | None = None  # as given with --speed-factor; None = auto
+    # as given with --speed-factor; None = auto
+    speed_factor: float | None = Field(None, ge=bounds.SPEED_MIN, le=bounds.SPEED_MAX)
     readiness_hold_s: float = 3.0  # server time
     request_timeout_s: float = 600.0  # client time; a read time-out is a failed request
     seed: int = 0
@@ -104,7 +106,7 @@ class ServerInfo(_Model):
     max_model_len: int
     version: str | None = None  # `version` from /version
     version_payload: dict[str, Any] = Field(default_factory=dict)
-    speed_factor: float = 1.0
+    speed_factor: float = Field(1.0, ge=bounds.SPEED_MIN, le=bounds.SPEED_MAX)
     speed_source: SpeedSource = "default"
     has_metrics: bool = False
     has_tokenize: bool = False
@@ -324,7 +326,8 @@ class Results(_Model):
         "of bench that made the run, `.dYYYYMMDD` after it marks a tree with uncommitted "
         "changes (dirty); `bench verify` requires the commit"
     )
-    run_id: str
+    # A file name for `bench export` and pack: never a path (issue 29, M1).
+    run_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
     created_at: str  # ISO 8601 UTC: the run's one wall-clock anchor
     state: RunState = "running"
     settings: RunSettings

@@ -102,3 +102,40 @@ def load_results(
         return Results.model_validate(raw)
     except ValidationError as exc:
         raise error(f"{mismatch} {validation_message(exc, 'document')}", hint=hint) from None
+
+
+def read_environment(directory: Path) -> dict[str, Any] | None:
+    """environment.json as plain JSON, None when the run has none; parts of the wrong
+    shape are left out (see `shaped`). The one reader of it for report, export, verdicts."""
+    env_path = directory / ENVIRONMENT
+    return shaped(read_json(env_path)) if env_path.is_file() else None
+
+
+# The parts of environment.json the verdicts index into, and the type each must have.
+_SHAPES: dict[str, type] = {
+    "image": dict, "gpu": dict, "host": dict, "launch": dict, "weights": dict, "bench": dict,
+}  # fmt: skip
+_INNER: dict[tuple[str, str], type] = {
+    ("image", "labels"): dict, ("image", "selftest"): dict, ("gpu", "gpus"): list,
+    ("launch", "argv"): list, ("bench", "packages"): dict, ("weights", "files"): dict,
+}  # fmt: skip
+
+
+def shaped(env: Any) -> dict[str, Any] | None:
+    """environment.json without the parts whose type is not the one its readers expect
+    (`"image": 5`, `"gpus": [1]`, an argv of numbers): a hostile or foreign file reads as
+    "not recorded" there instead of crashing a verdict. None when it is no JSON object."""
+    if not isinstance(env, dict):
+        return None
+    out = {k: v for k, v in env.items() if k not in _SHAPES or isinstance(v, _SHAPES[k])}
+    for (outer, inner), kind in _INNER.items():
+        part = out.get(outer)
+        if isinstance(part, dict) and inner in part and not isinstance(part[inner], kind):
+            out[outer] = {k: v for k, v in part.items() if k != inner}
+    gpu = out.get("gpu")
+    if isinstance(gpu, dict) and "gpus" in gpu:
+        out["gpu"] = {**gpu, "gpus": [g for g in gpu["gpus"] if isinstance(g, dict)]}
+    launch = out.get("launch")
+    if isinstance(launch, dict) and not all(isinstance(w, str) for w in launch.get("argv", [])):
+        out["launch"] = {k: v for k, v in launch.items() if k != "argv"}
+    return out

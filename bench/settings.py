@@ -7,9 +7,11 @@ with secrets shown as ********.
 from __future__ import annotations
 
 import os
-from typing import Any
+import ssl
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bench.errors import SettingsError, first_problem
@@ -22,13 +24,38 @@ class Settings(BaseSettings):
     )
 
     log_format: LogFormat = "auto"
-    log_level: str = "info"
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     # The API key of the server under test. Only from the environment (BENCH_API_KEY,
-    # or VLLM_API_KEY as vLLM itself reads it); never a command-line flag.
+    # or VLLM_API_KEY as vLLM itself reads it); never a command-line flag. It goes to that
+    # server only: `--tokenizer-url` gets BENCH_TOKENIZER_API_KEY, or no key.
     api_key: SecretStr | None = None
+    tokenizer_api_key: SecretStr | None = None
     # A PEM file of the CA (or the self-signed certificate) an https:// server under test
     # is checked against instead of the system's (BENCH_CA_FILE).
     ca_file: str | None = None
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("api_key", "tokenizer_api_key", mode="before")
+    @classmethod
+    def _key_is_a_header_value(cls, value: object) -> object:
+        # The one check of a key (issue 29, S1/H6): it travels as an HTTP header, so a CR,
+        # LF, other control character or non-ASCII letter would fail (or split the header)
+        # far below, in a message quoting it. The message here never shows the key.
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if isinstance(raw, str):
+            key_problem(raw)
+        return value
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_reads(cls, value: str | None) -> str | None:
+        if value is not None:
+            ca_problem(value)
+        return value
 
     def redacted(self) -> dict[str, Any]:
         """The resolved settings as recorded in bundles: secrets as ********."""
@@ -37,6 +64,28 @@ class Settings(BaseSettings):
             if field.annotation is not None and "SecretStr" in str(field.annotation):
                 out[name] = "********" if getattr(self, name) is not None else None
         return out
+
+
+def key_problem(key: str) -> None:
+    """Raise ValueError (saying what, never the key) unless `key` is printable ASCII."""
+    if not key:
+        raise ValueError("the key is empty")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        raise ValueError("the key contains a control character (a CR or LF from a file?)")
+    if not key.isascii():
+        raise ValueError("the key contains a character that is not ASCII")
+    if key != key.strip():
+        raise ValueError("the key starts or ends with a space")
+
+
+def ca_problem(path: str) -> None:
+    """Raise ValueError unless `path` is a readable file of PEM certificates."""
+    if not Path(path).is_file():
+        raise ValueError(f"{path!r} is not a file")
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ValueError(f"{path!r} holds no PEM certificate ({type(exc).__name__})") from None
 
 
 def _nested(env: dict[str, str]) -> dict[str, Any]:
@@ -48,7 +97,18 @@ def _nested(env: dict[str, str]) -> dict[str, Any]:
         path = key[len("BENCH_") :].lower().split("__")
         node = out
         for part in path[:-1]:
-            node = node.setdefault(part, {})
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):  # BENCH_A=x and BENCH_A__B=y: A is not nested
+                raise SettingsError(
+                    f"setting {key} is invalid: BENCH_{part.upper()} is not a nested setting",
+                    hint=f"unset {key} in the environment",
+                )
+            node = child
+        if isinstance(node.get(path[-1]), dict):
+            raise SettingsError(
+                f"setting {key} is invalid: BENCH_{path[-1].upper()} is not a nested setting",
+                hint=f"unset the BENCH_{path[-1].upper()}__* variables in the environment",
+            )
         node[path[-1]] = value
     return out
 
@@ -70,5 +130,12 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
             hint=f"fix or unset {where} in the environment",
         ) from None
     if settings.api_key is None and env.get("VLLM_API_KEY"):
+        try:
+            key_problem(env["VLLM_API_KEY"])
+        except ValueError as exc:
+            raise SettingsError(
+                f"setting VLLM_API_KEY is invalid: {exc}",
+                hint="fix or unset VLLM_API_KEY in the environment",
+            ) from None
         settings = settings.model_copy(update={"api_key": SecretStr(env["VLLM_API_KEY"])})
     return settings

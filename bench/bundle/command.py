@@ -9,6 +9,7 @@ import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import escape
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import schema, seal, sign
 from bench.bundle.pack import pack
@@ -118,12 +119,16 @@ def _finished_signing(root: Path) -> None:
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
     ok = verify_bundle(args.bundle, args.allowed_signers, provenance=not args.integrity_only)
     print(
-        f"OK {args.bundle}: run {ok.run_id}, {ok.files} files match manifest.json, "
-        f"results.json valid (schema v{ok.results_schema_version})"
+        escape.terminal(
+            f"OK {args.bundle}: run {ok.run_id}, {ok.files} files match manifest.json, "
+            f"results.json valid (schema v{ok.results_schema_version})"
+        )
     )
     print(
-        f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}) "
-        f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
+        escape.terminal(
+            f"signed by {ok.signer.principal} ({ok.signer.key_type} {ok.signer.fingerprint}) "
+            f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
+        )
     )
     if ok.provenance:
         print("provenance: " + "; ".join(ok.provenance))

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench import run_files
+from bench import run_files, writes
 from bench.bundle import schema
 from bench.errors import VerifyFailed, validation_message
 
@@ -93,7 +93,7 @@ def build(root: Path, *, run_id: str, created_at: datetime) -> Manifest:
 
 def write(root: Path, manifest: Manifest) -> Path:
     path = root / MANIFEST_NAME
-    path.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    writes.write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
     return path
 
 
@@ -148,7 +148,23 @@ def check(root: Path, manifest: Manifest) -> list[str]:
         problems.append(exc.one_line())
         present = []
     problems += [f"{rel}: not listed in the manifest" for rel in present if rel not in listed]
+    # A directory holds listed files, or it is unlisted content too: an empty `INCOMPLETE`
+    # directory marked a complete run incomplete (issue 29, M5).
+    parents = {p.as_posix() for rel in {*listed, *present} for p in PurePosixPath(rel).parents}
+    problems += [
+        f"{rel}/: a directory not listed in the manifest"
+        for rel in _directories(root)
+        if rel not in parents
+    ]
     return problems
+
+
+def _directories(root: Path) -> list[str]:
+    found = []
+    for dirpath, dirnames, _ in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        found += [(base / name).relative_to(root).as_posix() for name in dirnames]
+    return sorted(found)
 
 
 def run_id_of(root: Path) -> str:

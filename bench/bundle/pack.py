@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
 
+from bench import writes
 from bench.bundle.manifest import MANIFEST_NAME, NOT_LISTED, bundle_files
 from bench.errors import DiskError, UsageError, VerifyFailed
 
@@ -73,8 +74,8 @@ def pack(root: Path, out: Path) -> Path:
     if out.is_relative_to(root):
         raise UsageError(f"{out}: the archive cannot be written inside the bundle it packs")
     names = [n for n in sorted(NOT_LISTED) if (root / n).is_file()] + bundle_files(root)
-    partial = out.with_name(out.name + ".partial")
     with (
+        writes.atomic_path(out) as partial,  # unique, gone on failure (issue 29, H9/L6)
         partial.open("wb") as raw,
         gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
@@ -89,7 +90,6 @@ def pack(root: Path, out: Path) -> Path:
             info.uname = info.gname = ""
             with path.open("rb") as fh:
                 tar.addfile(info, fh)
-    partial.replace(out)
     return out
 
 

@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench import is_dirty
+from bench import is_dirty, writes
 from bench.bundle import provenance
 from bench.errors import VerifyFailed, validation_message
 from bench.results import Results, RunSettings
@@ -218,7 +218,7 @@ def dumps(recipe: Recipe) -> str:
 
 def write(root: Path, recipe: Recipe) -> Path:
     path = root / RECIPE_NAME
-    path.write_text(dumps(recipe), encoding="utf-8")
+    writes.write_atomic(path, dumps(recipe))
     return path
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import run_files
+from bench import run_files, writes
 from bench.bundle import recipe
 from bench.errors import VerifyFailed
 from bench.results import SCHEMA_VERSION, Results
@@ -49,7 +49,7 @@ def json_schema() -> dict[str, Any]:
 
 def write_json_schema(root: Path) -> Path:
     path = root / SCHEMA_NAME
-    path.write_text(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    writes.write_atomic(path, json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -53,6 +53,9 @@ def seal(
     into root, then manifest.json.sig."""
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
+    if (root / run_files.RESULTS).is_file():
+        # What `bench verify` would refuse is not signed (issue 29, S7): VerifyFailed, exit 5.
+        schema.validate_results(root)
     sign.check_private_key(key)
     leaked = find_secret(root, secrets)
     if leaked is not None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import structlog
 
+from bench import writes
 from bench.card.launch import profile_toml, seed_profile
 from bench.card.parse import read_card
-from bench.errors import DiskError, Exit
+from bench.errors import Exit
 from bench.settings import Settings
 
 
@@ -32,10 +33,7 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text + "\n")
         return
-    try:
-        output.write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise DiskError(f"cannot write {output}: {exc.strerror}") from None
+    writes.write_atomic(output, text + "\n")
 
 
 def import_card(args: argparse.Namespace, settings: Settings) -> int:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 
-_GROUPED = r"(?:0|[1-9]\d{0,2}(?:,\d{3})*)"
+# ASCII digits only ("²" is a digit to str.isdigit and to \d), at most 15 of them: a
+# figure past that is no card's, and int() of 4,300 digits is a ValueError (issue 29, H7).
+_GROUPED = r"(?:0|[1-9][0-9]{0,2}(?:,[0-9]{3}){0,4})"
 _GROUPED_RE = re.compile(rf"^{_GROUPED}$")
-_DECIMAL_RE = re.compile(rf"^{_GROUPED}(?:\.\d+)?$")
-_MATRIX_RE = re.compile(rf"^({_GROUPED}\.\d)({_GROUPED}) ms TTFT$")
-_DURATION_RE = re.compile(rf"^({_GROUPED}(?:\.\d+)?) (ms|s)$")
+_DECIMAL_RE = re.compile(rf"^{_GROUPED}(?:\.[0-9]{{1,15}})?$")
+_MATRIX_RE = re.compile(rf"^({_GROUPED}\.[0-9])({_GROUPED}) ms TTFT$")
+_DURATION_RE = re.compile(rf"^({_GROUPED}(?:\.[0-9]{{1,15}})?) (ms|s)$")
 DASH = "—"
 
 
@@ -27,6 +29,13 @@ def grouped_int(text: str) -> int:
     if not _GROUPED_RE.match(text):
         raise FigureError(f"a whole number with thousands separators, got {text!r}")
     return int(text.replace(",", ""))
+
+
+def whole(text: str) -> int | None:
+    """Plain ASCII digits (at most 15) as an int; None for anything else."""
+    if text.isascii() and text.isdigit() and len(text) <= 15:
+        return int(text)
+    return None
 
 
 def grouped_float(text: str) -> float:
@@ -65,7 +74,7 @@ def prefill_splits(text: str) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
     for cut in range(1, len(text)):
         head, tail = text[:cut], text[cut:]
-        head_ok = _GROUPED_RE.match(head) or re.match(rf"^{_GROUPED}\.\d$", head)
+        head_ok = _GROUPED_RE.match(head) or re.match(rf"^{_GROUPED}\.[0-9]$", head)
         if head_ok and _GROUPED_RE.match(tail):
             out.append((float(head.replace(",", "")), int(tail.replace(",", "")) / 1000.0))
     return out
@@ -73,7 +82,7 @@ def prefill_splits(text: str) -> list[tuple[float, float]]:
 
 def context_tokens(label: str) -> int:
     """Nominal size of a context label: K = 1024 tokens, M = 1024 K."""
-    m = re.match(r"^(\d+(?:\.\d+)?)([KM])$", label)
+    m = re.match(r"^([0-9]{1,15}(?:\.[0-9]{1,15})?)([KM])$", label)
     if not m:
         raise FigureError(f"a context like '8K' or '1M', got {label!r}")
     scale = 1024 if m.group(2) == "K" else 1024 * 1024
@@ -81,4 +90,4 @@ def context_tokens(label: str) -> int:
 
 
 def is_context_label(label: str) -> bool:
-    return re.match(r"^\d+(?:\.\d+)?[KM]$", label) is not None
+    return re.match(r"^[0-9]{1,15}(?:\.[0-9]{1,15})?[KM]$", label) is not None

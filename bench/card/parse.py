@@ -31,7 +31,7 @@ _OPENERS = {PREFILL: "prompt tok/s", DECODE: "total tok/s", ALL: None}
 _SECTIONS = (LAUNCH, PREFILL, DECODE, ALL)
 T = TypeVar("T")
 _CONTEXTS = re.compile(
-    r"^(?P<head>\S*?) contexts? \((?P<ctx>[^)]+)\) × (?P<levels>\d+) concurrency levels?"
+    r"^(?P<head>\S*?) contexts? \((?P<ctx>[^)]+)\) × (?P<levels>[0-9]{1,15}) concurrency levels?"
     r" \((?P<conc>[^)]+)\)$"
 )
 
@@ -231,12 +231,13 @@ def _plan(line: Line, quantization: str | None, matrix_rows: int) -> Plan:
         raise Unreadable(n, f"'N contexts (A–B) × M concurrency levels (X–Y)', got {parts[2]!r}")
     head: str = m.group("head")
     badge: str | None
-    if quantization and head.startswith(quantization) and head[len(quantization) :].isdigit():
-        badge, count = quantization, int(head[len(quantization) :])
+    after_badge = figures.whole(head[len(quantization) :]) if quantization else None
+    if quantization and head.startswith(quantization) and after_badge is not None:
+        badge, count = quantization, after_badge
     elif matrix_rows and head.endswith(str(matrix_rows)):
         badge, count = head[: -len(str(matrix_rows))] or None, matrix_rows
-    elif head.isdigit():
-        badge, count = None, int(head)
+    elif (plain := figures.whole(head)) is not None:
+        badge, count = None, plain
     else:
         known = f"Engine / Quantization is {quantization!r}" if quantization else "no Quantization"
         raise Unreadable(n, f"a context count after the badge in {head!r} ({known})")
@@ -246,7 +247,7 @@ def _plan(line: Line, quantization: str | None, matrix_rows: int) -> Plan:
         )
     ctx_lo, ctx_hi = _range(n, m.group("ctx"), "a context range like '8K–251K'")
     c_lo, c_hi = _range(n, m.group("conc"), "a concurrency range like '1–128'")
-    if not (c_lo.isdigit() and c_hi.isdigit()):
+    if figures.whole(c_lo) is None or figures.whole(c_hi) is None:
         raise Unreadable(n, f"a concurrency range like '1–128', got {m.group('conc')!r}")
     prefill: tuple[str, ...] = ()
     for extra in parts[3:]:

@@ -16,7 +16,7 @@ from bench.card.model import MatrixCell, Measurement
 Line = tuple[int, str]
 
 PREFILL_CAPTION = "prompt tok/s by context length"
-_PREFILL_ROW = re.compile(r"^(\d+(?:\.\d+)?[KM]) context([\d,.]+) ms TTFT$")
+_PREFILL_ROW = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,15})?[KM]) context([0-9,.]+) ms TTFT$")
 _SEPARATOR = re.compile(r"^\|(?:\s*:?-+:?\s*\|)+$")
 OVER_CAPACITY = "Over capacity"
 # Cell texts without figures other than "Over capacity": a cell that was planned but has
@@ -63,6 +63,12 @@ def prefill_rows(lines: list[Line]) -> list[GluedPrefill]:
     return out
 
 
+# A card's largest table (All measurements) has a row per context and concurrency: tens of
+# rows. Past this it is no card, and checking its rows against each other grew as the square
+# of their number (100,000 rows took minutes: issue 29, M7).
+MAX_TABLE_ROWS = 2000
+
+
 def _cells(n: int, text: str) -> list[str]:
     if not (text.startswith("|") and text.endswith("|")):
         raise Unreadable(n, f"a table row between '|' characters, got {text!r}")
@@ -85,6 +91,8 @@ def markdown_table(lines: list[Line]) -> Table:
     notes: list[Line] = []
     for ln, text in lines[2:]:
         if text.startswith("|") and not notes:
+            if len(rows) == MAX_TABLE_ROWS:
+                raise Unreadable(ln, f"at most {MAX_TABLE_ROWS:,} rows in a table")
             cells = _cells(ln, text)
             if len(cells) != len(header):
                 raise Unreadable(ln, f"{len(header)} cells as in the header, got {len(cells)}")
@@ -97,7 +105,8 @@ def markdown_table(lines: list[Line]) -> Table:
 
 
 def concurrency(text: str) -> int:
-    value = figures.grouped_int(text) if "," in text else int(text) if text.isdigit() else -1
+    plain = figures.whole(text)
+    value = figures.grouped_int(text) if "," in text else -1 if plain is None else plain
     if value < 1:
         raise FigureError(f"a number of simultaneous requests, got {text!r}")
     return value

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bench import bounds
 from bench.bundle import provenance as sources
 from bench.errors import UsageError
 from bench.results import CellFigures, PrefillSample, Results
@@ -86,6 +87,14 @@ def figure_rows(results: Results, env: Any = None) -> list[Row]:
     def add(
         where: Row, values: dict[str, float | None], units: tuple[tuple[str, str], ...]
     ) -> None:
+        bad = [
+            why
+            for name, _ in units
+            if (v := values[name]) is not None and (why := bounds.figure_problem(v, name))
+        ]
+        if bad:  # as at the verdicts' door: the row is invalid, with the reason (issue 29, H8)
+            where = {**where, "status": "invalid", "reason": bad[0]}
+            values = dict.fromkeys(values)
         for name, unit in units:
             rows.append({**ident, **where, "figure": name, "value": values[name], "unit": unit})
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.errors import DiskError, ToolMissing
+from bench import escape, writes
+from bench.errors import ToolMissing
 
 Format = Literal["csv", "parquet", "jsonl"]
 FORMATS: tuple[Format, ...] = ("csv", "parquet", "jsonl")
@@ -28,7 +28,10 @@ def _csv(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
         out = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
         out.writeheader()
         for row in rows:
-            out.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+            # A server's text (its version, a reason) is never a formula (issue 29, M2).
+            out.writerow(
+                {k: ("" if row.get(k) is None else escape.csv_cell(row.get(k))) for k in columns}
+            )
 
 
 def _jsonl(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
@@ -70,14 +73,6 @@ def _parquet(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
 
 def write(rows: Sequence[Row], columns: Sequence[str], path: Path, fmt: Format) -> Path:
     writer = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt]
-    partial = path.with_name(f".{path.name}.partial")
-    try:
+    with writes.atomic_path(path) as partial:
         writer(rows, columns, partial)
-        os.replace(partial, path)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise DiskError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
     return path

@@ -87,6 +87,7 @@ def load_nodes(
     exit 5, for one that does not), named `names` when the caller knows the hosts (the
     hostname a container records is its own), else by `node_names`."""
     loaded = [run_source.load_run_with(p, how, read_recorded) for p in paths]
+    run_source.refuse_repeats([(str(p), run) for p, (run, _) in zip(paths, loaded, strict=True)])
     if names is None:
         names = node_names([str(p) for p in paths], [hostname(rec.env) for _, rec in loaded])
     return [

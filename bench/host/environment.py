@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from bench import __version__, run_files
+from bench import __version__, run_files, writes
 from bench.errors import BenchError
 from bench.host import inventory
 from bench.settings import Settings
@@ -360,7 +360,7 @@ def local_port(url: str) -> int | None:
 
 def write(run_dir: Path, env: Environment) -> Path:
     path = run_dir / ENVIRONMENT_NAME
-    path.write_text(env.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    writes.write_atomic(path, env.model_dump_json(indent=2) + "\n")
     return path
 
 

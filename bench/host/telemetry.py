@@ -25,9 +25,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench import run_files
+from bench.errors import UsageError, validation_message
 from bench.host import procs
 from bench.host.inventory import Runner, csv_rows, number, run_command, value
 
@@ -355,10 +356,22 @@ def append_window(
 
 
 def read_windows(path: Path) -> list[WindowRecord]:
+    """The file's windows; a line that is not one is one UsageError naming the file and
+    the line (issue 29, H8: it was a pydantic traceback)."""
     if not path.is_file():
         return []
-    return [
-        WindowRecord.model_validate_json(line)
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    out = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot be read ({exc})") from None
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(WindowRecord.model_validate_json(line))
+        except ValidationError as exc:
+            raise UsageError(
+                f"{path} line {n}: not a telemetry window: {validation_message(exc)}"
+            ) from None
+    return out

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
-from bench import run_files
+from bench import run_files, writes
+from bench.errors import DiskError
 from bench.host import telemetry
 from bench.report import data, frontier, html, plots
 from bench.report.html import Plot
@@ -19,11 +21,8 @@ PLOTS_DIR = "plots"
 
 def write_report(run_dir: Path) -> Path:
     results = run_files.load_results(run_dir)
-    env: dict[str, Any] | None = None
-    env_path = run_dir / run_files.ENVIRONMENT
-    if env_path.is_file():
-        raw = run_files.read_json(env_path)
-        env = raw if isinstance(raw, dict) else None
+    # Wrong-shaped parts ("gpu": [1], "host": "h") read as not recorded (issue 29, H8).
+    env = run_files.read_environment(run_dir)
     cells = data.decode_cells(results)
     label = f"{results.server.model} · {results.run_id}"
     figures = [
@@ -44,13 +43,25 @@ def write_report(run_dir: Path) -> Path:
         ),
         frontier_plot(results, env, cells, label),
     ]
-    (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
-    for figure in figures:
-        (run_dir / PLOTS_DIR / figure.name).write_bytes(figure.png)
     windows = telemetry.read_windows(run_dir / run_files.GPU_TELEMETRY)
     page = html.render(results, figures, env, windows)
-    out = run_dir / REPORT_NAME
-    out.write_text(page, encoding="utf-8")
+    plots_dir = run_dir / PLOTS_DIR
+    made = not plots_dir.exists()
+    try:
+        plots_dir.mkdir(exist_ok=True)
+        for figure in figures:
+            writes.write_atomic(plots_dir / figure.name, figure.png)
+        out = run_dir / REPORT_NAME
+        writes.write_atomic(out, page)
+    except OSError as exc:
+        raise writes.disk_error(plots_dir, exc) from None
+    except DiskError:
+        if made:  # nothing half-made: the plots of a report never written go too
+            for figure in figures:
+                (plots_dir / figure.name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                plots_dir.rmdir()
+        raise
     return out
 
 

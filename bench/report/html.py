@@ -112,7 +112,7 @@ def _facts(items: Mapping[str, object]) -> str:
 def _environment_section(env: Mapping[str, Any]) -> str:
     gpu = env.get("gpu") or {}
     gpus = gpu.get("gpus") or []
-    names = sorted({g.get("name", "?") for g in gpus})
+    names = sorted({str(g.get("name", "?")) for g in gpus})  # a name of 5 is no str (H8)
     host = env.get("host") or {}
     image = env.get("image") or {}
     launch = env.get("launch") or {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bench import bounds
 from bench.engines.base import Capacity
 from bench.results import KvCapacity
 from bench.stream.metrics import CACHE_CONFIG, Snapshot
@@ -27,13 +28,11 @@ _LOG_LINE = re.compile(r"\b([A-Z]PU) KV cache size: ([\d,]+) tokens")
 
 
 def _int(labels: dict[str, str], key: str) -> int | None:
+    """A label's whole number through bench.bounds ("inf", "1e999", "2.5", "²": None)."""
     raw = labels.get(key)
-    if raw is None or raw in ("", "None"):
+    if raw is None:
         return None
-    try:
-        return int(float(raw))
-    except ValueError:
-        return None
+    return bounds.count(raw)
 
 
 def kv_tokens_from_log(text: str) -> tuple[int, str] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench import escape
 from bench.results import CellFigures, CellResult, PrefillSample, Results
 from bench.run import decode_notes
 
@@ -55,7 +56,8 @@ def secs(seconds: float) -> str:
 
 
 def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+    # A reason quotes the server (an error body): it must never end the row (issue 29, H10).
+    return "| " + " | ".join(escape.md_cell(c) for c in cells) + " |"
 
 
 def _mean_figures(cells: Sequence[CellResult], speed: float) -> CellFigures | None:

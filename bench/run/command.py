@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import __version__
+from bench import __version__, escape
 from bench.errors import Interrupted
 from bench.host import environment, telemetry
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
@@ -57,8 +57,11 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
     tokenizer_client = (
-        Client(
-            args.tokenizer_url, settings.api_key, clock=time.perf_counter, ca_file=settings.ca_file
+        Client(  # the server's key goes to the server only (issue 29, S2)
+            args.tokenizer_url,
+            settings.tokenizer_api_key,
+            clock=time.perf_counter,
+            ca_file=settings.ca_file,
         )
         if args.tokenizer_url
         else None
@@ -126,10 +129,15 @@ async def _run(
     if previous is not None:
         resume.check_same_server(previous, info, str(rundir.path))
     kv = kv_capacity(snapshot, run_settings.kv_budget_tokens, args.server_log, engine_kv)
+    if previous is not None:
+        resume.check_same_capacity(previous, kv, info.url, str(rundir.path))
     info, engine_parse, tokenize = await engine_setup(client, info, kv, engine_kv, tokenizer_client)
     sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
     the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
-    print(plan.render(the_plan, info, run_settings), flush=True)
+    # The model id and version are the server's words: no control character reaches the
+    # terminal raw (issue 29, M3).
+    shown = plan.render(the_plan, info, run_settings).splitlines()
+    print("\n".join(escape.terminal(line) for line in shown), flush=True)
     anchor_s, anchor_unix_s = clock(), time.time()
     if previous is None:
         rundir.create()

@@ -10,6 +10,7 @@ import argparse
 import math
 from pathlib import Path
 
+from bench import bounds
 from bench.errors import UsageError
 from bench.results import KvCapacity, RunSettings, ServerInfo
 from bench.run import plan
@@ -99,7 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="URL",
         help="a server whose /tokenize counts this model's tokens (llama.cpp's, vLLM's or "
-        "SGLang's), for an engine that sends no per-chunk counts (docs/engines.md)",
+        "SGLang's), for an engine that sends no per-chunk counts (docs/engines.md); it gets "
+        "BENCH_TOKENIZER_API_KEY, never the server's key",
     )
     p.add_argument(
         "--resume",
@@ -123,16 +125,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+# Each number of the command line and the range it must lie in (bench.bounds): nan, inf and
+# 1e308 pass every `<= 0` check and overflow the plan's estimate.
+_RANGES = {
+    "duration": (1e-3, bounds.SECONDS_MAX),
+    "request_timeout": (1e-3, bounds.SECONDS_MAX),
+    "speed_factor": (bounds.SPEED_MIN, bounds.SPEED_MAX),
+}
+
+
 def _finite(args: argparse.Namespace) -> None:
-    """nan and inf pass every `<= 0` check: refuse them by name."""
-    for name in ("duration", "speed_factor", "request_timeout"):
+    """Every float flag finite and in its range, refused by name."""
+    for name, (lo, hi) in _RANGES.items():
         value = getattr(args, name)
-        if value is not None and not math.isfinite(value):
+        if value is not None and not (math.isfinite(value) and lo <= value <= hi):
             flag = "--" + name.replace("_", "-")
             raise UsageError(
-                f"{flag} {value} is not a finite number",
+                f"{flag} {value:g} is not a finite number from {lo:g} to {hi:g}",
                 hint=f"give {flag} in seconds or as a factor, e.g. 30",
             )
+    if args.kv_budget is not None and not 0 < args.kv_budget <= bounds.TOKENS_MAX:
+        raise UsageError(f"--kv-budget {args.kv_budget} is not a positive number of tokens")
 
 
 def settings_from(args: argparse.Namespace) -> RunSettings:

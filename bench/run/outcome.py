@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
+from bench import bounds
 from bench.failures import ErrorKind, count_by_kind
 from bench.results import CellAggregate, CellResult, PrefillSample, Results, TokenSource
 from bench.run import figures
@@ -39,13 +42,9 @@ def cell_result(
         "started_at_s": started_at_s,
         "failures_by_kind": count_by_kind([r.failure for r in run.records]),
     }
-    if run.stopped is not None:  # a wait past its bound ended the cell (bench.run.cell)
-        return CellResult(**base, status="invalid", reason=run.stopped)
-    error = run.error
-    if error is not None or run.w0_s is None or run.w1_s is None:
-        failed = sum(r.error is not None for r in run.records)
-        reason = f"{failed} request(s) failed, first: {error}" if error else "no window"
-        return CellResult(**base, status="invalid", reason=reason)
+    unmeasured = _not_measured(run)
+    if unmeasured is not None or run.w0_s is None or run.w1_s is None:
+        return CellResult(**base, status="invalid", reason=unmeasured or "no window")
     figs, extras, why = figures.cell_figures(
         run.records,
         run.w0_s,
@@ -65,6 +64,9 @@ def cell_result(
     )
     if figs is None:
         return CellResult(**base, status="invalid", reason=why, extras=extras)
+    implausible = first_implausible(figs) or first_implausible(extras)
+    if implausible is not None:  # a /metrics value of 1.5e308, say (issue 29, S7)
+        return CellResult(**base, status="invalid", reason=implausible)
     over = max((r.tokens for r in run.records), default=0)
     if max_tokens is not None and over > max_tokens:
         # The server's usage counts are not to be believed: neither are the figures.
@@ -79,6 +81,20 @@ def cell_result(
     if flag:
         return CellResult(**base, status="not_ready", reason=flag, figures=figs, extras=extras)
     return CellResult(**base, status="valid", figures=figs, extras=extras)
+
+
+def _not_measured(run: CellRun) -> str | None:
+    """Why the cell has nothing to measure: a wait past its bound ended it (bench.run.cell),
+    a request failed (the first failure, with how many did), or it never had a window."""
+    if run.stopped is not None:
+        return run.stopped
+    error = run.error
+    if error is not None:
+        failed = sum(r.error is not None for r in run.records)
+        return f"{failed} request(s) failed, first: {error}"
+    if run.w0_s is None or run.w1_s is None:
+        return "no window"
+    return None
 
 
 def scout_sample(
@@ -118,7 +134,7 @@ def scout_sample(
         )
     ttft = first - record.ttft_from_s
     tokens = record.prompt_tokens or sized_tokens
-    return PrefillSample(
+    sample = PrefillSample(
         context_label=label,
         prompt_tokens=tokens,
         trial=trial,
@@ -126,6 +142,33 @@ def scout_sample(
         ttft_s=ttft,
         prefill_tok_s=tokens / ttft if ttft > 0 else None,
     )
+    implausible = first_implausible(sample)
+    if implausible is not None:
+        return sample.model_copy(
+            update={"status": "invalid", "reason": implausible, "ttft_s": None,
+                    "prefill_tok_s": None}
+        )  # fmt: skip
+    return sample
+
+
+def first_implausible(model: BaseModel) -> str | None:
+    """The first float of `model` (nested models too) that bench.bounds says no run can
+    make, as a reason; None when all are plausible. A cell with one is invalid: results.json
+    never holds a Valid cell whose figure is inf (it was written as null, and no command
+    could read the file back)."""
+
+    def walk(value: object, where: str) -> str | None:
+        if isinstance(value, float):
+            return bounds.figure_problem(value, where)
+        if isinstance(value, BaseModel):
+            value = dict(value)
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if (why := walk(inner, key)) is not None:
+                    return why
+        return None
+
+    return walk(model, "")
 
 
 def aggregate(results: Results) -> tuple[CellAggregate, ...]:

@@ -94,12 +94,29 @@ def endpoint(api: Api) -> str:
 Counter = Callable[[str], Awaitable[int]]
 
 
+class NotSizable(ValueError):
+    """The tokenizer's counts cannot size a prompt (they do not grow with the text, or the
+    best prompt lies far from its target); the message says which counts."""
+
+
 async def size_exactly(target_tokens: int, text: PromptText, count: Counter) -> tuple[str, int]:
-    """The longest filler whose token count is <= target, equal when the tokenizer allows."""
+    """The longest filler whose token count is <= target, equal when the tokenizer allows.
+
+    Never more words than target tokens (a word of the filler is at least one token, and
+    the target already fits max_model_len), whatever the tokenizer says: a count that does
+    not grow asked for a 266 M-word prompt before (issue 29, S6). NotSizable when the
+    counts do not grow, or when the best prompt has under half its target (H1)."""
     base = await count(text.text(0))
     probe_words = 256
-    per_word = max((await count(text.text(probe_words))) - base, 1) / probe_words
-    n = max(int((target_tokens - base) / per_word), 0)
+    probed = await count(text.text(probe_words))
+    if probed <= base:
+        raise NotSizable(
+            f"its count does not grow with the text ({base:,} tokens for none of the filler, "
+            f"{probed:,} for {probe_words} words)"
+        )
+    per_word = (probed - base) / probe_words
+    most = max(target_tokens, 0)
+    n = min(max(int((target_tokens - base) / per_word), 0), most)
     best: tuple[int, int] | None = None  # (tokens, words) with tokens <= target
     tried: dict[int, int] = {}
     for _ in range(12):
@@ -116,13 +133,18 @@ async def size_exactly(target_tokens: int, text: PromptText, count: Counter) -> 
             # a full tokenization of up to 256K tokens).
             per_word = max(got - base, 1) / n
         step = round((target_tokens - got) / per_word)
-        n = max(n + (step or (1 if got < target_tokens else -1)), 0)
+        n = min(max(n + (step or (1 if got < target_tokens else -1)), 0), most)
     if best is None:
         best = (base, 0)
+    if best[0] < target_tokens / 2:
+        raise NotSizable(
+            f"its counts size a {target_tokens:,}-token prompt to {best[0]:,} tokens at most"
+        )
     return text.text(best[1]), best[0]
 
 
 def size_by_line(target_tokens: int, text: PromptText, line: tuple[float, float]) -> str:
-    """Without /tokenize: tokens = a + b x words, fitted from two probes' usage."""
+    """Without /tokenize: tokens = a + b x words, fitted from two probes' usage; never more
+    words than target tokens (see size_exactly)."""
     a, b = line
-    return text.text(max(int((target_tokens - a) / b), 0))
+    return text.text(min(max(int((target_tokens - a) / b), 0), max(target_tokens, 0)))

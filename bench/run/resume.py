@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.errors import UsageError
-from bench.results import SCHEMA_VERSION, CellResult, PrefillSample, Results, ServerInfo
+from bench.results import SCHEMA_VERSION, CellResult, KvCapacity, PrefillSample, Results, ServerInfo
 
 Entry = PrefillSample | CellResult
 # (phase, context, concurrency, trial): the key of raw lines in samples.jsonl / metrics.jsonl
@@ -125,6 +125,19 @@ def identity(info: ServerInfo) -> dict[str, object]:
         "speed factor": info.speed_factor,
         "engine": info.engine,
     }
+
+
+def check_same_capacity(previous: Results, now: KvCapacity, url: str, where: str) -> None:
+    """The KV capacity is part of the server's identity (issue 29, M4): a server with
+    another capacity would mark other cells over capacity than the run planned."""
+    was = previous.plan.kv.tokens
+    if was is not None and now.tokens is not None and was != now.tokens:
+        raise UsageError(
+            f"the server at {url} is not the one this run measured: KV capacity "
+            f"{now.tokens:,} tokens, the run's {was:,}",
+            hint=f"resume against the same server, or start a new run without --resume "
+            f"(bench run --url {url} --out NEW_DIR); {where} stays as it is",
+        )
 
 
 def check_same_server(previous: Results, now: ServerInfo, where: str) -> None:

@@ -21,7 +21,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.errors import DiskError, UsageError
+from pydantic import ValidationError
+
+from bench import writes
+from bench.errors import DiskError, RunFailed, UsageError, validation_message
 from bench.results import Results
 from bench.run import card_tables as tables
 from bench.run_files import (
@@ -109,7 +112,15 @@ class RunDir:
         return load_results(self.path)
 
     def save(self, results: Results) -> None:
-        self._atomic(RESULTS, results.model_dump_json(indent=2) + "\n")
+        text = results.model_dump_json(indent=2) + "\n"
+        try:  # what bench writes, bench can read back (issue 29, rule 5)
+            Results.model_validate_json(text)
+        except ValidationError as exc:
+            raise RunFailed(
+                f"results.json would not read back: {validation_message(exc)}",
+                hint="a bug in bench: report it with the run's samples.jsonl",
+            ) from None
+        self._atomic(RESULTS, text)
         self._atomic(TABLES, tables.render(results) + "\n")
         try:
             if results.state == "complete":
@@ -149,9 +160,4 @@ class RunDir:
             self._atomic(name, "".join(kept))
 
     def _atomic(self, name: str, text: str) -> None:
-        tmp = self.path / f".{name}.tmp"
-        try:
-            tmp.write_text(text)
-            os.replace(tmp, self.path / name)
-        except OSError as exc:
-            raise DiskError(f"cannot write {self.path / name}: {exc.strerror}") from None
+        writes.write_atomic(self.path / name, text)

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from bench import bounds
 from bench.engines import base, tokenizers
 from bench.engines.detect import ENGINES
 from bench.engines.detect import detect as detect_engine
@@ -28,11 +29,22 @@ def _json(text: str) -> Any:
 
 
 def _reported_speed(payload: dict[str, Any]) -> float | None:
-    """A twin reports its speed in /version, as `speed` or `twin.speed`."""
+    """A twin reports its speed in /version, as `speed` or `twin.speed`. One outside
+    bench.bounds' speed range (1e-6 made a 2 s window last 2,000 hours; 1e300 made every
+    latency 0) is refused: ServerError, unless --speed-factor overrides it."""
     twin = payload.get("twin")
     for value in (payload.get("speed"), twin.get("speed") if isinstance(twin, dict) else None):
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value) if math.isfinite(value) else None
+            if isinstance(value, float) and not math.isfinite(value):
+                return None  # NaN or inf says nothing: ignored, as a missing speed
+            speed = bounds.number(value, bounds.SPEED_MIN, bounds.SPEED_MAX)
+            if speed is None:
+                raise ServerError(
+                    f"/version reports a speed factor of {float(value):g}, outside "
+                    f"{bounds.SPEED_MIN:g} to {bounds.SPEED_MAX:g}",
+                    hint="give --speed-factor N to say how fast the server runs",
+                )
+            return speed
     return None
 
 
@@ -80,7 +92,7 @@ async def _speed(
         version_payload = got
     source: SpeedSource = "default"
     speed = 1.0
-    if speed_factor is not None:
+    if speed_factor is not None:  # the flag wins, and /version's speed is not read
         speed, source = speed_factor, "flag"
     elif (reported := _reported_speed(version_payload)) is not None:
         speed, source = reported, "version"

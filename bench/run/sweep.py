@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import bounds
 from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
 from bench.failures import ErrorKind
@@ -397,9 +398,21 @@ class Sweep:
                 )
                 if status != 200 or not isinstance(got, dict) or "count" not in got:
                     raise ServerError(f"/tokenize answered {status} while sizing {ctx.label}")
-                return int(got["count"])
+                counted = bounds.count(got["count"])
+                if counted is None:
+                    raise ServerError(
+                        f"/tokenize answered a count that is no token count while sizing "
+                        f"{ctx.label}: {str(got['count'])[:40]!r}"
+                    )
+                return counted
 
-            return await prompts.size_exactly(ctx.prompt_tokens, text, count)
+            try:
+                return await prompts.size_exactly(ctx.prompt_tokens, text, count)
+            except prompts.NotSizable as exc:
+                raise ServerError(
+                    f"/tokenize cannot size the {ctx.label} prompt: {exc}",
+                    hint="the server's /tokenize must count the text it is given",
+                ) from None
         if self._line is None:  # the line is the tokenizer's: fitted once per run
             self._line = await self._calibrate(results)
         return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
@@ -421,7 +434,13 @@ class Sweep:
                     hint=record.error or "the server must report usage",
                 )
             counts.append(record.prompt_tokens)
-        b = max((counts[1] - counts[0]) / 960, 1e-6)
+        if counts[1] <= counts[0]:  # the line would ask for billions of words (issue 29, S6)
+            raise ServerError(
+                "cannot size prompts: usage.prompt_tokens does not grow with the prompt "
+                f"({counts[0]:,} for 64 words, {counts[1]:,} for 1,024)",
+                hint="the server must report the prompt's real token count",
+            )
+        b = (counts[1] - counts[0]) / 960
         return counts[0] - 64 * b, b
 
 

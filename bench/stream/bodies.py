@@ -136,10 +136,11 @@ async def http_error(response: httpx.Response) -> str:
 
 
 def decode(body: bytes, charset: str | None) -> str:
-    """A body as text in its charset (UTF-8 when none, or one Python does not know)."""
+    """A body as text in its charset (UTF-8 when none, one Python does not know, or one
+    that cannot decode at all: `undefined`, `idna`, issue 29 H2)."""
     try:
         return body.decode(charset or "utf-8", "replace")
-    except LookupError:
+    except (LookupError, UnicodeError):
         return body.decode("utf-8", "replace")
 
 

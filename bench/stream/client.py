@@ -42,6 +42,7 @@ stream goes (bench.stream.http1 never uses a proxy), so a proxy never sees the k
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import ssl
 from collections.abc import Callable
@@ -93,6 +94,8 @@ class Client:
         """`ca_file`: a PEM file of the CA (or self-signed certificate) an https:// server
         is checked against, instead of the system's (a server with a private CA)."""
         headers = {}
+        # The key, to scrub from what a server echoes into an error (issue 29, L4).
+        self._secret = api_key.get_secret_value() if api_key is not None else None
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.base_url = check_url(base_url)
@@ -189,6 +192,18 @@ class Client:
 
     async def stream(self, path: str, body: dict[str, Any] | bytes, record: RequestRecord) -> None:
         """Run one streaming request, filling `record`. Never raises for request failures.
+        A failure's message never holds the API key (a server may echo the header)."""
+        try:
+            await self._stream(path, body, record)
+        finally:
+            failed = record.failure
+            if failed is not None and self._secret and self._secret in failed.message:
+                record.failure = dataclasses.replace(
+                    failed, message=failed.message.replace(self._secret, "********")
+                )
+
+    async def _stream(self, path: str, body: dict[str, Any] | bytes, record: RequestRecord) -> None:
+        """`stream` itself.
 
         `body` may come JSON-encoded already: a cell sends the same (up to 1.5 MB) prompt
         over and over, and encoding it once keeps that cost off the request path.

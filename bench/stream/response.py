@@ -40,6 +40,14 @@ class EventReader(Protocol):
         """Account body bytes read at `now`; True once the stream is over ([DONE], error)."""
 
 
+def _informational(head: bytes) -> bool:
+    """Whether a head is a 1xx interim response (101 Switching Protocols is no such thing)."""
+    parts = head.split(b"\r\n", 1)[0].split(b" ", 2)
+    return (
+        len(parts) > 1 and len(parts[1]) == 3 and parts[1].startswith(b"1") and (parts[1] != b"101")
+    )
+
+
 def _whole_chunk(data: bytes) -> bytes | None:
     """The usual read: exactly one whole chunk (one SSE event), nothing left over; its data
     (None for anything else: an extension, junk or a partial chunk go the long way)."""
@@ -117,11 +125,8 @@ class Exchange:
     def received(self, data: bytes, now: float) -> None:
         self.reads += 1
         if not self.status:
-            self.head += data
-            end = self.head.find(b"\r\n\r\n")
+            end = self._head_end(data)
             if end < 0:
-                if len(self.head) > _MAX_HEAD:
-                    self.fail(ErrorKind.TRANSPORT, "transport error: response head too large")
                 return
             data = self.head[end + 4 :]
             if not self._parse_head(self.head[:end]):
@@ -144,6 +149,19 @@ class Exchange:
             self._resolve()
             if self.ended is not None and not self.ended.done():
                 self.ended.set_result(None)
+
+    def _head_end(self, data: bytes) -> int:
+        """Where the answer's head ends in what has come so far (-1: not yet, or too large).
+        A 1xx (103 Early Hints) before the answer is skipped (RFC 9110 §15.2), never taken
+        for it (issue 29, L1)."""
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        while end >= 0 and _informational(self.head[:end]):
+            self.head = self.head[end + 4 :]
+            end = self.head.find(b"\r\n\r\n")
+        if end < 0 and len(self.head) > _MAX_HEAD:
+            self.fail(ErrorKind.TRANSPORT, "transport error: response head too large")
+        return end
 
     def _parse_head(self, head: bytes) -> bool:
         lines = head.decode("latin-1").split("\r\n")

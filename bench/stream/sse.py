@@ -48,6 +48,11 @@ class Events:
 
     def feed(self, data: bytes, now: float) -> bool:
         """True when the stream is over: [DONE] or an error event."""
+        if b"\r" in data:
+            # The SSE spec ends a line with CR LF, LF or CR alone: read each as LF (a CR-only
+            # stream never ended a line: issue 29, L2). JSON has no raw CR in a string, and
+            # a CR LF split between two reads gives one blank line more, a separator.
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if self.parts:
             if b"\n" not in data:
                 # Still inside one line: keep the piece, join once at its end (joining

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from bench import bounds
+
 Phase = Literal["prefill", "decode"]
 Status = Literal[
     "valid",
@@ -137,6 +139,9 @@ class RunFigures:
     model_revision: str | None = None
     image_id: str | None = None
     packages: dict[str, str] | None = None  # the server's package freeze, name -> version
+    # What makes this input the run it is ("run id X", "manifest SHA", "records SHA"): two
+    # inputs sharing one are the same run given twice (see run_source.refuse_repeats).
+    identities: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # The one door every input's figures pass (bundle, run directory, card, vLLM's
@@ -149,16 +154,15 @@ class RunFigures:
         return self.cells.get(key)
 
 
-# No figure of a real run comes near this: 1e12 tok/s, or a latency of 31,000 years. A value
-# beyond it, negative or not finite comes from a broken or hostile input.
-FIGURE_MAX = 1e12
+# The range of a figure is bench.bounds' (the one door for numbers from outside).
+FIGURE_MAX = bounds.FIGURE_MAX
 
 
 def _implausible(cell: Cell) -> str | None:
     for metric, values in cell.trials.items():
         for v in values:
-            if not (math.isfinite(v) and 0.0 <= v <= FIGURE_MAX):
-                return f"implausible {metric} {v:g}: a figure lies between 0 and {FIGURE_MAX:g}"
+            if (why := bounds.figure_problem(v, metric)) is not None:
+                return why
     return None
 
 

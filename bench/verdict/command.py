@@ -23,6 +23,7 @@ from bench.verdict.run_source import (
     add_verification_args,
     load_run,
     merge_runs,
+    refuse_repeats,
 )
 from bench.verdict.settings import add_accept_arg, parse_accept
 from bench.verdict.views import compare_markdown, reproduce_markdown
@@ -160,9 +161,12 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     )
     how = verification(args)
     runs = [load_run(p, how) for p in args.runs]
+    others = [load_run(p, how) for p in args.vs or []]
+    refuse_repeats(
+        [(str(p), r) for p, r in zip([*args.runs, *(args.vs or [])], runs + others, strict=True)]
+    )
     if args.vs:
         side_a = merge_runs(runs, f"A ({len(runs)} runs)" if len(runs) > 1 else runs[0].name)
-        others = [load_run(p, how) for p in args.vs]
         name_b = f"B ({len(others)} runs)" if len(others) > 1 else others[0].name
         comparisons = [compare(side_a, merge_runs(others, name_b), policy)]
     else:

@@ -7,7 +7,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.errors import DiskError
+from bench import writes
 from bench.report import frontier
 from bench.report import plots as report_plots
 from bench.stats import mean_ci
@@ -66,10 +66,7 @@ def _page(title: str, parts: Sequence[str]) -> str:
 
 
 def write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise DiskError(f"cannot write {path}: {exc.strerror}") from None
+    writes.write_atomic(path, text)
 
 
 def _decode_metrics() -> tuple[MetricSpec, ...]:

@@ -196,6 +196,7 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         name=name,
         kind="run",
         speed_factor=n,
+        identities=frozenset({f"run id {results.run_id}"}),
         metadata=_metadata(results, env),
         cells=cells,
         contexts=context_order(k[1] for k in cells),

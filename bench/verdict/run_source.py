@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -112,8 +113,13 @@ def opened(path: Path) -> Iterator[Path]:
     elif path.name.endswith((".tar.gz", ".tgz")):
         with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmp:
             yield open_bundle(path, Path(tmp) / "bundle")
-    elif path.is_file() and path.name.endswith(".json"):
+    elif path.is_file() and path.name == run_files.RESULTS:
         yield path.parent
+    elif path.is_file() and path.name.endswith(".json"):  # not its neighbour (issue 29, M6)
+        raise UsageError(
+            f"{path}: a .json other than {run_files.RESULTS} (nor vllm bench serve records)",
+            hint=f"give the run directory, its {run_files.RESULTS} or the bundle",
+        )
     else:
         raise UsageError(
             f"{path}: not a bundle (.tar.gz), a run directory or a results.json",
@@ -140,45 +146,46 @@ def load_run_with(
         results = run_files.load_results(directory)
         env = read_environment(directory)
         extra = read(directory)
+        manifest = directory / MANIFEST_NAME
+        manifest_identity = (
+            frozenset({f"manifest sha256 {_sha256(manifest)[:16]}"})
+            if manifest.is_file()
+            else frozenset()
+        )
     figures = from_results(results, env, name=path.name)
-    return dataclasses.replace(figures, trust=trust, provenance=provenance), extra
+    identities = figures.identities | manifest_identity
+    return (
+        dataclasses.replace(figures, trust=trust, provenance=provenance, identities=identities),
+        extra,
+    )
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def refuse_repeats(inputs: Sequence[tuple[str, RunFigures]]) -> None:
+    """The one rule for an input given twice (issue 29, S3/S4): the same run (its run id,
+    its manifest, its records) under two paths, on one side of a verdict or across sides,
+    is one run, and counting it twice forges a verdict (zero noise, or a median of two
+    copies). UsageError naming both paths."""
+    seen: dict[str, str] = {}
+    for shown, run in inputs:
+        for identity in sorted(run.identities):
+            if identity in seen:
+                raise UsageError(
+                    f"{seen[identity]} and {shown} are the same run ({identity}): "
+                    "an input given twice is one input",
+                    hint="give each run once",
+                )
+        for identity in run.identities:
+            seen.setdefault(identity, shown)
 
 
 def read_environment(directory: Path) -> Any:
-    """environment.json as plain JSON, None when the bundle has none; parts of the wrong
-    shape are left out (see `shaped`)."""
-    env_path = directory / run_files.ENVIRONMENT
-    return shaped(run_files.read_json(env_path)) if env_path.is_file() else None
-
-
-# The parts of environment.json the verdicts index into, and the type each must have.
-_SHAPES: dict[str, type] = {
-    "image": dict, "gpu": dict, "host": dict, "launch": dict, "weights": dict, "bench": dict,
-}  # fmt: skip
-_INNER: dict[tuple[str, str], type] = {
-    ("image", "labels"): dict, ("image", "selftest"): dict, ("gpu", "gpus"): list,
-    ("launch", "argv"): list, ("bench", "packages"): dict, ("weights", "files"): dict,
-}  # fmt: skip
-
-
-def shaped(env: Any) -> dict[str, Any] | None:
-    """environment.json without the parts whose type is not the one its readers expect
-    (`"image": 5`, `"gpus": [1]`, an argv of numbers): a hostile or foreign file reads as
-    "not recorded" there instead of crashing a verdict. None when it is no JSON object."""
-    if not isinstance(env, dict):
-        return None
-    out = {k: v for k, v in env.items() if k not in _SHAPES or isinstance(v, _SHAPES[k])}
-    for (outer, inner), kind in _INNER.items():
-        part = out.get(outer)
-        if isinstance(part, dict) and inner in part and not isinstance(part[inner], kind):
-            out[outer] = {k: v for k, v in part.items() if k != inner}
-    gpu = out.get("gpu")
-    if isinstance(gpu, dict) and "gpus" in gpu:
-        out["gpu"] = {**gpu, "gpus": [g for g in gpu["gpus"] if isinstance(g, dict)]}
-    launch = out.get("launch")
-    if isinstance(launch, dict) and not all(isinstance(w, str) for w in launch.get("argv", [])):
-        out["launch"] = {k: v for k, v in launch.items() if k != "argv"}
-    return out
+    """environment.json as plain JSON (run_files.read_environment: wrong-shaped parts left out)."""
+    return run_files.read_environment(directory)
 
 
 _STATUS_RANK: tuple[Status, ...] = (
@@ -261,6 +268,7 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         settings=first.settings,
         twin=first.twin,
         server_s=tuple(t for r in runs for t in r.server_s),
+        identities=frozenset().union(*(r.identities for r in runs)),
         weights=weights,
         model_revision=first.model_revision,
         image_id=first.image_id,

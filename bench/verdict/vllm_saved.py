@@ -24,6 +24,7 @@ of error naming the file and record when it is not what vLLM writes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -194,6 +195,10 @@ def load(path: Path) -> RunFigures:
         name=path.name,
         kind="run",
         speed_factor=1.0,
+        identities=frozenset(
+            f"records sha256 {hashlib.sha256(f.read_bytes()).hexdigest()[:16]}"
+            for f in _files(path)
+        ),
         metadata=metadata,
         cells=cells,
         contexts=context_order(k[1] for k in cells),

@@ -90,4 +90,4 @@ def open_and_verify(
     if leaked:
         raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
     verify_bundle(local_archive, allowed_signers)
-    return not (local_root / "INCOMPLETE").exists()
+    return not (local_root / "INCOMPLETE").is_file()

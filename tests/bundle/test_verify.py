@@ -132,6 +132,25 @@ def test_an_added_file_fails_naming_it(run_dir: Path, keys: Keys) -> None:
         verify_bundle(run_dir, keys.allowed)
 
 
+def test_unlisted_directories_fail_naming_them(run_dir: Path, keys: Keys) -> None:
+    """Issue 29 M5: 3,000 unlisted empty directories, one named INCOMPLETE, verified OK (and
+    the orchestrator's pull-back read the INCOMPLETE directory as the run's marker)."""
+    _signed(run_dir, keys)
+    for n in range(3000):
+        (run_dir / f"d{n:04}").mkdir()
+    (run_dir / "INCOMPLETE").mkdir()
+    with pytest.raises(VerifyFailed, match=r"^3001 problems: INCOMPLETE/: a directory not listed"):
+        verify_bundle(run_dir, keys.allowed)
+    for n in range(3000):
+        (run_dir / f"d{n:04}").rmdir()
+    with pytest.raises(
+        VerifyFailed, match=r"^INCOMPLETE/: a directory not listed in the manifest$"
+    ):
+        verify_bundle(run_dir, keys.allowed)
+    (run_dir / "INCOMPLETE").rmdir()
+    verify_bundle(run_dir, keys.allowed)  # the listed directories (samples/) are fine
+
+
 def test_a_removed_file_fails_naming_it(run_dir: Path, keys: Keys) -> None:
     _signed(run_dir, keys)
     (run_dir / "tables.md").unlink()
@@ -170,10 +189,16 @@ def test_results_that_break_the_schema_fail_even_when_signed(run_dir: Path, keys
     doc = json.loads((run_dir / "results.json").read_text())
     doc["cells"][0]["concurrency"] = "many"
     (run_dir / "results.json").write_text(json.dumps(doc))
-    _signed(run_dir, keys)
-    with pytest.raises(
-        VerifyFailed, match=r"^results\.json: does not match the results schema at cells\.0"
-    ):
+    schema_error = r"^results\.json: does not match the results schema at cells\.0"
+    with pytest.raises(VerifyFailed, match=schema_error):  # bench sign refuses it (issue 29)
+        _signed(run_dir, keys)
+    # Signed by other means (`bench manifest` and ssh-keygen, as the orchestrator does):
+    from bench.bundle import manifest as manifest_mod
+    from bench.bundle import sign
+
+    manifest_mod.refresh(run_dir, created_at=NOW)
+    sign.sign(run_dir / MANIFEST_NAME, keys.private)
+    with pytest.raises(VerifyFailed, match=schema_error):
         verify_bundle(run_dir, keys.allowed)
 
 

@@ -92,3 +92,35 @@ def test_a_missing_column_names_the_header_line() -> None:
         out.append(line)
     err = _error("\n".join(out) + "\n")
     assert f"line {header_line}: expected the columns Time between tokens" in err.message
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("| Context | 1 | 2 | 4 |", "| Context | 1 | ² | 4 |"),  # a Unicode digit
+        ("INT46 contexts", "INT4² contexts"),
+        ("INT46 contexts", "INT4" + "7" * 5000 + " contexts"),  # past int()'s 4,300 digits
+        ("| Context | 1 | 2 | 4 |", "| Context | 1 | " + "2" * 5000 + " | 4 |"),
+        ("- 4,096 tokens", "- " + "4" * 5000 + " tokens"),
+        ("| 1 | — | — |\n", "| 1 | — | " + "9" * 5000 + " |\n"),
+    ],
+)
+def test_digits_no_card_has_are_a_line_not_a_traceback(old: str, new: str) -> None:
+    """Issue 29 H7: `²` (a digit to str.isdigit and \\d) or a number of 5,000 digits was a
+    ValueError traceback; now `card.txt line N: expected …`, exit 2."""
+    text = _text()
+    assert old in text
+    err = _error(text.replace(old, new, 1))
+    assert err.message.startswith("card.txt line ") and ": expected " in err.message
+
+
+def test_a_card_with_100000_matrix_rows_is_refused_at_once() -> None:
+    """Issue 29 M7: 100,000 matrix rows (~3 MB) took over 200 s (quadratic)."""
+    import time
+
+    text = _text()
+    row = next(line for line in text.splitlines() if line.startswith("| 8K | "))
+    started = time.monotonic()
+    err = _error(text.replace(row + "\n", (row + "\n") * 100_000, 1))
+    assert time.monotonic() - started < 5
+    assert "expected at most 2,000 rows in a table" in err.message

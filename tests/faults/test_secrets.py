@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit
-from tests.support.procs import assert_one_line_error, bench_env, finish, new_mark
+from tests.support.procs import assert_one_line_error, bench_env, capped_python, finish, new_mark
 from tests.support.twinproc import start_twin
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).parents[2]
 API_KEY = f"sk-SECRET-canary-{uuid.uuid4().hex}"
 HF_TOKEN = f"hf_canary{uuid.uuid4().hex}"
 CANARIES = (API_KEY, HF_TOKEN, API_KEY[10:], HF_TOKEN[3:])  # parts too: no partial leak
@@ -34,21 +35,21 @@ class PsSampler:
 
     def __init__(self) -> None:
         self.samples: list[str] = []
-        self._stop = threading.Event()
+        self.stop_hostile = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
+        while not self.stop_hostile.is_set():
             out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
             self.samples.append(out.stdout)
-            self._stop.wait(0.05)
+            self.stop_hostile.wait(0.05)
 
     def __enter__(self) -> PsSampler:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
+        self.stop_hostile.set()
         self._thread.join()
 
 
@@ -234,3 +235,70 @@ def test_a_proxy_never_sees_the_key_of_a_loopback_server(tmp_path: Path) -> None
         proxy.close()
     assert rc == Exit.OK, stderr[-2000:]
     assert got == []  # not one connection, so no Authorization header either
+
+
+def _bench_run_capped(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    proc = subprocess.Popen(
+        [*capped_python(), "bench", "run", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    return finish(proc, 120)
+
+
+@pytest.mark.parametrize("variable", ["BENCH_API_KEY", "VLLM_API_KEY"])
+@pytest.mark.parametrize(
+    ("tail", "why"),
+    [("\r", "control character"), ("\n", "control character"), ("ключ", "not ASCII")],
+)
+def test_a_key_that_is_no_header_value_is_refused_in_one_line_without_showing_it(
+    tmp_path: Path, variable: str, tail: str, why: str
+) -> None:
+    """Issue 29 S1, H6: a key read from a file with its CR LF (or a non-ASCII key) was sent
+    as a header and quoted in the error (`Illegal header value b'Bearer sk-…\\r'`), or
+    ended in a UnicodeEncodeError traceback. It is refused before anything is sent."""
+    mark = new_mark()
+    key = API_KEY + tail
+    out = tmp_path / "r"
+    env = bench_env(mark, BENCH_LOG_LEVEL="debug", **{variable: key})
+    rc, stdout, stderr = _bench_run_capped(["--url", "http://127.0.0.1:9", "--out", str(out)], env)
+    assert rc == Exit.USAGE, stderr[-2000:]
+    assert_one_line_error(stderr, f"setting {variable} is invalid", why)
+    for text in (stdout, stderr):
+        assert API_KEY[10:] not in text and "Traceback" not in text
+    assert not out.exists()
+
+
+def test_the_servers_key_never_goes_to_the_tokenizer_url(tmp_path: Path) -> None:
+    """Issue 29 S2: `--tokenizer-url` got the key of the server under test. It gets
+    BENCH_TOKENIZER_API_KEY, and nothing without it."""
+    from tests.hostile.test_hostile_server import start_hostile, stop_hostile
+
+    log = tmp_path / "tokenizer.jsonl"
+    tokenizer = start_hostile(log)
+    mark = new_mark()
+    own = f"sk-tokenizer-own-{uuid.uuid4().hex}"
+    try:
+        with start_twin(
+            "tiny", speed=4.0, api_key=API_KEY,
+            extra_args=["--engine", "llamacpp", "--no-per-chunk-counts"],
+        ) as twin:  # fmt: skip
+            args = ["--url", twin.url, "--contexts", "256", "--prefill-only-contexts",
+                    "--concurrencies", "1", "--duration", "1", "--max-tokens", "16",
+                    "--tokenizer-url", tokenizer.url("stream=ok")]  # fmt: skip
+            rc, _, stderr = _bench_run_capped(
+                [*args, "--out", str(tmp_path / "a")], bench_env(mark, VLLM_API_KEY=API_KEY)
+            )
+            assert rc == Exit.OK, stderr[-2000:]
+            without = tokenizer.requests()
+            rc, _, stderr = _bench_run_capped(
+                [*args, "--out", str(tmp_path / "b")],
+                bench_env(mark, VLLM_API_KEY=API_KEY, BENCH_TOKENIZER_API_KEY=own),
+            )
+            assert rc == Exit.OK, stderr[-2000:]
+            both = tokenizer.requests()
+    finally:
+        stop_hostile(tokenizer)
+    tokenize = [r for r in without if r["target"].endswith("/tokenize")]
+    assert tokenize and not any(r["authorization"] for r in tokenize)
+    given = [r for r in both[len(without) :] if r["target"].endswith("/tokenize")]
+    assert given and all(r["authorization"] for r in given)

@@ -22,9 +22,9 @@ from tests.hostile.test_hostile_server import (
     SMALL,
     STREAM_FAULTS,
     Hostile,
-    _stop,
     bench_run,
     start_hostile,
+    stop_hostile,
 )
 from tests.support.scripted import DONE, ScriptedClock, chat_chunk, transport
 
@@ -72,7 +72,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     try:
         yield h
     finally:
-        _stop(h)
+        stop_hostile(h)
 
 
 async def _stream(client: Client) -> RequestRecord:

@@ -19,6 +19,7 @@ import pytest
 
 from bench.errors import Exit
 from bench.host import procs
+from tests.support.procs import capped_python
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,7 @@ def start_hostile(log: Path) -> Hostile:
     return Hostile(proc, port, log)
 
 
-def _stop(h: Hostile) -> None:
+def stop_hostile(h: Hostile) -> None:
     if h.proc.stdout is not None:
         h.proc.stdout.close()
     procs.stop(h.proc, grace_s=10)
@@ -66,7 +67,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     try:
         yield h
     finally:
-        _stop(h)
+        stop_hostile(h)
 
 
 @dataclass
@@ -80,8 +81,8 @@ class Ran:
 
 def bench_run(*args: str, out: Path, env: dict[str, str] | None = None, limit_s: float = 60) -> Ran:
     started = time.monotonic()
-    got = subprocess.run(
-        [sys.executable, "-m", "bench", "run", *args, "--out", str(out)],
+    got = subprocess.run(  # in capped memory: a regression fails here, not the machine
+        [*capped_python(4), "bench", "run", *args, "--out", str(out)],
         capture_output=True, text=True, timeout=limit_s, check=False, cwd=ROOT,
         env={**os.environ, "BENCH_LOG_FORMAT": "json", **(env or {})},
     )  # fmt: skip
@@ -181,6 +182,80 @@ SETUP_FAULTS = {
 }
 
 
+# a number from outside that no server can mean -> the run's one line (issue 29), exit 3
+NUMBER_FAULTS = {
+    # S5: a 2 s window lasted 2,000 hours; L3: every latency 0; H4: OverflowError
+    "speed=1e-6": "/version reports a speed factor of 1e-06, outside 0.01 to 1000",
+    "speed=1e300": "/version reports a speed factor of 1e+300, outside 0.01 to 1000",
+    "speed=5e-324": "/version reports a speed factor of 4.94066e-324, outside 0.01 to 1000",
+    # S6: a 1.69 GB /tokenize body, then MemoryError
+    "count=5": "/tokenize cannot size the 256 prompt: its count does not grow with the text "
+    "(5 tokens for none of the filler, 5 for 256 words)",
+    # H1: the 1K row measured with 11-token prompts
+    "count=1e300": "/tokenize answered a count that is no token count while sizing 256: '1e+300'",
+    "count=many": "/tokenize answered a count that is no token count while sizing 256: 'many'",
+    "count=null": "/tokenize answered a count that is no token count while sizing 256: 'None'",
+    # S6 without /tokenize: the line's slope clamped to 1e-6, MemoryError
+    "tokenize=none,prompt=100": "cannot size prompts: usage.prompt_tokens does not grow "
+    "with the prompt (100 for 64 words, 100 for 1,024)",
+}
+
+
+@pytest.mark.parametrize("spec", list(NUMBER_FAULTS))
+def test_a_number_no_server_can_mean_is_one_line_exit_server_in_bounded_memory(
+    hostile: Hostile, tmp_path: Path, spec: str
+) -> None:
+    ran = bench_run("--url", hostile.url(f"stream=ok,{spec}"), *SMALL, out=tmp_path / "r")
+    lines = _error_lines(ran.err)
+    assert ran.rc == Exit.SERVER, ran.err[-2000:]
+    assert len(lines) == 1 and NUMBER_FAULTS[spec] in lines[0], lines
+    assert ran.took_s < 30
+
+
+@pytest.mark.parametrize("how", ["early-hints", "cr-only"])
+def test_an_interim_103_and_cr_only_line_ends_are_read_as_the_specs_allow(
+    hostile: Hostile, tmp_path: Path, how: str
+) -> None:
+    """Issue 29 L1: a 103 Early Hints before the 200 made the cell `invalid: HTTP 103: …`;
+    L2: CR-only SSE line ends (allowed by the spec) gave `stream ended without [DONE]`."""
+    ran = bench_run("--url", hostile.url(f"stream={how}"), *SMALL, out=tmp_path / "r")
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None
+    (scout,) = ran.results["prefill"]
+    (cell,) = ran.results["cells"]
+    assert scout["status"] == "valid" and cell["status"] == "valid", (scout, cell)
+
+
+def test_a_server_echoing_the_key_into_an_error_leaves_no_key_in_the_run(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    """Issue 29 L4: a 500 body quoting `Authorization` put the key in results.json,
+    tables.md and samples.jsonl (and `bench sign` then refused the run)."""
+    key = "sk-echoed-canary-5150"
+    out = tmp_path / "r"
+    ran = bench_run("--url", hostile.url("stream=echo-auth"), *SMALL, out=out,
+                    env={"BENCH_API_KEY": key})  # fmt: skip
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None
+    (cell,) = ran.results["cells"]
+    assert "Authorization: Bearer ********" in cell["reason"]
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path.name
+    assert key not in ran.out and key not in ran.err
+
+
+def test_a_reported_speed_outside_the_range_is_overridden_by_the_flag(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    ran = bench_run(
+        "--url", hostile.url("stream=ok,speed=1e-6"), *SMALL, "--speed-factor", "1",
+        out=tmp_path / "r",
+    )  # fmt: skip
+    assert ran.rc == Exit.OK, ran.err[-2000:]
+    assert ran.results is not None and ran.results["server"]["speed_factor"] == 1
+
+
 @pytest.mark.parametrize("spec", list(SETUP_FAULTS))
 def test_every_setup_misbehaviour_is_one_line_exit_server_in_bounded_memory(
     hostile: Hostile, tmp_path: Path, spec: str
@@ -255,6 +330,6 @@ def test_a_proxy_in_the_environment_never_sees_a_loopback_servers_requests(
         assert ran.rc == Exit.OK, ran.err[-2000:]
         assert proxy.requests() == []
     finally:
-        _stop(proxy)
+        stop_hostile(proxy)
     seen = [r for r in hostile.requests()[already:] if r["target"].endswith("/v1/models")]
     assert seen and all(r["authorization"] for r in seen)  # the key went to the server only

@@ -178,14 +178,24 @@ def test_valid_urls_pass() -> None:
 
 
 @pytest.mark.parametrize("flag", ["duration", "speed_factor", "request_timeout"])
-@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e308, 1e-308])  # 29 H5
 def test_nan_and_inf_are_one_line_exit_usage(flag: str, value: float) -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
     run_cmd.register(sub)
     args = parser.parse_args(["run"])
     setattr(args, flag, value)
-    with pytest.raises(UsageError, match="is not a finite number"):
+    with pytest.raises(UsageError, match="is not a finite number from "):
+        options.settings_from(args)
+
+
+@pytest.mark.parametrize("budget", [0, -5])
+def test_a_kv_budget_that_is_no_capacity_is_refused(budget: int) -> None:
+    """Issue 29 L5: --kv-budget 0 or -5 made every cell "over capacity ... the server has -5"."""
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", "--kv-budget", str(budget)])
+    with pytest.raises(UsageError, match=f"--kv-budget {budget} is not a positive number"):
         options.settings_from(args)
 
 

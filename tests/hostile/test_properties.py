@@ -193,7 +193,7 @@ events = st.lists(
     st.tuples(
         st.one_of(st.none(), st.text(min_size=1, max_size=8)),
         st.one_of(st.none(), st.integers(min_value=0, max_value=10**6)),
-        st.sampled_from([b"\n\n", b"\r\n\r\n", b"\n"]),
+        st.sampled_from([b"\n\n", b"\r\n\r\n", b"\n", b"\r\r", b"\r"]),  # CR only: issue 29 L2
         st.sampled_from([b"", b": keep-alive\n", b"event: x\n", b"\n"]),
     ),
     max_size=15,

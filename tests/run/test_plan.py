@@ -208,3 +208,12 @@ def test_cells_name_a_trimmed_row_by_its_label_or_its_nominal_size() -> None:
         p = plan.make_plan(settings, CARD_SERVER, capacity.kv_capacity(None, 1_800_000),
                            prompt_sizing="tokenize")  # fmt: skip
         assert [(c.context_label, c.concurrency) for c in p.cells] == [("251K", 4)]
+
+
+@pytest.mark.parametrize("size", ["inf", "1e999", "nan", "-5", "2.5", "²", "many", "9" * 5000])
+def test_a_kv_size_label_that_is_no_token_count_gives_no_capacity(size: str) -> None:
+    """Issue 29 H3: `kv_cache_size_tokens="inf"` was an OverflowError traceback. Such a
+    label is no capacity; the blocks label (here none) or the next source is used."""
+    snap = metrics.parse(f'vllm:cache_config_info{{kv_cache_size_tokens="{size}"}} 1\n', 0)
+    got = capacity.kv_capacity(snap, None)
+    assert got.tokens is None and got.source != "kv_cache_size_tokens"

@@ -210,6 +210,27 @@ def test_resume_refuses_another_server_and_says_how_to_start_a_new_run() -> None
         )
 
 
+def test_resume_refuses_a_server_with_another_kv_capacity() -> None:
+    """Issue 29 M4: resumed against a server with KV 1,500 instead of 1,000,000, the run
+    marked cells over capacity that the first server ran."""
+    run = _results([], [])
+    plan = run.plan.model_copy(
+        update={"kv": KvCapacity(tokens=1_000_000, source="kv_cache_size_tokens", detail="x")}
+    )
+    run = run.model_copy(update={"plan": plan})
+    same = KvCapacity(tokens=1_000_000, source="kv_cache_size_tokens", detail="y")
+    resume.check_same_capacity(run, same, "http://x", "DIR")
+    resume.check_same_capacity(run, KvCapacity(tokens=None, source="unknown", detail=""), "http://x",
+                               "DIR")  # fmt: skip
+    small = KvCapacity(tokens=1500, source="kv_cache_size_tokens", detail="z")
+    with pytest.raises(UsageError) as err:
+        resume.check_same_capacity(run, small, "http://x", "DIR")
+    assert err.value.one_line().startswith(
+        "the server at http://x is not the one this run measured: KV capacity 1,500 tokens, "
+        "the run's 1,000,000 (resume against the same server"
+    )
+
+
 def test_resume_compares_the_flags_with_the_parser_s_own_defaults() -> None:
     """A default changed on the parser is the one --resume compares with: no second copy
     of the defaults can drift from it."""

@@ -14,7 +14,7 @@ import pytest
 from bench.run.prompts import endpoint, request_body
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
-from tests.hostile.test_hostile_server import Hostile, _stop, start_hostile
+from tests.hostile.test_hostile_server import Hostile, start_hostile, stop_hostile
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,7 @@ def hostile(tmp_path: Path) -> Iterator[Hostile]:
     try:
         yield h
     finally:
-        _stop(h)
+        stop_hostile(h)
 
 
 async def _two(url: str) -> list[RequestRecord]:

@@ -12,6 +12,14 @@ key=value pairs, e.g. `stream=neg-chunk` or `stream=ok,model=m2,version=0.2`:
     models=   how GET /v1/models answers: ok, nonlist, gzip-bomb, huge, redirect
     metrics=  how GET /metrics answers: none (404, the default), ok, gzip-bomb, huge
     model=, version=, max_model_len=, profile=   the server's identity
+    speed=    a `speed` in /version, as JSON text (1e-6, 5e-324, 1e300)
+    count=    what POST /tokenize's `count` is, as JSON text (5: the same for every text;
+              1e300; many: the string "many"; null); tokenize=none: /tokenize answers 404
+    prompt=   usage.prompt_tokens of every stream (100 unless given)
+    script=ID every answer from the script a test posted to POST /__script/ID (the fuzzer:
+              tests/hostile/test_fuzz.py): raw JSON bodies of /version, /v1/models, /tokenize
+              counts, /metrics text, the content type of JSON answers, and the stream's usage
+              values or an error status and body, each drawn by Hypothesis
 
 Anything else (GET /version, POST /tokenize) answers like a well-behaved vLLM. Every
 request is logged to --log as one JSON line (method, target, whether it had an
@@ -34,7 +42,7 @@ STREAMS = (
     "ok", "neg-chunk", "hex-prefix", "no-crlf", "long-size-line", "huge-line", "usage-last",
     "lying-usage", "huge-usage", "html", "gzip", "early-close", "close-mid", "redirect",
     "stall", "stall-head", "malformed-json", "bad-status-line", "http-500", "over-max",
-    "trickle", "huge-error", "trickle-error",
+    "trickle", "huge-error", "trickle-error", "early-hints", "cr-only", "echo-auth",
 )  # fmt: skip
 
 
@@ -67,6 +75,7 @@ class Hostile:
     def __init__(self, log: str | None) -> None:
         self.log = log
         self.kept: set[asyncio.StreamWriter] = set()  # connections a `stale` stream kept open
+        self.scripts: dict[str, dict[str, Any]] = {}  # id -> script (see the docstring)
         # 64 MiB of spaces in ~64 KB, made once (compressing it per request is slow)
         self.bomb = gzip.compress(b" " * (64 << 20), compresslevel=9)
 
@@ -98,6 +107,11 @@ class Hostile:
                 }
                 f.write(json.dumps(seen) + "\n")
         spec, path = _spec(target)
+        if path.startswith("/__script/") and method == "POST":
+            self.scripts[path.removeprefix("/__script/")] = json.loads(body)
+            return await self._send(writer, 200, b"{}")
+        if "script" in spec:
+            return await self._scripted(writer, self.scripts[spec["script"]], method, path)
         if target.startswith("http://"):  # a proxy request: refuse it, it is only logged
             await self._send(writer, 502, b"not a proxy")
             return False
@@ -107,17 +121,20 @@ class Hostile:
             version: dict[str, Any] = {"version": spec.get("version", "0.1-hostile")}
             if "profile" in spec:
                 version["twin"] = {"profile": spec["profile"]}
+            if "speed" in spec:
+                version["speed"] = json.loads(spec["speed"])
             return await self._send(writer, 200, json.dumps(version).encode())
         if path == "/metrics":
             return await self._metrics(writer, spec.get("metrics", "none"))
-        if path == "/tokenize" and method == "POST":
+        if path == "/tokenize" and method == "POST" and spec.get("tokenize") != "none":
             req = json.loads(body or b"{}")
             text = req.get("prompt") or " ".join(
                 str(m.get("content", "")) for m in req.get("messages", [])
             )
-            return await self._send(
-                writer, 200, json.dumps({"count": len(text.split()) + 3}).encode()
-            )
+            count: Any = len(text.split()) + 3
+            if "count" in spec:
+                count = "many" if spec["count"] == "many" else json.loads(spec["count"])
+            return await self._send(writer, 200, json.dumps({"count": count}).encode())
         if path in ("/v1/chat/completions", "/v1/completions") and spec.get("stream") == "stale":
             # llama.cpp's server: a whole stream that says keep-alive, then the connection is
             # gone. Here the next request on it is read and never answered: it is closed.
@@ -129,9 +146,50 @@ class Hostile:
             return True
         if path in ("/v1/chat/completions", "/v1/completions") and method == "POST":
             req = json.loads(body or b"{}")
-            await self._stream(writer, spec.get("stream", "ok"), req)
+            req["_authorization"] = headers.get("authorization", "")
+            await self._stream(writer, spec.get("stream", "ok"), req, int(spec.get("prompt", 100)))
             return False  # every stream ends its connection: simpler, and allowed
         return await self._send(writer, 404, b'{"error": "not found"}')
+
+    async def _scripted(
+        self, writer: asyncio.StreamWriter, script: dict[str, Any], method: str, path: str
+    ) -> bool:
+        """Answer as the script says; a stream is a paced one with the script's usage
+        values (raw JSON text), or its error status and body."""
+        ctype = script.get("ctype", "application/json")
+        raw = {"/version": "version", "/v1/models": "models"}
+        if path in raw and method == "GET":
+            return await self._send(writer, 200, script[raw[path]].encode(), ctype=ctype)
+        if path == "/tokenize" and method == "POST":
+            body = b'{"count": ' + script["count"].encode() + b"}"
+            return await self._send(writer, 200, body, ctype=ctype)
+        if path == "/metrics":
+            return await self._send(writer, 200, script["metrics"].encode(), ctype="text/plain")
+        if path not in ("/v1/chat/completions", "/v1/completions"):
+            return await self._send(writer, 404, b"")
+        if script.get("status", 200) != 200:
+            body = script.get("error_body", "").encode()
+            writer.write(b"HTTP/1.1 %d X\r\ncontent-length: %d\r\n\r\n%b"
+                         % (script["status"], len(body), body))  # fmt: skip
+            await writer.drain()
+            return False
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"connection: close\r\ntransfer-encoding: chunked\r\n\r\n")  # fmt: skip
+        for n, usage in enumerate(script["usage"]):
+            event = (
+                b'data: {"choices": [{"index": 0, "delta": {"content": "tok"}}], "usage": '
+                b'{"prompt_tokens": '
+                + script["prompt"].encode()
+                + b', "completion_tokens": '
+                + usage.encode()
+                + b"}}\n\n"
+            )
+            writer.write(_chunk(event))
+            await writer.drain()
+            await asyncio.sleep(TOKEN_S if n else 0)
+        writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        return False
 
     async def _send(
         self, writer: asyncio.StreamWriter, status: int, body: bytes, extra: str = "",
@@ -184,9 +242,10 @@ class Hostile:
             await writer.drain()
         return True
 
-    async def _stream(self, writer: asyncio.StreamWriter, how: str, req: dict[str, Any]) -> None:
+    async def _stream(
+        self, writer: asyncio.StreamWriter, how: str, req: dict[str, Any], prompt: int = 100
+    ) -> None:
         max_tokens = int(req.get("max_tokens", 16))
-        prompt = 100
         ok_head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                    b"connection: close\r\ntransfer-encoding: chunked\r\n\r\n")  # fmt: skip
         w = writer.write
@@ -221,6 +280,14 @@ class Hostile:
             body = gzip.compress(_event("a", 1, prompt) + b"data: [DONE]\n\n")
             w(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
               b"content-length: %d\r\n\r\n%b" % (len(body), body))  # fmt: skip
+        elif how == "early-hints":  # RFC 9110 §15.2: a 1xx before the answer
+            w(b"HTTP/1.1 103 Early Hints\r\nlink: </s.css>; rel=preload\r\n\r\n")
+            await writer.drain()
+            w(ok_head)
+            await self._body(writer, "ok", max_tokens, prompt)
+        elif how == "echo-auth":  # a 500 that quotes the request's Authorization header
+            body = f"bad request, Authorization: {req.get('_authorization', '')}".encode()
+            w(b"HTTP/1.1 500 X\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
         elif how == "stale":  # a good stream that keeps its connection (no `connection: close`)
             w(ok_head.replace(b"connection: close\r\n", b""))
             await self._body(writer, "ok", max_tokens, prompt)
@@ -259,7 +326,8 @@ class Hostile:
         elif how == "malformed-json":
             w(_chunk(b"data: {oops\n\n"))
         else:  # ok, usage-last, lying-usage, huge-usage, close-mid, over-max: a paced stream
-            w(_chunk(_event(None, 0, prompt)))
+            first = _event(None, 0, prompt)
+            w(_chunk(first.replace(b"\n", b"\r") if how == "cr-only" else first))
             for n in range(1, max_tokens + 1):
                 await asyncio.sleep(TOKEN_S)
                 usage: int | None = n
@@ -270,6 +338,8 @@ class Hostile:
                 elif how == "over-max":
                     usage = 3 * n
                 event = _event("tok", usage, prompt)
+                if how == "cr-only":  # the SSE spec allows CR alone as a line end
+                    event = event.replace(b"\n", b"\r")
                 if how == "huge-usage" and n == 1:
                     event = event.replace(
                         b'"completion_tokens": 1', b'"completion_tokens": ' + b"9" * 5000
@@ -278,7 +348,8 @@ class Hostile:
                 await writer.drain()
                 if how == "close-mid" and n == 1:
                     return
-            w(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            done = b"data: [DONE]\r\r" if how == "cr-only" else b"data: [DONE]\n\n"
+            w(_chunk(done) + b"0\r\n\r\n")
         await writer.drain()
 
 

@@ -31,6 +31,13 @@ from bench.errors import BenchError
 from bench.results import Results
 
 
+def capped_python(gib: float = 3.0) -> list[str]:
+    """The words before a module's name to run it as `python -m` with its address space
+    capped (tests/support/capped.py): hostile input that makes it eat memory fails the test,
+    not the machine."""
+    return [sys.executable, "-m", "tests.support.capped", str(gib)]
+
+
 def new_mark() -> str:
     return uuid.uuid4().hex
 

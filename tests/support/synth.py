@@ -8,6 +8,7 @@ its latencies), `noise` is the relative spread of each trial (seeded).
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable
 
 from bench.card.figures import context_tokens
@@ -154,7 +155,7 @@ def make_results(
     )
     return Results(
         bench_version="0.1.0",
-        run_id="run-test",
+        run_id=f"run-test-{uuid.uuid4().hex[:12]}",  # two calls are two runs (refuse_repeats)
         created_at="2026-12-02T12:00:00Z",
         state="complete",
         settings=RunSettings(

@@ -51,3 +51,46 @@ def test_unknown_setting_is_refused() -> None:
 def test_profile_error_is_a_usage_error() -> None:
     assert ProfileError("x").exit_code is Exit.USAGE
     assert int(Exit.USAGE) == 2
+
+
+@pytest.mark.parametrize(
+    ("env", "named", "why"),
+    [
+        ({"BENCH_API_KEY": "sk-x\r"}, "BENCH_API_KEY", "control character"),  # issue 29 S1
+        ({"VLLM_API_KEY": "sk-x\r\n"}, "VLLM_API_KEY", "control character"),
+        ({"BENCH_API_KEY": "sk-ключ"}, "BENCH_API_KEY", "not ASCII"),  # H6
+        ({"BENCH_TOKENIZER_API_KEY": "sk-é"}, "BENCH_TOKENIZER_API_KEY", "not ASCII"),
+        ({"BENCH_CA_FILE": "/nonexistent/ca.pem"}, "BENCH_CA_FILE", "is not a file"),  # H6
+        (
+            {"BENCH_LOG_FORMAT": "json", "BENCH_LOG_FORMAT__X": "1"},
+            "BENCH_LOG_FORMAT__X",
+            "not a nested setting",
+        ),
+        (
+            {"BENCH_LOG_FORMAT__X": "1", "BENCH_LOG_FORMAT": "json"},
+            "BENCH_LOG_FORMAT",
+            "not a nested setting",
+        ),
+        ({"BENCH_LOG_LEVEL": "loud"}, "BENCH_LOG_LEVEL", "Input should be"),  # L5
+    ],
+)
+def test_every_malformed_setting_is_one_usage_line_that_never_shows_a_key(
+    env: dict[str, str], named: str, why: str
+) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings(env)
+    line = info.value.one_line()
+    assert f"setting {named} is invalid" in line and why in line, line
+    assert "\n" not in line and "sk-" not in line
+    assert info.value.exit_code == Exit.USAGE
+
+
+def test_a_ca_file_that_holds_no_certificate_is_refused(tmp_path: pathlib.Path) -> None:
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("just text\n")
+    with pytest.raises(SettingsError, match=r"BENCH_CA_FILE is invalid: .* holds no PEM"):
+        load_settings({"BENCH_CA_FILE": str(not_pem)})
+
+
+def test_a_log_level_is_taken_in_any_case() -> None:
+    assert load_settings({"BENCH_LOG_LEVEL": "DEBUG"}).log_level == "debug"

@@ -18,8 +18,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Lower layers first. A unit may import only units of strictly lower layers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("bench", "bench.errors", "bench.logs", "bench.distributions", "bench.failures"),
-    ("bench.settings", "bench.results", "bench.launch_profile"),
+    (
+        "bench",
+        "bench.errors",
+        "bench.logs",
+        "bench.distributions",
+        "bench.failures",
+        "bench.escape",
+        "bench.bounds",
+    ),
+    ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),
     ("bench.stream", "bench.host", "bench.card", "bench.cards"),
     ("bench.engines",),

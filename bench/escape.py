@@ -1,0 +1,33 @@
+"""The one home of rule 2 of issue 29: text from outside (a server's error body, a model id,
+a version, an archive member's name) is escaped where it is rendered.
+
+    md_cell(text)     a Markdown table cell: `|` as `\\|`, CR and LF as spaces, so a reason
+                      can never end its row and forge the next one (H10)
+    terminal(text)    a line for a terminal: control characters (ESC, CR, LF, BEL, ...)
+                      written as their escapes (`\\x1b`), never sent raw (M3)
+    csv_cell(value)   a spreadsheet cell: text starting with = + - @ (or a tab or CR)
+                      prefixed with `'`, so it is never a formula (M2, OWASP)
+
+HTML is escaped by html.escape where pages are made (bench.report.html, bench.verdict.page).
+"""
+
+from __future__ import annotations
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def md_cell(text: str) -> str:
+    return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+
+
+def terminal(text: str) -> str:
+    return "".join(
+        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
+
+
+def csv_cell(value: object) -> object:
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value

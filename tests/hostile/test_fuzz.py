@@ -1,0 +1,201 @@
+"""`bench run` end to end against a server whose every answer Hypothesis draws (issue 29):
+/version, /v1/models, /tokenize counts, /metrics values, the content type (its charset),
+the stream's usage values, an error status with a body of pipes, line ends, control
+characters and the key itself. Whatever the server says:
+
+- `bench run` ends with a named exit code (bench.errors.Exit), never a traceback;
+- results.json, when written, reads back (schema and all: bench.run_files.load_results);
+- every figure of a valid cell or prefill sample is plausible (bench.bounds);
+- the API key is in no file of the run and in no line printed.
+
+`bench run` runs in this process (bench.cli.main) against tests/support/hostile_server.py's
+`script=` mode, so one example takes well under a second. `make test` runs FUZZ_EXAMPLES
+(200, fixed seed); `make fuzz` runs a long one (FUZZ_EXAMPLES, FUZZ_SECONDS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench import bounds, run_files
+from bench.cli import main
+from bench.errors import Exit
+from tests.hostile.test_hostile_server import Hostile, start_hostile, stop_hostile
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-fuzz-canary-6d1f0b2a"
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
+LONG = os.environ.get("FUZZ_LONG") == "1"
+ARGS = [
+    "--contexts", "256", "--prefill-only-contexts", "--concurrencies", "1", "--duration", "30",
+    "--max-tokens", "4", "--request-timeout", "1", "--speed-factor", "100",
+]  # fmt: skip
+
+# JSON text for a number from outside: huge, tiny, negative, not finite, the wrong type.
+numbers = st.one_of(
+    st.sampled_from(
+        [
+            "0",
+            "1",
+            "-1",
+            "1e308",
+            "1.5e308",
+            "5e-324",
+            "1e-6",
+            "1e300",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1.5",
+            '"many"',
+            '"12"',
+            "null",
+            "true",
+            "[]",
+            "{}",
+            '"²"',
+            "99999999999999999999999999",
+            "9" * 400,
+        ]
+    ),
+    st.integers(-(10**20), 10**20).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+)
+texts = st.lists(st.sampled_from([*"ab|-=+@ \r\n\x1b\x07\x00é²", "\u202e"]), max_size=30).map(
+    "".join
+)
+# What a server may echo into an error body: the request's own key among it (a name the
+# server chooses for its model is its own to publish, and stays as it says).
+error_texts = st.lists(st.sampled_from([*"a|\r\n\x1b", KEY]), max_size=12).map("".join)
+
+
+def _json_text(value: str) -> str:
+    return json.dumps(value)
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> dict[str, Any]:
+    model = draw(texts.filter(bool) | st.just("m"))
+    models = draw(st.sampled_from(["ok", "garbage"]))
+    metrics_lines = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "vllm:num_requests_running {v}",
+                    "vllm:num_requests_waiting {v}",
+                    'vllm:cache_config_info{{kv_cache_size_tokens="{v}",block_size="{v}"}} 1',
+                    "vllm:prompt_tokens_total {v}",
+                    "vllm:generation_tokens_total {v}",
+                ]
+            ),
+            max_size=5,
+        )
+    )
+    return {
+        "version": draw(
+            st.sampled_from(['{{"version": {t}, "speed": {n}}}', "{t}", "not json"])
+        ).format(t=_json_text(draw(texts)), n=draw(numbers)),
+        "models": (
+            f'{{"object": "list", "data": [{{"id": {_json_text(model)}, '
+            f'"max_model_len": {draw(numbers)}}}]}}'
+            if models == "ok"
+            else draw(st.sampled_from(['{"data": 5}', "[]", "x", '{"data": [{"id": 5}]}']))
+        ),
+        "count": draw(numbers),
+        "metrics": "\n".join(line.format(v=draw(numbers)) for line in metrics_lines) + "\n",
+        "ctype": draw(
+            st.sampled_from(
+                [
+                    "application/json",
+                    "application/json; charset=undefined",
+                    "application/json; charset=idna",
+                    "application/json; charset=utf-16",
+                    "application/json; charset=nope",
+                ]
+            )
+        ),
+        "prompt": draw(numbers),
+        "usage": draw(st.lists(numbers | st.sampled_from(["1", "2", "3", "4"]), max_size=6)),
+        "status": draw(st.sampled_from([200, 200, 200, 500, 429, 103])),
+        "error_body": draw(error_texts),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+    h = start_hostile(tmp_path_factory.mktemp("fuzz") / "requests.jsonl")
+    try:
+        yield h
+    finally:
+        stop_hostile(h)
+
+
+def _post(h: Hostile, sid: str, script: dict[str, Any]) -> None:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{h.port}/__script/{sid}", data=json.dumps(script).encode(),
+        method="POST",
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=10) as answer:
+        assert answer.status == 200
+
+
+def _check_run(out: Path) -> None:
+    if not (out / run_files.RESULTS).exists():
+        return
+    results = run_files.load_results(out)  # reads back: schema and all
+    for cell in results.cells:
+        if cell.status == "valid" and cell.figures is not None:
+            for name, value in cell.figures.model_dump().items():
+                if isinstance(value, float):
+                    assert bounds.figure_problem(value, name) is None, (name, value)
+    for sample in results.prefill:
+        if sample.status == "valid":
+            for value in (sample.ttft_s, sample.prefill_tok_s):
+                assert value is None or bounds.figure_problem(value, "prefill") is None
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path.name
+
+
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None if LONG else 20_000,
+    derandomize=not LONG,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@FUZZ
+@given(script=scripts())
+def test_bench_run_against_any_server_ends_in_a_named_code_and_a_readable_run(
+    server: Hostile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], script: dict[str, Any],
+) -> None:  # fmt: skip
+    sid = uuid.uuid4().hex
+    _post(server, sid, script)
+    out = tmp_path / sid
+    monkeypatch.setenv("BENCH_API_KEY", KEY)
+    monkeypatch.setenv("BENCH_LOG_FORMAT", "json")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = main(["run", "--url", server.url(f"script={sid}"), *ARGS, "--out", str(out)])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    printed = capsys.readouterr()
+    assert rc in {int(e) for e in Exit}, rc
+    assert "Traceback" not in printed.err
+    assert KEY not in printed.out and KEY not in printed.err
+    _check_run(out)
