@@ -136,8 +136,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def record_one(start: Starter, folder: Path, scratch: Path) -> dict[str, Any]:
-    """One run: its own server start, `bench run`, the server stopped; keeps results.json."""
+def record_one(start: Starter, folder: Path, scratch: Path) -> dict[str, Any] | None:
+    """One run: its own server start, `bench run`, the server stopped; keeps results.json
+    (None: bench run wrote none, said on stdout, and the next run goes on)."""
     out = scratch / "run"
     load_before = os.getloadavg()
     began = datetime.now(UTC)
@@ -155,8 +156,9 @@ def record_one(start: Starter, folder: Path, scratch: Path) -> dict[str, Any]:
             check=False,
         )
         wall_s = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"bench run exited {done.returncode}:\n{done.stderr[-3000:]}")
+    if not (out / "results.json").is_file():
+        print(f"bench run exited {done.returncode}, no results:\n{done.stderr[-3000:]}")
+        return None
     folder.mkdir(parents=True)
     shutil.copyfile(out / "results.json", folder / "results.json")
     run = {
@@ -164,6 +166,7 @@ def record_one(start: Starter, folder: Path, scratch: Path) -> dict[str, Any]:
         "bench_run_wall_s": round(wall_s, 2),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "bench_run_exit": done.returncode,
     }
     env: dict[str, Any] = {
         "server_start": {"ready_after_s": round(served.started_in_s, 2)},
@@ -180,12 +183,18 @@ def record(engine: str, runs: int, out: Path) -> None:
     first = 1 + max((int(p.name) for p in base.iterdir() if p.name.isdigit()), default=0)
     t0 = time.monotonic()
     command: list[str] = []
+    kept: list[Path] = []
     for i in range(first, first + runs):
         with tempfile.TemporaryDirectory(prefix="noise-corpus-") as tmp:
             got = record_one(start, base / f"{i:02d}", Path(tmp))
+        if got is None:
+            continue
+        kept.append(base / f"{i:02d}")
         command = got.pop("server_command")
         print(f"{engine} run {i}: {json.dumps(got)}", flush=True)
-    last = json.loads((base / f"{first + runs - 1:02d}" / "results.json").read_text())
+    if not kept:
+        raise SystemExit(f"{engine}: no run wrote results")
+    last = json.loads((kept[-1] / "results.json").read_text())
     recipe = {
         "engine": engine,
         "engine_version": last["server"].get("version"),
