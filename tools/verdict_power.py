@@ -214,10 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         help="comparisons per k on the twin with each corpus's fitted noise (0: none)",
     )
     p.add_argument("--twin-only", action="store_true", help="only the twin with default noise")
+    p.add_argument("--corpus", type=Path, default=corpus_power.CORPUS, help="the noise corpus")
+    p.add_argument("--corpus-only", action="store_true", help="leave the default twin out")
     args = p.parse_args(argv)
     t0 = time.monotonic()
     if not args.twin_only:
-        corpus_report(args.corpus_splits, args.fitted_comparisons, args.card)
+        corpus_report(args.corpus, args.corpus_splits, args.fitted_comparisons, args.card)
+    if args.corpus_only:
+        return 0
     profile = profiles.load(args.profile)
     base = simulate_card(profile, args.card)
     n, N = args.trials, args.comparisons
@@ -266,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def corpus_report(splits: int, fitted: int, card: Path) -> None:
+def corpus_report(root: Path, splits: int, fitted: int, card: Path) -> None:
     """Each engine's corpus of real runs: its noise, the k-vs-k table, the fit written to
     bench/twin/noise_fits/, and the twin with that noise."""
-    for folder in corpus_power.engines():
+    for folder in corpus_power.engines(root):
         runs = corpus_power.load(folder)
         fit = corpus_power.fit(runs)
         print(f"\n## Corpus {folder.name}: {len(runs)} runs, each its own server start\n")
