@@ -268,3 +268,21 @@ def write_fit(name: str, f: NoiseFit) -> Path:
     }
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
+
+
+def blocked(runs: list[RunFigures], ks: range) -> Iterator[str]:
+    """Drift: A = k consecutive runs of the recording, B = the next k (every start)."""
+    yield "| k a side | blocked splits | flagging anything, today's | ..., run-level |"
+    yield "|---|---|---|---|"
+    for k in ks:
+        starts = range(len(runs) - 2 * k + 1)
+        if not starts:
+            continue
+        counts = [0, 0]
+        for i in starts:
+            a = merge_runs(runs[i : i + k], "A")
+            b = merge_runs(runs[i + k : i + 2 * k], "B")
+            for j, policy in enumerate((Policy(run_level=False), Policy())):
+                counts[j] += bool(compare(a, b, policy).flagged)
+        n = len(starts)
+        yield f"| {k} | {n} | {counts[0]} of {n} | {counts[1]} of {n} |"

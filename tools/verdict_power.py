@@ -283,6 +283,9 @@ def corpus_report(root: Path, splits: int, fitted: int, card: Path) -> None:
             print()
             for line in corpus_power.table(runs, range(2, 7), splits, 27):
                 print(line)
+            print()
+            for line in corpus_power.blocked(runs, range(2, 7)):
+                print(line)
         if fitted:
             profile = noise.with_fit(profiles.load("published"), folder.name)
             print(f"\n## Twin (published) with the noise fitted to {folder.name}\n")
