@@ -272,7 +272,7 @@ def write_fit(name: str, f: NoiseFit) -> Path:
 
 def blocked(runs: list[RunFigures], ks: range) -> Iterator[str]:
     """Drift: A = k consecutive runs of the recording, B = the next k (every start)."""
-    yield "| k a side | blocked splits | flagging anything, today's | ..., run-level |"
+    yield "| k a side | blocked splits | flagging anything, today's | the same, run-level |"
     yield "|---|---|---|---|"
     for k in ks:
         starts = range(len(runs) - 2 * k + 1)

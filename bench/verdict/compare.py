@@ -196,8 +196,11 @@ class Comparison:
         out = []
         for name, n in self.noise.items():
             how = "pooled over cells" if n.sound and self.policy.pool else "per cell (not pooled)"
+            what = "run-to-run sd of one trial"
+            if self.whole is not None:
+                what = "a cell's own run-to-run sd beyond its run's level"
             out.append(
-                f"- {name}: run-to-run sd of one trial {n.sd_log * 100:.2f} % "
+                f"- {name}: {what} {n.sd_log * 100:.2f} % "
                 f"({n.df} degrees of freedom, {n.cells} cells, both sides): {how}"
             )
         return out
