@@ -88,7 +88,9 @@ def test_the_shared_factor_moves_every_cell_of_a_run_together_with_heavy_tails()
 
 def test_a_noise_fit_replaces_only_the_noise() -> None:
     p = profiles.load("published")
+    assert "vllm-cpu" in noise.fit_names()
     for name in noise.fit_names():
         fitted = noise.with_fit(p, name)
-        assert fitted.noise_shared > 0
+        assert fitted.noise_shared > 0 and fitted.noise_run != p.noise_run
         assert fitted.decode_step_s == p.decode_step_s
+        assert noise.cell_factor(fitted, 1, 0, 8192, 1) != noise.cell_factor(p, 1, 0, 8192, 1)
