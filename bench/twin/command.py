@@ -51,6 +51,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="apply the profile's run-to-run noise (noise_run, noise_trial), seeded by --seed",
     )
     p.add_argument(
+        "--noise-fit",
+        metavar="NAME",
+        default=None,
+        help="with --run-noise: the noise fitted to a corpus of real runs instead of the "
+        "profile's (bench/twin/noise_fits/NAME.json, e.g. vllm-cpu)",
+    )
+    p.add_argument(
         "--ground-truth-log",
         metavar="FILE",
         default=None,
@@ -120,6 +127,8 @@ def _fraction(text: str) -> float:
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     prof = profile.load(args.profile)
+    if args.noise_fit is not None:
+        prof = noise.with_fit(prof, args.noise_fit)
     if args.run_noise:
         prof = noise.for_live_run(prof, args.seed)
     key = args.api_key

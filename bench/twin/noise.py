@@ -8,9 +8,12 @@ strings, so the draws do not depend on Python's hash seed or on the order cells 
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
+from bench.errors import UsageError
 from bench.twin.profile import Profile
 
 
@@ -20,13 +23,26 @@ def _gauss(sd: float, *key: object) -> float:
     return random.Random("/".join(str(k) for k in key)).gauss(0.0, sd)
 
 
+def shared_log(profile: Profile, run_seed: int) -> float:
+    """The log of the run's shared factor: noise_shared x N(0, 1), or x a Student t with
+    noise_shared_df degrees of freedom (N(0, 1) / sqrt(chi2_df / df))."""
+    if profile.noise_shared <= 0:
+        return 0.0
+    rng = random.Random(f"shared/{run_seed}")
+    z = rng.gauss(0.0, 1.0)
+    df = profile.noise_shared_df
+    if df > 0:
+        z /= math.sqrt(rng.gammavariate(df / 2.0, 2.0) / df)
+    return profile.noise_shared * z
+
+
 def cell_factor(
     profile: Profile, run_seed: int, trial: int, context: int, concurrency: int
 ) -> float:
     """The noise factor of one cell in one trial of one run."""
     run = _gauss(profile.noise_run, "run", run_seed, context, concurrency)
     per_trial = _gauss(profile.noise_trial, "trial", run_seed, trial, context, concurrency)
-    return math.exp(run + per_trial)
+    return math.exp(shared_log(profile, run_seed) + run + per_trial)
 
 
 def scaled(profile: Profile, factor: float) -> Profile:
@@ -44,7 +60,25 @@ def scaled(profile: Profile, factor: float) -> Profile:
 
 
 def without_noise(profile: Profile) -> Profile:
-    return profile.model_copy(update={"noise_run": 0.0, "noise_trial": 0.0})
+    return profile.model_copy(update={"noise_run": 0.0, "noise_trial": 0.0, "noise_shared": 0.0})
+
+
+FITS = Path(__file__).parent / "noise_fits"
+_FIT_KEYS = ("noise_shared", "noise_shared_df", "noise_run", "noise_trial")
+
+
+def fit_names() -> list[str]:
+    return sorted(p.stem for p in FITS.glob("*.json"))
+
+
+def with_fit(profile: Profile, name: str) -> Profile:
+    """The profile with the run-to-run noise fitted to a corpus (bench/twin/noise_fits/NAME.json,
+    written by `make verdict-power`'s corpus part): only the noise changes."""
+    path = FITS / f"{name}.json"
+    if not path.is_file():
+        raise UsageError(f"no noise fit {name!r}", hint=f"one of: {', '.join(fit_names())}")
+    doc = json.loads(path.read_text())
+    return profile.model_validate({**profile.model_dump(), **{k: doc[k] for k in _FIT_KEYS}})
 
 
 class RunNoisyProfile(Profile):

@@ -70,6 +70,11 @@ class Profile(BaseModel):
     # sqrt(0.007² + 0.007²) ≈ 1 % of each cell's figures; 0 turns either off.
     noise_run: float = Field(default=0.007, ge=0.0, le=0.5)
     noise_trial: float = Field(default=0.007, ge=0.0, le=0.5)
+    # A factor drawn once per run and shared by every cell of it (a whole server start fast
+    # or slow, as tests/data/noise_corpus shows on real engines): its log is noise_shared x
+    # a Student t with noise_shared_df degrees of freedom (heavy tails; 0 = normal).
+    noise_shared: float = Field(default=0.0, ge=0.0, le=1.0)
+    noise_shared_df: float = Field(default=0.0, ge=0.0, le=1000.0)
 
     @model_validator(mode="after")
     def _shapes(self) -> Profile:

@@ -101,10 +101,18 @@ class Cell:
     # One value per valid trial, at server speed, by metric name.
     trials: dict[str, tuple[float, ...]] = field(default_factory=dict)
     rse: dict[str, float] = field(default_factory=dict)
+    # Which run (one server start, or one trial of it) each trial value came from, in the
+    # order of the values; () = value j is run j. Cells of one run share its run factor.
+    runs: tuple[int, ...] = ()
 
     @property
     def key(self) -> Key:
         return (self.phase, self.context, self.concurrency)
+
+    def run_ids(self, metric: str) -> tuple[int, ...]:
+        """The run of each of `metric`'s trial values (positions when not recorded)."""
+        n = len(self.trials.get(metric, ()))
+        return self.runs if len(self.runs) == n else tuple(range(n))
 
     def value(self, metric: str) -> float | None:
         values = self.trials.get(metric, ())
@@ -131,6 +139,9 @@ class RunFigures:
     # run's start to the end of its last measured window, times the speed factor. Server
     # starts and image pulls are not in it (a bundle does not record them).
     server_s: tuple[float, ...] = ()
+    # Seconds from a server's launch to healthy, one entry per run that recorded it
+    # (environment.json's server_start.ready_after_s).
+    start_s: tuple[float, ...] = ()
     # The cells the input set out to measure (its plan's decode cells and prefill rows);
     # None = every cell it has. A run of a sequential compare plans the open cells only.
     planned: frozenset[Key] | None = None
@@ -171,7 +182,7 @@ def _checked(cell: Cell) -> Cell:
     why = _implausible(cell)
     if why is None:
         return cell
-    return replace(cell, status="invalid", detail=why, trials={}, rse={})
+    return replace(cell, status="invalid", detail=why, trials={}, rse={}, runs=())
 
 
 def accepting(run: RunFigures, accept: Iterable[str]) -> RunFigures:

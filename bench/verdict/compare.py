@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bench import stats
+from bench.verdict import runlevel
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import (
     UNMEASURED,
@@ -72,6 +73,9 @@ class Policy:
     pool: bool = True
     # settings allowed to differ between A and B, and cell flags judged anyway (CELL_FLAGS)
     accept: frozenset[str] = frozenset()
+    # Tell a factor shared by every cell of a run from each cell's own noise
+    # (`bench.verdict.runlevel`) when there are 2 runs a side and 3 cells or more.
+    run_level: bool = True
 
     def min_effect(self, metric: MetricSpec) -> float:
         if metric.kind == "throughput":
@@ -92,6 +96,9 @@ class FigureDelta:
     sd_log: float | None = None  # relative noise of one trial used
     mark: Mark = "n/a"
     df: float | None = None  # degrees of freedom of the test (inf: normal)
+    # With the run-level model: this cell's Δ % beyond the change of the whole run, which
+    # the interval, p and MDE are about (delta_pct stays the change B shows against A).
+    own_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,13 @@ class Comparison:
     )
     noise: dict[str, stats.PooledNoise] = field(default_factory=dict)
     tests: int = 0  # m of Benjamini-Hochberg
+    whole: WholeRun | None = None  # the run-level model's change everywhere
+
+    @property
+    def level_for_one(self) -> float:
+        """The p one changed figure must reach (BH rank 1 among the figures' tests)."""
+        share = self.policy.alpha / 2.0 if self.whole is not None else self.policy.alpha
+        return share / max(self.tests, 1)
 
     @property
     def flagged(self) -> list[CellDelta]:
@@ -146,6 +160,12 @@ class Comparison:
             names = ",".join(d.name for d in self.settings.blocking)
             parts.append(f"NOT COMPARABLE ({names} differ)")
         flagged = len(self.flagged)
+        if self.whole is not None and self.whole.changed:
+            slower = self.whole.delta_pct > 0
+            parts.append(
+                f"every cell {'slower' if slower else 'faster'} by "
+                f"{abs(self.whole.delta_pct):.1f} % (a change of the whole run)"
+            )
         if self.raw_only:
             parts.append("CANNOT TELL NOISE FROM CHANGE (one trial a side): raw Δ only")
         elif flagged:
@@ -186,11 +206,41 @@ class Comparison:
         out = []
         for name, n in self.noise.items():
             how = "pooled over cells" if n.sound and self.policy.pool else "per cell (not pooled)"
+            what = "run-to-run sd of one trial"
+            if self.whole is not None:
+                what = "a cell's own run-to-run sd beyond its run's level"
             out.append(
-                f"- {name}: run-to-run sd of one trial {n.sd_log * 100:.2f} % "
+                f"- {name}: {what} {n.sd_log * 100:.2f} % "
                 f"({n.df} degrees of freedom, {n.cells} cells, both sides): {how}"
             )
         return out
+
+
+@dataclass(frozen=True)
+class WholeRun:
+    """A change of every cell together: Welch's t on the runs' levels (`runlevel`), at
+    half the FDR (the figures' own tests share the other half). Δ % is B's slowness
+    against A's: + = B slower (its latencies longer, its rates lower)."""
+
+    delta_pct: float
+    ci_pct: tuple[float, float]
+    p_value: float
+    mde_pct: float  # 80 % power at alpha / 2
+    sd_log: float  # run-to-run sd of a run's level
+    df: float
+    runs: tuple[int, int]
+    changed: bool
+
+
+def _whole(lv: runlevel.Levels, policy: Policy) -> WholeRun | None:
+    r = lv.test()
+    if r is None:
+        return None
+    sd = math.sqrt((r.sd_log_a**2 + r.sd_log_b**2) / 2.0)
+    n = (len(lv.a), len(lv.b))
+    mde = stats.mde_pct(sd, n[0], n[1], alpha=policy.alpha / 2.0, power=POWER, df=r.df)
+    changed = r.p_value <= policy.alpha / 2.0
+    return WholeRun(r.delta_pct, (r.low_pct, r.high_pct), r.p_value, mde, sd, r.df, n, changed)
 
 
 def _signed(value: float) -> str:
@@ -216,14 +266,16 @@ def figure_delta(
     *,
     pooled: stats.PooledNoise | None = None,
     tests: int = 1,
+    share: float = 1.0,
 ) -> FigureDelta:
-    """Δ, interval, p and MDE of one figure (the mark is set after BH in `compare`)."""
+    """Δ, interval, p and MDE of one figure (the mark is set after BH in `compare`);
+    `share` of the FDR is what the figures' tests spend (the rest: the whole-run test)."""
     ta, tb = a.trials.get(metric.name, ()), b.trials.get(metric.name, ())
     va, vb = a.value(metric.name), b.value(metric.name)
     d = delta_pct(vb, va)
     if d is None or not ta or not tb or min(ta) <= 0 or min(tb) <= 0:
         return FigureDelta(metric, va, vb, d, "none")
-    level = _level_for_one(policy.alpha, tests)
+    level = _level_for_one(policy.alpha * share, tests)
     use_pool = pooled is not None and policy.pool and pooled.sound and pooled.df > 0
     if use_pool:
         assert pooled is not None
@@ -305,7 +357,16 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
         set(a.cells) | set(b.cells),
         key=lambda k: (k[0] != "prefill", _size(k[1]), k[2]),
     )
-    noise = pooled_noise([a, b])
+    found = runlevel.items(a, b)
+    whole: WholeRun | None = None
+    tested_a, tested_b = a, b  # what the figures' own tests read
+    if policy.run_level and runlevel.applies(found):
+        lv = runlevel.levels(a, b, found)
+        whole = _whole(lv, policy)
+        if whole is not None:
+            tested_a, tested_b = runlevel.residuals(a, b, found)
+    share = 0.5 if whole is not None else 1.0
+    noise = pooled_noise([tested_a, tested_b])
     comparable = [
         k
         for k in keys
@@ -321,8 +382,19 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     )
     figures_by_key: dict[Key, list[FigureDelta]] = {
         k: [
-            figure_delta(
-                metric, a.cells[k], b.cells[k], policy, pooled=noise.get(metric.name), tests=m
+            _own(
+                figure_delta(
+                    metric,
+                    tested_a.cells[k],
+                    tested_b.cells[k],
+                    policy,
+                    pooled=noise.get(metric.name),
+                    tests=m,
+                    share=share,
+                ),
+                a.cells[k],
+                b.cells[k],
+                whole,
             )
             for metric in metrics_of(k[0])
         ]
@@ -334,12 +406,10 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
         for i, f in enumerate(figs)
         if f.p_value is not None
     ]
-    rejected = stats.benjamini_hochberg([p for _, _, p in tested], policy.alpha)
+    rejected = stats.benjamini_hochberg([p for _, _, p in tested], policy.alpha * share)
     for (k, i, _), rej in zip(tested, rejected, strict=True):
         f = figures_by_key[k][i]
-        assert f.delta_pct is not None
-        big = abs(f.delta_pct) >= policy.min_effect(f.metric)
-        figures_by_key[k][i] = replace(f, mark=_mark(f.metric, f.delta_pct, rej and big))
+        figures_by_key[k][i] = replace(f, mark=_figure_mark(f, rej, whole, policy))
     cells = []
     for key in keys:
         ca, cb = a.cell(key), b.cell(key)
@@ -348,7 +418,27 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     check = settings_mod.check(
         a.settings, b.settings, policy.accept, names=settings_mod.COMPARE_NAMES
     )
-    return Comparison(a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m)
+    return Comparison(a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole)
+
+
+def _own(f: FigureDelta, a: Cell, b: Cell, whole: WholeRun | None) -> FigureDelta:
+    """F as tested on values without their run levels: its Δ becomes the cell's own part
+    and Δ the change B shows against A on the values as measured."""
+    if whole is None or f.delta_pct is None:
+        return f
+    va, vb = a.value(f.metric.name), b.value(f.metric.name)
+    return replace(f, a=va, b=vb, delta_pct=delta_pct(vb, va), own_pct=f.delta_pct)
+
+
+def _figure_mark(f: FigureDelta, rejected: bool, whole: WholeRun | None, policy: Policy) -> Mark:
+    """Changed: its own test rejected by BH, or (run-level model) the whole run changed.
+    The direction: of its own part when only that changed, else of Δ as measured."""
+    assert f.delta_pct is not None
+    big = abs(f.delta_pct) >= policy.min_effect(f.metric)
+    everywhere = whole is not None and whole.changed
+    if rejected and not everywhere and f.own_pct is not None:
+        return _mark(f.metric, f.own_pct, big)
+    return _mark(f.metric, f.delta_pct, (rejected or everywhere) and big)
 
 
 def _size(label: str) -> float:

@@ -11,7 +11,7 @@ from bench import writes
 from bench.report import frontier
 from bench.report import plots as report_plots
 from bench.stats import mean_ci
-from bench.verdict import plots
+from bench.verdict import budget, plots
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
@@ -236,7 +236,8 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
             if line:
                 parts.append(f"<p>{html.escape(line)}</p>")
         parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
-        items = "".join(f"<li>{html.escape(s)}</li>" for s in c.summaries())
+        said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
+        items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
         parts.append(f"<ul>{items}</ul>")
         maps = [_compare_heat(c, m) for m in _decode_metrics()]
         parts.append(_img(plots.heatmaps_png(maps), "Δ % heatmap"))

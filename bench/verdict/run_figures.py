@@ -90,12 +90,13 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
     detail = f"trials also {', '.join(flagged)}" if flagged else None
     # The run's own spread is only needed for a single trial (see cells.py).
     rse = _cell_rse(results[0]) if len(figures) == 1 else {}
+    runs = tuple(r.trial for r in results if r.figures is not None)
     throttled = [r for r in results if "gpu_throttled" in r.flags]
     if throttled:
         why = sorted({r.flags["gpu_throttled"] for r in throttled})
         detail = f"{len(throttled)} of {len(results)} trials GPU throttled: {'; '.join(why)}"
-        return Cell("decode", label, concurrency, "gpu_throttled", detail, trials, rse)
-    return Cell("decode", label, concurrency, "valid", detail, trials, rse)
+        return Cell("decode", label, concurrency, "gpu_throttled", detail, trials, rse, runs)
+    return Cell("decode", label, concurrency, "valid", detail, trials, rse, runs)
 
 
 def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
@@ -111,7 +112,7 @@ def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
         "prefill_tok_s": tuple(s.prefill_tok_s for s in good if s.prefill_tok_s is not None),
         "prefill_ttft_s": tuple(s.ttft_s for s in good if s.ttft_s is not None),
     }
-    return Cell("prefill", label, 1, "valid", None, trials)
+    return Cell("prefill", label, 1, "valid", None, trials, runs=tuple(s.trial for s in good))
 
 
 def _metadata(results: Results, env: Any) -> dict[str, str]:
@@ -165,6 +166,20 @@ def sweep_server_s(results: Results) -> float | None:
     return max(ends) * results.server.speed_factor if ends else None
 
 
+# A start recorded as longer than a day is no start this code should plan with.
+_START_MAX_S = 86_400.0
+
+
+def server_start_s(env: Any) -> float | None:
+    """Launch to healthy in seconds, as the orchestrator (or tools/noise_corpus.py) records
+    it in environment.json; None when absent or not a plausible number."""
+    start = env.get("server_start") if isinstance(env, dict) else None
+    value = start.get("ready_after_s") if isinstance(start, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0.0 <= value <= _START_MAX_S else None
+
+
 def from_results(results: Results, env: Any = None, *, name: str = "run") -> RunFigures:
     n = results.server.speed_factor
     by_cell: dict[tuple[str, int], list[CellResult]] = {}
@@ -202,6 +217,7 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         contexts=context_order(k[1] for k in cells),
         concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
         server_s=() if (spent := sweep_server_s(results)) is None else (spent,),
+        start_s=() if (start := server_start_s(env)) is None else (start,),
         planned=frozenset(
             [("decode", c.context_label, c.concurrency) for c in results.plan.cells]
             + [("prefill", c.label, 1) for c in results.plan.contexts]

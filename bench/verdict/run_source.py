@@ -200,15 +200,32 @@ _STATUS_RANK: tuple[Status, ...] = (
 )
 
 
-def _merge_cell(cells: list[Cell]) -> Cell:
+# Run ids of merged sides: run i's own id j becomes i * _RUN_STRIDE + j.
+_RUN_STRIDE = 1000
+
+
+def _merged_runs(cells: list[tuple[int, Cell]]) -> tuple[int, ...]:
+    out: list[int] = []
+    for i, c in cells:
+        n = max((len(v) for v in c.trials.values()), default=0)
+        ids = c.runs if len(c.runs) == n else tuple(range(n))
+        out += [i * _RUN_STRIDE + j for j in ids]
+    return tuple(out)
+
+
+def _merge_cell(indexed: list[tuple[int, Cell]]) -> Cell:
+    cells = [c for _, c in indexed]
     status = min((c.status for c in cells), key=_STATUS_RANK.index)
     first = cells[0]
     if status == "gpu_throttled":  # every run valid or throttled: all trials, still flagged
         names = {m for c in cells for m in c.trials}
         trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
         why = "; ".join(c.detail or "" for c in cells if c.status == status)
-        runs = f"in {sum(c.status == status for c in cells)} of {len(cells)} runs: {why}"
-        return Cell(first.phase, first.context, first.concurrency, status, runs, trials)
+        flagged = f"in {sum(c.status == status for c in cells)} of {len(cells)} runs: {why}"
+        return Cell(
+            first.phase, first.context, first.concurrency, status, flagged, trials,
+            runs=_merged_runs(indexed),
+        )  # fmt: skip
     if status != "valid":
         bad = next(c for c in cells if c.status == status)
         detail = bad.detail
@@ -217,7 +234,8 @@ def _merge_cell(cells: list[Cell]) -> Cell:
         return Cell(first.phase, first.context, first.concurrency, status, detail, bad.trials)
     names = {m for c in cells for m in c.trials}
     trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
-    return Cell(first.phase, first.context, first.concurrency, "valid", None, trials)
+    runs = _merged_runs(indexed)
+    return Cell(first.phase, first.context, first.concurrency, "valid", None, trials, runs=runs)
 
 
 def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
@@ -230,7 +248,7 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
     keys = {k for r in runs for k in r.cells}
     cells: dict[Key, Cell] = {}
     for key in keys:
-        found = [r.cells[key] for r in runs if key in r.cells]
+        found = [(i, r.cells[key]) for i, r in enumerate(runs) if key in r.cells]
         asked = sum(1 for r in runs if r.planned is None or key in r.planned or key in r.cells)
         merged = _merge_cell(found)
         if len(found) < asked:
@@ -269,6 +287,7 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         twin=first.twin,
         server_s=tuple(t for r in runs for t in r.server_s),
         identities=frozenset().union(*(r.identities for r in runs)),
+        start_s=tuple(t for r in runs for t in r.start_s),
         weights=weights,
         model_revision=first.model_revision,
         image_id=first.image_id,

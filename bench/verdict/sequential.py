@@ -95,7 +95,7 @@ def fixed_mde_pct(f: FigureDelta, comparison: Comparison, policy: Policy) -> flo
     sd = pooled.sd_log if pooled is not None and pooled.sound else f.sd_log
     if sd is None:
         return None
-    level = policy.alpha / max(comparison.tests, 1)
+    level = comparison.level_for_one
     return stats.mde_pct(sd, FIXED_TRIALS, FIXED_TRIALS, alpha=level, power=POWER)
 
 

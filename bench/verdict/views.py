@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from bench import dirty_note
 from bench.bundle import provenance
+from bench.verdict import budget
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import (
@@ -105,6 +106,8 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
     if f is None or f.delta_pct is None:
         return TCell("—", "na")
     text = pct(f.delta_pct)
+    if f.own_pct is not None:
+        text += f"; own {pct(f.own_pct)}"
     if f.ci_pct is not None:
         text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
     if f.p_value is not None:
@@ -271,6 +274,32 @@ def reproduce_markdown(r: Reproduction) -> str:
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n\n" + r.summary() + "\n"
 
 
+def _method_lines(c: Comparison) -> list[str]:
+    p = c.policy
+    if c.whole is None:
+        return [
+            f"Changed = rejected by Benjamini–Hochberg at FDR {p.alpha:g} over all {c.tests} "
+            "cells × figures, p from Welch's t on log per-trial values (trials independent, "
+            "log-normal noise), pooled per figure where sound. Δ = (B − A) / A on geometric "
+            "means; [95 % CI]; MDE at 80 % power for one change among them."
+        ]
+    w = c.whole
+    ci = f"[{w.ci_pct[0]:+.1f}, {w.ci_pct[1]:+.1f}]".replace("-", "−")
+    return [
+        "Run-level model: every cell of a run shares that run's level (its median over the "
+        "run's figures), so a change everywhere is tested on the runs' levels and a change in "
+        "one cell on its values with their run's level divided out.",
+        f"- Whole run: B {'slower' if w.delta_pct > 0 else 'faster'} by "
+        f"{abs(w.delta_pct):.1f} % {ci}, p={w.p_value:.2g} (Welch's t on {w.runs[0]} + "
+        f"{w.runs[1]} run levels, {w.df:.1f} df, at FDR {p.alpha / 2:g}): "
+        f"{'CHANGED' if w.changed else f'no change larger than {w.mde_pct:.1f} %'}.",
+        f"- Each cell: Δ = (B − A) / A on geometric means as measured; own = its change "
+        f"beyond the whole run's, which [95 % CI], p and the MDE are about; Benjamini–Hochberg "
+        f"at FDR {p.alpha / 2:g} over all {c.tests} cells × figures, Welch's t on log values "
+        "(pooled per figure where sound).",
+    ]
+
+
 def compare_markdown(c: Comparison) -> str:
     lines = trust_lines([c.a, c.b])
     lines += [f"## Compare: {c.b.name} against {c.a.name}", ""]
@@ -289,20 +318,15 @@ def compare_markdown(c: Comparison) -> str:
     if spent := server_time_line([c.a, c.b]):
         lines += [spent, ""]
     lines += [*provenance_lines(c), ""]
-    p = c.policy
     if c.raw_only:
         lines.append(
             "One trial a side: run-to-run noise is unknown, so noise cannot be told from change."
             " Only the raw Δ is shown; run 3 trials a side (separate bundles) for a verdict."
         )
     else:
-        lines.append(
-            f"Changed = rejected by Benjamini–Hochberg at FDR {p.alpha:g} over all {c.tests} "
-            "cells × figures, p from Welch's t on log per-trial values (trials independent, "
-            "log-normal noise), pooled per figure where sound. Δ = (B − A) / A on geometric "
-            "means; [95 % CI]; MDE at 80 % power for one change among them."
-        )
+        lines += _method_lines(c)
         lines += c.noise_lines()
+        lines += budget.lines(c)
     if c.unmeasured:
         lines.append(
             f"Not measured by either side: {len(c.unmeasured)} cells (over capacity or not run "

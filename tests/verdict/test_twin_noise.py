@@ -68,3 +68,29 @@ def test_twin_serve_takes_run_noise() -> None:
     twin_cli.register(sub)
     args = parser.parse_args(["twin", "serve", "--run-noise", "--seed", "3"])
     assert args.run_noise and args.seed == 3
+
+
+def test_the_shared_factor_moves_every_cell_of_a_run_together_with_heavy_tails() -> None:
+    p = profiles.load("published").model_copy(
+        update={"noise_run": 0.0, "noise_trial": 0.0, "noise_shared": 0.2, "noise_shared_df": 5.0}
+    )
+    # One factor per run, the same in every cell of it.
+    assert noise.cell_factor(p, 3, 0, 8192, 1) == noise.cell_factor(p, 3, 0, 65536, 64)
+    logs = [math.log(noise.cell_factor(p, run, 0, 8192, 1)) for run in range(4000)]
+    # A Student t with 5 df scaled by 0.2: sd 0.2 x sqrt(5/3), excess kurtosis 6 / (5 - 4).
+    sd = statistics.pstdev(logs)
+    assert sd == pytest.approx(0.2 * math.sqrt(5 / 3), rel=0.1)
+    m = statistics.fmean(logs)
+    kurtosis = statistics.fmean((x - m) ** 4 for x in logs) / sd**4 - 3.0
+    assert kurtosis > 2.0  # a normal's is 0
+    assert noise.cell_factor(noise.without_noise(p), 3, 0, 8192, 1) == 1.0
+
+
+def test_a_noise_fit_replaces_only_the_noise() -> None:
+    p = profiles.load("published")
+    assert "vllm-cpu" in noise.fit_names()
+    for name in noise.fit_names():
+        fitted = noise.with_fit(p, name)
+        assert fitted.noise_shared > 0 and fitted.noise_run != p.noise_run
+        assert fitted.decode_step_s == p.decode_step_s
+        assert noise.cell_factor(fitted, 1, 0, 8192, 1) != noise.cell_factor(p, 1, 0, 8192, 1)

