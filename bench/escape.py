@@ -2,7 +2,8 @@
 a version, an archive member's name) is escaped where it is rendered.
 
     md_cell(text)     a Markdown table cell: `|` as `\\|`, CR and LF as spaces, so a reason
-                      can never end its row and forge the next one (H10)
+                      can never end its row and forge the next one (H10); other control
+                      characters as `terminal` writes them
     terminal(text)    a line for a terminal: control characters (ESC, CR, LF, BEL, ...)
                       written as their escapes (`\\x1b`), never sent raw (M3)
     csv_cell(value)   a spreadsheet cell: text starting with = + - @ (or a tab or CR)
@@ -17,7 +18,8 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def md_cell(text: str) -> str:
-    return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    flat = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+    return terminal(flat).replace("|", "\\|")
 
 
 def terminal(text: str) -> str:

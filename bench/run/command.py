@@ -187,7 +187,8 @@ async def _run(
     results = await runner.measure(results)
     rundir.save(results)
     print(f"results: {rundir.path}", flush=True)
-    print((rundir.path / "tables.md").read_text(), flush=True)
+    tables = (rundir.path / "tables.md").read_text().splitlines()
+    print("\n".join(escape.terminal(line) for line in tables), flush=True)
     return 0
 
 

@@ -111,7 +111,7 @@ class Hostile:
             self.scripts[path.removeprefix("/__script/")] = json.loads(body)
             return await self._send(writer, 200, b"{}")
         if "script" in spec:
-            return await self._scripted(writer, self.scripts[spec["script"]], method, path)
+            return await self._scripted(writer, self.scripts[spec["script"]], method, path, body)
         if target.startswith("http://"):  # a proxy request: refuse it, it is only logged
             await self._send(writer, 502, b"not a proxy")
             return False
@@ -152,7 +152,12 @@ class Hostile:
         return await self._send(writer, 404, b'{"error": "not found"}')
 
     async def _scripted(
-        self, writer: asyncio.StreamWriter, script: dict[str, Any], method: str, path: str
+        self,
+        writer: asyncio.StreamWriter,
+        script: dict[str, Any],
+        method: str,
+        path: str,
+        payload: bytes,
     ) -> bool:
         """Answer as the script says; a stream is a paced one with the script's usage
         values (raw JSON text), or its error status and body."""
@@ -161,7 +166,14 @@ class Hostile:
         if path in raw and method == "GET":
             return await self._send(writer, 200, script[raw[path]].encode(), ctype=ctype)
         if path == "/tokenize" and method == "POST":
-            body = b'{"count": ' + script["count"].encode() + b"}"
+            count = script["count"]
+            if count == "words":  # counts the text, as a tokenizer does
+                req = json.loads(payload or b"{}")
+                text = req.get("prompt") or " ".join(
+                    str(m.get("content", "")) for m in req.get("messages", [])
+                )
+                count = str(len(text.split()) + 3)
+            body = b'{"count": ' + count.encode() + b"}"
             return await self._send(writer, 200, body, ctype=ctype)
         if path == "/metrics":
             return await self._send(writer, 200, script["metrics"].encode(), ctype="text/plain")
