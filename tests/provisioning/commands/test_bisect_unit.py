@@ -35,6 +35,10 @@ def _repo(tmp_path: Path, n: int, *, culprit: int = 11, broken: int | None = Non
     who = {"NAME": "t", "EMAIL": "t@example.org"}
     env = {f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in who.items()}
     env["HOME"] = str(tmp_path)
+    # Fixed dates: the hashes, and so the seeds of each commit's virtual runs, are the same
+    # in every run of the test. With the clock's dates the noise was new each time and a
+    # clean-clone run once bisected to the wrong commit (a statistical search can).
+    env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = "2026-01-01T00:00:00+00:00"
     subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
     out = []
     for i in range(n):
