@@ -79,6 +79,7 @@ def dump_dom(chromium: str, page: Path, profile: Path) -> str:
 
 def probe_frontier(chromium: str, page_html: str, work: Path) -> tuple[dict[str, Any], str]:
     """PAGE_HTML loaded in Chromium with the probe: (what the probe found, the whole DOM)."""
+    work.mkdir(parents=True, exist_ok=True)
     probe_page = work / "report-probe.html"
     probe_page.write_text(page_html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom = dump_dom(chromium, probe_page, work / "profile")
