@@ -5,7 +5,8 @@ Parts (`--parts`, comma-separated; each failure names the missing piece and the 
 that provides it):
 
   python  the interpreter, sysconfig's include directory, the bench package importable,
-          the image's installed packages (name and version)
+          matplotlib and its compiled parts importable (`bench report` runs in the container
+          before signing), the image's installed packages (name and version)
   cc      a C file that includes Python.h compiles with the image's compiler against
           sysconfig's include path: Triton builds its launcher exactly so at run time
   cuda    nvcc is present and reports the image's CUDA (BENCH_CUDA_VERSION); `import vllm, torch,
@@ -57,6 +58,18 @@ def check_python(facts: dict[str, Any]) -> None:
     if importlib.util.find_spec("bench") is None:
         raise Missing("the bench package is not importable (pip install . in the image)")
     facts["bench"] = _version("bench")
+    # The report is made in the container before the bundle is signed: its matplotlib must
+    # import against the image's numpy (compiled parts included; pyplot would build a font
+    # cache into the image, so it is left to run time).
+    for name in ("matplotlib", "matplotlib.ft2font", "matplotlib._path"):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any import failure is the finding
+            raise Missing(
+                f"import {name} failed ({type(exc).__name__}: {exc}): `bench report` needs "
+                "matplotlib (requirements/runtime.lock)"
+            ) from None
+    facts["matplotlib"] = _version("matplotlib")
     # The image's full package set, name -> version: what a rebuild next month must match,
     # and what two bundles' images differ in.
     facts["packages"] = dict(

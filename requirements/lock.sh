@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Re-resolve the locks of bench's own Python (docs/reproducibility.md) with pip-compile:
 #
-#   requirements/runtime.lock  [project] dependencies + [build-system] requires: the images
+#   requirements/runtime.lock  [project] dependencies + the report extra (matplotlib: the report
+#                              is made inside the container) + [build-system] requires: the images
 #   requirements/dev.lock      the same + the dev extra: `make setup`
 #
 # For CPython 3.11 on linux x86_64 (pip-compile resolves for the interpreter it runs on),
@@ -30,5 +31,5 @@ lock() {
     echo "$out"
 }
 cd "$root"
-lock requirements/runtime.lock
-lock requirements/dev.lock --extra dev
+lock requirements/runtime.lock --extra report
+lock requirements/dev.lock --extra dev --extra report

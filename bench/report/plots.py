@@ -1,7 +1,13 @@
-"""The report's plots with matplotlib (the optional `report` extra), as PNG bytes.
+"""The report's plots with matplotlib (the `report` extra, in every image), as PNG bytes.
 
 matplotlib is imported here only, with the non-interactive Agg backend, so that the
-report renders on a headless host and the server image can leave it out.
+report renders on a headless host (inside the server's container, before signing).
+
+The same run gives the same PNG bytes wherever the same matplotlib draws it: matplotlib's
+own default style (a user's matplotlibrc ignored), its bundled DejaVu Sans (found before a
+system copy of the same name) rendered by the FreeType its wheel carries, and no
+"Software" or time in the PNG's metadata. The locks pin one matplotlib for the images
+and the .venv (tests/provisioning/flow/test_flow.py compares the bytes).
 """
 
 from __future__ import annotations
@@ -33,7 +39,15 @@ def _pyplot() -> Any:
             "matplotlib is not installed; the report needs it",
             hint="pip install 'bench[report]'",
         ) from None
+    plt.style.use(_STYLE)
     return plt
+
+
+# matplotlib's built-in defaults, whatever matplotlibrc the machine has, and one font.
+_STYLE: list[str | dict[str, Any]] = [
+    "default",
+    {"font.family": ["sans-serif"], "font.sans-serif": ["DejaVu Sans"]},
+]
 
 
 def _png(fig: Any) -> bytes:

@@ -5,8 +5,9 @@ flow"), in order, the clean-up, and the interrupts.
     → server container                                      (provisioning.flow.server_start)
     → readiness (log followed, exit = error with log tail)  (provisioning.flow.readiness)
     → `bench run` inside it                                 (provisioning.flow.sweep_exec)
-    → the image's id and labels into environment.json, recipe.json, `bench manifest` in
-      the container, signature on the host → pack           (provisioning.flow.sealing)
+    → the image's id and labels into environment.json, recipe.json, `bench report` in a
+      container of the image (report.html, plots/*.png)      (provisioning.flow.sealing)
+    → `bench manifest` in the container, signature on the host → pack   (the same)
     → pull back → verify                                    (the placement)
     → clean-up (always: success, error, Ctrl-C; --keep leaves the server up)
 
@@ -228,6 +229,10 @@ class HostRun:
                 )  # fmt: skip
                 self.facts.timings_s = self.outcome.timings_s
                 self.facts.server_log = self.server.log if self.server else []
+                # The report before the manifest: the signature covers it. One that cannot
+                # be made is a line on the terminal; the bundle is signed without it.
+                with self.step("report"):
+                    sealer.report(self.facts)
                 with self.step("sign"):
                     sealer.seal(self.facts)
                 self.placement.deliver(sealer.archive, self.outcome, self.step)

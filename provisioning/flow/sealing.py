@@ -1,9 +1,11 @@
-"""Sealing the bundle on the host: what the flow learnt goes into the run directory, then
-the manifest, its signature and the archive, retried whole after a dropped connection.
+"""Sealing the bundle on the host: what the flow learnt goes into the run directory, the
+report, then the manifest, its signature and the archive, each retried after a dropped
+connection.
 
     server.log          the server container's whole log
     environment.json    + the image's id and labels, the weights, the server's start time
     recipe.json         the commands that re-create the run (provisioning.flow.recipe)
+    report.html, plots/ `bench report` in a helper container of the run's image (report())
     manifest.json       `bench manifest` in a helper container of the run's image
     manifest.json.sig   the host's key signs it (provisioning.flow.signing), on the host
     RUN.tar.gz          `bench pack` in a helper container over the host's folder of runs
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TextIO
 
@@ -32,7 +35,7 @@ from provisioning.containers.engine import ContainerSpec, Mount
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import recipe, signing
 from provisioning.flow.options import Options
-from provisioning.flow.reconnect import Reconnector
+from provisioning.flow.reconnect import HostLost, Reconnector
 from provisioning.flow.seams import (
     BUNDLES_IN_CONTAINER,
     RUN_IN_CONTAINER,
@@ -47,6 +50,7 @@ from provisioning.retry import retry_call
 log = structlog.get_logger("provisioning.flow")
 
 HELPER_TIMEOUT_S = 600
+_REASON_CHARS = 200  # of a failed helper's last log line, in the one line that reports it
 
 
 @dataclass
@@ -89,6 +93,34 @@ class Sealer:
         """Where the signed archive is on the host once seal() returned."""
         return f"{self.where.run_dir}.tar.gz"
 
+    def report(self, facts: RunFacts) -> RunFailed | None:
+        """What the flow learnt into the run directory, then `bench report` in a helper
+        container of the run's image: report.html and plots/*.png, made on the host before
+        seal() hashes and signs them, so the signature covers them as it does the figures.
+
+        A report that cannot be made costs the bundle its page, not its figures (as under
+        `bench local`): the failure is one line on the terminal and returned, and sealing
+        goes on; the bundle then lists no report.html and verifies as any other. A host
+        that is gone (HostLost) is not the report's failure and goes up.
+        """
+
+        def once() -> None:
+            self._record(facts)
+            code, tail = self._helper("report", ("bench", "report", RUN_IN_CONTAINER), quiet=True)
+            if code != 0:
+                raise RunFailed(f"`bench report` on {self.host} exited with {code}: {tail}")
+
+        try:
+            self._retried(once, doing="writing the report", then="writing the report again")
+        except HostLost:
+            raise
+        except RunFailed as exc:
+            print(f"[{self.host}] no report.html: {exc.message}; signing the bundle without it",
+                  file=self.out)  # fmt: skip
+            log.warning("report_not_written", host=self.host, error=exc.one_line())
+            return exc
+        return None
+
     def seal(self, facts: RunFacts) -> None:
         """server.log, the image into environment.json, manifest, signature and archive on
         the host, retried after a drop.
@@ -97,38 +129,67 @@ class Sealer:
         the signature and archive replaced), so a whole rerun is the same as one run: a
         dropped connection (once, or again right after the reconnect) just reruns them.
         """
+        self._retried(
+            lambda: self._seal_once(facts),
+            doing="signing the bundle",
+            then="signing again",
+            hint=f"the run directory is kept on the host ({self.where.run_dir}); "
+            f"sign it there with `bench sign`, or run again",
+        )
+
+    def _retried(
+        self, once: Callable[[], None], *, doing: str, then: str, hint: str | None = None
+    ) -> None:
+        """ONCE, rerun whole after a dropped connection (reconnected in between); after the
+        retries, RunFailed says so in one line. A helper a drop left behind goes first."""
         dropped = (EngineUnreachable, SshUnreachable)
 
-        def once(attempt: int) -> None:
-            if attempt:  # a helper the drop left behind (running or not) goes first
+        def attempt(n: int) -> None:
+            if n:  # a helper the drop left behind (running or not) goes first
                 self.engine.remove_run(self.scope, keep_roles=("server",))
-            self._seal_once(facts)
+            once()
 
         def give_up(exc: Exception, attempts: int) -> RunFailed | None:
             if not isinstance(exc, dropped):
                 return None
             return RunFailed(
-                f"signing the bundle on {self.host} failed {attempts} times, the "
+                f"{doing} on {self.host} failed {attempts} times, the "
                 f"ssh connection dropping each time (last: {exc.message})",
-                hint=f"the run directory is kept on the host ({self.where.run_dir}); "
-                f"sign it there with `bench sign`, or run again",
+                hint=hint,
             )
 
         def reconnect(exc: Exception) -> None:
             assert isinstance(exc, dropped)
-            self.reconnect(exc, sweeping=False, then="signing again")
+            self.reconnect(exc, sweeping=False, then=then)
 
         retry_call(
-            once,
+            attempt,
             replace(self.shell.retry, first_backoff_s=0.0),  # the reconnect backs off itself
             transient=lambda exc: isinstance(exc, dropped),
             event="seal_retry",
             give_up=give_up,
             between=reconnect,
-            log_fields=lambda: {"host": self.host},
+            log_fields=lambda: {"host": self.host, "doing": doing},
         )
 
     def _seal_once(self, facts: RunFacts) -> None:
+        self._record(facts)
+        code, _ = self._helper("manifest", ("bench", "manifest", RUN_IN_CONTAINER))
+        if code != 0:
+            raise RunFailed(f"writing the manifest on {self.host} failed (exit {code})")
+        signing.sign_on_host(
+            self.shell, self.where.signing_key, f"{self.where.run_dir}/manifest.json"
+        )
+        inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
+        code, _ = self._helper(
+            "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
+        )
+        if code != 0:
+            raise RunFailed(f"packing the bundle on {self.host} failed (exit {code})")
+
+    def _record(self, facts: RunFacts) -> None:
+        """server.log, the image's facts and recipe.json into the run directory (rewritten
+        whole each time: the report and then the manifest see them)."""
         run_dir = self.where.run_dir
         try:  # files written over SFTP: a drop there is a drop like any other
             if facts.server_log:
@@ -141,16 +202,6 @@ class Sealer:
             raise SshUnreachable(
                 f"ssh to {self.host} dropped while writing to the run directory: {exc}"
             ) from None
-        code = self._helper("manifest", ("bench", "manifest", RUN_IN_CONTAINER))
-        if code != 0:
-            raise RunFailed(f"writing the manifest on {self.host} failed (exit {code})")
-        signing.sign_on_host(self.shell, self.where.signing_key, f"{run_dir}/manifest.json")
-        inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
-        code = self._helper(
-            "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
-        )
-        if code != 0:
-            raise RunFailed(f"packing the bundle on {self.host} failed (exit {code})")
 
     def _record_image(self, facts: RunFacts) -> None:
         """The image's id and labels into environment.json, before the manifest hashes it.
@@ -208,9 +259,12 @@ class Sealer:
         target = f"{self.where.run_dir}/{recipe_mod.RECIPE_NAME}"
         self.shell.write_text(target, recipe_mod.dumps(made))
 
-    def _helper(self, role: str, command: tuple[str, ...], *, parent: bool = False) -> int:
+    def _helper(
+        self, role: str, command: tuple[str, ...], *, parent: bool = False, quiet: bool = False
+    ) -> tuple[int, str]:
         """A short-lived container of the run's image over the run directory (over the
-        host's folder of runs when PARENT); its exit code, its log's tail printed on failure."""
+        host's folder of runs when PARENT): its exit code and, on failure, its log's last
+        line (bounded, printable), the whole tail printed unless QUIET."""
         run_dir = self.where.run_dir
         source = run_dir.rsplit("/", 1)[0] if parent else run_dir
         target = BUNDLES_IN_CONTAINER if parent else RUN_IN_CONTAINER
@@ -226,6 +280,18 @@ class Sealer:
             )
         )
         code = self.engine.wait(cid, timeout_s=HELPER_TIMEOUT_S)
-        if code != 0:
-            print(indent(self.engine.log_tail(cid)), file=self.out)
-        return code
+        if code == 0:
+            return code, ""
+        tail = self.engine.log_tail(cid)
+        if not quiet:
+            print(indent(tail), file=self.out)
+        return code, last_line(tail)
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of a container's log, as one bounded, printable line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    line = "".join(c if c.isprintable() else "?" for c in lines[-1].strip())
+    return line if len(line) <= _REASON_CHARS else line[: _REASON_CHARS - 3] + "..."

@@ -69,6 +69,8 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     installed = dict(line.lower().replace("_", "-").split("==") for line in freeze.stdout.split())
     assert {n: installed.get(n) for n in locked} == locked
     assert not {"pytest", "mypy", "ruff"} & set(installed)
+    # The report is made in this image before signing: the self-test imported its matplotlib.
+    assert json.loads(facts.stdout)["matplotlib"] == locked["matplotlib"]
 
 
 def test_make_image_stops_early_without_the_registry(docker_env: dict[str, str]) -> None:

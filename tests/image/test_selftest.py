@@ -40,6 +40,22 @@ def test_generic_parts_pass_here_and_write_the_facts(tmp_path: Path) -> None:
 
     assert facts["packages"]["pytest"] == md.version("pytest")
     assert "bench" in facts["packages"]
+    assert facts["matplotlib"] == md.version("matplotlib")
+
+
+def test_a_matplotlib_that_does_not_import_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    st = load_script("image_selftest")
+    real = st.importlib.import_module
+
+    def no_ft2font(name: str) -> object:
+        if name == "matplotlib.ft2font":
+            raise ImportError("numpy.core.multiarray failed to import")
+        return real(name)
+
+    monkeypatch.setattr(st.importlib, "import_module", no_ft2font)
+    said = r"import matplotlib\.ft2font failed \(ImportError: numpy.core.multiarray failed to"
+    with pytest.raises(st.Missing, match=said + r" import\): `bench report` needs matplotlib"):
+        st.check_python({})
 
 
 def test_a_missing_python_header_is_named(tmp_path: Path) -> None:

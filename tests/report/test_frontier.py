@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,19 @@ def test_the_compare_page_draws_one_frontier_line_per_run(monkeypatch: pytest.Mo
     assert [ctx for ctx, _ in panels] == ["8K", "16K", "32K", "64K", "128K", "251K"]
     assert all(labels == ["A", "B"] for _, labels in panels)
     assert ylabel == "total output tok/s per GPU (4 GPUs: environment.json GPU inventory)"
+
+
+def test_a_machines_matplotlib_settings_change_no_byte_of_the_plots() -> None:
+    """The style is matplotlib's own defaults and one font, whatever matplotlibrc the
+    machine has (or a caller set): the same run gives the same PNG bytes."""
+    import matplotlib
+
+    cells = data.decode_cells(card_results(4.0))
+    panels = [(ctx, [plots.FrontierSeries("", pts, 4.0)])
+              for ctx, pts in frontier.points_of(cells).items()]  # fmt: skip
+    drawn = (plots.frontier(panels, "per GPU", "t"), plots.decode_heatmap(cells, "t"))
+    odd: Any = {"font.size": 17.0, "font.sans-serif": ["Liberation Sans", "Arial"],
+           "lines.linewidth": 4.0, "axes.facecolor": "#eeeeee", "figure.dpi": 50.0}  # fmt: skip
+    with matplotlib.rc_context(odd):
+        again = (plots.frontier(panels, "per GPU", "t"), plots.decode_heatmap(cells, "t"))
+    assert again == drawn

@@ -65,7 +65,9 @@ def workspace(run_dir: str = RUN_DIR) -> Workspace:
 class FakeEngine:
     """An engine whose connection is `down` until `down_for` reconnects went by (never when
     None); an exec's stream breaks after `stream` when `breaks`, and its state is read from
-    `exec_states` ((running, exit code) each time it is asked)."""
+    `exec_states` ((running, exit code) each time it is asked). A helper container ends with
+    0 unless `helper_exits` gives its role (exit code, log); each start is also written into
+    `journal` when given (a shell's commands: one timeline of both)."""
 
     def __init__(
         self,
@@ -75,6 +77,8 @@ class FakeEngine:
         stream: Iterable[bytes] = (b"cell 1 finished\n",),
         breaks: bool = False,
         helper_drops: int = 0,
+        helper_exits: Mapping[str, tuple[int, str]] | None = None,
+        journal: list[str] | None = None,
     ) -> None:
         self.down = False
         self.down_for = down_for
@@ -82,6 +86,8 @@ class FakeEngine:
         self.exec_states = list(exec_states)
         self.stream, self.breaks = list(stream), breaks
         self.helper_drops = helper_drops
+        self.helper_exits = dict(helper_exits or {})
+        self.journal = journal
         self.started: list[ContainerSpec] = []
         self.exec_commands: list[tuple[str, ...]] = []
         self.exec_env: list[dict[str, str]] = []
@@ -97,6 +103,8 @@ class FakeEngine:
     def start(self, spec: ContainerSpec) -> str:
         self._up("starting a container")
         self.started.append(spec)
+        if self.journal is not None:
+            self.journal.append(f"container {spec.role}")
         return f"{spec.role}-{len(self.started)}"
 
     def state(self, cid: str) -> tuple[str, int | None]:
@@ -107,7 +115,8 @@ class FakeEngine:
         return 49153
 
     def log_tail(self, cid: str, lines: int = 30) -> str:
-        return f"last lines of {cid}\n"
+        scripted = self.helper_exits.get(cid.rsplit("-", 1)[0])
+        return scripted[1] if scripted else f"last lines of {cid}\n"
 
     def follow_logs(self, cid: str, on_line: Callable[[str], None]) -> object:
         self.followed.append(cid)
@@ -146,7 +155,7 @@ class FakeEngine:
         if self.helper_drops:
             self.helper_drops -= 1
             raise lost("waiting for a container")
-        return 0
+        return self.helper_exits.get(cid.rsplit("-", 1)[0], (0, ""))[0]
 
     def image_labels(self, ref: str) -> dict[str, str]:
         return {"bench.version": "0.2.0"}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +18,10 @@ import pytest
 
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
+from bench.report.command import PLOTS_DIR, REPORT_NAME, write_report
 from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.support.chromium import chromium_path, png_size, probe_frontier
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 
@@ -27,6 +31,8 @@ SMALL_SWEEP = (
     "--duration", "2", "--max-tokens", "512",
 )  # fmt: skip
 API_KEY = "sk-orch-test-" + uuid.uuid4().hex
+PLOTS = ("decode_heatmap.png", "prefill_vs_context.png", "latency_vs_concurrency.png",
+         "frontier.png")  # fmt: skip
 
 
 def _provision(
@@ -101,7 +107,39 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
         if path.is_file():
             assert API_KEY.encode() not in path.read_bytes(), path
     assert API_KEY not in out and API_KEY not in err
+    _report_is_signed_and_drawn(bundle, tmp_path)
     print(f"whole flow against the test host: {took:.1f} s\n{out}")
+    print("bundle: " + " ".join(sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*"))))
+
+
+def _report_is_signed_and_drawn(bundle: Path, tmp_path: Path) -> None:
+    """The host's bundle holds what `bench local`'s holds: report.html with its plots and the
+    frontier, made in the container before signing (so the signed manifest lists them), the
+    same PNG bytes this machine's matplotlib draws from the bundle, and drawn by Chromium."""
+    listed = {f["path"] for f in json.loads((bundle / "manifest.json").read_text())["files"]}
+    report = {REPORT_NAME, *(f"{PLOTS_DIR}/{name}" for name in PLOTS)}
+    assert report <= listed, sorted(report - listed)
+    for name in report:
+        assert (bundle / name).is_file(), name
+    page = (bundle / REPORT_NAME).read_text(encoding="utf-8")
+    frontier = (bundle / PLOTS_DIR / "frontier.png").read_bytes()
+    inline = re.search(r'<img id="frontier" alt="[^"]*" src="data:image/png;base64,([^"]+)"', page)
+    assert inline is not None and base64.b64decode(inline.group(1)) == frontier
+    # The container's matplotlib (runtime.lock) and this .venv's (dev.lock) are one pin: the
+    # same run gives the same bytes here (fonts, style and metadata fixed: bench.report.plots).
+    here = tmp_path / "rerendered"
+    shutil.copytree(bundle, here)
+    shutil.rmtree(here / PLOTS_DIR)
+    write_report(here)
+    for name in PLOTS:
+        assert (here / PLOTS_DIR / name).read_bytes() == (bundle / PLOTS_DIR / name).read_bytes(), (
+            name
+        )
+    probe, dom = probe_frontier(chromium_path(), page, tmp_path / "chromium")
+    assert probe["found"] and probe["complete"]
+    assert (probe["width"], probe["height"]) == png_size(frontier)
+    assert probe["ink"] > 0.02 * probe["pixels"] and probe["series"] > 0
+    assert "per-user output tok/s" in dom and "a twin: no GPUs" in dom
 
 
 def test_server_that_exits_at_start_is_an_error_with_its_log_and_leaves_nothing(

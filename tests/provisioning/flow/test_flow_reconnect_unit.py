@@ -134,6 +134,36 @@ def test_signing_dropped_twice_is_redone_whole_and_signed_with_one_command(
     assert sealer.archive == f"{RUN_DIR}.tar.gz"
 
 
+def test_a_report_dropped_once_is_made_again_and_one_that_keeps_dropping_is_skipped(
+    tmp_path: Path,
+) -> None:
+    engine, shell = FakeEngine(helper_drops=1), FakeShell(files=finished_run())
+    sealer, out = _sealer(engine, shell, tmp_path)
+    assert sealer.report(RunFacts()) is None
+    assert [s.role for s in engine.started] == ["report", "report"]
+    assert engine.removed == [(SCOPE, ("server",))]  # the dropped helper went first
+    assert "reconnected; writing the report again" in out.getvalue()
+
+    attempts = shell.retry.attempts
+    engine, shell = FakeEngine(helper_drops=attempts), FakeShell(files=finished_run())
+    sealer, out = _sealer(engine, shell, tmp_path)
+    skipped = sealer.report(RunFacts())
+    assert skipped is not None and f"failed {attempts} times" in skipped.message
+    assert [s.role for s in engine.started] == ["report"] * attempts  # bounded
+    assert out.getvalue().count("no report.html: ") == 1
+    sealer.seal(RunFacts())  # the connection is back: sealing goes on as always
+    assert [s.role for s in engine.started][attempts:] == ["manifest", "pack"]
+
+
+def test_a_host_lost_while_reporting_is_not_a_missing_report(tmp_path: Path) -> None:
+    engine = FakeEngine(down_for=None)
+    sealer, out = _sealer(engine, FakeShell(files=finished_run()), tmp_path)
+    engine.down = True
+    with pytest.raises(HostLost):
+        sealer.report(RunFacts())
+    assert "no report.html" not in out.getvalue()
+
+
 def test_the_manifest_is_bench_manifest_and_the_pack_sees_the_folder_of_runs(
     tmp_path: Path,
 ) -> None:

@@ -65,22 +65,73 @@ def test_the_steps_run_in_order_and_the_placement_gets_the_signed_archive(
         "server start",
         "readiness",
         "sweep",
+        "report",
         "sign",
     ]  # fmt: skip  (the twin needs no GPU self-test and no weights)
     assert placement.prepared == [(HOME, SCOPE)]
     assert placement.delivered == [f"{RUN_DIR}.tar.gz"]
     assert outcome.image_id == IMAGE_ID and outcome.complete and outcome.error is None
-    server, manifest, pack = engine.started
+    server, report, manifest, pack = engine.started
     assert (server.role, server.image, server.user) == ("server", IMAGE_ID, "1000:1000")
     assert server.publish == {8000: None} and server.hostname == "gpu01"
     assert server.environment["VLLM_API_KEY"] == "secret-key-1234"  # through the API
     assert not any("secret-key-1234" in word for word in server.command)
     assert [m.target for m in server.mounts] == ["/results/run", "/hf"]
+    assert report.command == ("bench", "report", "/results/run")
     assert (manifest.command[:2], pack.command[:2]) == (("bench", "manifest"), ("bench", "pack"))
     assert engine.exec_commands[0][:2] == ("bench", "run")
     assert engine.removed == [(SCOPE, ())] and engine.closed  # nothing left behind
     assert shell.files[f"{RUN_DIR}/server.log"] == "INFO server-1 log line\n"
     assert "[gpu01] server ready" in out.getvalue()
+
+
+def test_the_report_is_made_in_a_container_of_the_image_before_the_manifest_is_signed(
+    tmp_path: Path,
+) -> None:
+    shell = FakeShell(files=finished_run())
+    engine = FakeEngine(journal=shell.commands)  # one timeline: containers and host commands
+    run, _, out = _run(tmp_path, engine, shell)
+    run.run()
+    timeline = [c for c in shell.commands if c.startswith("container ") or "-Y sign" in c]
+    assert [c.split(" -q ")[0] for c in timeline] == [
+        "container server",
+        "container report",
+        "container manifest",
+        f"rm -f {RUN_DIR}/manifest.json.sig && ssh-keygen -Y sign",
+        "container pack",
+    ]
+    report = engine.started[1]
+    assert (report.image, report.user) == (IMAGE_ID, "1000:1000")
+    assert [(m.source, m.target) for m in report.mounts] == [(RUN_DIR, "/results/run")]
+    # It sees what the flow learnt: recipe.json and server.log were written before it ran.
+    first_report = shell.commands.index("container report")
+    assert f"{RUN_DIR}/recipe.json" in shell.files and f"{RUN_DIR}/server.log" in shell.files
+    assert "container manifest" not in shell.commands[:first_report]
+    assert "[gpu01] report ..." in out.getvalue()
+
+
+def test_a_report_that_fails_is_one_line_and_the_bundle_is_signed_without_it(
+    tmp_path: Path,
+) -> None:
+    traceback = (
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "bench: error: matplotlib is not installed; the report needs it\x1b[0m\n\n"
+    )
+    engine = FakeEngine(helper_exits={"report": (3, traceback)})
+    shell = FakeShell(files=finished_run())
+    run, placement, out = _run(tmp_path, engine, shell)
+    outcome = run.run()
+    # Not the run's failure: the figures are signed and delivered as always.
+    assert outcome.error is None and outcome.complete
+    assert [s.role for s in engine.started] == ["server", "report", "manifest", "pack"]
+    assert placement.delivered == [f"{RUN_DIR}.tar.gz"]
+    said = [line for line in out.getvalue().splitlines() if "report" in line]
+    assert said == [
+        "[gpu01] report ...",
+        "[gpu01] no report.html: `bench report` on gpu01 exited with 3: bench: error: "
+        "matplotlib is not installed; the report needs it?[0m; signing the bundle without it",
+    ]
+    assert "Traceback" not in out.getvalue()
 
 
 def test_keep_leaves_the_server_running_and_says_where(tmp_path: Path) -> None:
