@@ -78,6 +78,12 @@ class RequestRecord:
 
     def add_usage(self, now_s: float, completion_tokens: int) -> None:
         if completion_tokens > (self.chunk_tokens[-1] if self.chunk_tokens else 0):
+            # Chunk times never go back: a receive stamp is put on the client's clock from
+            # two clock readings (bench.stream.rxstamp.read), and a loaded machine that
+            # preempts between them can place a read a millisecond before the one it
+            # followed (a -1.5 ms gap under a CPU hog against llama.cpp's server).
+            if self.chunk_s and now_s < self.chunk_s[-1]:
+                now_s = self.chunk_s[-1]
             self.chunk_s.append(now_s)
             self.chunk_tokens.append(completion_tokens)
 

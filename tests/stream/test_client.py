@@ -284,3 +284,16 @@ def test_an_error_response_made_whole_in_memory_is_read_like_a_streamed_one() ->
 
     record = _one(handler, clock)
     assert record.error == "HTTP 503: (Location: /elsewhere) " + "x" * 300
+
+
+def test_chunk_times_never_go_back_whatever_the_stamps_say() -> None:
+    # A receive stamp is moved onto the client's clock from two readings; preempted between
+    # them, a loaded machine dated a read 1.5 ms before the one it followed, a negative gap
+    # that made a llama.cpp cell implausible. The record keeps its times in order.
+    record = RequestRecord(worker=0, start_s=0.0)
+    record.add_usage(1.0, 1)
+    record.add_usage(0.9985, 2)
+    record.add_usage(1.01, 3)
+    assert list(record.chunk_s) == [1.0, 1.0, 1.01]
+    assert min(record.gaps_s()) == 0.0
+    assert record.tokens_between(1.0, 1.0) == (2, 1.0)
