@@ -81,7 +81,7 @@ def test_malformed_environment_is_exit_usage(var: str, value: str, words: tuple[
     [
         (["--contexts", "8Q"], ("'8Q' is not a context size", "write e.g. 8K")),
         (["--concurrencies", "0"], ("concurrency '0' is not a positive integer",)),
-        (["--duration", "-1"], ("must be positive",)),
+        (["--duration", "-1"], ("--duration -1 is not a finite number from 0.001 to 604800",)),
         (["--resume", "/nonexistent/run"], ("has no results.json to resume",)),
     ],
     ids=["context", "concurrency", "duration", "resume-nothing"],
