@@ -8,12 +8,14 @@ back in a signed bundle (or said where it is), and no container left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,12 +25,29 @@ from bench.errors import Exit
 from bench.results import Results
 from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
-from tests.support.procs import new_mark, stderr_until, wait_no_survivors
+from tests.support.procs import kill_group, new_mark, stderr_until, wait_no_survivors
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 
 SWEEP = ("--no-verdict", "--", "--contexts", "8K", "16K", "--prefill-only-contexts",
          "--concurrencies", "1", "2", "--duration", "4", "--max-tokens", "256")  # fmt: skip
+
+
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _ended() -> Iterator[None]:
+    """Whatever a test's outcome, the `provision bench` it started is ended and its pipes
+    read and closed: a test that failed before its own `communicate` left it running, and
+    the next test failed on its unclosed pipes (issue 28)."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+            proc.communicate(timeout=30)
 
 
 def _containers(run_id: str, *filters: str) -> list[str]:
@@ -53,10 +72,12 @@ def _start(
         "--results", str(tmp_path / "results"),
         "--allowed-signers", str(tmp_path / "allowed_signers"), *SWEEP,
     ]  # fmt: skip
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
+    _STARTED.append(proc)
+    return proc
 
 
 def _until(proc: subprocess.Popen[str], needle: str) -> str:

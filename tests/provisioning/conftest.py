@@ -89,9 +89,14 @@ class SshTestHost:
         while frontier:
             victims += frontier
             frontier = [c for pid in frontier for c in _children(pid)]
+        killed = 0
         for pid in victims:
-            os.kill(pid, signal.SIGKILL)
-        return len(victims)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass  # it ended between the listing and the kill (a session closing)
+        return killed
 
     def stand_in(self, name: str, script: str) -> Path:
         path = self.bin / name
