@@ -359,7 +359,7 @@ class _Cell:
         c = self.run.concurrency
         snap = await self.server.scrape_within("the readiness gate")
         now = self.server.clock()
-        if snap is not None:
+        if snap is not None and snap.get(metrics.RUNNING) is not None:
             running = snap.get(metrics.RUNNING) or 0
             waiting = snap.get(metrics.WAITING) or 0
             server_ok = running + self.restarting() >= c and waiting == 0

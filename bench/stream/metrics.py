@@ -23,6 +23,9 @@ SPEC_ACCEPT_LENGTH = "engine:spec_accept_length"  # tokens per step, 1 + accepte
 PREFIX_HIT_RATE = "engine:prefix_cache_hit_rate"
 RATES = frozenset({SPEC_ACCEPT_RATE, SPEC_ACCEPT_LENGTH, PREFIX_HIT_RATE})
 
+# Requests running or waiting on one server: far above any engine's limit (vLLM's
+# max_num_seqs is in the thousands), far below what only a broken or hostile server says.
+MAX_REQUESTS = 1_000_000
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 CACHE_CONFIG = "vllm:cache_config_info"
@@ -85,6 +88,10 @@ def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) ->
     for key in list(snap.values):
         if not math.isfinite(snap.values[key]):
             del snap.values[key]  # a sum that overflows is no reading
+        elif key in (RUNNING, WAITING) and not 0 <= snap.values[key] <= MAX_REQUESTS:
+            # A request count no server can have (2.3e16 running, from the fuzzer) is no
+            # reading: the drain barrier waited out its whole time-out on it, every cell.
+            del snap.values[key]
         elif key in RATES:
             snap.values[key] /= seen[key]
     return snap

@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.run.cell import (
@@ -23,6 +24,7 @@ from bench.run.cell import (
 )
 from bench.run.prompts import request_body
 from bench.run.sweep import _READY_BASE_S, _READY_PREFILL_TOK_S, TOKENIZE_AFTER_CELL_S
+from bench.stream import metrics
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
 from bench.stream.tokens import Counting
@@ -199,3 +201,32 @@ def test_counting_tokens_after_a_cell_ends_at_its_bound(tmp_path: Path) -> None:
     why = f"counting the cell's tokens through /tokenize did not finish within {300:g} s"
     assert all(c.reason == why for c in done.cells)
     assert took_s < 2 * (TOKENIZE_AFTER_CELL_S + TIMING.budget_s)
+
+
+def test_a_request_count_no_server_can_have_is_no_reading_and_the_gate_counts_its_own() -> None:
+    text = (
+        "vllm:num_requests_running 2.3079872021073276e+16\n"
+        "vllm:num_requests_waiting -3\nvllm:prefix_cache_queries_total 5\n"
+    )
+    snap = metrics.parse(text, 0.0)
+    assert snap.get(metrics.RUNNING) is None and snap.get(metrics.WAITING) is None
+    assert snap.get("vllm:prefix_cache_queries_total") == 5.0
+    assert metrics.parse("vllm:num_requests_running 7\n", 0.0).get(metrics.RUNNING) == 7.0
+
+
+class _ImplausibleMetrics(SimServer):
+    """A server whose /metrics says 2.3e16 requests run, always (the fuzzer's example)."""
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text="vllm:num_requests_running 2.3e16\n")
+        return await super()._handle(request)
+
+
+def test_a_server_claiming_2e16_running_requests_costs_no_drain_time_out() -> None:
+    # Before: the drain barrier waited its whole time-out (10 s here, 305 s in a real run)
+    # on every cell for a count that never reached 0.
+    run, took_s = _cell(_ImplausibleMetrics())
+    assert run.drain_note is None and run.ready_after_s is not None
+    assert run.stopped is None and run.w1_s is not None
+    assert took_s < TIMING.drain_timeout_s
