@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import run_files, stats
 from bench.bundle import provenance
+from bench.errors import BenchError
 from bench.host import telemetry
 from bench.verdict import run_source
 from bench.verdict import settings as settings_mod
@@ -69,7 +70,7 @@ def window_clock(path: Path) -> float | None:
     not readable (a telemetry file that does not parse is no evidence either way)."""
     try:
         windows = telemetry.read_windows(path)
-    except (OSError, ValueError):  # pydantic's ValidationError, bad UTF-8, bad JSON
+    except (OSError, ValueError, BenchError):  # bad UTF-8, bad JSON: read_windows's one line
         return None
     clocks = [
         g.mean_sm_clock_mhz

@@ -26,7 +26,7 @@ from bench.failures import ErrorKind
 from bench.host import telemetry
 from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import gpu_validity, outcome, prompts, resume
-from bench.run.cell import CellTiming, Server, run_cell
+from bench.run.cell import CellStopped, CellTiming, Server, run_cell
 from bench.run.presize import Presizer, Sized
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
@@ -138,9 +138,12 @@ class Sweep:
         s, info = results.settings, results.server
         # The scout must be alone on the server: the previous row's cancelled streams may
         # still run for a while (vLLM aborts them a few steps after the disconnect).
-        drain_note = await self.server.drain(
-            *self._drain_timing(s.readiness_hold_s, info.speed_factor)
-        )
+        try:
+            drain_note = await self.server.drain(
+                *self._drain_timing(s.readiness_hold_s, info.speed_factor)
+            )
+        except CellStopped as exc:  # a /metrics that stopped answering: no number from it
+            drain_note = str(exc)
         record = RequestRecord(worker=0, start_s=self.clock())
         scout_body = _body(results, prompt, 1)
         bound_s = 2 * _ready_timeout_s(1, tokens, info.speed_factor)

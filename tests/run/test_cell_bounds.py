@@ -230,3 +230,23 @@ def test_a_server_claiming_2e16_running_requests_costs_no_drain_time_out() -> No
     assert run.drain_note is None and run.ready_after_s is not None
     assert run.stopped is None and run.w1_s is not None
     assert took_s < TIMING.drain_timeout_s
+
+
+def test_a_request_count_that_is_not_whole_is_no_reading() -> None:
+    snap = metrics.parse("vllm:num_requests_waiting 2.1613190353602048e-86\n", 0.0)
+    assert snap.get(metrics.WAITING) is None
+    assert metrics.parse("vllm:num_requests_waiting 3.0\n", 0.0).get(metrics.WAITING) == 3.0
+
+
+def test_a_scout_whose_drain_gets_no_metrics_answer_is_an_invalid_sample(tmp_path: Path) -> None:
+    # The fuzzer's find: the scout's drain barrier raised CellStopped out of the sweep (a
+    # traceback). The 1st /metrics request is the first row's drain before its scout.
+    sim = SimServer(hang_metrics=frozenset({1}))
+    done, _ = _sweep_with(sim, tmp_path)
+    (sample,) = done.prefill
+    assert sample.status == "invalid"
+    assert (
+        sample.reason
+        == f"no /metrics answer within {SCRAPE_BOUND_S:g} s (during the drain barrier)"
+    )
+    assert [c.status for c in done.cells] == ["valid", "valid"]
