@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from bench import bounds
+
 # A vllm:* sample line is a name, a few labels and a number: far below this.
 MAX_METRICS_LINE = 16_384
 _LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
@@ -88,19 +90,13 @@ def prometheus(text: str, prefix: str, rename: Mapping[str, str], t_s: float) ->
     for key in list(snap.values):
         if not math.isfinite(snap.values[key]):
             del snap.values[key]  # a sum that overflows is no reading
-        elif key in (RUNNING, WAITING) and not _a_request_count(snap.values[key]):
-            # A request count no server can have (2.3e16 running, from the fuzzer) is no
-            # reading: the drain barrier waited out its whole time-out on it, every cell.
+        elif key in (RUNNING, WAITING) and bounds.count(snap.values[key], MAX_REQUESTS) is None:
+            # A request count no server can have (2.3e16 running, or 2.2e-86 waiting, from
+            # the fuzzer) is no reading: the drain barrier waited out its time-out on it.
             del snap.values[key]
         elif key in RATES:
             snap.values[key] /= seen[key]
     return snap
-
-
-def _a_request_count(value: float) -> bool:
-    """A number of requests a server can have: whole, from 0 to MAX_REQUESTS (a waiting
-    count of 2.2e-86, from the fuzzer, was never 0, and the drain barrier waited on it)."""
-    return 0 <= value <= MAX_REQUESTS and value == int(value)
 
 
 def delta(first: Snapshot | None, last: Snapshot | None, name: str) -> float | None:
