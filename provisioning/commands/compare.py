@@ -29,7 +29,7 @@ from provisioning.commands.options import (
     add_pair_outputs,
     target_choice,
 )
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.options import Options, Secrets
@@ -168,7 +168,7 @@ def compare_commits(
     ]
     preflight_host(target, trust_new_host=pair.trust_new_host, environ=dict(os.environ))
     ids = []
-    with Engine(target.host) as engine:
+    with DockerEngine(target.host) as engine:
         for spec in specs:  # both before either sweep: a commit that does not build stops here
             ids.append(
                 ensure.ensure_image(engine, spec.tag, target.host.name, sys.stderr,

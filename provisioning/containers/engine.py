@@ -68,7 +68,7 @@ class ContainerSpec:
         return f"vllm-bench-{self.run_id}-{self.role}"
 
 
-class Engine:
+class DockerEngine:
     """The Docker engine of one host."""
 
     def __init__(self, host: Host, *, timeout_s: float = 120.0, local: bool = False) -> None:
@@ -98,7 +98,7 @@ class Engine:
             log.debug("engine_close_failed", error=str(exc))
         self._connect()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> DockerEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

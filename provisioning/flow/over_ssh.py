@@ -16,7 +16,7 @@ import shlex
 from typing import TextIO
 
 from bench.errors import Interrupted
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
 from provisioning.flow.options import Options, Outcome
@@ -34,11 +34,11 @@ class OverSsh:
     def __init__(self, remote: Remote, opts: Options) -> None:
         self.remote, self.opts = remote, opts
         self.host = remote.host
-        self._engine: Engine | None = None
+        self._engine: DockerEngine | None = None
         self._pull = PullBack(remote, opts)
 
     def open_engine(self) -> EngineSide:
-        self._engine = Engine(self.host)
+        self._engine = DockerEngine(self.host)
         return self._engine
 
     def prepare(self, home: str, scope: str) -> tuple[str, str]:

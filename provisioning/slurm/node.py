@@ -1,7 +1,7 @@
 """One node's part of a Slurm job: `python -m provisioning node-run RUN_DIR`, one task per node.
 
 The single-host flow (provisioning.flow.host_run.HostRun) on the node itself, placed there by OnNode
-(its own Docker engine, Engine(local=True); the run directory and bundle on the shared
+(its own Docker engine, DockerEngine(local=True); the run directory and bundle on the shared
 filesystem; a signing key of its own) with the node's own commands
 (provisioning.hosts.local.LocalShell):
 
@@ -45,7 +45,7 @@ from bench.errors import BenchError, Exit, Interrupted
 from bench.launch_profile import load_launch_profile
 from bench.settings import Settings
 from provisioning.containers.docker_sdk import ImageMissing
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
@@ -126,13 +126,13 @@ class OnNode:
         self.host = shell.host
         self.directory = directory
         self.image_tar = image_tar
-        self._engine: Engine | None = None
+        self._engine: DockerEngine | None = None
 
     def run_dir(self, scope: str) -> Path:
         return self.directory / scope
 
     def open_engine(self) -> EngineSide:
-        self._engine = Engine(self.host, local=True)
+        self._engine = DockerEngine(self.host, local=True)
         return self._engine
 
     def prepare(self, home: str, scope: str) -> tuple[str, str]:
@@ -204,7 +204,7 @@ def node_preflight(shell: LocalShell, opts: Options, hf_token_present: bool) -> 
         "slurm task", preflight_report.Status.OK, f"node {host.name}, job {job}, task {task}"
     )
     try:
-        with Engine(host, local=True) as engine:
+        with DockerEngine(host, local=True) as engine:
             report.checks.insert(
                 1,
                 preflight_report.Check(
