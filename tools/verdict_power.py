@@ -166,7 +166,7 @@ def sequential(
     base: Base,
     i: int,
     change: tuple[Key, str, float] | None = None,
-) -> sequential_mod.Outcome:
+) -> sequential_mod.SequentialOutcome:
     """Comparison i by the product's sequential scheduler, each trial a virtual run."""
 
     def measure(which: str, trial: int, cells: frozenset[Key] | None) -> RunFigures:

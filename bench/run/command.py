@@ -21,7 +21,7 @@ from bench.host import environment, telemetry
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
 from bench.run import options, plan, resume, sweep
 from bench.run.capacity import kv_capacity
-from bench.run.cell import Server
+from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.server_info import detect, engine_setup
@@ -169,8 +169,8 @@ async def _run(
         estimated_s=the_plan.estimated_duration_s,
         speed_factor=info.speed_factor,
     )
-    runner = sweep.Sweep(
-        server=Server(
+    runner = sweep.SweepRunner(
+        server=ServerView(
             client,
             clock,
             sweep.sleep,

@@ -26,7 +26,7 @@ from bench.failures import ErrorKind
 from bench.host import telemetry
 from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import gpu_validity, outcome, prompts, resume
-from bench.run.cell import CellStopped, CellTiming, Server, run_cell
+from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
 from bench.run.presize import Presizer, Sized
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
@@ -50,8 +50,8 @@ TOKENIZE_AFTER_CELL_S = 300.0
 
 
 @dataclass
-class Sweep:
-    server: Server
+class SweepRunner:
+    server: ServerView
     rundir: RunDir
     progress: SweepProgress
     anchor_s: float  # clock reading at the run's wall-clock anchor
@@ -453,7 +453,7 @@ def _ready_timeout_s(c: int, prompt_tokens: int, speed: float) -> float:
 
 
 def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
-    """Whether `Sweep._row` will size this row's prompt (the same test it makes)."""
+    """Whether `SweepRunner._row` will size this row's prompt (the same test it makes)."""
     if ctx.scout_reason is not None:
         return False
     scouted = any(p.context_label == ctx.label and p.trial == trial for p in results.prefill)

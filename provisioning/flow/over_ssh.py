@@ -19,7 +19,7 @@ from bench.errors import Interrupted
 from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
-from provisioning.flow.options import Options, Outcome
+from provisioning.flow.options import HostOutcome, Options
 from provisioning.flow.pull_back import PullBack
 from provisioning.flow.seams import Steps
 from provisioning.hosts.remote import Remote
@@ -60,7 +60,7 @@ class OverSsh:
             build=self.opts.build,
         )
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         self._pull.deliver(archive, outcome, steps)
 
     def stop_delivery(self) -> None:

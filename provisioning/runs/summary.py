@@ -23,7 +23,7 @@ from bench.verdict.command import load_reference
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run
 from bench.verdict.views import reproduce_markdown
-from provisioning.flow.options import Outcome
+from provisioning.flow.options import HostOutcome
 
 CARDS_DIR = Path(bench.cards.__file__).parent
 
@@ -47,7 +47,7 @@ class Ran(Protocol):
     """What the summary reads of a host's (or a Slurm node's) run."""
 
     @property
-    def outcome(self) -> Outcome: ...
+    def outcome(self) -> HostOutcome: ...
 
     @property
     def error(self) -> BenchError | None: ...

@@ -45,7 +45,7 @@ class TargetChoice:
 
 @dataclass(frozen=True)
 class Target:
-    host: inventory.Host
+    host: inventory.ResolvedHost
     profile: LaunchProfile
     requirements: Requirements
     image_ref: str
@@ -129,7 +129,7 @@ def preflight_host(
     return report
 
 
-def sdk_check(host: inventory.Host) -> report.Check:
+def sdk_check(host: inventory.ResolvedHost) -> report.Check:
     """The containers are driven through the Docker SDK's own SSH connection: try it."""
     name = "docker over ssh"
     try:

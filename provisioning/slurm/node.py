@@ -49,9 +49,9 @@ from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
-from provisioning.flow.options import Options, Outcome, Secrets
+from provisioning.flow.options import HostOutcome, Options, Secrets
 from provisioning.flow.seams import Steps
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.local import LocalShell, local_host
 from provisioning.preflight import checks
 from provisioning.preflight import report as preflight_report
@@ -164,7 +164,7 @@ class OnNode:
         print(f"[{name}] image {ref} present ({found[:19]})", file=out, flush=True)
         return found
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         """The signed archive stays where it is, on the shared filesystem."""
         outcome.archive = Path(archive)
 
@@ -271,7 +271,7 @@ def _complete(run_dir: Path) -> bool:
     return (run_dir / "results.json").is_file() and not (run_dir / "INCOMPLETE").exists()
 
 
-def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> HostRun:
+def _node_run(job: NodeJob, host: ResolvedHost, directory: Path, settings: Settings) -> HostRun:
     profile = load_launch_profile(job.profile)
     req = load_requirements(
         profile.name,

@@ -14,11 +14,11 @@ import pytest
 
 from bench.results import KvCapacity, Results, RunSettings, ServerInfo
 from bench.run import plan, prompts
-from bench.run.cell import Server, gate_pause_s, token_poll_s, wait_until
+from bench.run.cell import ServerView, gate_pause_s, token_poll_s, wait_until
 from bench.run.presize import CallTimer, TokenizeWindow
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run.sweep import Sweep
+from bench.run.sweep import SweepRunner
 from bench.stream.client import Client
 from tests.support import virtual
 from tests.support.simserver import SimServer, count_tokens
@@ -54,14 +54,14 @@ def _results(contexts: tuple[int, ...] = CONTEXTS, *, tokenize: bool = True) -> 
     )
 
 
-def _sweep(sim: SimServer, tmp_path: Path) -> tuple[Sweep, Client]:
+def _sweep(sim: SimServer, tmp_path: Path) -> tuple[SweepRunner, Client]:
     clock = virtual.clock
     client = Client("http://sim", clock=clock, transport=sim.transport())
-    server = Server(client, clock, asyncio.sleep, has_metrics=True)
+    server = ServerView(client, clock, asyncio.sleep, has_metrics=True)
     rundir = RunDir(tmp_path / "run")
     rundir.create()
     progress = SweepProgress(clock, total_cells=0, estimated_s=0, tty=False)
-    return Sweep(server=server, rundir=rundir, progress=progress, anchor_s=clock()), client
+    return SweepRunner(server=server, rundir=rundir, progress=progress, anchor_s=clock()), client
 
 
 def _run(sim: SimServer, tmp_path: Path, results: Results) -> Results:
