@@ -22,7 +22,7 @@ from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.run_source import Verification, load_run, merge_runs
-from bench.verdict.views import compare_markdown
+from bench.verdict.tables import compare_markdown
 from provisioning.commands.options import (
     add_build_args,
     add_common,
