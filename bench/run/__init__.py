@@ -4,7 +4,8 @@ command       `bench run`: the server's facts, the plan, the sweep, the run dire
 options       `bench run`'s words: its options, their checks, the RunSettings they make
 plan          the published cells and what runs of them (contexts x concurrencies x trials)
 capacity      which cells fit the server's KV cache (the over-capacity set)
-presize       prompt sizes from the server's own tokenizer
+presize       each row's prompt sized (/tokenize, else a line fitted to two probes), early
+              during the previous row's scout
 prompts       the synthetic prompts (unique per request, so no prefix cache helps)
 server_info   what the server says about itself (/version, /v1/models, /metrics)
 sweep         the cells in order, with readiness holds, warm-up and telemetry

@@ -76,7 +76,7 @@ def test_without_tokenize_prompts_are_sized_from_usage(tmp_path: Path) -> None:
 
     async def go() -> tuple[str, int]:
         text = prompts.PromptText("r", 0, "8K", 0)
-        got = await sweep._size(results, ctx, text)
+        got = await sweep._presize.size(results, ctx, text)
         await client.aclose()
         return got
 
