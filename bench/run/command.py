@@ -147,7 +147,7 @@ async def _run(
         results, finished = resume.carry_on(previous)
         results = results.model_copy(update={"plan": the_plan, "server": info})
         rundir.keep_only(finished)
-    rundir.save(results)
+    sweep.save(rundir, results)
     if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
         # Where this ran: the server's launch from /proc when it is local, GPUs, host.
         found = environment.capture(
@@ -185,7 +185,7 @@ async def _run(
         gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
     )
     results = await runner.measure(results)
-    rundir.save(results)
+    sweep.save(rundir, results)
     print(f"results: {rundir.path}", flush=True)
     tables = (rundir.path / "tables.md").read_text().splitlines()
     print("\n".join(escape.terminal(line) for line in tables), flush=True)

@@ -19,17 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import writes
 from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerUnreachable
 from bench.failures import ErrorKind
 from bench.host import telemetry
 from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
-from bench.run import gpu_validity, outcome, prompts, resume
+from bench.run import card_tables, gpu_validity, outcome, prompts, resume
 from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
 from bench.run.presize import Presizer
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run_files import METRICS, SAMPLES
+from bench.run_files import METRICS, SAMPLES, TABLES
 from bench.stream import tokens
 from bench.stream.client import Clock
 from bench.stream.records import RequestRecord
@@ -121,7 +122,7 @@ class SweepRunner:
                 reason=planned.reason,
             )
             results = results.model_copy(update={"cells": (*results.cells, result)})
-            self.rundir.save(results)
+            save(self.rundir, results)
         return results
 
     async def _scout(
@@ -156,7 +157,7 @@ class SweepRunner:
         results = results.model_copy(update={"prefill": (*results.prefill, sample)})
         line = self._sample_line("prefill", ctx.label, 1, trial, record, origin_s=self.anchor_s)
         self.rundir.append(SAMPLES, [line])
-        self.rundir.save(results)
+        save(self.rundir, results)
         self.progress.note(
             "prefill_measured",
             context=ctx.label,
@@ -234,7 +235,7 @@ class SweepRunner:
         results = results.model_copy(update={"cells": (*results.cells, result)})
         results = gpu_validity.judged(results)  # the run's steady clocks moved: all cells
         results = results.model_copy(update={"aggregates": outcome.aggregate(results)})
-        self.rundir.save(results)
+        save(self.rundir, results)
         shown = result.figures.at_server_speed(speed) if result.figures else None
         self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
         return results
@@ -258,13 +259,13 @@ class SweepRunner:
                 await self.server.client.get("/v1/models")  # ServerUnreachable if so
         except ServerUnreachable:
             # What the crash cut is marked `interrupted`: --resume measures it again.
-            rundir.save(resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
+            save(rundir, resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
             raise
         except BenchError:
-            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
+            save(rundir, rundir.load().model_copy(update={"state": "failed"}))
             raise
         except asyncio.CancelledError:
-            rundir.save(rundir.load().model_copy(update={"state": "interrupted"}))
+            save(rundir, rundir.load().model_copy(update={"state": "interrupted"}))
             raise Interrupted(
                 f"interrupted; finished cells are in {rundir.path}",
                 hint=f"continue with: bench run --resume {rundir.path}",
@@ -356,7 +357,7 @@ class SweepRunner:
         results = results.model_copy(
             update={"prefill": (*results.prefill, sample), "cells": (*results.cells, *cells)}
         )
-        self.rundir.save(results)
+        save(self.rundir, results)
         self.progress.note("prefill_not_run", context=ctx.label, reason=ctx.scout_reason)
         return results
 
@@ -364,6 +365,14 @@ class SweepRunner:
 def _ready_timeout_s(c: int, prompt_tokens: int, speed: float) -> float:
     """A cell's readiness time-out in client seconds: it grows with the tokens to prefill."""
     return (_READY_BASE_S + c * prompt_tokens / _READY_PREFILL_TOK_S) / speed
+
+
+def save(rundir: RunDir, results: Results) -> None:
+    """The run's results on disk: results.json and the INCOMPLETE marker (RunDir.save),
+    then tables.md rendered from them. Every save of a run goes through here, so the
+    tables always show the results.json beside them."""
+    rundir.save(results)
+    writes.write_atomic(rundir.path / TABLES, card_tables.render(results) + "\n")
 
 
 def _body(results: Results, text: str, max_tokens: int) -> dict[str, Any]:
