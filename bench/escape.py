@@ -9,7 +9,8 @@ a version, an archive member's name) is escaped where it is rendered.
     csv_cell(value)   a spreadsheet cell: text starting with = + - @ (or a tab or CR)
                       prefixed with `'`, so it is never a formula (M2, OWASP)
 
-HTML is escaped by html.escape where pages are made (bench.report.html, bench.verdict.page).
+HTML is escaped by html.escape where pages are made (the `page` modules of bench.report,
+bench.verdict and bench.fleet).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from bench.verdict.command import load_reference
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import load_run
 from bench.verdict.settings import parse_accept
-from bench.verdict.views import reproduce_markdown
+from bench.verdict.tables import reproduce_markdown
 
 
 def main(argv: list[str] | None = None) -> int:

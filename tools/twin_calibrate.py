@@ -33,7 +33,7 @@ from typing import Any
 from bench.results import CellFigures
 from bench.twin import profile as profiles
 from bench.twin import virtual
-from bench.twin.engine import Engine
+from bench.twin.engine import TwinScheduler
 from bench.twin.profile import Profile
 
 TARGETS = pathlib.Path(__file__).with_name("card_targets.json")
@@ -223,7 +223,7 @@ def compare(prof: Profile) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name, ctx in t["contexts"].items():
         rate, ttft_ms = t["prefill"][name]
-        scout = virtual.prefill_ttft_s(Engine(prof, 0), virtual.prompt_ids(ctx, 1))
+        scout = virtual.prefill_ttft_s(TwinScheduler(prof, 0), virtual.prompt_ids(ctx, 1))
         out.append(
             {
                 "phase": "prefill",

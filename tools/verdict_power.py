@@ -41,7 +41,7 @@ from bench.run.plan import PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.run.prompts import context_label, fit
 from bench.twin import noise, virtual
 from bench.twin import profile as profiles
-from bench.twin.engine import Engine
+from bench.twin.engine import TwinScheduler
 from bench.twin.profile import Profile
 from bench.verdict import sequential as sequential_mod
 from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures, context_order, metrics_of
@@ -99,7 +99,7 @@ def simulate_card(profile: Profile, card_path: Path) -> Base:
         server_s[first] += scout
     for p in card.prefill:
         tokens = sizes.get((p.context, p.context in rows), context_tokens(p.context))
-        ttft = virtual.prefill_ttft_s(Engine(quiet, 0), virtual.prompt_ids(tokens, 1))
+        ttft = virtual.prefill_ttft_s(TwinScheduler(quiet, 0), virtual.prompt_ids(tokens, 1))
         key = ("prefill", p.context, 1)
         figures[key] = {"prefill_tok_s": tokens / ttft, "prefill_ttft_s": ttft}
         server_s[key] = ttft if p.context not in rows else 0.0  # decode rows' scouts are it
@@ -166,7 +166,7 @@ def sequential(
     base: Base,
     i: int,
     change: tuple[Key, str, float] | None = None,
-) -> sequential_mod.Outcome:
+) -> sequential_mod.SequentialOutcome:
     """Comparison i by the product's sequential scheduler, each trial a virtual run."""
 
     def measure(which: str, trial: int, cells: frozenset[Key] | None) -> RunFigures:

@@ -20,7 +20,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Plan(_Frozen):
+class CardPlan(_Frozen):
     """What the card's header line says was planned (the tables may hold fewer rows)."""
 
     engine: str
@@ -50,7 +50,7 @@ class MatrixCell(_Frozen):
     line: int
 
 
-class Measurement(_Frozen):
+class CardMeasurement(_Frozen):
     """One row of "All measurements"; a dash on the card is None here."""
 
     phase: Literal["prefill", "decode"]
@@ -78,7 +78,7 @@ class Card(_Frozen):
     title: str
     model: str
     hardware: str
-    plan: Plan
+    plan: CardPlan
     metadata: dict[str, dict[str, str]] = Field(
         description="the card's metadata blocks (Hardware, Engine, Run, ...) in page order"
     )
@@ -90,7 +90,7 @@ class Card(_Frozen):
     matrix_contexts: tuple[str, ...]
     matrix_concurrencies: tuple[int, ...]
     matrix: tuple[MatrixCell, ...]
-    measurements: tuple[Measurement, ...]
+    measurements: tuple[CardMeasurement, ...]
     notes: tuple[str, ...] = Field(default=(), description="footnotes under the tables")
 
     def cell(self, context: str, concurrency: int) -> MatrixCell | None:
@@ -99,7 +99,7 @@ class Card(_Frozen):
                 return c
         return None
 
-    def measurement(self, phase: str, context: str, concurrency: int) -> Measurement | None:
+    def measurement(self, phase: str, context: str, concurrency: int) -> CardMeasurement | None:
         for m in self.measurements:
             if (m.phase, m.context, m.concurrency) == (phase, context, concurrency):
                 return m

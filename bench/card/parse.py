@@ -17,7 +17,7 @@ from typing import TypeVar
 from bench.card import figures
 from bench.card import sections as tables
 from bench.card.figures import FigureError
-from bench.card.model import Card, MatrixCell, Measurement, Plan, PrefillRow
+from bench.card.model import Card, CardMeasurement, CardPlan, MatrixCell, PrefillRow
 from bench.card.sections import Line, Unreadable
 from bench.errors import CardError
 
@@ -112,7 +112,7 @@ def _parse(text: str, source: str) -> Card:
         table = tables.markdown_table(section)
         m_contexts, m_levels, cells = tables.matrix(table, section[0][0])
         notes += [t for _, t in table.notes]
-    rows: list[Measurement] = []
+    rows: list[CardMeasurement] = []
     if ALL in starts:
         section = body(ALL) or [lines[starts[ALL]]]
         table = tables.markdown_table(section)
@@ -214,7 +214,7 @@ def _fail(n: int, what: str, text: str) -> tuple[str, str]:
     raise Unreadable(n, f"{what}, got {text!r}")
 
 
-def _plan(line: Line, quantization: str | None, matrix_rows: int) -> Plan:
+def _plan(line: Line, quantization: str | None, matrix_rows: int) -> CardPlan:
     """'vllm · 0.30.1rc1… · INT46 contexts (8K–251K) × 8 concurrency levels (1–128) · prefill at …'.
 
     The quantization badge is glued to the context count ("INT4" + "6"): split it with the
@@ -257,7 +257,7 @@ def _plan(line: Line, quantization: str | None, matrix_rows: int) -> Plan:
         bad = [p for p in prefill if not figures.is_context_label(p)]
         if bad:
             raise Unreadable(n, f"prefill contexts like '8K', got {bad[0]!r}")
-    return Plan(
+    return CardPlan(
         engine=parts[0],
         engine_version=parts[1],
         badge=badge,
@@ -269,7 +269,7 @@ def _plan(line: Line, quantization: str | None, matrix_rows: int) -> Plan:
     )
 
 
-def _resolve_prefill(row: tables.GluedPrefill, rows: list[Measurement]) -> PrefillRow:
+def _resolve_prefill(row: tables.GluedPrefill, rows: list[CardMeasurement]) -> PrefillRow:
     """Pick the one reading of the glued digits; with several, the All-measurements row for
     the context decides. (The size rule tok/s x TTFT = prompt tokens cannot: every split
     of 'abcd,efg' gives a product of about the same size.)"""
@@ -292,7 +292,7 @@ def _resolve_prefill(row: tables.GluedPrefill, rows: list[Measurement]) -> Prefi
 
 
 def _header_agrees(
-    n: int, plan: Plan, contexts: list[str], levels: list[int], prefill: list[PrefillRow]
+    n: int, plan: CardPlan, contexts: list[str], levels: list[int], prefill: list[PrefillRow]
 ) -> None:
     """The header line announces the matrix and the prefill contexts: they must be those."""
     if not contexts:
@@ -332,7 +332,7 @@ def _header_agrees(
 def _rows_cover(
     cells: list[MatrixCell],
     prefill: list[PrefillRow],
-    rows: list[Measurement],
+    rows: list[CardMeasurement],
     lines: list[Line],
     starts: dict[str, int],
 ) -> None:
@@ -358,7 +358,7 @@ def _rows_cover(
             )
 
 
-def _agree(cells: list[MatrixCell], prefill: list[PrefillRow], rows: list[Measurement]) -> None:
+def _agree(cells: list[MatrixCell], prefill: list[PrefillRow], rows: list[CardMeasurement]) -> None:
     """The matrix and the prefill table repeat figures of "All measurements": they must agree."""
     by_key = {(r.phase, r.context, r.concurrency): r for r in rows}
     for c in cells:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bench.card import figures
 from bench.card.figures import FigureError
-from bench.card.model import MatrixCell, Measurement
+from bench.card.model import CardMeasurement, MatrixCell
 
 Line = tuple[int, str]
 
@@ -190,7 +190,7 @@ def _value(field: str, text: str) -> object:
     return figures.grouped_float(raw)
 
 
-def measurements(table: Table, header_line: int) -> list[Measurement]:
+def measurements(table: Table, header_line: int) -> list[CardMeasurement]:
     for title in table.header:
         if title not in _COLUMNS:
             known = ", ".join(_COLUMNS)
@@ -198,7 +198,7 @@ def measurements(table: Table, header_line: int) -> list[Measurement]:
     missing = [c for c in _REQUIRED if c not in table.header]
     if missing:
         raise Unreadable(header_line, f"the columns {', '.join(missing)}")
-    out: list[Measurement] = []
+    out: list[CardMeasurement] = []
     seen: dict[tuple[str, str, int], int] = {}
     for ln, row in table.rows:
         values: dict[str, object] = {"line": ln}
@@ -215,7 +215,7 @@ def measurements(table: Table, header_line: int) -> list[Measurement]:
                 raise Unreadable(ln, f"column {title!r} to be {exc}") from None
         if not figures.is_context_label(str(values["context"])):
             raise Unreadable(ln, f"a context like '8K', got {values['context']!r}")
-        row_m = Measurement.model_validate(values)
+        row_m = CardMeasurement.model_validate(values)
         key = (row_m.phase, row_m.context, row_m.concurrency)
         if key in seen:
             raise Unreadable(ln, f"one row per phase/context/requests, same as line {seen[key]}")

@@ -1,6 +1,6 @@
 """What kind of server `bench run` measures, and what each kind tells about itself.
 
-base        the shape of one engine's facts (`Engine`) and a bounded Prometheus text reader
+base        the shape of one engine's facts (`EngineKind`) and a bounded Prometheus text reader
 detect      which engine serves, read from what the server offers, never from a flag
 facts       what each engine exposes, as `ServerInfo.facts_source` values
 vllm        vLLM: its `vllm:*` families are the canonical keys already

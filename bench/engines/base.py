@@ -1,4 +1,4 @@
-"""The shape of one engine's facts (`Engine`) and a bounded Prometheus text reader.
+"""The shape of one engine's facts (`EngineKind`) and a bounded Prometheus text reader.
 
 Canonical keys: an engine's parser writes its families under the names bench.stream.metrics
 reads (`vllm:num_requests_running`, ...), so one snapshot means the same whatever the
@@ -53,7 +53,7 @@ def dig(obj: object, *keys: str) -> object:
 
 
 @dataclass(frozen=True)
-class Engine:
+class EngineKind:
     """One engine: how to read its metrics and endpoints, and how it streams tokens."""
 
     name: EngineName

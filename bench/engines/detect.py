@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.engines import llamacpp, sglang, trtllm, vllm
-from bench.engines.base import Engine
+from bench.engines.base import EngineKind
 from bench.results import EngineName, ServerInfo
 from bench.stream.client import Client
 
-ENGINES: dict[EngineName, Engine] = {
+ENGINES: dict[EngineName, EngineKind] = {
     e.name: e for e in (vllm.ENGINE, sglang.ENGINE, llamacpp.ENGINE, trtllm.ENGINE)
 }
 _FAMILY = re.compile(r"^(vllm|sglang|llamacpp):", re.MULTILINE)
@@ -27,7 +27,7 @@ _FAMILY = re.compile(r"^(vllm|sglang|llamacpp):", re.MULTILINE)
 
 @dataclass
 class Detected:
-    engine: Engine
+    engine: EngineKind
     how: str  # a facts_source value: "metrics:sglang:*", "endpoint:/props", "fallback:..."
     metrics_text: str | None  # /metrics when it answered 200
     probes: dict[str, Any] = field(default_factory=dict)  # path -> JSON object answered

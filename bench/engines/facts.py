@@ -4,13 +4,13 @@ counted, and for the KV capacity bench.run.capacity settled on."""
 
 from __future__ import annotations
 
-from bench.engines.base import Engine
+from bench.engines.base import EngineKind
 from bench.results import KvCapacity
 from bench.stream import metrics
 from bench.stream.metrics import Snapshot
 
 
-def metric_facts(engine: Engine, snapshot: Snapshot | None) -> dict[str, str]:
+def metric_facts(engine: EngineKind, snapshot: Snapshot | None) -> dict[str, str]:
     """running, waiting, spec_decode, prefix_cache: the engine's metric when the snapshot
     has it, else how bench does without."""
     have = snapshot.values if snapshot is not None else {}
@@ -38,7 +38,7 @@ def metric_facts(engine: Engine, snapshot: Snapshot | None) -> dict[str, str]:
     return out
 
 
-def token_facts(engine: Engine, tokenizer: str | None) -> dict[str, str]:
+def token_facts(engine: EngineKind, tokenizer: str | None) -> dict[str, str]:
     """How output tokens will be counted on this engine (bench.stream.tokens), and the
     tokenizer that takes over where the engine's own way fails (a server too old for it);
     each cell's `extras.token_source` says which it used."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench.engines.base import Capacity, Engine, Probes, dig, positive_int
+from bench.engines.base import Capacity, EngineKind, Probes, dig, positive_int
 from bench.stream import metrics
 from bench.stream.metrics import Snapshot, prometheus
 
@@ -96,7 +96,7 @@ def _tokenize_body(model: str, text: str) -> dict[str, Any]:
     return {"content": text, "add_special": False, "with_pieces": True}
 
 
-ENGINE = Engine(
+ENGINE = EngineKind(
     name="llamacpp",
     parse=parse,
     metric_names={

@@ -15,7 +15,7 @@ Sources (sgl-project/sglang):
 
 from __future__ import annotations
 
-from bench.engines.base import Capacity, Engine, Probes, dig, positive_int
+from bench.engines.base import Capacity, EngineKind, Probes, dig, positive_int
 from bench.stream import metrics
 from bench.stream.metrics import (
     PREFIX_HIT_RATE,
@@ -74,7 +74,7 @@ def _max_model_len(probes: Probes) -> tuple[int, str] | None:
     return None
 
 
-ENGINE = Engine(
+ENGINE = EngineKind(
     name="sglang",
     parse=parse,
     metric_names={

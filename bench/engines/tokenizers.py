@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench.engines.base import Engine
+from bench.engines.base import EngineKind
 from bench.errors import ServerError
 from bench.stream.client import Client
 from bench.stream.tokens import Counting, Tokenize, read_tokenize
 
 
-def uses_text_tokenizer(engine: Engine) -> bool:
+def uses_text_tokenizer(engine: EngineKind) -> bool:
     """Whether streamed text is ever tokenized on this engine. vLLM: never (it counts by
     usage on every chunk only, as always), so no tokenizer is probed for it, not even
     `--tokenizer-url`. Other engines: as a safety net behind their own per-chunk count
@@ -21,7 +21,7 @@ def uses_text_tokenizer(engine: Engine) -> bool:
     return engine.name != "vllm"
 
 
-def counting_for(engine: Engine, can_tokenize: bool) -> Counting | None:
+def counting_for(engine: EngineKind, can_tokenize: bool) -> Counting | None:
     """vLLM: None (usage on every chunk, as always: a chunk without it makes its cell
     invalid). Other engines: their own per-chunk count, and the text kept for the
     tokenizer as a safety net (an SGLang too old for continuous_usage_stats)."""
@@ -30,7 +30,7 @@ def counting_for(engine: Engine, can_tokenize: bool) -> Counting | None:
     return Counting(chunk_count=engine.chunk_count, capture_text=can_tokenize)
 
 
-async def server_tokenizer(client: Client, engine: Engine, model: str) -> Tokenize | None:
+async def server_tokenizer(client: Client, engine: EngineKind, model: str) -> Tokenize | None:
     """The server's text tokenizer, when a probe of it answers; else None."""
     return await _probed(
         client, engine.tokenize_path, lambda text: engine.tokenize_body(model, text)

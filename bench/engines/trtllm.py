@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 
-from bench.engines.base import Capacity, Engine, Probes, dig, positive_int
+from bench.engines.base import Capacity, EngineKind, Probes, dig, positive_int
 from bench.stream import metrics
 from bench.stream.metrics import PREFIX_HIT_RATE, Snapshot
 
@@ -70,7 +70,7 @@ def _capacity(snapshot: Snapshot | None, probes: Probes) -> Capacity | None:
     )
 
 
-ENGINE = Engine(
+ENGINE = EngineKind(
     name="trtllm",
     parse=parse,
     metric_names={

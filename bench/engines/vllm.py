@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.engines.base import Engine
+from bench.engines.base import EngineKind
 from bench.stream import metrics
 
-ENGINE = Engine(
+ENGINE = EngineKind(
     name="vllm",
     parse=metrics.parse,
     metric_names={

@@ -13,7 +13,8 @@ from bench.errors import UsageError
 from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet_mod
 from bench.fleet import rule as rule_mod
-from bench.fleet.view import fleet_markdown, fleet_page
+from bench.fleet.page import fleet_page
+from bench.fleet.tables import fleet_markdown
 from bench.settings import Settings
 from bench.verdict import page
 from bench.verdict.cells import accepting

@@ -11,7 +11,7 @@ stands out, the facts it does not share with the others are named beside it (the
 when it differs from the others' median by more than CLOCK_TOLERANCE_PCT).
 
 This module owns FleetReport; `rule` judges, `nodes` loads the nodes and their facts,
-`words` says the findings in sentences, `view` renders the report.
+`words` says the findings in sentences, `tables` and `page` render the report.
 """
 
 from __future__ import annotations

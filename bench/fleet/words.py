@@ -1,6 +1,6 @@
 """A fleet report in words: where a node stands out (`64–128 requests (8K, 16K)`), by how
 much, how its environment differs from the others', and the lines on noise, settings and
-the rule that the Markdown and HTML views print.
+the rule that the Markdown tables and the HTML page print.
 """
 
 from __future__ import annotations

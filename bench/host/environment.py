@@ -76,7 +76,7 @@ SELFTEST_FILE = Path("opt/bench/image.json")  # under the root; written by the i
 _SELFTEST_MAX_BYTES = 64 * 1024
 
 
-class Host(_Model):
+class HostInfo(_Model):
     hostname: str
     os: str | None
     kernel: str
@@ -116,7 +116,7 @@ class Environment(_Model):
     captured_at: datetime
     launch: Launch
     image: Image
-    host: Host
+    host: HostInfo
     vllm_version: str | None
     gpu: inventory.GpuInventory
     bench: BenchInfo
@@ -293,11 +293,11 @@ def _first_match(path: Path, pattern: str) -> str | None:
     return found.group(1).strip() if found else None
 
 
-def host_info(root: Path = Path("/")) -> Host:
+def host_info(root: Path = Path("/")) -> HostInfo:
     mem_kib = _first_match(root / "proc" / "meminfo", r"^MemTotal:\s+(\d+) kB")
     os_name = _first_match(root / "etc" / "os-release", r'^PRETTY_NAME="?([^"\n]*)"?')
     uname = platform.uname()
-    return Host(
+    return HostInfo(
         hostname=socket.gethostname(),
         os=os_name,
         kernel=uname.release,

@@ -3,6 +3,6 @@
 data      figures per cell at server speed, from results.json
 frontier  throughput per GPU against per-user tok/s: the points, the Pareto front, the GPU count
 plots     matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency, the frontier
-html      one HTML file: the card's three tables (from bench.run.card_tables) and the plots inline
+page      report.html: the card's three tables (bench.run.card_tables), the plots inline
 command   `bench report DIR`
 """

@@ -10,8 +10,8 @@ from typing import Any
 from bench import run_files, writes
 from bench.errors import DiskError
 from bench.host import telemetry
-from bench.report import data, frontier, html, plots
-from bench.report.html import Plot
+from bench.report import data, frontier, page, plots
+from bench.report.page import Plot
 from bench.results import Results
 from bench.settings import Settings
 
@@ -44,7 +44,7 @@ def write_report(run_dir: Path) -> Path:
         frontier_plot(results, env, cells, label),
     ]
     windows = telemetry.read_windows(run_dir / run_files.GPU_TELEMETRY)
-    page = html.render(results, figures, env, windows)
+    text = page.report_page(results, figures, env, windows)
     plots_dir = run_dir / PLOTS_DIR
     made = not plots_dir.exists()
     try:
@@ -52,7 +52,7 @@ def write_report(run_dir: Path) -> Path:
         for figure in figures:
             writes.write_atomic(plots_dir / figure.name, figure.png)
         out = run_dir / REPORT_NAME
-        writes.write_atomic(out, page)
+        writes.write_atomic(out, text)
     except OSError as exc:
         raise writes.disk_error(plots_dir, exc) from None
     except DiskError:

@@ -4,16 +4,18 @@ command       `bench run`: the server's facts, the plan, the sweep, the run dire
 options       `bench run`'s words: its options, their checks, the RunSettings they make
 plan          the published cells and what runs of them (contexts x concurrencies x trials)
 capacity      which cells fit the server's KV cache (the over-capacity set)
-presize       prompt sizes from the server's own tokenizer
+presize       each row's prompt sized (/tokenize, else a line fitted to two probes), early
+              during the previous row's scout
 prompts       the synthetic prompts (unique per request, so no prefix cache helps)
 server_info   what the server says about itself (/version, /v1/models, /metrics)
-sweep         the cells in order, with readiness holds, warm-up and telemetry
+sweep         the cells in order, with readiness holds, warm-up and telemetry; saves
+              results.json and renders tables.md after every change (`save`)
 cell          one cell: C streams launched together, the measured window, its records
 outcome       a scout's or cell's results entry (failures counted by kind), its raw lines
 figures       a cell's figures from its records (the published definitions)
 progress      the sweep's progress lines and ETA
 resume        which cells a resumed run may keep
-rundir        the run directory: results.json, records, tables.md
+rundir        the run directory: results.json and its INCOMPLETE marker, the records
 card_tables   the card's three tables rendered from results.json (tables.md)
 decode_notes  notes under those tables (spec-decode acceptance, prefix-cache hits)
 gpu_validity  which cells' windows saw GPU throttling or a sagging clock (the gpu_throttled flag)

@@ -102,7 +102,7 @@ class CellRun:
         return sum(r.tokens_between(t_s, float("inf"))[0] for r in self.records)
 
 
-class Server:
+class ServerView:
     """The sweep's view of the server: the client, the clock, whether /metrics works, how
     its engine's /metrics reads (bench.engines) and its text tokenizer, if any."""
 
@@ -198,7 +198,7 @@ async def wait_until(
 
 
 async def run_cell(
-    server: Server,
+    server: ServerView,
     path: str,
     body: dict[str, Any] | bytes,
     concurrency: int,
@@ -264,7 +264,7 @@ class _Cell:
 
     def __init__(
         self,
-        server: Server,
+        server: ServerView,
         run: CellRun,
         timing: CellTiming,
         poll_s: float,

@@ -21,7 +21,7 @@ from bench.host import environment, telemetry
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
 from bench.run import options, plan, resume, sweep
 from bench.run.capacity import kv_capacity
-from bench.run.cell import Server
+from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.server_info import detect, engine_setup
@@ -147,7 +147,7 @@ async def _run(
         results, finished = resume.carry_on(previous)
         results = results.model_copy(update={"plan": the_plan, "server": info})
         rundir.keep_only(finished)
-    rundir.save(results)
+    sweep.save(rundir, results)
     if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
         # Where this ran: the server's launch from /proc when it is local, GPUs, host.
         found = environment.capture(
@@ -169,8 +169,8 @@ async def _run(
         estimated_s=the_plan.estimated_duration_s,
         speed_factor=info.speed_factor,
     )
-    runner = sweep.Sweep(
-        server=Server(
+    runner = sweep.SweepRunner(
+        server=ServerView(
             client,
             clock,
             sweep.sleep,
@@ -185,7 +185,7 @@ async def _run(
         gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
     )
     results = await runner.measure(results)
-    rundir.save(results)
+    sweep.save(rundir, results)
     print(f"results: {rundir.path}", flush=True)
     tables = (rundir.path / "tables.md").read_text().splitlines()
     print("\n".join(escape.terminal(line) for line in tables), flush=True)

@@ -9,6 +9,10 @@ could still be busy when the scout's first token is due: the cut-off comes from 
 fastest prefill rate seen in this run, and a call's expected length from the calls
 before it. What is not done by the cut-off is finished when the next row starts, as
 before. The prompts are the same either way: sizing is deterministic.
+
+How a prompt is sized: exactly, through /tokenize (`prompts.size_exactly`), or without it by
+a line tokens = a + b x words fitted once per run to usage.prompt_tokens of two small probe
+requests (`prompts.size_by_line`); those probes never run beside a scout.
 """
 
 from __future__ import annotations
@@ -19,14 +23,21 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from bench import bounds
+from bench.errors import ServerError
+from bench.results import PlannedContext, Results
+from bench.run import prompts
 from bench.run.cell import Sleep
 from bench.stream import metrics
-from bench.stream.client import Clock
+from bench.stream.client import Client, Clock
 from bench.stream.metrics import Snapshot
 from bench.stream.records import RequestRecord
 
 T = TypeVar("T")
 Sized = tuple[str, int]  # (prompt text, prompt tokens)
+Ahead = tuple[tuple[int, str], Callable[[], Coroutine[Any, Any, Sized]]]  # (trial, label), size
+# One request of the sweep's own, bounded: (results, text, max_tokens, what) -> its record
+Single = Callable[[Results, str, int, str], Awaitable[RequestRecord]]
 
 # Only this share of a scout's expected time to first token is used for sizing calls;
 # prefill gets slower with context, so the fastest rate seen already errs early.
@@ -128,14 +139,24 @@ class Presizer:
         clock: Clock,
         sleep: Sleep,
         scrape: Callable[[], Awaitable[Snapshot | None]] | None,
+        *,
+        client: Client,
+        single: Single,
+        note: Callable[..., None],
     ) -> None:
-        """`scrape`: the server's /metrics (None without: then sizing never overlaps)."""
+        """`scrape`: the server's /metrics (None without: then sizing never overlaps);
+        `client` asks /tokenize; `single` sends a sizing probe as the sweep sends its own
+        requests; `note` logs a progress event."""
         self.clock = clock
         self.sleep = sleep
         self.scrape = scrape
+        self.client = client
+        self.single = single
+        self.note = note
         self.window = TokenizeWindow(clock)
         self._tasks: dict[tuple[int, str], asyncio.Task[Sized]] = {}
         self._prefill_tok_s: float | None = None  # fastest cold prefill seen, client time
+        self._line: tuple[float, float] | None = None  # (a, b) without /tokenize, once fitted
 
     async def take(
         self, key: tuple[int, str], size: Callable[[], Coroutine[Any, Any, Sized]]
@@ -158,7 +179,7 @@ class Presizer:
         self,
         record: RequestRecord,
         prompt_tokens: int,
-        ahead: tuple[tuple[int, str], Callable[[], Coroutine[Any, Any, Sized]]] | None,
+        ahead: Ahead | None,
     ) -> AsyncIterator[None]:
         """Around the scout's request: size the row `ahead` while it prefills, then learn
         the prefill rate from the scout."""
@@ -207,6 +228,106 @@ class Presizer:
                 await task
         self._tasks.clear()
 
+    async def prompt(self, results: Results, ctx: PlannedContext, trial: int) -> Sized:
+        """The row's prompt: sized now, or taken from sizing that started during the
+        previous row's scout; the wait is logged either way."""
+        text = prompts.PromptText(results.run_id, trial, ctx.label, results.settings.seed)
+        t0 = self.clock()
+        (prompt, tokens), ahead = await self.take(
+            (trial, ctx.label), lambda: self.size(results, ctx, text)
+        )
+        self.note(
+            "prompt_sized",
+            context=ctx.label,
+            trial=trial + 1,
+            prompt_tokens=tokens,
+            started_ahead=ahead,
+            waited_s=round(self.clock() - t0, 6),
+        )
+        return prompt, tokens
+
+    def ahead(self, results: Results, ctx: PlannedContext, trial: int) -> Ahead | None:
+        """The next row that will need a prompt, and how to size it (None: no /tokenize,
+        whose probe requests must never run beside a scout, or no such row)."""
+        if not results.server.has_tokenize:
+            return None
+        rows = [(t, c) for t in range(results.settings.trials) for c in results.plan.contexts]
+        i = next(i for i, (t, c) in enumerate(rows) if t == trial and c.label == ctx.label)
+        for t, c in rows[i + 1 :]:
+            if _needs_prompt(results, c, t):
+                text = prompts.PromptText(results.run_id, t, c.label, results.settings.seed)
+                return (t, c.label), lambda c=c, text=text: self.size(results, c, text)
+        return None
+
+    async def size(self, results: Results, ctx: PlannedContext, text: prompts.PromptText) -> Sized:
+        """Row CTX's prompt and its tokens: exactly through /tokenize, else by the line."""
+        s, info = results.settings, results.server
+        if info.has_tokenize:
+
+            async def count(candidate: str) -> int:
+                body = prompts.message_body(s.api, info.model, candidate)
+                if s.api == "chat":
+                    body["add_generation_prompt"] = True
+                status, got = await self.window.call(
+                    len(candidate), lambda: self.client.post_json("/tokenize", body)
+                )
+                if status != 200 or not isinstance(got, dict) or "count" not in got:
+                    raise ServerError(f"/tokenize answered {status} while sizing {ctx.label}")
+                counted = bounds.count(got["count"])
+                if counted is None:
+                    raise ServerError(
+                        f"/tokenize answered a count that is no token count while sizing "
+                        f"{ctx.label}: {str(got['count'])[:40]!r}"
+                    )
+                return counted
+
+            try:
+                return await prompts.size_exactly(ctx.prompt_tokens, text, count)
+            except prompts.NotSizable as exc:
+                raise ServerError(
+                    f"/tokenize cannot size the {ctx.label} prompt: {exc}",
+                    hint="the server's /tokenize must count the text it is given",
+                ) from None
+        if self._line is None:  # the line is the tokenizer's: fitted once per run
+            self._line = await self._calibrate(results)
+        return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
+
+    async def _calibrate(self, results: Results) -> tuple[float, float]:
+        """tokens = a + b x words from usage.prompt_tokens of two small probe requests."""
+        s = results.settings
+        probe = prompts.PromptText(results.run_id, -1, "probe", s.seed)
+        counts = []
+        for words in (64, 1024):
+            record = await self.single(results, probe.text(words), 1, "a sizing probe")
+            if record.prompt_tokens is None:
+                raise ServerError(
+                    "cannot size prompts: no /tokenize and no usage.prompt_tokens in the stream",
+                    hint=record.error or "the server must report usage",
+                )
+            counts.append(record.prompt_tokens)
+        if counts[1] <= counts[0]:  # the line would ask for billions of words (issue 29, S6)
+            raise ServerError(
+                "cannot size prompts: usage.prompt_tokens does not grow with the prompt "
+                f"({counts[0]:,} for 64 words, {counts[1]:,} for 1,024)",
+                hint="the server must report the prompt's real token count",
+            )
+        b = (counts[1] - counts[0]) / 960
+        return counts[0] - 64 * b, b
+
 
 def _running_alone(snap: Snapshot) -> bool:
     return (snap.get(metrics.RUNNING) or 0) >= 1 and (snap.get(metrics.WAITING) or 0) == 0
+
+
+def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
+    """Whether the sweep will size this row's prompt (the same test `SweepRunner._row`
+    makes)."""
+    if ctx.scout_reason is not None:
+        return False
+    scouted = any(p.context_label == ctx.label and p.trial == trial for p in results.prefill)
+    todo = any(
+        results.cell(ctx.label, p.concurrency, trial) is None
+        for p in results.plan.cells
+        if p.context_label == ctx.label
+    )
+    return not scouted or todo

@@ -1,8 +1,9 @@
 """The output directory of a run, written so that every finished cell is on disk at once.
 
 Its files are named in `bench.run_files`: results.json is replaced atomically after every
-cell, with tables.md beside it; samples.jsonl, metrics.jsonl and gpu_telemetry.jsonl get
-the lines of every finished cell; INCOMPLETE is there until the run completes.
+cell (`save`; the sweep renders tables.md beside it, `bench.run.sweep.save`);
+samples.jsonl, metrics.jsonl and gpu_telemetry.jsonl get the lines of every finished cell;
+INCOMPLETE is there until the run completes.
 
 A run directory belongs to one run: `create` makes it (or takes an empty one; anything
 else, a run or unrelated files, is refused) and `lock` holds an exclusive flock on the
@@ -26,7 +27,6 @@ from pydantic import ValidationError
 from bench import writes
 from bench.errors import DiskError, RunFailed, UsageError, validation_message
 from bench.results import Results
-from bench.run import card_tables as tables
 from bench.run_files import (
     GPU_TELEMETRY,
     INCOMPLETE,
@@ -34,7 +34,6 @@ from bench.run_files import (
     RESULTS,
     SAMPLES,
     SERVER_LOG,
-    TABLES,
     load_results,
 )
 
@@ -112,6 +111,8 @@ class RunDir:
         return load_results(self.path)
 
     def save(self, results: Results) -> None:
+        """results.json, replaced whole, and the INCOMPLETE marker as its state says; what
+        is rendered from it (tables.md) is the caller's."""
         text = results.model_dump_json(indent=2) + "\n"
         try:  # what bench writes, bench can read back (issue 29, rule 5)
             Results.model_validate_json(text)
@@ -121,7 +122,6 @@ class RunDir:
                 hint="a bug in bench: report it with the run's samples.jsonl",
             ) from None
         self._atomic(RESULTS, text)
-        self._atomic(TABLES, tables.render(results) + "\n")
         try:
             if results.state == "complete":
                 (self.path / INCOMPLETE).unlink(missing_ok=True)

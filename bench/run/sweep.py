@@ -15,22 +15,22 @@ time is `invalid`; the sweep goes on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import bounds
+from bench import writes
 from bench.engines.detect import request_extras
-from bench.errors import BenchError, Interrupted, ServerError, ServerUnreachable
+from bench.errors import BenchError, Interrupted, ServerUnreachable
 from bench.failures import ErrorKind
 from bench.host import telemetry
 from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
-from bench.run import gpu_validity, outcome, prompts, resume
-from bench.run.cell import CellStopped, CellTiming, Server, run_cell
-from bench.run.presize import Presizer, Sized
+from bench.run import card_tables, gpu_validity, outcome, prompts, resume
+from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
+from bench.run.presize import Presizer
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run_files import METRICS, SAMPLES
+from bench.run_files import METRICS, SAMPLES, TABLES
 from bench.stream import tokens
 from bench.stream.client import Clock
 from bench.stream.records import RequestRecord
@@ -50,8 +50,8 @@ TOKENIZE_AFTER_CELL_S = 300.0
 
 
 @dataclass
-class Sweep:
-    server: Server
+class SweepRunner:
+    server: ServerView
     rundir: RunDir
     progress: SweepProgress
     anchor_s: float  # clock reading at the run's wall-clock anchor
@@ -59,13 +59,15 @@ class Sweep:
     # nvidia-smi telemetry over every window (None without a GPU): gpu_telemetry.jsonl.
     gpu_sampler: telemetry.GpuSampler | None = None
     _presize: Presizer = field(init=False)
-    _line: tuple[float, float] | None = field(init=False, default=None)
     _warmed_up: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         server = self.server
         scrape = server.scrape if server.has_metrics else None
-        self._presize = Presizer(server.clock, server.sleep, scrape)
+        self._presize = Presizer(
+            server.clock, server.sleep, scrape,
+            client=server.client, single=self._single, note=self.progress.note,
+        )  # fmt: skip
 
     @property
     def clock(self) -> Clock:
@@ -92,7 +94,7 @@ class Sweep:
             return results
         if ctx.scout_reason is not None:
             return self._not_run(results, ctx, trial, todo)
-        prompt, tokens = await self._prompt(results, ctx, trial)
+        prompt, tokens = await self._presize.prompt(results, ctx, trial)
         if not self._warmed_up:
             await self._warm_up(results)
         results, record = await self._scout(
@@ -120,7 +122,7 @@ class Sweep:
                 reason=planned.reason,
             )
             results = results.model_copy(update={"cells": (*results.cells, result)})
-            self.rundir.save(results)
+            save(self.rundir, results)
         return results
 
     async def _scout(
@@ -147,7 +149,7 @@ class Sweep:
         record = RequestRecord(worker=0, start_s=self.clock())
         scout_body = _body(results, prompt, 1)
         bound_s = 2 * _ready_timeout_s(1, tokens, info.speed_factor)
-        async with self._presize.scout(record, tokens, self._ahead(results, ctx, trial)):
+        async with self._presize.scout(record, tokens, self._presize.ahead(results, ctx, trial)):
             await self._bounded(s.api, scout_body, record, bound_s, "the prefill scout")
         if scouted:
             return results, record
@@ -155,7 +157,7 @@ class Sweep:
         results = results.model_copy(update={"prefill": (*results.prefill, sample)})
         line = self._sample_line("prefill", ctx.label, 1, trial, record, origin_s=self.anchor_s)
         self.rundir.append(SAMPLES, [line])
-        self.rundir.save(results)
+        save(self.rundir, results)
         self.progress.note(
             "prefill_measured",
             context=ctx.label,
@@ -233,7 +235,7 @@ class Sweep:
         results = results.model_copy(update={"cells": (*results.cells, result)})
         results = gpu_validity.judged(results)  # the run's steady clocks moved: all cells
         results = results.model_copy(update={"aggregates": outcome.aggregate(results)})
-        self.rundir.save(results)
+        save(self.rundir, results)
         shown = result.figures.at_server_speed(speed) if result.figures else None
         self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
         return results
@@ -257,13 +259,13 @@ class Sweep:
                 await self.server.client.get("/v1/models")  # ServerUnreachable if so
         except ServerUnreachable:
             # What the crash cut is marked `interrupted`: --resume measures it again.
-            rundir.save(resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
+            save(rundir, resume.mark_cut(rundir.load()).model_copy(update={"state": "failed"}))
             raise
         except BenchError:
-            rundir.save(rundir.load().model_copy(update={"state": "failed"}))
+            save(rundir, rundir.load().model_copy(update={"state": "failed"}))
             raise
         except asyncio.CancelledError:
-            rundir.save(rundir.load().model_copy(update={"state": "interrupted"}))
+            save(rundir, rundir.load().model_copy(update={"state": "interrupted"}))
             raise Interrupted(
                 f"interrupted; finished cells are in {rundir.path}",
                 hint=f"continue with: bench run --resume {rundir.path}",
@@ -283,6 +285,16 @@ class Sweep:
             record.cancelled = False
             record.fail(ErrorKind.TIMEOUT, f"{what} did not end within {bound_s:.0f} s")
 
+    async def _single(
+        self, results: Results, text: str, max_tokens: int, what: str
+    ) -> RequestRecord:
+        """One request of the sweep's own outside a row's scout and cells (the warm-up, a
+        sizing probe), within `_single_bound_s`."""
+        record = RequestRecord(worker=0, start_s=self.clock())
+        body = _body(results, text, max_tokens)
+        await self._bounded(results.settings.api, body, record, self._single_bound_s(results), what)
+        return record
+
     def _single_bound_s(self, results: Results) -> float:
         """The bound of the warm-up request and of a sizing probe, in client seconds."""
         return 2 * _READY_BASE_S / results.server.speed_factor + 30.0
@@ -299,11 +311,7 @@ class Sweep:
         self._warmed_up = True
         s = results.settings
         text = prompts.PromptText(results.run_id, -1, WARMUP_LABEL, s.seed).text(WARMUP_WORDS)
-        record = RequestRecord(worker=0, start_s=self.clock())
-        body = _body(results, text, WARMUP_MAX_TOKENS)
-        await self._bounded(
-            s.api, body, record, self._single_bound_s(results), "the warm-up request"
-        )
+        record = await self._single(results, text, WARMUP_MAX_TOKENS, "the warm-up request")
         self.progress.note(
             "warm_up",
             tokens=record.tokens,
@@ -349,102 +357,9 @@ class Sweep:
         results = results.model_copy(
             update={"prefill": (*results.prefill, sample), "cells": (*results.cells, *cells)}
         )
-        self.rundir.save(results)
+        save(self.rundir, results)
         self.progress.note("prefill_not_run", context=ctx.label, reason=ctx.scout_reason)
         return results
-
-    async def _prompt(self, results: Results, ctx: PlannedContext, trial: int) -> Sized:
-        """The row's prompt: sized now, or taken from sizing that started during the
-        previous row's scout (bench.run.presize); the wait is logged either way."""
-        text = prompts.PromptText(results.run_id, trial, ctx.label, results.settings.seed)
-        t0 = self.clock()
-        (prompt, tokens), ahead = await self._presize.take(
-            (trial, ctx.label), lambda: self._size(results, ctx, text)
-        )
-        self.progress.note(
-            "prompt_sized",
-            context=ctx.label,
-            trial=trial + 1,
-            prompt_tokens=tokens,
-            started_ahead=ahead,
-            waited_s=round(self.clock() - t0, 6),
-        )
-        return prompt, tokens
-
-    def _ahead(
-        self, results: Results, ctx: PlannedContext, trial: int
-    ) -> tuple[tuple[int, str], Callable[[], Coroutine[Any, Any, Sized]]] | None:
-        """The next row that will need a prompt, and how to size it (None: no /tokenize,
-        whose probe requests must never run beside a scout, or no such row)."""
-        if not results.server.has_tokenize:
-            return None
-        rows = [(t, c) for t in range(results.settings.trials) for c in results.plan.contexts]
-        i = next(i for i, (t, c) in enumerate(rows) if t == trial and c.label == ctx.label)
-        for t, c in rows[i + 1 :]:
-            if _needs_prompt(results, c, t):
-                text = prompts.PromptText(results.run_id, t, c.label, results.settings.seed)
-                return (t, c.label), lambda c=c, text=text: self._size(results, c, text)
-        return None
-
-    async def _size(
-        self, results: Results, ctx: PlannedContext, text: prompts.PromptText
-    ) -> tuple[str, int]:
-        s, info = results.settings, results.server
-        if info.has_tokenize:
-
-            async def count(candidate: str) -> int:
-                body = prompts.message_body(s.api, info.model, candidate)
-                if s.api == "chat":
-                    body["add_generation_prompt"] = True
-                status, got = await self._presize.window.call(
-                    len(candidate), lambda: self.server.client.post_json("/tokenize", body)
-                )
-                if status != 200 or not isinstance(got, dict) or "count" not in got:
-                    raise ServerError(f"/tokenize answered {status} while sizing {ctx.label}")
-                counted = bounds.count(got["count"])
-                if counted is None:
-                    raise ServerError(
-                        f"/tokenize answered a count that is no token count while sizing "
-                        f"{ctx.label}: {str(got['count'])[:40]!r}"
-                    )
-                return counted
-
-            try:
-                return await prompts.size_exactly(ctx.prompt_tokens, text, count)
-            except prompts.NotSizable as exc:
-                raise ServerError(
-                    f"/tokenize cannot size the {ctx.label} prompt: {exc}",
-                    hint="the server's /tokenize must count the text it is given",
-                ) from None
-        if self._line is None:  # the line is the tokenizer's: fitted once per run
-            self._line = await self._calibrate(results)
-        return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
-
-    async def _calibrate(self, results: Results) -> tuple[float, float]:
-        """tokens = a + b x words from usage.prompt_tokens of two small probe requests."""
-        s = results.settings
-        probe = prompts.PromptText(results.run_id, -1, "probe", s.seed)
-        counts = []
-        for words in (64, 1024):
-            record = RequestRecord(worker=0, start_s=self.clock())
-            body = _body(results, probe.text(words), 1)
-            await self._bounded(
-                s.api, body, record, self._single_bound_s(results), "a sizing probe"
-            )
-            if record.prompt_tokens is None:
-                raise ServerError(
-                    "cannot size prompts: no /tokenize and no usage.prompt_tokens in the stream",
-                    hint=record.error or "the server must report usage",
-                )
-            counts.append(record.prompt_tokens)
-        if counts[1] <= counts[0]:  # the line would ask for billions of words (issue 29, S6)
-            raise ServerError(
-                "cannot size prompts: usage.prompt_tokens does not grow with the prompt "
-                f"({counts[0]:,} for 64 words, {counts[1]:,} for 1,024)",
-                hint="the server must report the prompt's real token count",
-            )
-        b = (counts[1] - counts[0]) / 960
-        return counts[0] - 64 * b, b
 
 
 def _ready_timeout_s(c: int, prompt_tokens: int, speed: float) -> float:
@@ -452,17 +367,12 @@ def _ready_timeout_s(c: int, prompt_tokens: int, speed: float) -> float:
     return (_READY_BASE_S + c * prompt_tokens / _READY_PREFILL_TOK_S) / speed
 
 
-def _needs_prompt(results: Results, ctx: PlannedContext, trial: int) -> bool:
-    """Whether `Sweep._row` will size this row's prompt (the same test it makes)."""
-    if ctx.scout_reason is not None:
-        return False
-    scouted = any(p.context_label == ctx.label and p.trial == trial for p in results.prefill)
-    todo = any(
-        results.cell(ctx.label, p.concurrency, trial) is None
-        for p in results.plan.cells
-        if p.context_label == ctx.label
-    )
-    return not scouted or todo
+def save(rundir: RunDir, results: Results) -> None:
+    """The run's results on disk: results.json and the INCOMPLETE marker (RunDir.save),
+    then tables.md rendered from them. Every save of a run goes through here, so the
+    tables always show the results.json beside them."""
+    rundir.save(results)
+    writes.write_atomic(rundir.path / TABLES, card_tables.render(results) + "\n")
 
 
 def _body(results: Results, text: str, max_tokens: int) -> dict[str, Any]:

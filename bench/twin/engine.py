@@ -1,6 +1,6 @@
 """The twin's engine core: a continuous-batching scheduler as a pure discrete-event model.
 
-`Engine.step()` plans one forward pass the way vLLM's V1 scheduler does (running decodes
+`TwinScheduler.step()` plans one forward pass the way vLLM's V1 scheduler does (running decodes
 first, each costing 1 + num_speculative_tokens of the token budget; then unfinished
 prefills; then waiting requests FCFS while blocks and budget last, prefill chunked to the
 budget), prices it with the profile and returns its duration and the tokens it emitted.
@@ -88,7 +88,7 @@ class Counters:
     finished_requests: int = 0
 
 
-class Engine:
+class TwinScheduler:
     def __init__(self, profile: Profile, seed: int = 0) -> None:
         self.profile = profile
         self.pool = BlockPool(profile.num_blocks)

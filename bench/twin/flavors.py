@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from bench.twin.engine import Engine
+from bench.twin.engine import TwinScheduler
 from bench.twin.profile import Profile
 from bench.twin.tokenizer import Tokenizer
 
@@ -113,7 +113,7 @@ def _lines(name: str, kind: str, value: float, labels: str, help_: str) -> list[
     return [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{shown} {float(value)!r}"]
 
 
-def render_sglang(engine: Engine) -> list[str]:
+def render_sglang(engine: TwinScheduler) -> list[str]:
     p, c = engine.profile, engine.counters
     lab = f'model_name="{p.model}"'
     out: list[str] = []
@@ -135,7 +135,7 @@ def render_sglang(engine: Engine) -> list[str]:
     return out
 
 
-def render_llamacpp(engine: Engine) -> list[str]:
+def render_llamacpp(engine: TwinScheduler) -> list[str]:
     p, c = engine.profile, engine.counters
     out: list[str] = []
     for name, kind, value, help_ in (

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.twin import flavors
-from bench.twin.engine import Engine
+from bench.twin.engine import TwinScheduler
 
 Metric = Callable[..., None]  # metric(name, kind, value, labels=..., help_=...)
 
@@ -35,7 +35,7 @@ class StepLag:
 
 
 def render(
-    engine: Engine,
+    engine: TwinScheduler,
     lag: StepLag,
     speed: float,
     requests_total: int,
@@ -60,7 +60,7 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def _vllm(engine: Engine, metric: Metric) -> None:
+def _vllm(engine: TwinScheduler, metric: Metric) -> None:
     p, c = engine.profile, engine.counters
     lab = f'engine="0",model_name="{p.model}"'
     metric(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from bench.twin import flavors, metrics, requests
-from bench.twin.engine import Engine, Request, StepResult
+from bench.twin.engine import Request, StepResult, TwinScheduler
 from bench.twin.faults import FaultDice, Faults
 from bench.twin.frontend import Frontend
 from bench.twin.http import Connection, HttpRequest
@@ -52,7 +52,7 @@ class Twin:
     def __init__(self, config: TwinConfig) -> None:
         self.config = config
         self.profile = config.profile
-        self.engine = Engine(config.profile, config.seed)
+        self.engine = TwinScheduler(config.profile, config.seed)
         self.frontend: Frontend[Request] = Frontend(config.profile)
         self._frontend_timer: asyncio.TimerHandle | None = None
         self.tokenizer = Tokenizer()

@@ -20,7 +20,7 @@ from bench.results import CellFigures
 from bench.run.figures import cell_figures
 from bench.stream.records import RequestRecord
 from bench.twin import noise
-from bench.twin.engine import Emission, Engine, Request
+from bench.twin.engine import Emission, Request, TwinScheduler
 from bench.twin.frontend import Frontend
 from bench.twin.profile import Profile
 
@@ -44,7 +44,7 @@ def prompt_ids(context: int, tag: int) -> list[int]:
     return [tag % 100_000 + 1, *range(1, context)]
 
 
-def prefill_ttft_s(engine: Engine, ids: list[int]) -> float:
+def prefill_ttft_s(engine: TwinScheduler, ids: list[int]) -> float:
     """TTFT of one request on an idle engine (the scout): overhead + prefill steps."""
     req = engine.make_request(ids, 1)
     frontend: Frontend[Request] = Frontend(engine.profile)
@@ -60,7 +60,7 @@ class _Cell:
     """The streams of one decode cell in virtual time: the frontend's queue, the engine,
     one `RequestRecord` per request, the readiness gate."""
 
-    def __init__(self, engine: Engine, ids: list[int], concurrency: int, max_tokens: int):
+    def __init__(self, engine: TwinScheduler, ids: list[int], concurrency: int, max_tokens: int):
         self.engine, self.ids, self.concurrency, self.max_tokens = (
             engine,
             ids,
@@ -144,7 +144,7 @@ class _Cell:
 
 
 def decode_cell(
-    engine: Engine,
+    engine: TwinScheduler,
     ids: list[int],
     concurrency: int,
     *,
@@ -206,7 +206,7 @@ def run_row(
     (context, concurrency 0)), the engine's step costs carry that cell's factor for this run
     and trial. Without it: no noise, the path `tools.twin_calibrate` fits.
     """
-    engine = Engine(profile, seed)
+    engine = TwinScheduler(profile, seed)
 
     def cell_profile(concurrency: int) -> Profile:
         if run_seed is None:

@@ -12,7 +12,7 @@ runlevel     the run-level model: a factor shared by every cell of a run, and ea
 budget       the runs a side (and server time, starts included) a 5 % or 10 % MDE would need
 sequential   a sequential compare: trials go to the cells still open
 bisect       which commit moved a figure: a k-ary search from GOOD to BAD
-views        the verdict tables as data, rendered to Markdown
+tables       the verdict tables as data (one source for the terminal and the page), as Markdown
 plots        heatmaps of Δ % and per-concurrency curves, as PNG bytes
 page         the verdict as one self-contained HTML page
 command      `bench reproduce` and `bench compare`

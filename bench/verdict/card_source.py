@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.card.model import Card, MatrixCell, Measurement
+from bench.card.model import Card, CardMeasurement, MatrixCell
 from bench.card.parse import read_card
 from bench.verdict.cells import Cell, Key, RunFigures, Status, context_order
 from bench.verdict.settings import from_card as card_settings
 
 
-def _from_row(m: Measurement) -> Cell:
+def _from_row(m: CardMeasurement) -> Cell:
     status: Status = "over_capacity" if m.over_capacity else "valid"
     if not m.over_capacity and m.status.lower() != "valid":
         status = "not_run"

@@ -26,7 +26,7 @@ from bench.verdict.run_source import (
     refuse_repeats,
 )
 from bench.verdict.settings import add_accept_arg, parse_accept
-from bench.verdict.views import compare_markdown, reproduce_markdown
+from bench.verdict.tables import compare_markdown, reproduce_markdown
 
 
 def _percent(text: str) -> float:

@@ -15,7 +15,7 @@ from bench.verdict import budget, plots
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
-from bench.verdict.views import (
+from bench.verdict.tables import (
     Table,
     compare_tables,
     pct,
@@ -38,7 +38,7 @@ img { max-width: 100%; }
 """
 
 
-def _table(t: Table) -> str:
+def table_html(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     rows = []
     for row in t.rows:
@@ -51,12 +51,12 @@ def _table(t: Table) -> str:
     return f"<h3>{html.escape(t.title)}</h3><table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _img(png: bytes, alt: str) -> str:
+def img_html(png: bytes, alt: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _page(title: str, parts: Sequence[str]) -> str:
+def page_html(title: str, parts: Sequence[str]) -> str:
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
         f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
@@ -131,10 +131,10 @@ def reproduce_page(r: Reproduction) -> str:
         f"(rates ÷, latencies × by it); tolerances ±{r.tolerances.throughput_pct:g} % "
         f"throughput, ±{r.tolerances.latency_pct:g} % latency.</p>",
         f'<p class="verdict {word}">{html.escape(r.summary())}</p>',
-        _img(plots.heatmaps_png([heat(m) for m in _decode_metrics()]), "heatmap of Δ %"),
-        *(_table(t) for t in reproduce_tables(r)),
+        img_html(plots.heatmaps_png([heat(m) for m in _decode_metrics()]), "heatmap of Δ %"),
+        *(table_html(t) for t in reproduce_tables(r)),
     ]
-    return _page("Reproduce", parts)
+    return page_html("Reproduce", parts)
 
 
 def _curves(c: Comparison) -> bytes:
@@ -240,17 +240,17 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
         items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
         parts.append(f"<ul>{items}</ul>")
         maps = [_compare_heat(c, m) for m in _decode_metrics()]
-        parts.append(_img(plots.heatmaps_png(maps), "Δ % heatmap"))
+        parts.append(img_html(plots.heatmaps_png(maps), "Δ % heatmap"))
         parts.append(
             f"<p>A = {html.escape(c.a.name)} (solid), B = {html.escape(c.b.name)} "
             "(dashed); error bars: 95 % CI over trials.</p>"
         )
-        parts.append(_img(_curves(c), "figures by concurrency"))
+        parts.append(img_html(_curves(c), "figures by concurrency"))
         parts.append(
             "<p>Frontier: per context, total output tok/s per GPU (per server when a run "
             "records no GPU count) against per-user output tok/s (1000 / median time between "
             "tokens), one point per concurrency, each run's Pareto front as its line.</p>"
         )
-        parts.append(_img(frontier_png([("A", c.a), ("B", c.b)]), "frontier"))
-        parts += [_table(t) for t in compare_tables(c)]
-    return _page("Compare", parts)
+        parts.append(img_html(frontier_png([("A", c.a), ("B", c.b)]), "frontier"))
+        parts += [table_html(t) for t in compare_tables(c)]
+    return page_html("Compare", parts)

@@ -43,23 +43,25 @@ Measure = Callable[[Side, int, frozenset[Key] | None], RunFigures]
 
 
 @dataclass(frozen=True)
-class Sweep:
+class TrialRun:
+    """One run of one side (its trial number) and the cells it measured, in the order run."""
+
     side: Side
     trial: int
     cells: frozenset[Key] | None  # None: the whole matrix
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SequentialOutcome:
     comparison: Comparison
-    sweeps: tuple[Sweep, ...]  # in the order they ran
+    trials: tuple[TrialRun, ...]  # in the order they ran
     stages: int  # stages run
     measurements: dict[Key, int]  # cell measurements taken, both sides
 
     def lines(self) -> list[str]:
-        per_side = {s: sum(1 for w in self.sweeps if w.side == s) for s in ("a", "b")}
+        per_side = {s: sum(1 for w in self.trials if w.side == s) for s in ("a", "b")}
         order = " ".join(
-            w.side.upper() + ("" if w.cells is None else f"[{len(w.cells)}]") for w in self.sweeps
+            w.side.upper() + ("" if w.cells is None else f"[{len(w.cells)}]") for w in self.trials
         )
         return [
             f"Sequential design, stages {', '.join(f'{a}+{b}' for a, b in STAGES)}: "
@@ -158,9 +160,9 @@ def run(
     *,
     stages: tuple[tuple[int, int], ...] = STAGES,
     names: tuple[str, str] = ("A", "B"),
-) -> Outcome:
+) -> SequentialOutcome:
     runs: dict[Side, list[RunFigures]] = {"a": [], "b": []}
-    sweeps: list[Sweep] = []
+    trials: list[TrialRun] = []
     open_cells: frozenset[Key] | None = None  # None: every cell (the first stage)
     measurements: dict[Key, int] = {}
     last: Comparison | None = None
@@ -173,7 +175,7 @@ def run(
             trial = len(runs[side]) + 1
             got = measure(side, trial, open_cells)
             runs[side].append(got)
-            sweeps.append(Sweep(side, trial, open_cells))
+            trials.append(TrialRun(side, trial, open_cells))
             for key, cell in got.cells.items():
                 if cell.status == "valid" and (open_cells is None or key in open_cells):
                     measurements[key] = measurements.get(key, 0) + 1
@@ -189,4 +191,4 @@ def run(
         if not open_cells:
             break
     assert last is not None
-    return Outcome(last, tuple(sweeps), done, measurements)
+    return SequentialOutcome(last, tuple(trials), done, measurements)

@@ -27,7 +27,7 @@ from bench.verdict.cells import Key, RunFigures
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from provisioning.commands.compare import sweep_options
 from provisioning.commands.options import add_build_args, add_common, target_choice
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.hosts import inventory
@@ -151,7 +151,7 @@ class CommitJob(threading.Thread):
         extra = build.parse_build_args(self.choice.build_args)
         spec = build.spec_for(stage, build.commit_tag(stage, self.commit), commit=self.commit,
                               build_args=extra)  # fmt: skip
-        with Engine(self.target.host) as engine:
+        with DockerEngine(self.target.host) as engine:
             image_id = ensure.ensure_image(engine, spec.tag, self.target.host.name, sys.stderr,
                                            source="build", build=spec)  # fmt: skip
         ctx, conc = self.choice.cell

@@ -12,7 +12,7 @@ from bench.command_line import SubParsers
 from bench.errors import Exit
 from bench.settings import Settings
 from provisioning.commands.options import add_common
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.flow.host_run import scope_of
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
@@ -41,7 +41,7 @@ def clean(
         host = inventory.resolve(name, inventory=listed)
         with Remote(host, trust_new_host=trust_new_host):  # checks the host key first
             pass
-        with Engine(host) as engine:
+        with DockerEngine(host) as engine:
             scopes = [scope_of(run_id, host.name)] if run_id else sorted(engine.run_ids())
             removed = [n for scope in scopes for n in engine.remove_run(scope)]
         print(f"{host.name}: removed {len(removed)} container(s){': ' if removed else ''}"

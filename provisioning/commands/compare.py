@@ -22,14 +22,14 @@ from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.run_source import Verification, load_run, merge_runs
-from bench.verdict.views import compare_markdown
+from bench.verdict.tables import compare_markdown
 from provisioning.commands.options import (
     add_build_args,
     add_common,
     add_pair_outputs,
     target_choice,
 )
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.options import Options, Secrets
@@ -168,7 +168,7 @@ def compare_commits(
     ]
     preflight_host(target, trust_new_host=pair.trust_new_host, environ=dict(os.environ))
     ids = []
-    with Engine(target.host) as engine:
+    with DockerEngine(target.host) as engine:
         for spec in specs:  # both before either sweep: a commit that does not build stops here
             ids.append(
                 ensure.ensure_image(engine, spec.tag, target.host.name, sys.stderr,

@@ -32,7 +32,7 @@ import requests.exceptions
 import urllib3
 
 from bench.errors import BenchError, HostCheckFailed, RunFailed, ServerError
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 
 
 class EngineUnreachable(HostCheckFailed):
@@ -105,7 +105,9 @@ TRANSPORT_ERRORS = (
 )
 
 
-def open_client(host: Host, *, timeout_s: float, local: bool) -> tuple[docker.DockerClient, str]:
+def open_client(
+    host: ResolvedHost, *, timeout_s: float, local: bool
+) -> tuple[docker.DockerClient, str]:
     """A client of HOST's engine over SSH (LOCAL: this machine's, DOCKER_HOST or its socket)
     and the engine's version; EngineUnreachable (or what wrap makes of it) when none answers."""
     if local:

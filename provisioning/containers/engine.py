@@ -26,7 +26,7 @@ from provisioning.containers.docker_sdk import (
     open_client,
     wrap,
 )
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 
 log = structlog.get_logger("provisioning.containers")
 
@@ -68,10 +68,12 @@ class ContainerSpec:
         return f"vllm-bench-{self.run_id}-{self.role}"
 
 
-class Engine:
+class DockerEngine:
     """The Docker engine of one host."""
 
-    def __init__(self, host: Host, *, timeout_s: float = 120.0, local: bool = False) -> None:
+    def __init__(
+        self, host: ResolvedHost, *, timeout_s: float = 120.0, local: bool = False
+    ) -> None:
         """LOCAL: the engine of the machine this runs on (DOCKER_HOST, else its socket), as
         a Slurm node's own part of a job uses it; else HOST's over SSH."""
         self.host = host
@@ -98,7 +100,7 @@ class Engine:
             log.debug("engine_close_failed", error=str(exc))
         self._connect()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> DockerEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,6 +1,6 @@
 """What the host flow and the image steps need of a host's container engine.
 
-provisioning.containers.engine.Engine is one (over SSH, or the node's own engine); the
+provisioning.containers.engine.DockerEngine is one (over SSH, or the node's own engine); the
 unit tests pass small typed fakes of it. It lives here, under the image and the flow
 folders that use it, so neither reaches up for it.
 """
@@ -14,7 +14,7 @@ from provisioning.containers.engine import ContainerSpec
 
 
 class EngineSide(Protocol):
-    """What the flow needs of a host's container engine (provisioning.containers.engine.Engine)."""
+    """What the flow needs of a host's container engine (containers.engine.DockerEngine is one)."""
 
     def start(self, spec: ContainerSpec) -> str: ...
 

@@ -2,8 +2,8 @@
 steps; over provisioning.preflight, image, containers and hosts.
 
     host_run      the conductor (HostRun): preflighted host to signed, verified bundle
-    seams         what the steps share: Shell, Placement, Steps, Workspace, Server
-    options       what one host run is asked (Options, Secrets) and gives back (Outcome)
+    seams         what the steps share: Shell, Placement, Steps, Workspace, ServerContainer
+    options       what one host run is asked (Options, Secrets) and gives back (HostOutcome)
     over_ssh      a host reached over SSH, as the conductor places a run on it
     server_start  the GPU self-test, the weights, the server container
     readiness     waiting for the server to serve (health, crash, deadline)

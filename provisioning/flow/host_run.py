@@ -35,15 +35,15 @@ import structlog
 from bench.errors import BenchError, Interrupted
 from provisioning.containers.docker_sdk import EngineUnreachable
 from provisioning.containers.engine_side import EngineSide
-from provisioning.flow.options import Options, Outcome
+from provisioning.flow.options import HostOutcome, Options
 from provisioning.flow.over_ssh import OverSsh
 from provisioning.flow.readiness import wait_ready
 from provisioning.flow.reconnect import Reconnector
 from provisioning.flow.sealing import RunFacts, Sealer
-from provisioning.flow.seams import Placement, Server, Steps, Workspace
+from provisioning.flow.seams import Placement, ServerContainer, Steps, Workspace
 from provisioning.flow.server_start import ServerStart
 from provisioning.flow.sweep_exec import INTERRUPT_GRACE_S, SweepExec
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.remote import Remote
 from provisioning.hosts.shell import Shell
 
@@ -59,7 +59,7 @@ class HostRun:
 
     def __init__(
         self,
-        host: Host,
+        host: ResolvedHost,
         opts: Options,
         *,
         remote: Shell,
@@ -74,13 +74,13 @@ class HostRun:
             placement = OverSsh(remote, opts)
         self.host, self.opts, self.remote, self.placement = host, opts, remote, placement
         self.out, self.clock, self.sleep = out, clock, sleep
-        self.outcome = Outcome(host=host.name, run_id=opts.run_id)
+        self.outcome = HostOutcome(host=host.name, run_id=opts.run_id)
         self.step = Steps(self.outcome, out, clock)
         self.stop = threading.Event()
         self.facts = RunFacts()
         self.engine: EngineSide | None = None
         self.workspace: Workspace | None = None
-        self.server: Server | None = None
+        self.server: ServerContainer | None = None
         self._reconnect: Reconnector | None = None
         self._sweep: SweepExec | None = None
 
@@ -123,7 +123,7 @@ class HostRun:
 
     # -- the whole flow -----------------------------------------------------------------------
 
-    def run(self) -> Outcome:
+    def run(self) -> HostOutcome:
         interrupted = False
         try:
             with self.step("docker"):

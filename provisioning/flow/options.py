@@ -1,4 +1,4 @@
-"""What one host run is asked to do (Options, Secrets) and what it gives back (Outcome)."""
+"""What one host run is asked to do (Options, Secrets) and what it gives back (HostOutcome)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Options:
 
 
 @dataclass
-class Outcome:
+class HostOutcome:
     host: str
     run_id: str
     local_dir: Path | None = None

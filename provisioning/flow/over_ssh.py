@@ -16,10 +16,10 @@ import shlex
 from typing import TextIO
 
 from bench.errors import Interrupted
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
-from provisioning.flow.options import Options, Outcome
+from provisioning.flow.options import HostOutcome, Options
 from provisioning.flow.pull_back import PullBack
 from provisioning.flow.seams import Steps
 from provisioning.hosts.remote import Remote
@@ -34,11 +34,11 @@ class OverSsh:
     def __init__(self, remote: Remote, opts: Options) -> None:
         self.remote, self.opts = remote, opts
         self.host = remote.host
-        self._engine: Engine | None = None
+        self._engine: DockerEngine | None = None
         self._pull = PullBack(remote, opts)
 
     def open_engine(self) -> EngineSide:
-        self._engine = Engine(self.host)
+        self._engine = DockerEngine(self.host)
         return self._engine
 
     def prepare(self, home: str, scope: str) -> tuple[str, str]:
@@ -60,7 +60,7 @@ class OverSsh:
             build=self.opts.build,
         )
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         self._pull.deliver(archive, outcome, steps)
 
     def stop_delivery(self) -> None:

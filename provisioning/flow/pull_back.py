@@ -16,7 +16,7 @@ from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import Interrupted, RunFailed
-from provisioning.flow.options import Options, Outcome
+from provisioning.flow.options import HostOutcome, Options
 from provisioning.flow.seams import Steps
 from provisioning.hosts import transfer
 from provisioning.hosts.remote import Remote
@@ -31,7 +31,7 @@ class PullBack:
         self._stop: threading.Event | None = None
         self._stopped: transfer.TransferStopped | None = None
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         host, opts = self.remote.host.name, self.opts
         local_archive = opts.results_dir / host / f"{opts.run_id}.tar.gz"
         self._stop = threading.Event()  # before the step is announced: no Ctrl-C missed

@@ -17,7 +17,7 @@ from bench.errors import ServerError
 from bench.launch_profile import LaunchProfile
 from provisioning.containers.docker_sdk import ContainerFailed
 from provisioning.containers.engine_side import EngineSide
-from provisioning.flow.seams import Server, indent
+from provisioning.flow.seams import ServerContainer, indent
 from provisioning.hosts.shell import Shell
 
 POLL_S = 1.0
@@ -26,7 +26,7 @@ POLL_S = 1.0
 def wait_ready(
     engine: EngineSide,
     shell: Shell,
-    server: Server,
+    server: ServerContainer,
     profile: LaunchProfile,
     *,
     api_key: SecretStr | None,

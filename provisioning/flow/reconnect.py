@@ -16,7 +16,7 @@ import structlog
 from bench.errors import BenchError, RunFailed
 from provisioning.containers.docker_sdk import EngineUnreachable
 from provisioning.containers.engine_side import EngineSide
-from provisioning.flow.seams import Server
+from provisioning.flow.seams import ServerContainer
 from provisioning.hosts.remote import SshUnreachable
 from provisioning.hosts.shell import Shell
 from provisioning.retry import retry_call
@@ -47,7 +47,7 @@ class Reconnector:
         self.host, self.shell, self.engine = host, shell, engine
         self.out, self.sleep = out, sleep
         self.dropped = False  # the connection dropped (and was reopened) during the sweep
-        self.server: Server | None = None
+        self.server: ServerContainer | None = None
 
     def __call__(
         self, lost: BenchError, *, sweeping: bool = True, then: str = "cleaning up"

@@ -12,7 +12,7 @@ EngineSide, a folder down: the image steps need it too.
 
 The flow is given a Placement (composition): unit tests pass small typed fakes of these
 through the public constructors. Also here: the step timer (Steps), the run's Workspace on
-the host and its Server container, as the steps pass them to each other.
+the host and its ServerContainer, as the steps pass them to each other.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Protocol, TextIO
 
 from bench.errors import Interrupted
 from provisioning.containers.engine_side import EngineSide
-from provisioning.flow.options import Outcome
+from provisioning.flow.options import HostOutcome
 
 RUN_IN_CONTAINER = "/results/run"  # the run directory, in the server and helper containers
 JIT_IN_CONTAINER = "/var/cache/jit"  # the vllm image's CUDA_CACHE_PATH etc. live under it
@@ -34,7 +34,7 @@ class Steps:
     """Timing of each step, for the summary and the note on where the time goes: `with
     steps("image"): ...` announces the step and records how long it took."""
 
-    def __init__(self, outcome: Outcome, out: TextIO, clock: Callable[[], float]) -> None:
+    def __init__(self, outcome: HostOutcome, out: TextIO, clock: Callable[[], float]) -> None:
         self.outcome, self.out, self.clock = outcome, out, clock
 
     def __call__(self, name: str) -> _Step:
@@ -70,7 +70,7 @@ class Workspace:
 
 
 @dataclass
-class Server:
+class ServerContainer:
     """The server container once started: its id, the host's port for its API, and its log
     so far (followed by the engine; followed again from the start after a reconnect)."""
 
@@ -98,7 +98,7 @@ class Placement(Protocol):
         """The image present on the engine open_engine opened; returns its id."""
         ...
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         """The signed ARCHIVE (a path on the host) to where the user reads it; sets the
         outcome's archive (and local_dir, complete when it is opened here)."""
         ...

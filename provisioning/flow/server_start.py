@@ -18,7 +18,7 @@ from provisioning.flow.options import Options
 from provisioning.flow.seams import (
     JIT_IN_CONTAINER,
     RUN_IN_CONTAINER,
-    Server,
+    ServerContainer,
     Steps,
     Workspace,
 )
@@ -98,7 +98,7 @@ class ServerStart:
             print(f"[{self.host}] {found.banner()}", file=self.out, flush=True)
             return found.as_json()
 
-    def start_server(self) -> Server:
+    def start_server(self) -> ServerContainer:
         """The server container, started, its log followed."""
         p, where = self.opts.profile, self.where
         env = {"HOME": CONTAINER_HOME, "HF_HOME": HF_IN_CONTAINER}
@@ -136,6 +136,6 @@ class ServerStart:
                     hostname=self.host if _HOSTNAME.fullmatch(self.host) else None,
                 )
             )
-            server = Server(cid, self.engine.host_port(cid, p.port))
+            server = ServerContainer(cid, self.engine.host_port(cid, p.port))
             self.engine.follow_logs(cid, server.log.append)
         return server

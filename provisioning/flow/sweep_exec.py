@@ -23,7 +23,7 @@ from provisioning.containers.docker_sdk import EngineUnreachable
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow.options import Options
 from provisioning.flow.reconnect import Reconnector
-from provisioning.flow.seams import RUN_IN_CONTAINER, Server, Workspace
+from provisioning.flow.seams import RUN_IN_CONTAINER, ServerContainer, Workspace
 from provisioning.hosts.remote import TRANSIENT, SshUnreachable
 from provisioning.hosts.shell import Shell
 from provisioning.image.ensure import CONTAINER_HOME
@@ -57,7 +57,7 @@ class SweepExec:
     def host(self) -> str:
         return self.shell.host.name
 
-    def command(self, opts: Options, server: Server, where: Workspace) -> tuple[str, ...]:
+    def command(self, opts: Options, server: ServerContainer, where: Workspace) -> tuple[str, ...]:
         """`bench run`'s command line; with the start-up log so far when it could be written
         into the run directory (its "KV cache size: N tokens" line is a capacity source after
         /metrics' label; sealing rewrites the file with the whole log). Not worth failing
@@ -75,7 +75,7 @@ class SweepExec:
         return command
 
     def run(
-        self, command: tuple[str, ...], server: Server, where: Workspace, opts: Options
+        self, command: tuple[str, ...], server: ServerContainer, where: Workspace, opts: Options
     ) -> RunFailed | None:
         """Run COMMAND in the server container until it ends; the failure, if any (an exit
         of 1 is a verdict of "no": the bundle is still good). None too when stopped."""

@@ -17,7 +17,7 @@ import paramiko
 import structlog
 
 from bench.errors import HostCheckFailed
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 
 log = structlog.get_logger("provisioning.host_keys")
 
@@ -43,7 +43,7 @@ def _known_hosts_line(name: str, key: paramiko.PKey) -> str:
 class HostKeyDecision(paramiko.MissingHostKeyPolicy):
     """Refuse an unknown key with what the user needs to decide, or record it when told to."""
 
-    def __init__(self, host: Host, trust_new_host: bool) -> None:
+    def __init__(self, host: ResolvedHost, trust_new_host: bool) -> None:
         self._host = host
         self._trust = trust_new_host
         self.trusted: str | None = None
@@ -73,12 +73,12 @@ class HostKeyDecision(paramiko.MissingHostKeyPolicy):
         )
 
 
-def learn_file(host: Host) -> Path:
+def learn_file(host: ResolvedHost) -> Path:
     user_files = [p for p in host.known_hosts_files if not str(p).startswith("/etc/")]
     return user_files[0] if user_files else Path.home() / ".ssh" / "known_hosts"
 
 
-def key_changed(host: Host, exc: paramiko.BadHostKeyException) -> HostKeyChanged:
+def key_changed(host: ResolvedHost, exc: paramiko.BadHostKeyException) -> HostKeyChanged:
     """The refusal of a key that differs from the known one (both fingerprints, the fix)."""
     return HostKeyChanged(
         f"host key of {host.name} ({host.known_hosts_name}) has CHANGED: "

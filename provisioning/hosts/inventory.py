@@ -82,7 +82,7 @@ class Inventory(BaseModel):
 
 
 @dataclass(frozen=True)
-class Host:
+class ResolvedHost:
     """One GPU host as the orchestrator connects to it."""
 
     name: str  # what the user typed (alias or hostname); names results/<name>/
@@ -179,7 +179,7 @@ def resolve(
     inventory: Inventory | None = None,
     ssh_config: Path | None = None,
     run: Runner = _run,
-) -> Host:
+) -> ResolvedHost:
     """Resolve NAME as `ssh NAME` would, then apply the inventory's entry for it."""
     if not name or name.startswith("-") or any(c.isspace() for c in name):
         raise UsageError(f"host name {name!r} is not valid", hint="give an ssh alias or hostname")
@@ -234,7 +234,7 @@ def resolve(
     elif jump and jump.lower() != "none":
         proxy_command = _proxy_from_jump(jump, hostname, port)
     timeout = one("connecttimeout", "none")
-    return Host(
+    return ResolvedHost(
         name=name,
         hostname=hostname,
         user=user,

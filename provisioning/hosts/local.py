@@ -15,7 +15,7 @@ import pwd
 import subprocess
 from pathlib import Path
 
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.remote import RemoteCommandFailed
 from provisioning.hosts.shell import CommandResult
 from provisioning.retry import RetryPolicy
@@ -24,7 +24,7 @@ from provisioning.retry import RetryPolicy
 class LocalShell:
     """This machine under the name HOST.name (a node's name in the job)."""
 
-    def __init__(self, host: Host, *, environment: dict[str, str] | None = None) -> None:
+    def __init__(self, host: ResolvedHost, *, environment: dict[str, str] | None = None) -> None:
         """ENVIRONMENT: the commands' whole environment (default: this process's)."""
         self.host = host
         self.retry = RetryPolicy(attempts=1)
@@ -90,7 +90,9 @@ class LocalShell:
         """Nothing to close."""
 
 
-def local_host(name: str, model_cache: str | None = None) -> Host:
-    """This machine as a Host named NAME (no SSH: address fields are informative only)."""
-    host = Host(name=name, hostname="localhost", user=pwd.getpwuid(os.getuid()).pw_name, port=0)
+def local_host(name: str, model_cache: str | None = None) -> ResolvedHost:
+    """This machine as a ResolvedHost named NAME (no SSH: address fields are informative only)."""
+    host = ResolvedHost(
+        name=name, hostname="localhost", user=pwd.getpwuid(os.getuid()).pw_name, port=0
+    )
     return dataclasses.replace(host, model_cache=model_cache) if model_cache else host

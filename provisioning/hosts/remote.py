@@ -46,7 +46,7 @@ from provisioning.hosts.host_keys import (
     fingerprint,
     key_changed,
 )
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.shell import CommandResult
 from provisioning.retry import RetryPolicy, retry_call
 
@@ -93,7 +93,7 @@ class Remote:
 
     def __init__(
         self,
-        host: Host,
+        host: ResolvedHost,
         *,
         trust_new_host: bool = False,
         retry: RetryPolicy | None = None,

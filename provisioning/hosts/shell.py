@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.retry import RetryPolicy
 
 
@@ -36,7 +36,7 @@ class Shell(Protocol):
     files, HTTP to its loopback. Remote does it over SSH; provisioning.hosts.local.LocalShell
     on the machine the code runs on (a Slurm node running its own part of a job)."""
 
-    host: Host
+    host: ResolvedHost
     retry: RetryPolicy
 
     def run(

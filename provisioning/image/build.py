@@ -29,7 +29,7 @@ from typing import TextIO
 
 from bench import __version__, image_tag
 from bench.errors import RunFailed, UsageError
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.containers.local_images import build_context
 from provisioning.image import buildkit
 
@@ -120,7 +120,7 @@ def engine_dockerfile(text: str) -> str:
     return rest if first.replace(" ", "").lower().startswith("#syntax=") else text
 
 
-def build_on_host(engine: Engine, spec: BuildSpec, *, host: str, out: TextIO) -> str:
+def build_on_host(engine: DockerEngine, spec: BuildSpec, *, host: str, out: TextIO) -> str:
     """Build SPEC with the host's engine, progress on OUT; returns the image id."""
     text = engine_dockerfile((spec.root / "Dockerfile").read_text())
     params = {

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 
 from bench.errors import RunFailed
 from provisioning.containers.docker_sdk import ContainerFailed, ImageMissing
-from provisioning.containers.engine import ContainerSpec, Engine, Mount
+from provisioning.containers.engine import ContainerSpec, DockerEngine, Mount
 from provisioning.containers.engine_side import EngineSide
 from provisioning.containers.local_images import local_image_chunks, local_image_id
 from provisioning.image.build import BuildSpec, build_on_host
@@ -39,7 +39,7 @@ _PROGRESS_STEP_BYTES = 64 << 20
 
 
 def ensure_image(
-    engine: Engine,
+    engine: DockerEngine,
     ref: str,
     host: str,
     out: TextIO,
@@ -76,7 +76,7 @@ def _need(build: BuildSpec | None, ref: str) -> BuildSpec:
     return build
 
 
-def _build(engine: Engine, build: BuildSpec, host: str, out: TextIO) -> str:
+def _build(engine: DockerEngine, build: BuildSpec, host: str, out: TextIO) -> str:
     print(
         f"[{host}] building {build.tag} (target {build.target}, vLLM commit {build.commit}) "
         "on the host ...",

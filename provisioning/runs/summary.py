@@ -17,13 +17,13 @@ from bench.errors import BenchError, Exit, Interrupted
 from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet
 from bench.fleet import rule as fleet_rule
-from bench.fleet.view import fleet_markdown
+from bench.fleet.tables import fleet_markdown
 from bench.launch_profile import LaunchProfile
 from bench.verdict.command import load_reference
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run
-from bench.verdict.views import reproduce_markdown
-from provisioning.flow.options import Outcome
+from bench.verdict.tables import reproduce_markdown
+from provisioning.flow.options import HostOutcome
 
 CARDS_DIR = Path(bench.cards.__file__).parent
 
@@ -47,7 +47,7 @@ class Ran(Protocol):
     """What the summary reads of a host's (or a Slurm node's) run."""
 
     @property
-    def outcome(self) -> Outcome: ...
+    def outcome(self) -> HostOutcome: ...
 
     @property
     def error(self) -> BenchError | None: ...

@@ -19,7 +19,7 @@ from bench import __version__, image_tag
 from bench.errors import BenchError, HostCheckFailed
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from provisioning.containers import docker_sdk, local_images
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image import build, cuda_compat
@@ -45,7 +45,7 @@ class TargetChoice:
 
 @dataclass(frozen=True)
 class Target:
-    host: inventory.Host
+    host: inventory.ResolvedHost
     profile: LaunchProfile
     requirements: Requirements
     image_ref: str
@@ -129,11 +129,11 @@ def preflight_host(
     return report
 
 
-def sdk_check(host: inventory.Host) -> report.Check:
+def sdk_check(host: inventory.ResolvedHost) -> report.Check:
     """The containers are driven through the Docker SDK's own SSH connection: try it."""
     name = "docker over ssh"
     try:
-        with Engine(host) as engine:
+        with DockerEngine(host) as engine:
             return report.Check(name, report.Status.OK, f"Docker SDK: {engine.server_version}")
     except BenchError as exc:
         return report.Check(

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from bench.errors import BenchError, UsageError
 from provisioning.flow.host_run import HostRun
-from provisioning.flow.options import Outcome
+from provisioning.flow.options import HostOutcome
 
 
 def new_run_id() -> str:
@@ -45,7 +45,7 @@ class Worker(threading.Thread):
     def __init__(self, run: HostRun) -> None:
         super().__init__(name=f"host-{run.host.name}", daemon=True)
         self.host_run = run
-        self.outcome: Outcome = run.outcome
+        self.outcome: HostOutcome = run.outcome
         self.error: BenchError | None = None
         # Waiting uses this, not join(): a join() interrupted by Ctrl-C can leave a live
         # thread reported as stopped (CPython gh-90882).

@@ -1,7 +1,7 @@
 """One node's part of a Slurm job: `python -m provisioning node-run RUN_DIR`, one task per node.
 
 The single-host flow (provisioning.flow.host_run.HostRun) on the node itself, placed there by OnNode
-(its own Docker engine, Engine(local=True); the run directory and bundle on the shared
+(its own Docker engine, DockerEngine(local=True); the run directory and bundle on the shared
 filesystem; a signing key of its own) with the node's own commands
 (provisioning.hosts.local.LocalShell):
 
@@ -45,13 +45,13 @@ from bench.errors import BenchError, Exit, Interrupted
 from bench.launch_profile import load_launch_profile
 from bench.settings import Settings
 from provisioning.containers.docker_sdk import ImageMissing
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
-from provisioning.flow.options import Options, Outcome, Secrets
+from provisioning.flow.options import HostOutcome, Options, Secrets
 from provisioning.flow.seams import Steps
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.local import LocalShell, local_host
 from provisioning.preflight import checks
 from provisioning.preflight import report as preflight_report
@@ -126,13 +126,13 @@ class OnNode:
         self.host = shell.host
         self.directory = directory
         self.image_tar = image_tar
-        self._engine: Engine | None = None
+        self._engine: DockerEngine | None = None
 
     def run_dir(self, scope: str) -> Path:
         return self.directory / scope
 
     def open_engine(self) -> EngineSide:
-        self._engine = Engine(self.host, local=True)
+        self._engine = DockerEngine(self.host, local=True)
         return self._engine
 
     def prepare(self, home: str, scope: str) -> tuple[str, str]:
@@ -164,7 +164,7 @@ class OnNode:
         print(f"[{name}] image {ref} present ({found[:19]})", file=out, flush=True)
         return found
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         """The signed archive stays where it is, on the shared filesystem."""
         outcome.archive = Path(archive)
 
@@ -204,7 +204,7 @@ def node_preflight(shell: LocalShell, opts: Options, hf_token_present: bool) -> 
         "slurm task", preflight_report.Status.OK, f"node {host.name}, job {job}, task {task}"
     )
     try:
-        with Engine(host, local=True) as engine:
+        with DockerEngine(host, local=True) as engine:
             report.checks.insert(
                 1,
                 preflight_report.Check(
@@ -271,7 +271,7 @@ def _complete(run_dir: Path) -> bool:
     return (run_dir / "results.json").is_file() and not (run_dir / "INCOMPLETE").exists()
 
 
-def _node_run(job: NodeJob, host: Host, directory: Path, settings: Settings) -> HostRun:
+def _node_run(job: NodeJob, host: ResolvedHost, directory: Path, settings: Settings) -> HostRun:
     profile = load_launch_profile(job.profile)
     req = load_requirements(
         profile.name,

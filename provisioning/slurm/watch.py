@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from bench.errors import BenchError, Interrupted, RunFailed
 from provisioning.flow import signing
 from provisioning.flow.host_run import scope_of
-from provisioning.flow.options import Outcome
+from provisioning.flow.options import HostOutcome
 from provisioning.flow.pull_back import open_and_verify
 from provisioning.slurm.jobs import JobState, Slurm
 from provisioning.slurm.node import (
@@ -41,7 +41,7 @@ POLL_S = 2.0
 class NodeResult:
     """One node's part, as summarise reads a host's (outcome + error)."""
 
-    outcome: Outcome
+    outcome: HostOutcome
     error: BenchError | None = None
 
 
@@ -135,12 +135,14 @@ class Watch:
                 Interrupted("interrupted before a node ran this task of the job") if interrupted
                 else RunFailed("no node ran this task of the job")
             )  # fmt: skip
-            out.append(NodeResult(Outcome(host=f"(node {missing + 1})", run_id=self.run_id), why))
+            out.append(
+                NodeResult(HostOutcome(host=f"(node {missing + 1})", run_id=self.run_id), why)
+            )
         return out
 
     def _collect_one(self, name: str, results_dir: Path, allowed: Path) -> NodeResult:
         run_id = self.run_id
-        result = NodeResult(Outcome(host=name, run_id=run_id))
+        result = NodeResult(HostOutcome(host=name, run_id=run_id))
         log = self.run_dir.join(NODES_DIR, "task-*.log")
         try:
             found = NodeOutcome.model_validate_json(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from bench.card.model import Card, Measurement
+from bench.card.model import Card, CardMeasurement
 from bench.card.parse import read_card
 
 CONTEXTS = ["8K", "16K", "32K", "64K", "128K", "251K"]
@@ -28,7 +28,7 @@ def _f1(x: float | None) -> str:
     return "—" if x is None else f"{x:,.1f}"
 
 
-def _row(m: Measurement) -> str:
+def _row(m: CardMeasurement) -> str:
     """The row as the site prints it, from the parsed figures alone."""
     cells = [
         PHASE[m.phase],

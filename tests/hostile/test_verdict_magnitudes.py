@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from bench.fleet import report as fleet_mod
 from bench.fleet.nodes import Node
 from bench.fleet.rule import Rule
-from bench.fleet.view import fleet_markdown
+from bench.fleet.tables import fleet_markdown
 from bench.verdict.cells import FIGURE_MAX, Cell, RunFigures
 from bench.verdict.compare import Policy, compare
-from bench.verdict.views import compare_markdown
+from bench.verdict.tables import compare_markdown
 
 LEVELS = (1, 2, 4)
 # Figures a run could in principle record, down to the smallest float, up to FIGURE_MAX.

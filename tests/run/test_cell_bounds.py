@@ -19,7 +19,7 @@ from bench.run.cell import (
     WORKER_STOP_S,
     CellRun,
     CellTiming,
-    Server,
+    ServerView,
     run_cell,
 )
 from bench.run.prompts import request_body
@@ -49,7 +49,7 @@ def _cell(
         client = client_type(
             "http://sim", clock=virtual.clock, transport=sim.transport(), read_timeout_s=5.0
         )
-        server = Server(client, virtual.clock, asyncio.sleep, has_metrics=True)
+        server = ServerView(client, virtual.clock, asyncio.sleep, has_metrics=True)
         t0 = virtual.clock()
         try:
             async with asyncio.timeout(GUARD_S):

@@ -1,6 +1,7 @@
 """What bench writes, bench can read back (issue 29, rule 5; S7): a figure no run can make
 makes its cell invalid with the reason; results.json is checked against its own schema
-before it is written; `bench sign` refuses what `bench verify` would refuse."""
+before it is written; `bench sign` refuses what `bench verify` would refuse. And who writes
+what: RunDir.save writes results.json and its marker, the sweep's `save` adds tables.md."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from bench.bundle import seal
 from bench.errors import RunFailed, VerifyFailed
 from bench.results import CellExtras, Distribution
-from bench.run import outcome
+from bench.run import card_tables, outcome, sweep
 from bench.run.rundir import RunDir
 from tests.support.runs import small_results, write_run_dir
 
@@ -48,6 +49,25 @@ def test_results_that_would_not_read_back_are_never_written(tmp_path: Path) -> N
         rundir.save(bad)
     assert (rundir.path / "results.json").read_bytes() == before
     assert sorted(p.name for p in rundir.path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_save_writes_results_and_the_marker_only_and_the_sweeps_save_adds_tables(
+    tmp_path: Path,
+) -> None:
+    rundir = RunDir(tmp_path / "r")
+    rundir.create()
+    results = small_results().model_copy(update={"state": "running"})
+    rundir.save(results)
+    assert sorted(p.name for p in rundir.path.iterdir()) == ["INCOMPLETE", "results.json"]
+    sweep.save(rundir, results)
+    assert sorted(p.name for p in rundir.path.iterdir()) == [
+        "INCOMPLETE",
+        "results.json",
+        "tables.md",
+    ]
+    tables = (rundir.path / "tables.md").read_text(encoding="utf-8")
+    assert tables == card_tables.render(results) + "\n"
+    assert "8K" in tables  # the cell of small_results, not an empty page
 
 
 def test_sign_refuses_what_verify_would_refuse(tmp_path: Path) -> None:

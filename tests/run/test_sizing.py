@@ -18,10 +18,10 @@ from bench.results import (
     ServerInfo,
 )
 from bench.run import prompts
-from bench.run.cell import Server
+from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run.sweep import Sweep
+from bench.run.sweep import SweepRunner
 from bench.stream.client import Client
 from tests.support.scripted import DONE, Body, ScriptedClock, chat_chunk
 
@@ -67,8 +67,8 @@ def test_without_tokenize_prompts_are_sized_from_usage(tmp_path: Path) -> None:
     async def no_sleep(seconds: float) -> None:
         await asyncio.sleep(0)
 
-    sweep = Sweep(
-        server=Server(client, clock, no_sleep, has_metrics=False),
+    sweep = SweepRunner(
+        server=ServerView(client, clock, no_sleep, has_metrics=False),
         rundir=RunDir(tmp_path),
         progress=SweepProgress(clock, total_cells=0, estimated_s=0, tty=False),
         anchor_s=0.0,
@@ -76,7 +76,7 @@ def test_without_tokenize_prompts_are_sized_from_usage(tmp_path: Path) -> None:
 
     async def go() -> tuple[str, int]:
         text = prompts.PromptText("r", 0, "8K", 0)
-        got = await sweep._size(results, ctx, text)
+        got = await sweep._presize.size(results, ctx, text)
         await client.aclose()
         return got
 

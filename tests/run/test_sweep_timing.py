@@ -1,4 +1,5 @@
-"""The sweep's own time: sizing the next row during the scout, the gate opening on time.
+"""The sweep's own time: sizing the next row during the scout, the gate opening on time;
+and what a finished sweep leaves in its run directory.
 
 A whole sweep runs against `tests.support.simserver` on a virtual-time loop, so every
 assertion is about exact virtual instants, with no sockets and no sleeping.
@@ -13,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from bench.results import KvCapacity, Results, RunSettings, ServerInfo
-from bench.run import plan, prompts
-from bench.run.cell import Server, gate_pause_s, token_poll_s, wait_until
+from bench.run import card_tables, plan, prompts
+from bench.run.cell import ServerView, gate_pause_s, token_poll_s, wait_until
 from bench.run.presize import CallTimer, TokenizeWindow
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
-from bench.run.sweep import Sweep
+from bench.run.sweep import SweepRunner
 from bench.stream.client import Client
 from tests.support import virtual
 from tests.support.simserver import SimServer, count_tokens
@@ -54,14 +55,14 @@ def _results(contexts: tuple[int, ...] = CONTEXTS, *, tokenize: bool = True) -> 
     )
 
 
-def _sweep(sim: SimServer, tmp_path: Path) -> tuple[Sweep, Client]:
+def _sweep(sim: SimServer, tmp_path: Path) -> tuple[SweepRunner, Client]:
     clock = virtual.clock
     client = Client("http://sim", clock=clock, transport=sim.transport())
-    server = Server(client, clock, asyncio.sleep, has_metrics=True)
+    server = ServerView(client, clock, asyncio.sleep, has_metrics=True)
     rundir = RunDir(tmp_path / "run")
     rundir.create()
     progress = SweepProgress(clock, total_cells=0, estimated_s=0, tty=False)
-    return Sweep(server=server, rundir=rundir, progress=progress, anchor_s=clock()), client
+    return SweepRunner(server=server, rundir=rundir, progress=progress, anchor_s=clock()), client
 
 
 def _run(sim: SimServer, tmp_path: Path, results: Results) -> Results:
@@ -122,6 +123,15 @@ def test_next_rows_prompt_is_sized_during_the_scout_and_never_during_a_cell(
 
         expected, tokens = asyncio.run(prompts.size_exactly(nominal, text, count))
         assert scout.text == expected and tokens == nominal
+
+
+def test_a_finished_sweeps_run_directory_has_the_tables_of_its_results(tmp_path: Path) -> None:
+    done = _run(SimServer(), tmp_path, _results())
+    run = tmp_path / "run"
+    tables = (run / "tables.md").read_text(encoding="utf-8")
+    assert tables == card_tables.render(done) + "\n"
+    assert tables == card_tables.render(RunDir(run).load()) + "\n"  # and of results.json
+    assert all(label in tables for label in ("1K", "2K", "4K", "3000"))
 
 
 def test_sizing_waits_for_the_next_row_when_the_scout_is_too_short_for_it(

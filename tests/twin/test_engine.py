@@ -7,10 +7,10 @@ import statistics
 import pytest
 
 from bench.twin import profile
-from bench.twin.engine import Engine, Request
+from bench.twin.engine import Request, TwinScheduler
 
 
-def run_until_done(engine: Engine, reqs: list[Request]) -> tuple[float, dict[str, float]]:
+def run_until_done(engine: TwinScheduler, reqs: list[Request]) -> tuple[float, dict[str, float]]:
     t, first = 0.0, dict[str, float]()
     for r in reqs:
         engine.add(r)
@@ -26,7 +26,7 @@ def test_decode_emits_1_to_3_tokens_per_step_and_is_deterministic() -> None:
     prof = profile.load("tiny")
 
     def sizes(seed: int) -> list[int]:
-        eng = Engine(prof, seed)
+        eng = TwinScheduler(prof, seed)
         req = eng.make_request(list(range(100)), 200)
         eng.add(req)
         out = []
@@ -41,7 +41,7 @@ def test_decode_emits_1_to_3_tokens_per_step_and_is_deterministic() -> None:
 
 def test_prefix_hit_recomputes_tail_and_is_faster() -> None:
     prof = profile.load("tiny")
-    eng = Engine(prof, 0)
+    eng = TwinScheduler(prof, 0)
     ids = list(range(1000, 2600))
     t_cold, _ = run_until_done(eng, [eng.make_request(ids, 1)])
     warm = eng.make_request(ids, 1)
@@ -54,7 +54,7 @@ def test_prefix_hit_recomputes_tail_and_is_faster() -> None:
 
 def test_budget_chunks_prefill_and_queue_waits_for_blocks() -> None:
     prof = profile.load("tiny")  # budget 512 tokens/step, 128 blocks of 16
-    eng = Engine(prof, 0)
+    eng = TwinScheduler(prof, 0)
     big = [eng.make_request([i] * 900, 50) for i in range(3)]  # 3 x 57 blocks > 128
     for r in big:
         eng.add(r)
@@ -82,7 +82,7 @@ def test_step_time_follows_profile_table() -> None:
 
 
 def test_abort_frees_blocks() -> None:
-    eng = Engine(profile.load("tiny"), 0)
+    eng = TwinScheduler(profile.load("tiny"), 0)
     req = eng.make_request(list(range(500)), 1000)
     eng.add(req)
     for _ in range(3):
@@ -134,7 +134,7 @@ def test_virtual_methodology_figures_follow_the_step_costs() -> None:
     from bench.twin import virtual
 
     prof = profile.load("tiny")
-    eng = Engine(prof, 0)
+    eng = TwinScheduler(prof, 0)
     ids = virtual.prompt_ids(1000, 7)
     scout_s = virtual.prefill_ttft_s(eng, ids)
     assert scout_s == pytest.approx(
@@ -153,7 +153,7 @@ def test_slow_requests_are_every_nth_and_lose_drafts() -> None:
     data = profile.load("tiny").model_dump()
     data.update(slow_request_fraction=0.25, slow_request_drop=[0.5, 0.5])
     prof = profile.Profile.model_validate(data)
-    eng = Engine(prof, 0)
+    eng = TwinScheduler(prof, 0)
     reqs = []
     for _ in range(8):  # eight requests arrive together: the 4th and the 8th are slow
         reqs.append(eng.make_request(list(range(50)), 400))
@@ -172,7 +172,7 @@ def test_the_slow_pattern_restarts_at_a_cold_prompt_on_an_idle_engine() -> None:
     row measured again sees the same requests slow, whatever ran on the server before."""
     data = profile.load("tiny").model_dump()
     data.update(slow_request_fraction=0.25, slow_request_drop=[0.5, 0.5])
-    eng = Engine(profile.Profile.model_validate(data), 0)
+    eng = TwinScheduler(profile.Profile.model_validate(data), 0)
 
     def row(tag: int) -> list[bool]:
         prompt = [tag, *range(1, 200)]  # unique per row: cold at its first request
@@ -200,7 +200,7 @@ def test_virtual_figures_are_the_products_on_the_cells_records() -> None:
     from bench.twin import virtual
 
     prof = profile.load("tiny")
-    eng = Engine(prof, 0)
+    eng = TwinScheduler(prof, 0)
     ids = virtual.prompt_ids(2000, 3)
     virtual.prefill_ttft_s(eng, ids)
     cell = virtual.decode_cell(eng, ids, 4, max_tokens=400, window_s=2.0, hold_s=0.2)

@@ -14,7 +14,7 @@ from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_figures import from_results, sweep_server_s
 from bench.verdict.run_source import merge_runs
-from bench.verdict.views import compare_markdown
+from bench.verdict.tables import compare_markdown
 from tests.support.synth import make_results
 
 

@@ -192,7 +192,7 @@ def test_accept_takes_the_flag_by_name_only() -> None:
 
 def test_the_verdict_pages_name_a_throttled_cell(card: Card) -> None:
     from bench.verdict import page
-    from bench.verdict.views import compare_markdown, reproduce_markdown
+    from bench.verdict.tables import compare_markdown, reproduce_markdown
 
     ours = from_results(_throttled_run(card, ("8K", 8)), name="b")
     rep = reproduce(ours, from_card(card), Tolerances())

@@ -13,7 +13,7 @@ from bench.verdict.cells import BY_NAME
 from bench.verdict.page import reproduce_heat_cell
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_figures import from_results
-from bench.verdict.views import reproduce_markdown
+from bench.verdict.tables import reproduce_markdown
 from tests.support.synth import make_results
 
 

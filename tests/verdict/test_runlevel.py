@@ -12,7 +12,7 @@ from bench.verdict.cells import Cell, Key, RunFigures
 from bench.verdict.compare import Policy, compare
 from bench.verdict.run_figures import server_start_s
 from bench.verdict.run_source import merge_runs
-from bench.verdict.views import compare_markdown
+from bench.verdict.tables import compare_markdown
 from tools.verdict_power import run_of
 
 KEYS: list[Key] = [("decode", ctx, c) for ctx in ("1K", "2K", "4K") for c in (1, 2)]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from provisioning.containers.engine import LABEL_ROLE, LABEL_RUN, ContainerSpec, Engine
+from provisioning.containers.engine import LABEL_ROLE, LABEL_RUN, ContainerSpec, DockerEngine
 from provisioning.containers.local_images import local_image_chunks, local_image_id
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
@@ -37,7 +37,7 @@ def test_server_container_starts_over_ssh_answers_and_is_removed(
     host = inventory.resolve(ssh_host.alias)
     run_id = f"t{uuid.uuid4().hex[:10]}"
     lines: list[str] = []
-    with Engine(host) as engine, Remote(host) as remote:
+    with DockerEngine(host) as engine, Remote(host) as remote:
         try:
             cid = engine.start(
                 ContainerSpec(image=bench_image, command=TWIN, run_id=run_id, role="server",
@@ -64,7 +64,7 @@ def test_server_container_starts_over_ssh_answers_and_is_removed(
 def test_exec_streams_output_and_reports_exit_code(ssh_host: SshTestHost, bench_image: str) -> None:
     host = inventory.resolve(ssh_host.alias)
     run_id = f"t{uuid.uuid4().hex[:10]}"
-    with Engine(host) as engine:
+    with DockerEngine(host) as engine:
         try:
             cid = engine.start(ContainerSpec(image=bench_image, command=("sleep", "60"),
                                              run_id=run_id, role="server"))  # fmt: skip
@@ -83,7 +83,7 @@ def test_exec_streams_output_and_reports_exit_code(ssh_host: SshTestHost, bench_
 def test_container_that_exits_keeps_its_log_tail(ssh_host: SshTestHost, bench_image: str) -> None:
     host = inventory.resolve(ssh_host.alias)
     run_id = f"t{uuid.uuid4().hex[:10]}"
-    with Engine(host) as engine:
+    with DockerEngine(host) as engine:
         try:
             bad = ("bench", "twin", "serve", "--nope")
             cid = engine.start(
@@ -112,7 +112,7 @@ def test_a_local_image_streams_to_the_host_over_ssh(
             sent += len(chunk)
             yield chunk
 
-    with Engine(inventory.resolve(ssh_host.alias)) as engine:
+    with DockerEngine(inventory.resolve(ssh_host.alias)) as engine:
         loaded = engine.load(counted())
         assert local_id in loaded
         assert engine.image_id(bench_image) == local_id

@@ -17,18 +17,18 @@ from bench.launch_profile import load_launch_profile
 from provisioning.containers.docker_sdk import EngineUnreachable
 from provisioning.containers.engine import ContainerSpec
 from provisioning.containers.engine_side import EngineSide
-from provisioning.flow.options import Options, Outcome, Secrets
+from provisioning.flow.options import HostOutcome, Options, Secrets
 from provisioning.flow.reconnect import Reconnector
-from provisioning.flow.seams import Server, Steps, Workspace
+from provisioning.flow.seams import ServerContainer, Steps, Workspace
 from provisioning.flow.sweep_exec import SweepExec
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.remote import SshUnreachable
 from provisioning.hosts.shell import CommandResult
 from provisioning.preflight.requirements import load_requirements
 from provisioning.retry import RetryPolicy
 from tests.support.runs import small_results
 
-HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)
+HOST = ResolvedHost(name="gpu01", hostname="gpu01.example", user="bench", port=22)
 HOME = "/home/bench"
 RUN_DIR = f"{HOME}/.cache/vllm-bench/runs/r1-gpu01"
 IMAGE_ID = "sha256:" + "1" * 64
@@ -258,7 +258,7 @@ class FakePlacement:
     def ensure_image(self, out: TextIO) -> str:
         return IMAGE_ID
 
-    def deliver(self, archive: str, outcome: Outcome, steps: Steps) -> None:
+    def deliver(self, archive: str, outcome: HostOutcome, steps: Steps) -> None:
         self.delivered.append(archive)
         outcome.archive = self.local_dir.with_suffix(".tar.gz")
         outcome.local_dir, outcome.complete = self.local_dir, self.complete
@@ -273,7 +273,7 @@ class FakePlacement:
 
 
 def sweep_exec(
-    engine: FakeEngine, shell: FakeShell, *, server: Server | None = None
+    engine: FakeEngine, shell: FakeShell, *, server: ServerContainer | None = None
 ) -> tuple[SweepExec, Reconnector, list[float], io.StringIO]:
     """A SweepExec over the fakes, with its reconnector (following SERVER's log), what it
     slept and what it printed."""

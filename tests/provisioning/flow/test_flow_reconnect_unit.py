@@ -19,7 +19,7 @@ from bench.errors import Exit, RunFailed
 from bench.launch_profile import load_launch_profile
 from provisioning.flow.reconnect import HostLost, Reconnector
 from provisioning.flow.sealing import RunFacts, Sealer
-from provisioning.flow.seams import Server
+from provisioning.flow.seams import ServerContainer
 from provisioning.hosts.remote import SshUnreachable
 from tests.provisioning.flow.flow_fakes import (
     HOST,
@@ -43,7 +43,7 @@ def test_host_back_after_retries_the_sweep_is_awaited_and_judged_by_its_run_dir(
     engine = FakeEngine(down_for=2, breaks=True,
                         exec_states=[(True, 0), (True, 0), (False, 126)])  # fmt: skip
     shell = FakeShell(files=finished_run())
-    server = Server("server-1", 49153)
+    server = ServerContainer("server-1", 49153)
     sweep, reconnect, slept, out = sweep_exec(engine, shell, server=server)
     failed = sweep.run(("bench", "run"), server, workspace(), options(tmp_path))
     assert failed is None  # finished on the host: results.json, no INCOMPLETE
@@ -63,7 +63,9 @@ def test_sweep_that_did_not_finish_after_the_drop_is_a_run_failure(tmp_path: Pat
     engine = FakeEngine(down_for=0, breaks=True, exec_states=[(False, 126)])
     shell = FakeShell(files=finished_run({f"{RUN_DIR}/INCOMPLETE": ""}))
     sweep, _, _, _ = sweep_exec(engine, shell)
-    failed = sweep.run(("bench", "run"), Server("server-1", 1), workspace(), options(tmp_path))
+    failed = sweep.run(
+        ("bench", "run"), ServerContainer("server-1", 1), workspace(), options(tmp_path)
+    )
     assert failed is not None and failed.exit_code == Exit.RUN_FAILED
     assert "stopped before finishing after the ssh connection dropped" in failed.message
 
@@ -72,7 +74,9 @@ def test_without_a_drop_the_exit_code_decides(tmp_path: Path) -> None:
     for code, fails in ((0, False), (1, False), (2, True)):  # 1: a verdict of "no"
         engine = FakeEngine(exec_states=[(False, code)])
         sweep, reconnect, _, _ = sweep_exec(engine, FakeShell())
-        failed = sweep.run(("bench", "run"), Server("s", 1), workspace(), options(tmp_path))
+        failed = sweep.run(
+            ("bench", "run"), ServerContainer("s", 1), workspace(), options(tmp_path)
+        )
         assert (failed is not None) is fails and not reconnect.dropped
         if failed is not None:
             assert failed.message == f"`bench run` on gpu01 exited with {code}"
@@ -83,7 +87,7 @@ def test_host_never_back_is_one_line_with_a_named_code(tmp_path: Path) -> None:
     shell = FakeShell()
     sweep, _, _, _ = sweep_exec(engine, shell)
     with pytest.raises(HostLost) as caught:
-        sweep.run(("bench", "run"), Server("s", 1), workspace(), options(tmp_path))
+        sweep.run(("bench", "run"), ServerContainer("s", 1), workspace(), options(tmp_path))
     lost = caught.value
     assert lost.exit_code == Exit.RUN_FAILED
     assert "\n" not in lost.one_line() and "could not reconnect" in lost.message
@@ -95,14 +99,14 @@ def test_ssh_itself_unreachable_gives_up_without_touching_the_engine(tmp_path: P
     engine = FakeEngine(down_for=None, breaks=True)
     sweep, _, _, _ = sweep_exec(engine, FakeShell(reachable=False))
     with pytest.raises(HostLost, match="timed out"):
-        sweep.run(("bench", "run"), Server("s", 1), workspace(), options(tmp_path))
+        sweep.run(("bench", "run"), ServerContainer("s", 1), workspace(), options(tmp_path))
     assert engine.reconnects == 0
 
 
 def test_a_reconnect_outside_the_sweep_says_what_goes_on_and_leaves_the_log_alone() -> None:
     engine, shell, out = FakeEngine(down_for=0), FakeShell(), io.StringIO()
     reconnect = Reconnector(HOST.name, shell, engine, out=out, sleep=lambda s: None)
-    reconnect.server = Server("server-1", 1, ["kept"])
+    reconnect.server = ServerContainer("server-1", 1, ["kept"])
     reconnect(SshUnreachable("dropped"), sweeping=False, then="signing again")
     assert not reconnect.dropped and engine.followed == []
     assert reconnect.server.log == ["kept"]
@@ -234,7 +238,7 @@ def test_the_sweep_gets_the_server_log_for_its_kv_capacity_line(tmp_path: Path) 
     engine, shell = FakeEngine(), FakeShell()
     sweep, _, _, _ = sweep_exec(engine, shell)
     log = ["INFO start", "INFO [kv_cache_utils.py] GPU KV cache size: 1,835,008 tokens"]
-    server = Server("server-1", 49153, log)
+    server = ServerContainer("server-1", 49153, log)
     command = sweep.command(options(tmp_path), server, workspace())
     assert sweep.run(command, server, workspace(), options(tmp_path, api_key="k" * 16)) is None
     (sent,) = engine.exec_commands
@@ -253,6 +257,6 @@ def test_a_drop_while_writing_the_server_log_only_leaves_the_flag_out(tmp_path: 
 
     sweep, _, _, _ = sweep_exec(FakeEngine(), DroppingShell())
     command = sweep.command(
-        options(tmp_path), Server("s", 1, ["GPU KV cache size: 8"]), workspace()
+        options(tmp_path), ServerContainer("s", 1, ["GPU KV cache size: 8"]), workspace()
     )
     assert "--server-log" not in command and command[:2] == ("bench", "run")

@@ -15,10 +15,10 @@ import pytest
 from bench.errors import Exit, Interrupted, ServerError
 from provisioning.containers.docker_sdk import ContainerFailed
 from provisioning.flow.host_run import HostRun
-from provisioning.flow.options import Outcome
+from provisioning.flow.options import HostOutcome
 from provisioning.flow.readiness import wait_ready
 from provisioning.flow.reconnect import HostLost
-from provisioning.flow.seams import Server, Steps
+from provisioning.flow.seams import ServerContainer, Steps
 from provisioning.hosts.local import LocalShell, local_host
 from provisioning.slurm.node import OnNode
 from tests.provisioning.flow.flow_fakes import (
@@ -214,7 +214,7 @@ def test_readiness_gives_up_after_the_startup_timeout(tmp_path: Path) -> None:
         now[0] += seconds
 
     with pytest.raises(ServerError, match="not ready after 60 s"):
-        wait_ready(FakeEngine(), shell, Server("server-1", 1), options(tmp_path).profile,
+        wait_ready(FakeEngine(), shell, ServerContainer("server-1", 1), options(tmp_path).profile,
                    api_key=None, out=io.StringIO(), clock=lambda: now[0], sleep=sleep,
                    stopped=lambda: False)  # fmt: skip
     assert 60.0 < now[0] <= 62.0
@@ -236,7 +236,7 @@ def test_a_node_keeps_its_run_directory_key_and_bundle_on_the_shared_filesystem(
     assert run_dir == str(directory / "r1-n1") and Path(run_dir).is_dir()
     assert key == f"{home}/.config/vllm-bench/nodes/n1/signing_ed25519"  # its own key
     assert Path(key).is_file() and "vllm-bench@n1 " in opts.allowed_signers.read_text()
-    outcome = Outcome(host="n1", run_id="r1")
+    outcome = HostOutcome(host="n1", run_id="r1")
     node.deliver(f"{run_dir}.tar.gz", outcome, Steps(outcome, io.StringIO(), lambda: 0.0))
     assert outcome.archive == directory / "r1-n1.tar.gz" and outcome.local_dir is None
     node.stop_delivery()

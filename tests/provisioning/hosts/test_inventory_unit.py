@@ -118,7 +118,9 @@ def test_a_name_that_does_not_resolve_is_one_line_at_once_not_after_backoff(
     from provisioning.hosts.remote import Remote, SshUnreachable
 
     slept: list[float] = []
-    host = inventory.Host(name="gpu-nowhere", hostname="gpu-nowhere.invalid", user="u", port=22)
+    host = inventory.ResolvedHost(
+        name="gpu-nowhere", hostname="gpu-nowhere.invalid", user="u", port=22
+    )
     remote = Remote(host, sleep=slept.append)
 
     def nxdomain() -> None:

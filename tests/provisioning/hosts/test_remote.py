@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 FAST = RetryPolicy(attempts=5, first_backoff_s=0.05, max_backoff_s=0.5)
 
 
-def _host(ssh_host: SshTestHost) -> inventory.Host:
+def _host(ssh_host: SshTestHost) -> inventory.ResolvedHost:
     return inventory.resolve(ssh_host.alias)
 
 

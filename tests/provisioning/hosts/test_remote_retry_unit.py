@@ -17,10 +17,10 @@ from invoke.exceptions import CommandTimedOut
 from structlog.testing import capture_logs
 
 from provisioning.hosts import transfer
-from provisioning.hosts.inventory import Host
+from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.remote import Remote, RemoteCommandFailed, SshUnreachable, TransferFailed
 
-HOST = Host(name="gpu01", hostname="gpu01.example", user="bench", port=22)
+HOST = ResolvedHost(name="gpu01", hostname="gpu01.example", user="bench", port=22)
 
 
 class ScriptedConnection:

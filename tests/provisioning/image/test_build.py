@@ -14,7 +14,7 @@ import pytest
 
 from bench.bundle.verify import verify_bundle
 from bench.errors import RunFailed
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image.build import COMMIT_LABEL, build_on_host, pinned_commit, spec_for
@@ -35,7 +35,7 @@ def test_bench_stage_built_on_the_host_carries_the_commit_label_and_streams_prog
     spec = spec_for("bench", TAG, commit=COMMIT, build_args={"PYTHON_BASE": python_base})
     out = io.StringIO()
     started = time.monotonic()
-    with Engine(host) as engine:
+    with DockerEngine(host) as engine:
         image_id = build_on_host(engine, spec, host=host.name, out=out)
         labels = engine.image_labels(image_id)
     took = time.monotonic() - started
@@ -62,7 +62,7 @@ def test_a_build_that_fails_on_the_host_is_one_error_naming_the_image(
     missing = "vllm-bench-no-such-base:never"
     spec = spec_for("bench", TAG + "-broken", commit=COMMIT, build_args={"PYTHON_BASE": missing})
     out = io.StringIO()
-    with Engine(host) as engine, pytest.raises(RunFailed) as caught:
+    with DockerEngine(host) as engine, pytest.raises(RunFailed) as caught:
         build_on_host(engine, spec, host=host.name, out=out)
     message = caught.value.one_line()
     assert f"building {TAG}-broken (target bench) on {host.name} failed" in message

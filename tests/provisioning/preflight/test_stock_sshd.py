@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from provisioning.containers import docker_sdk
-from provisioning.containers.engine import Engine
+from provisioning.containers.engine import DockerEngine
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.preflight import checks, report
@@ -78,7 +78,7 @@ def test_the_sdk_stays_within_stock_max_sessions_under_concurrent_calls(
     bounded pool never asks the stock sshd (MaxSessions 10) for an 11th session."""
     h = inventory.resolve(variant_host.alias)
     errors: list[BaseException] = []
-    with Engine(h) as engine:
+    with DockerEngine(h) as engine:
 
         def calls() -> None:
             try:
@@ -133,7 +133,7 @@ def test_no_stream_local_forwarding_does_not_matter(variant_host: SshTestHost) -
     """The SDK reaches the engine with `docker system dial-stdio`, not a forwarded socket."""
     by = _preflight(variant_host)
     assert all(by[n].status is Status.OK for n in ("ssh sessions", "sftp", "port forwarding"))
-    with Engine(inventory.resolve(variant_host.alias)) as engine:
+    with DockerEngine(inventory.resolve(variant_host.alias)) as engine:
         assert engine.server_version
 
 

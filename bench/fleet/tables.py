@@ -1,20 +1,16 @@
-"""The fleet report as tables (Markdown on the terminal) and as one HTML page with a strip
-plot per figure; the same `Table` data as the other verdicts, so the two cannot disagree."""
+"""The fleet report as tables: `Table` data as the other verdicts have (bench.verdict.tables),
+rendered to Markdown for the terminal here and to HTML in `page`, so the two cannot disagree."""
 
 from __future__ import annotations
 
-import html
-
-from bench.fleet.nodes import FACTS
 from bench.fleet.report import FleetReport
 from bench.fleet.rule import NodeValue, Spread
 from bench.fleet.words import node_lines, noise_lines, rule_line, settings_lines, spread_lines
-from bench.verdict import page, plots
 from bench.verdict.cells import METRICS, MetricSpec
-from bench.verdict.views import Table, TCell, markdown, pct, trust_lines
+from bench.verdict.tables import Table, TCell, markdown, pct, trust_lines
 
 
-def _cell_label(s: Spread) -> str:
+def cell_label(s: Spread) -> str:
     phase, ctx, conc = s.key
     return f"{ctx} prefill" if phase == "prefill" else f"{ctx} x{conc}"
 
@@ -98,7 +94,7 @@ def head_lines(r: FleetReport) -> list[str]:
                 for v in s.values
                 if v.status != "valid"
             ]
-            label = _cell_label(s)
+            label = cell_label(s)
             lines.append(f"- {label}: {', '.join(bad) or 'valid on too few nodes'}")
         lines.append("")
     return lines
@@ -107,63 +103,3 @@ def head_lines(r: FleetReport) -> list[str]:
 def fleet_markdown(r: FleetReport) -> str:
     body = [markdown(t) for t in fleet_tables(r)]
     return "\n".join(head_lines(r)) + "\n" + "\n\n".join(body) + f"\n\n{r.verdict()}\n"
-
-
-def _strip(r: FleetReport, metric: MetricSpec) -> plots.Strip | None:
-    spreads = [s for s in r.spreads if s.metric is metric and any(
-        v.deviation_pct is not None for v in s.values)]  # fmt: skip
-    if not spreads:
-        return None
-    points = [
-        plots.StripPoint(i, v.deviation_pct, v.node, v.outlier)
-        for i, s in enumerate(spreads)
-        for v in s.values
-        if v.deviation_pct is not None
-    ]
-    named = sorted({p.label for p in points if p.outlier})
-    title = f"{metric.label}: each node's Δ % from the cell's median"
-    title += f"; standing out: {', '.join(named)}" if named else "; no node stands out"
-    return plots.Strip(
-        title, [_cell_label(s) for s in spreads], points, [s.threshold_pct for s in spreads]
-    )
-
-
-def _clock(mhz: float | None) -> str:
-    return "—" if mhz is None else f"{mhz:,.0f} MHz"
-
-
-def fleet_page(r: FleetReport) -> str:
-    parts: list[str] = []
-    found = set(node_lines(r))
-    items: list[str] = []
-    for line in [*head_lines(r), ""]:
-        if line.startswith("- "):
-            text = line.removeprefix("- ")
-            css = ' class="verdict fail"' if text in found else ""
-            items.append(f"<li{css}>{html.escape(text)}</li>")
-            continue
-        if items:
-            parts.append(f"<ul>{''.join(items)}</ul>")
-            items = []
-        if line and not line.startswith("## "):
-            parts.append(f"<p>{html.escape(line)}</p>")
-    word = "fail" if r.findings or r.blocking else "pass"
-    parts.append(f'<p class="verdict {word}">{html.escape(r.verdict())}</p>')
-    facts = [f for f in FACTS if any(f in n.facts for n in r.nodes)]
-    clocks = any(n.window_clock_mhz is not None for n in r.nodes)
-    if facts or clocks:
-        names = ["node", *facts] + (["mean SM clock in the windows"] if clocks else [])
-        head = "".join(f"<th>{html.escape(f)}</th>" for f in names)
-        rows = "".join(
-            f"<tr><th>{html.escape(n.name)}</th>"
-            + "".join(f"<td>{html.escape(n.facts.get(f, '—'))}</td>" for f in facts)
-            + (f"<td>{_clock(n.window_clock_mhz)}</td>" if clocks else "")
-            + "</tr>"
-            for n in r.nodes
-        )
-        parts.append(f"<h3>Environment</h3><table><tr>{head}</tr>{rows}</table>")
-    strips = [s for m in METRICS if (s := _strip(r, m)) is not None]
-    if strips:
-        parts.append(page._img(plots.strips_png(strips), "strip plots of Δ % per node"))
-    parts += [page._table(t) for t in fleet_tables(r)]
-    return page._page("Fleet", parts)

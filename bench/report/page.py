@@ -185,7 +185,7 @@ def _telemetry_section(windows: Sequence[WindowRecord]) -> str:
     )
 
 
-def render(
+def report_page(
     results: Results,
     plots: Sequence[Plot],
     environment: Mapping[str, Any] | None = None,
