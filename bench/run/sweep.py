@@ -24,7 +24,7 @@ from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerUnreachable
 from bench.failures import ErrorKind
 from bench.host import telemetry
-from bench.results import Api, CellResult, PlannedCell, PlannedContext, PrefillSample, Results
+from bench.results import CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import card_tables, gpu_validity, outcome, prompts, resume
 from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
 from bench.run.presize import Presizer
@@ -150,7 +150,7 @@ class SweepRunner:
         scout_body = _body(results, prompt, 1)
         bound_s = 2 * _ready_timeout_s(1, tokens, info.speed_factor)
         async with self._presize.scout(record, tokens, self._presize.ahead(results, ctx, trial)):
-            await self._bounded(s.api, scout_body, record, bound_s, "the prefill scout")
+            await self._bounded(results, scout_body, record, bound_s, "the prefill scout")
         if scouted:
             return results, record
         sample = outcome.scout_sample(record, ctx.label, trial, tokens, drain_note)
@@ -273,17 +273,22 @@ class SweepRunner:
         return results
 
     async def _bounded(
-        self, api: Api, body: dict[str, Any], record: RequestRecord, bound_s: float, what: str
-    ) -> None:
+        self, results: Results, body: dict[str, Any], record: RequestRecord, bound_s: float,
+        what: str,
+    ) -> None:  # fmt: skip
         """One request of the sweep's own (warm-up, probe, scout), failed on its record when
         it has not ended within `bound_s` (a server that streams on and on makes progress,
-        so the read time-out alone would never end it)."""
+        so the read time-out alone would never end it), or when its usage.prompt_tokens
+        cannot be true (`_served_prompt`)."""
         try:
             async with asyncio.timeout(bound_s):
-                await self.server.client.stream(prompts.endpoint(api), body, record)
+                await self.server.client.stream(
+                    prompts.endpoint(results.settings.api), body, record
+                )
         except TimeoutError:
             record.cancelled = False
             record.fail(ErrorKind.TIMEOUT, f"{what} did not end within {bound_s:.0f} s")
+        _served_prompt(record, results.server.max_model_len)
 
     async def _single(
         self, results: Results, text: str, max_tokens: int, what: str
@@ -292,7 +297,7 @@ class SweepRunner:
         sizing probe), within `_single_bound_s`."""
         record = RequestRecord(worker=0, start_s=self.clock())
         body = _body(results, text, max_tokens)
-        await self._bounded(results.settings.api, body, record, self._single_bound_s(results), what)
+        await self._bounded(results, body, record, self._single_bound_s(results), what)
         return record
 
     def _single_bound_s(self, results: Results) -> float:
@@ -360,6 +365,25 @@ class SweepRunner:
         save(self.rundir, results)
         self.progress.note("prefill_not_run", context=ctx.label, reason=ctx.scout_reason)
         return results
+
+
+def _served_prompt(record: RequestRecord, max_model_len: int) -> None:
+    """The server's usage.prompt_tokens for one of our prompts is kept only when it could be
+    true: at least 1, and at most max_model_len (a server that accepted the prompt counted no
+    more). Otherwise the record fails as implausible and the count is dropped, so that no
+    figure, prompt size or time-out is drawn from it: the sweep then uses its own count. A
+    count of 11,750,101 for a 256-token prompt stretched a cell's readiness time-out from
+    1.2 s to 60 s (the fuzzer's find, issue 29)."""
+    n = record.prompt_tokens
+    if n is None or 0 < n <= max_model_len:
+        return
+    record.prompt_tokens = None
+    if record.failure is None:
+        record.fail(
+            ErrorKind.IMPLAUSIBLE_USAGE,
+            f"implausible usage: prompt_tokens {n:,} for a server whose max_model_len is "
+            f"{max_model_len:,}",
+        )
 
 
 def _ready_timeout_s(c: int, prompt_tokens: int, speed: float) -> float:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import re
 
+from bench.failures import ErrorKind
 from bench.run import prompts
+from bench.run.sweep import _served_prompt
+from bench.stream.records import RequestRecord
 
 
 def _counter(overhead: int) -> prompts.Counter:
@@ -39,3 +42,21 @@ def test_request_body_asks_for_continuous_usage_and_ignores_eos() -> None:
     assert body["ignore_eos"] is True and body["max_tokens"] == 4096
     assert body["messages"] == [{"role": "user", "content": "hi"}]
     assert prompts.request_body("completions", "m", "hi", 1)["prompt"] == "hi"
+
+
+def test_a_prompt_count_no_server_could_have_is_dropped_and_fails_the_request() -> None:
+    """usage.prompt_tokens above max_model_len (or 0) is no count: the sweep's own request
+    fails as implausible and the sweep falls back on its own count (the fuzzer's find:
+    11,750,101 for a 256-token prompt stretched a readiness time-out 50-fold)."""
+    for n in (1, 256, 4096):
+        ok = RequestRecord(worker=0, start_s=0.0)
+        ok.prompt_tokens = n
+        _served_prompt(ok, 4096)
+        assert ok.prompt_tokens == n and ok.failure is None
+    for n in (0, 4097, 11_750_101):
+        bad = RequestRecord(worker=0, start_s=0.0)
+        bad.prompt_tokens = n
+        _served_prompt(bad, 4096)
+        assert bad.prompt_tokens is None
+        assert bad.failure is not None and bad.failure.kind is ErrorKind.IMPLAUSIBLE_USAGE
+        assert f"prompt_tokens {n:,} for a server whose max_model_len is 4,096" in (bad.error or "")
