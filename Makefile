@@ -330,8 +330,8 @@ compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8%
 	$(BIN)/python -m tools.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
 # Does a verdict keep its promises? First on each corpus of real runs (tests/data/noise_corpus:
-# k-vs-k splits, k = 2..6, today's statistics beside the run-level model, false alarms on 1,000
-# splits a k, power on 300; the sequential design on 100 orders of the runs; the noise fitted to
+# k-vs-k splits, k = 2..6, today's statistics beside the run-level model, false alarms on 600
+# splits a k, power on 200; the sequential design on 100 orders of the runs; the noise fitted to
 # it is written to bench/twin/noise_fits/), then the twin with every noise fit (the corpus's and
 # quiet-gpu, from published figures; k = 2..6, 100 comparisons a k), then 300 A/A comparisons of
 # the full card matrix on the twin in virtual time (false alarms), 300 with one figure changed

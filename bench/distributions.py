@@ -182,7 +182,9 @@ def _chi_nodes(df: float) -> tuple[tuple[float, float], ...]:
     for i in range(nodes + 1):
         y = lo + i * h
         w = (1 if i in (0, nodes) else 4 if i % 2 else 2) * h / 3.0
-        out.append((math.exp((y - peak) / 2.0), w * math.exp(log_density(y))))
+        weight = w * math.exp(log_density(y))
+        if weight > 1e-15:  # the rest adds nothing a power needs
+            out.append((math.exp((y - peak) / 2.0), weight))
     return tuple(out)
 
 
@@ -195,7 +197,11 @@ def nct_power(ncp: float, crit: float, df: float) -> float:
     T = (Z + ncp) / sqrt(V / df), so P(T > c) = E[Phi(ncp - c sqrt(V / df))]."""
     if math.isinf(df):
         return _phi(ncp - crit) + _phi(-ncp - crit)
-    return sum(w * (_phi(ncp - crit * s) + _phi(-ncp - crit * s)) for s, w in _chi_nodes(df))
+    r = 1.0 / math.sqrt(2.0)
+    erfc = math.erfc
+    return 0.5 * sum(
+        w * (erfc((crit * s - ncp) * r) + erfc((crit * s + ncp) * r)) for s, w in _chi_nodes(df)
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -219,7 +225,7 @@ def nct_ncp_for_power(alpha: float, power: float, df: float) -> float:
     for _ in range(100):
         mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
         f_mid = nct_power(mid, crit, df) - power
-        if abs(f_mid) < 1e-10 or hi - lo < 1e-9 * max(1.0, hi):
+        if abs(f_mid) < 1e-9 or hi - lo < 1e-9 * max(1.0, hi):
             return mid
         if (f_mid < 0) == (f_lo < 0):
             lo, f_lo = mid, f_mid
