@@ -336,8 +336,8 @@ compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8%
 # quiet-gpu, from published figures; k = 2..6, 100 comparisons a k), then 300 A/A comparisons of
 # the full card matrix on the twin in virtual time (false alarms), 300 with one figure changed
 # by the printed MDE (power), the MDE per figure at 1/3/5 trials, and the server time of fixed
-# vs sequential designs. About 10 minutes here; POWER_ARGS='--comparisons 1000' for tighter
-# intervals on the twin.
+# vs sequential designs. 7 minutes here (420 s at load 3-5, 4 December 2026); POWER_ARGS=
+# '--comparisons 1000' for tighter intervals on the twin.
 POWER_ARGS ?=
 .PHONY: verdict-power
 verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time
