@@ -337,11 +337,14 @@ compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8%
 	$(BIN)/python -m tools.compare_twin --speed $(CT_SPEED) --out $(CT_OUT) $(CT_ARGS)
 
 # Does a verdict keep its promises? First on each corpus of real runs (tests/data/noise_corpus:
-# k-vs-k splits, k = 2..6, today's statistics beside the run-level model; the noise fitted to it
-# is written to bench/twin/noise_fits/ and the twin run with it), then 1,000 A/A comparisons of
-# the full card matrix on the twin in virtual time (false alarms), 1,000 with one figure changed
+# k-vs-k splits, k = 2..6, today's statistics beside the run-level model, false alarms on 600
+# splits a k, power on 200; the sequential design on 100 orders of the runs; the noise fitted to
+# it is written to bench/twin/noise_fits/), then the twin with every noise fit (the corpus's and
+# quiet-gpu, from published figures; k = 2..6, 100 comparisons a k), then 300 A/A comparisons of
+# the full card matrix on the twin in virtual time (false alarms), 300 with one figure changed
 # by the printed MDE (power), the MDE per figure at 1/3/5 trials, and the server time of fixed
-# vs sequential designs.
+# vs sequential designs. 7 minutes here (420 s at load 3-5, 4 December 2026); POWER_ARGS=
+# '--comparisons 1000' for tighter intervals on the twin.
 POWER_ARGS ?=
 .PHONY: verdict-power
 verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time

@@ -3,8 +3,11 @@ dependency.
 
 Student's t: the CDF goes through the regularized incomplete beta function, evaluated with
 the continued fraction of Numerical Recipes §6.4 (modified Lentz); the quantile inverts
-the CDF by bisection. Accuracy is ~1e-10; the tests pin values from SciPy. The normal
-quantile is Acklam's rational approximation; the F distribution's upper tail goes through
+the CDF by bisection. Accuracy is ~1e-10; the tests pin values from SciPy. The noncentral
+t's two-sided power integrates the normal tail over the chi-square of the variance estimate
+(Simpson's rule on log chi-square, where the integrand is smooth for every df); the
+noncentrality reaching a power inverts it by bisection. The normal quantile is Acklam's
+rational approximation; the F distribution's upper tail goes through
 the incomplete beta too; trigamma is what the empirical-Bayes prior of `bench.stats`
 needs.
 """
@@ -144,3 +147,94 @@ def trigamma(x: float) -> float:
         + ix * ix2 * (1.0 / 6.0 - ix2 * (1.0 / 30.0 - ix2 * (1.0 / 42.0 - ix2 / 30.0)))
     )
     return out + series
+
+
+_CUT = 32.0  # the log density's drop from its peak where the integration stops
+
+
+@functools.lru_cache(maxsize=256)
+def _chi_nodes(df: float) -> tuple[tuple[float, float], ...]:
+    """(sqrt(V / df), weight) over V ~ chi-square(df): Simpson nodes on y = ln V, whose
+    density exp(df / 2 y - e^y / 2) / (2^(df/2) Gamma(df / 2)) is smooth for every df,
+    between the two points where it has fallen by e^-_CUT from its peak at ln df."""
+    norm = (df / 2.0) * math.log(2.0) + math.lgamma(df / 2.0)
+
+    def log_density(y: float) -> float:
+        return (df / 2.0) * y - math.exp(y) / 2.0 - norm
+
+    peak = math.log(df)
+    floor = log_density(peak) - _CUT
+
+    def edge(step: float) -> float:
+        near, far = peak, peak + step
+        while log_density(far) > floor:
+            near, far = far, far + 2.0 * (far - near)
+        for _ in range(60):
+            mid = (near + far) / 2.0
+            near, far = (mid, far) if log_density(mid) > floor else (near, mid)
+        return far
+
+    spread = math.sqrt(2.0 / df)
+    lo, hi = edge(-spread), edge(spread)
+    nodes = 512 if df < 2 else 256 if df < 8 else 128  # few df: a long, linear left tail
+    h = (hi - lo) / nodes
+    out = []
+    for i in range(nodes + 1):
+        y = lo + i * h
+        w = (1 if i in (0, nodes) else 4 if i % 2 else 2) * h / 3.0
+        weight = w * math.exp(log_density(y))
+        if weight > 1e-15:  # the rest adds nothing a power needs
+            out.append((math.exp((y - peak) / 2.0), weight))
+    return tuple(out)
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def nct_power(ncp: float, crit: float, df: float) -> float:
+    """P(|T| > crit) for T noncentral t with df degrees of freedom and noncentrality ncp:
+    T = (Z + ncp) / sqrt(V / df), so P(T > c) = E[Phi(ncp - c sqrt(V / df))]."""
+    if math.isinf(df):
+        return _phi(ncp - crit) + _phi(-ncp - crit)
+    r = 1.0 / math.sqrt(2.0)
+    erfc = math.erfc
+    return 0.5 * sum(
+        w * (erfc((crit * s - ncp) * r) + erfc((crit * s + ncp) * r)) for s, w in _chi_nodes(df)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def nct_ncp_for_power(alpha: float, power: float, df: float) -> float:
+    """The noncentrality at which a two-sided t-test at `alpha` (df degrees of freedom)
+    rejects with probability `power`: the true shift, in standard errors, detected that
+    often (normal quantiles when df is infinite)."""
+    if not (0.0 < alpha < 1.0 and 0.0 < power < 1.0):
+        raise ValueError(f"needs 0 < alpha, power < 1, got {alpha}, {power}")
+    crit = norm_ppf(1.0 - alpha / 2.0) if math.isinf(df) else t_quantile(1.0 - alpha / 2.0, df)
+    # Illinois (regula falsi) on power(ncp) - power, from a bracket: at ncp 0 the power is
+    # alpha, below any power asked for.
+    lo, f_lo = 0.0, alpha - power
+    hi = crit + norm_ppf(max(power, 0.5)) + 0.5
+    f_hi = nct_power(hi, crit, df) - power
+    while f_hi < 0:
+        lo, f_lo = hi, f_hi
+        hi *= 2.0
+        f_hi = nct_power(hi, crit, df) - power
+    side = 0
+    for _ in range(100):
+        mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        f_mid = nct_power(mid, crit, df) - power
+        if abs(f_mid) < 1e-9 or hi - lo < 1e-9 * max(1.0, hi):
+            return mid
+        if (f_mid < 0) == (f_lo < 0):
+            lo, f_lo = mid, f_mid
+            if side == -1:
+                f_hi /= 2.0
+            side = -1
+        else:
+            hi, f_hi = mid, f_mid
+            if side == 1:
+                f_lo /= 2.0
+            side = 1
+    return (lo + hi) / 2.0

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.distributions import f_sf, norm_ppf, t_cdf, t_quantile, trigamma
+from bench.distributions import f_sf, nct_ncp_for_power, norm_ppf, t_cdf, t_quantile, trigamma
 from bench.results import Distribution, Estimate
 
 # Two-sided 95 % Student t critical values by degrees of freedom (1..30); 1.96 beyond.
@@ -242,12 +242,14 @@ def mde_pct(
     df: float = math.inf,
 ) -> float:
     """Minimum detectable |Δ %| of a two-sided test at `alpha` with `power`, for a relative
-    (log) sd of one trial of `sd_log` and n_a, n_b trials a side; with `df` finite, the t
-    quantiles of the test's degrees of freedom replace the normal ones."""
+    (log) sd of one trial of `sd_log` and n_a, n_b trials a side. With `df` finite, the
+    shift is the noncentral t's: the true change, in standard errors, that a t-test with
+    those degrees of freedom rejects with probability `power` (the usual t_(1-alpha/2) +
+    t_power is short of it at few degrees of freedom: 4.16 against 4.26 at df 3)."""
     if math.isinf(df):
         z = norm_ppf(1.0 - alpha / 2.0) + norm_ppf(power)
     else:
-        z = t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)
+        z = nct_ncp_for_power(alpha, power, df)
     return pct_of_log(z * sd_log * math.sqrt(1.0 / n_a + 1.0 / n_b))
 
 

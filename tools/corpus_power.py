@@ -6,9 +6,15 @@ other runs for B is an A/A comparison with the server's real noise: a factor sha
 the cells of a run, cells with different noise, heavy tails, whatever drift the recording
 saw. For k = 2 ... 6:
 
-- false alarms: the share of splits in which compare flags anything, with its 95 % Wilson
-  interval. Splits share runs, so they are not independent: the interval is the one a
-  sample of that many independent comparisons would have, a little optimistic;
+- false alarms: the share of splits in which compare flags anything. Splits share runs, so
+  they are not independent comparisons: next to the interval a sample of that many
+  independent comparisons would have (Wilson, optimistic), each rate carries a 95 %
+  interval over runs (`Rate.runs_interval`): the rate over splits is a U-statistic of the
+  runs, and its variance to first order comes from how much the rate differs between the
+  splits holding one run and those holding another. A first-order figure: when 2k is
+  close to the number of runs (k = 6 of 12: every split uses every run) it is still
+  optimistic, and no resampling of 12 runs can do better. That interval is the one the
+  targets are judged by;
 - power in one cell: one random figure of one random cell of B made worse by the MDE the
   verdict printed for it in the A/A comparison of the same split; the share in which that
   figure is flagged as regressed;
@@ -35,7 +41,7 @@ from pathlib import Path
 
 from bench import stats
 from bench.twin import noise
-from bench.verdict import runlevel
+from bench.verdict import runlevel, sequential
 from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.run_source import load_run, merge_runs
@@ -105,13 +111,59 @@ def share(k: int, n: int) -> str:
     return f"{k}/{n} = {k / n:.1%} ({lo:.1%}–{hi:.1%})" if n else "—"
 
 
+Split = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A share of splits with its jackknife-over-runs interval (see the module docstring)."""
+
+    hits: tuple[bool, ...]
+    splits: tuple[Split, ...]
+    runs: int
+
+    @property
+    def value(self) -> float:
+        return sum(self.hits) / len(self.hits) if self.hits else math.nan
+
+    def runs_interval(self) -> tuple[float, float]:
+        """95 %: rate ± 1.96 sd, the sd a U-statistic of the runs has to first order
+        (Hoeffding): d² zeta / n for kernels of d = 2k runs out of n, zeta the variance over
+        runs j of the rate among the splits that hold j (less its own sampling part), plus
+        the sampling of splits, p (1 - p) / N."""
+        p, total, n = self.value, len(self.hits), self.runs
+        if not total:
+            return (0.0, 1.0)
+        d = len(self.splits[0][0]) + len(self.splits[0][1])
+        means: list[float] = []
+        noise: list[float] = []
+        for j in range(n):
+            held = [h for h, (a, b) in zip(self.hits, self.splits, strict=True) if j in a + b]
+            if held:
+                means.append(sum(held) / len(held))
+                noise.append(p * (1 - p) / len(held))
+        mean = math.fsum(means) / len(means)
+        zeta = max(
+            math.fsum((x - mean) ** 2 for x in means) / len(means) - statistics.mean(noise), 0.0
+        )
+        half = 1.96 * math.sqrt(d * d / n * zeta + p * (1 - p) / total)
+        return max(p - half, 0.0), min(p + half, 1.0)
+
+    def text(self) -> str:
+        if not self.hits:
+            return "—"
+        k, n = sum(self.hits), len(self.hits)
+        lo, hi = self.runs_interval()
+        wlo, whi = wilson(k, n)
+        return f"{k}/{n} = {k / n:.1%} (runs {lo:.1%}–{hi:.1%}; independent {wlo:.1%}–{whi:.1%})"
+
+
 @dataclass(frozen=True)
 class Row:
     k: int
-    splits: int
-    false_alarms: int
-    power_cell: int
-    power_all: int
+    false_alarms: Rate
+    power_cell: Rate
+    power_all: Rate
     mde_cell_pct: float  # median printed MDE of a figure in one cell
     mde_all_pct: float  # median MDE of a change everywhere (see the module docstring)
 
@@ -129,21 +181,42 @@ def _everywhere_found(c: Comparison) -> bool:
     return any(f.mark == "regressed" for x in c.cells for f in x.figures)
 
 
+def _sides(runs: list[RunFigures], split: Split) -> tuple[RunFigures, RunFigures]:
+    return merge_runs([runs[i] for i in split[0]], "A"), merge_runs(
+        [runs[i] for i in split[1]], "B"
+    )
+
+
 def evaluate(
-    runs: list[RunFigures], k: int, policy: Policy, *, limit: int = 300, seed: int = 27
+    runs: list[RunFigures],
+    k: int,
+    policy: Policy,
+    *,
+    limit: int = 300,
+    alarms_limit: int | None = None,
+    seed: int = 27,
 ) -> Row | None:
-    chosen = splits(len(runs), k, limit, seed + k)
+    """False alarms on `alarms_limit` splits (default `limit`), power on the first `limit`
+    of them (a seeded sample: the first `limit` are a random sample too)."""
+    n_alarms = max(alarms_limit or limit, limit)
+    chosen = splits(len(runs), k, n_alarms, seed + k)
     if not chosen:
         return None
+    random.Random(seed * 7 + k).shuffle(chosen)
     rng = random.Random(seed * 1000 + k)
-    alarms = hit_cell = hit_all = 0
+    alarms: list[bool] = []
+    hit_cell: list[bool] = []
+    hit_all: list[bool] = []
+    cell_splits: list[Split] = []
+    all_splits: list[Split] = []
     mdes_cell: list[float] = []
     mdes_all: list[float] = []
-    for ia, ib in chosen:
-        a = merge_runs([runs[i] for i in ia], "A")
-        b = merge_runs([runs[i] for i in ib], "B")
+    for i, split in enumerate(chosen):
+        a, b = _sides(runs, split)
         c = compare(a, b, policy)
-        alarms += bool(c.flagged)
+        alarms.append(bool(c.flagged))
+        if i >= limit:
+            continue
         figs = [(x.key, f) for x in c.cells for f in x.figures if f.mde_pct is not None]
         if figs:
             key, f = rng.choice(figs)
@@ -151,44 +224,110 @@ def evaluate(
             mdes_cell.append(f.mde_pct)
             changed = compare(a, planted(b, f.mde_pct, (key, f.metric.name)), policy)
             cell = next(x for x in changed.cells if x.key == key)
-            hit_cell += any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures)
+            hit_cell.append(
+                any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures)
+            )
+            cell_splits.append(split)
         everywhere = _mde_all(c)
         if everywhere is not None:
             mdes_all.append(everywhere)
-            hit_all += _everywhere_found(compare(a, planted(b, everywhere), policy))
+            hit_all.append(_everywhere_found(compare(a, planted(b, everywhere), policy)))
+            all_splits.append(split)
+    n = len(runs)
     return Row(
         k,
-        len(chosen),
-        alarms,
-        hit_cell,
-        hit_all,
+        Rate(tuple(alarms), tuple(chosen), n),
+        Rate(tuple(hit_cell), tuple(cell_splits), n),
+        Rate(tuple(hit_all), tuple(all_splits), n),
         statistics.median(mdes_cell) if mdes_cell else math.nan,
         statistics.median(mdes_all) if mdes_all else math.nan,
     )
 
 
-def table(runs: list[RunFigures], ks: range, limit: int, seed: int) -> Iterator[str]:
-    """Markdown rows: k, then today's and the run-level statistics side by side."""
+def table(
+    runs: list[RunFigures], ks: range, limit: int, seed: int, *, alarms_limit: int | None = None
+) -> Iterator[str]:
+    """Markdown rows: k, then today's and the run-level statistics side by side (false
+    alarms of the run-level model on `alarms_limit` splits, everything else on `limit`)."""
     yield (
-        "| k a side | splits | false alarms, today's | false alarms, run-level | "
+        "| k a side | false alarms, today's | false alarms, run-level | "
         "power one cell, today's | power one cell, run-level | "
         "power everywhere, today's | power everywhere, run-level | "
         "median MDE one cell (today's / run-level) | median MDE everywhere (today's / run-level) |"
     )
-    yield "|---|---|---|---|---|---|---|---|---|---|"
+    yield "|---|---|---|---|---|---|---|---|---|"
     for k in ks:
         old = evaluate(runs, k, Policy(run_level=False), limit=limit, seed=seed)
-        new = evaluate(runs, k, Policy(), limit=limit, seed=seed)
+        new = evaluate(runs, k, Policy(), limit=limit, alarms_limit=alarms_limit, seed=seed)
         if old is None or new is None:
             continue
-        n = old.splits
         yield (
-            f"| {k} | {n} | {share(old.false_alarms, n)} | {share(new.false_alarms, n)} | "
-            f"{share(old.power_cell, n)} | {share(new.power_cell, n)} | "
-            f"{share(old.power_all, n)} | {share(new.power_all, n)} | "
+            f"| {k} | {old.false_alarms.text()} | {new.false_alarms.text()} | "
+            f"{old.power_cell.text()} | {new.power_cell.text()} | "
+            f"{old.power_all.text()} | {new.power_all.text()} | "
             f"{old.mde_cell_pct:.1f} % / {new.mde_cell_pct:.1f} % | "
             f"{old.mde_all_pct:.1f} % / {new.mde_all_pct:.1f} % |"
         )
+
+
+def sequential_table(runs: list[RunFigures], draws: int, seed: int) -> Iterator[str]:
+    """The sequential design (`bench.verdict.sequential`) on the corpus: each draw a seeded
+    order of the runs, A's trials the first STAGES[-1] of it, B's the next; a later stage's
+    run is that run restricted to the open cells. Power: B's runs with one random figure of
+    one cell made worse by the MDE the fixed design (3 + 3, the same first runs) printed."""
+    last_a, last_b = sequential.STAGES[-1]
+    if last_a + last_b > len(runs):
+        return
+    rng = random.Random(seed)
+    alarms: list[bool] = []
+    hits: list[bool] = []
+    used: list[Split] = []
+    spent = 0
+    fixed_cost = 0
+    for _ in range(draws):
+        order = rng.sample(range(len(runs)), last_a + last_b)
+        split: Split = (tuple(order[:last_a]), tuple(order[last_a:]))
+        a3, b3 = _sides(runs, (split[0][:3], split[1][:3]))
+        fixed = compare(a3, b3, Policy())
+        figs = [(x.key, f) for x in fixed.cells for f in x.figures if f.mde_pct is not None]
+        key, f = rng.choice(figs)
+        assert f.mde_pct is not None
+        change = (key, f.metric.name, f.mde_pct)
+        out = sequential.run(_measure(runs, split, None), Policy())
+        alarms.append(bool(out.comparison.flagged))
+        spent += sum(out.measurements.values())
+        fixed_cost += 2 * sequential.FIXED_TRIALS * len(out.measurements)
+        hit = sequential.run(_measure(runs, split, change), Policy()).comparison
+        cell = next(x for x in hit.cells if x.key == key)
+        hits.append(any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures))
+        used.append(split)
+    n = len(runs)
+    stages = ", ".join(f"{a}+{b}" for a, b in sequential.STAGES)
+    yield (
+        "| design | draws | false alarms | power one cell at the fixed design's printed MDE | "
+        "cell measurements (share of fixed 3 + 3) |"
+    )
+    yield "|---|---|---|---|---|"
+    yield (
+        f"| sequential ({stages}) | {draws} | {Rate(tuple(alarms), tuple(used), n).text()} | "
+        f"{Rate(tuple(hits), tuple(used), n).text()} | {spent / draws:.1f} "
+        f"({spent / fixed_cost:.0%}) |"
+    )
+
+
+def _measure(
+    runs: list[RunFigures], split: Split, change: tuple[Key, str, float] | None
+) -> sequential.Measure:
+    def measure(side: sequential.Side, trial: int, cells: frozenset[Key] | None) -> RunFigures:
+        run = runs[split[0 if side == "a" else 1][trial - 1]]
+        if side == "b" and change is not None:
+            run = planted(run, change[2], (change[0], change[1]))
+        if cells is None:
+            return run
+        kept = {k: c for k, c in run.cells.items() if k in cells}
+        return dataclasses.replace(run, cells=kept, planned=cells)
+
+    return measure
 
 
 @dataclass(frozen=True)

@@ -198,19 +198,31 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.verdict_power")
     p.add_argument("--profile", default="published")
     p.add_argument("--card", type=Path, default=CARD / CARD_NAME)
-    p.add_argument("--comparisons", type=int, default=1000)
+    p.add_argument("--comparisons", type=int, default=300)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--mde-samples", type=int, default=20)
     p.add_argument(
         "--corpus-splits",
         type=int,
-        default=300,
+        default=200,
         help="k-vs-k splits of each engine's corpus per k (0: leave the corpus out)",
+    )
+    p.add_argument(
+        "--corpus-alarm-splits",
+        type=int,
+        default=600,
+        help="k-vs-k splits per k for the run-level model's false alarms (power: --corpus-splits)",
+    )
+    p.add_argument(
+        "--sequential-draws",
+        type=int,
+        default=100,
+        help="orders of each corpus's runs for the sequential design (0: none)",
     )
     p.add_argument(
         "--fitted-comparisons",
         type=int,
-        default=200,
+        default=100,
         help="comparisons per k on the twin with each corpus's fitted noise (0: none)",
     )
     p.add_argument("--twin-only", action="store_true", help="only the twin with default noise")
@@ -219,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t0 = time.monotonic()
     if not args.twin_only:
-        corpus_report(args.corpus, args.corpus_splits, args.fitted_comparisons, args.card)
+        corpus_report(
+            args.corpus,
+            Sizes(args.corpus_splits, args.corpus_alarm_splits, args.sequential_draws),
+            args.fitted_comparisons,
+            args.card,
+        )
     if args.corpus_only:
         return 0
     profile = profiles.load(args.profile)
@@ -270,30 +287,47 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def corpus_report(root: Path, splits: int, fitted: int, card: Path) -> None:
-    """Each engine's corpus of real runs: its noise, the k-vs-k table, the fit written to
-    bench/twin/noise_fits/, and the twin with that noise."""
-    for folder in corpus_power.engines(root):
+@dataclass(frozen=True)
+class Sizes:
+    splits: int  # per k: power, and today's statistics' false alarms
+    alarm_splits: int  # per k: the run-level model's false alarms
+    sequential_draws: int
+
+
+def corpus_report(root: Path, sizes: Sizes, fitted: int, card: Path) -> None:
+    """Each engine's corpus of real runs: its noise, the k-vs-k table, the sequential design,
+    the fit written to bench/twin/noise_fits/, and the twin with that noise; then the twin
+    with every other fit (the published ones, e.g. quiet-gpu)."""
+    folders = corpus_power.engines(root)
+    for folder in folders:
         runs = corpus_power.load(folder)
         fit = corpus_power.fit(runs)
         print(f"\n## Corpus {folder.name}: {len(runs)} runs, each its own server start\n")
         print(corpus_power.fit_line(fit))
         corpus_power.write_fit(folder.name, fit)
-        if splits:
+        if sizes.splits:
             print()
-            for line in corpus_power.table(runs, range(2, 7), splits, 27):
-                print(line)
+            for line in corpus_power.table(
+                runs, range(2, 7), sizes.splits, 27, alarms_limit=sizes.alarm_splits
+            ):
+                print(line, flush=True)
             print()
             for line in corpus_power.blocked(runs, range(2, 7)):
                 print(line)
-        if fitted:
-            profile = noise.with_fit(profiles.load("published"), folder.name)
-            print(f"\n## Twin (published) with the noise fitted to {folder.name}\n")
-            for line in fitted_table(profile, simulate_card(profile, card), fitted):
-                print(line)
+        if sizes.sequential_draws:
+            print()
+            for line in corpus_power.sequential_table(runs, sizes.sequential_draws, 27):
+                print(line, flush=True)
+    if not fitted:
+        return
+    for name in noise.fit_names():
+        profile = noise.with_fit(profiles.load("published"), name)
+        print(f"\n## Twin (published) with the noise fit {name} ({noise.fit_source(name)})\n")
+        for line in fitted_table(profile, simulate_card(profile, card), fitted):
+            print(line, flush=True)
 
 
-def fitted_table(profile: Profile, base: Base, n: int) -> list[str]:
+def fitted_table(profile: Profile, base: Base, n: int, ks: range = range(2, 7)) -> list[str]:
     """k-vs-k comparisons of the card's matrix on the twin (each side's runs fresh seeds)."""
     out = [
         "| k a side | false alarms | power one cell | power everywhere | "
@@ -301,7 +335,7 @@ def fitted_table(profile: Profile, base: Base, n: int) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     rng = random.Random(27)
-    for k in range(2, 7):
+    for k in ks:
         alarms = cell_hits = all_hits = 0
         mdes_cell: list[float] = []
         mdes_all: list[float] = []

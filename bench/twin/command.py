@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME",
         default=None,
         help="with --run-noise: the noise fitted to a corpus of real runs instead of the "
-        "profile's (bench/twin/noise_fits/NAME.json, e.g. vllm-cpu)",
+        "profile's (bench/twin/noise_fits/NAME.json: vllm-cpu, fitted to the noise corpus; "
+        "quiet-gpu, from published run-to-run figures)",
     )
     p.add_argument(
         "--ground-truth-log",

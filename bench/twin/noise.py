@@ -71,6 +71,12 @@ def fit_names() -> list[str]:
     return sorted(p.stem for p in FITS.glob("*.json"))
 
 
+def fit_source(name: str) -> str:
+    """Where the fit NAME's figures come from (its "source" line)."""
+    doc = json.loads((FITS / f"{name}.json").read_text())
+    return str(doc.get("source", "no source recorded"))
+
+
 def with_fit(profile: Profile, name: str) -> Profile:
     """The profile with the run-to-run noise fitted to a corpus (bench/twin/noise_fits/NAME.json,
     written by `make verdict-power`'s corpus part): only the noise changes."""

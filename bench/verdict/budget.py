@@ -6,7 +6,8 @@ compare measured, and the server time they cost, server starts included.
   reach under Benjamini-Hochberg (`Comparison.level_for_one`), normal quantiles (the pooled
   noise has many degrees of freedom).
 - Every cell together (the run-level model only): from the sd of a run's level, at alpha / 2,
-  t quantiles with 2n - 2 degrees of freedom: the runs themselves are the sample.
+  the noncentral t at the degrees of freedom the verdict's own MDE uses (`compare.mde_df`,
+  n - 1): the runs themselves are the sample.
 - Server time of n runs a side: 2n x (a run's sweep, the mean over the compared runs, in
   server time + one server start). A start is the mean the bundles recorded
   (environment.json server_start.ready_after_s); without one, START_ESTIMATE_S, said so.
@@ -18,7 +19,7 @@ import math
 
 from bench import stats
 from bench.verdict.cells import METRICS
-from bench.verdict.compare import POWER, Comparison
+from bench.verdict.compare import POWER, Comparison, mde_df
 
 TARGETS_PCT = (5.0, 10.0)
 MAX_RUNS = 100_000
@@ -33,7 +34,7 @@ def runs_for(sd_log: float, target_pct: float, level: float, *, runs_df: bool) -
         return 2
 
     def mde(n: int) -> float:
-        df = 2.0 * n - 2.0 if runs_df else math.inf
+        df = mde_df(n, n) if runs_df else math.inf
         return stats.mde_pct(sd_log, n, n, alpha=level, power=POWER, df=df)
 
     if mde(MAX_RUNS) > target_pct:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 from bench.card.model import Card
@@ -34,7 +35,9 @@ def test_runs_recorded_elsewhere_are_read_from_their_results_json_alone(
     assert all(r.trust == "unsigned" for r in runs)
     row = corpus_power.evaluate(runs, 3, Policy(), limit=1000, seed=1)
     assert row is not None
-    assert row.splits == 20  # every split of 6 runs into 3 + 3: C(6, 3)
+    assert len(row.false_alarms.hits) == 20  # every split of 6 runs into 3 + 3: C(6, 3)
+    lo, hi = row.false_alarms.runs_interval()
+    assert 0.0 <= lo <= row.false_alarms.value <= hi <= 1.0
     fit = corpus_power.fit(runs)
     assert fit.runs == 6
 
@@ -54,3 +57,19 @@ def test_wilson_interval_of_a_rate() -> None:
     assert lo == 0.0 and 0.036 < hi < 0.038
     lo, hi = corpus_power.wilson(5, 100)
     assert 0.021 < lo < 0.022 and 0.111 < hi < 0.113
+
+
+def test_the_interval_over_runs_widens_when_one_run_makes_the_alarms() -> None:
+    # Every split holding run 0 flags, no other: the rate is a fact about one run, and the
+    # interval over runs says so, where one over independent comparisons would not.
+    chosen = corpus_power.splits(12, 3, 2000, 0)
+    hits = tuple(0 in a + b for a, b in chosen)
+    rate = corpus_power.Rate(hits, tuple(chosen), 12)
+    lo, hi = rate.runs_interval()
+    wlo, whi = corpus_power.wilson(sum(hits), len(hits))
+    assert hi - lo > 3 * (whi - wlo)
+    # Spread evenly over the runs, the same rate is as sure as its splits allow.
+    rng = random.Random(3)
+    even = corpus_power.Rate(tuple(rng.random() < rate.value for _ in chosen), tuple(chosen), 12)
+    elo, ehi = even.runs_interval()
+    assert ehi - elo < 1.5 * (whi - wlo)

@@ -12,8 +12,16 @@ pytestmark = pytest.mark.timeout(300)
 def test_verdict_power_prints_false_alarms_power_mde_and_server_time(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert power.main(["--comparisons", "3", "--mde-samples", "1"]) == 0
+    small = ["--corpus-splits", "3", "--corpus-alarm-splits", "4", "--sequential-draws", "2"]
+    args = ["--comparisons", "3", "--mde-samples", "1", "--fitted-comparisons", "2", *small]
+    assert power.main(args) == 0
     out = capsys.readouterr().out
+    # The corpus: k = 2..6 with intervals over runs, the sequential design on its runs; the
+    # twin with the corpus's noise and with the published quiet-GPU figures.
+    assert "| 6 | " in out and "(runs " in out and "independent " in out
+    assert out.count("| sequential (2+1, 2+2, 3+3, 5+5) | ") == 2
+    assert "with the noise fit vllm-cpu" in out
+    assert "with the noise fit quiet-gpu (https://github.com/vllm-project/vllm/issues/53436" in out
     assert "| fixed, 3 trials a side | " in out and "| sequential (" in out
     assert "% of fixed" in out and "server starts" in out
     assert "| Total tok/s | none: no noise estimate (raw Δ only) |" in out

@@ -110,7 +110,7 @@ def test_runs_for_is_the_fewest_runs_whose_mde_reaches_the_target(target: float)
     assert n is not None and n > 2
 
     def mde(k: int) -> float:
-        return stats.mde_pct(0.2, k, k, alpha=0.025, power=0.8, df=2.0 * k - 2.0)
+        return stats.mde_pct(0.2, k, k, alpha=0.025, power=0.8, df=k - 1.0)
 
     assert mde(n) <= target < mde(n - 1)
 

@@ -151,3 +151,47 @@ def test_a_noisier_cell_keeps_its_own_noise_when_pooled() -> None:
     p_mod = figure_delta(metric, a, b, Policy(), pooled=moderated, tests=64).p_value
     assert p_hard is not None and p_mod is not None
     assert p_hard < 0.05 / 64 < p_mod
+
+
+@pytest.mark.parametrize("df", [1.0, 3.0, 10.0, 57.5])
+def test_noncentral_t_power_at_no_shift_is_the_level(df: float) -> None:
+    from bench.distributions import nct_power
+
+    # With ncp 0 the noncentral t is Student's t: P(|T| > t_(1 - a/2)) = a.
+    for alpha in (0.05, 0.00125):
+        crit = t_quantile(1.0 - alpha / 2.0, df)
+        assert nct_power(0.0, crit, df) == pytest.approx(alpha, rel=1e-6)
+
+
+def test_noncentral_t_power_agrees_with_a_simulation() -> None:
+    import math
+    import random
+
+    from bench.distributions import nct_ncp_for_power, nct_power
+
+    df, alpha = 3.0, 0.025
+    crit = t_quantile(1.0 - alpha / 2.0, df)
+    ncp = nct_ncp_for_power(alpha, 0.8, df)
+    assert nct_power(ncp, crit, df) == pytest.approx(0.8, abs=1e-6)
+    rng = random.Random(5)
+    draws = 100_000
+    hits = sum(
+        abs((rng.gauss(0.0, 1.0) + ncp) / math.sqrt(rng.gammavariate(df / 2.0, 2.0) / df)) > crit
+        for _ in range(draws)
+    )
+    assert hits / draws == pytest.approx(0.8, abs=0.006)  # 4.7 sd of 100,000 draws
+    # The textbook shortcut t_(1-a/2) + t_power falls short at few degrees of freedom.
+    assert ncp > crit + t_quantile(0.8, df) + 0.1
+
+
+def test_mde_with_degrees_of_freedom_is_the_noncentral_t_shift() -> None:
+    import math
+
+    from bench.distributions import nct_ncp_for_power
+    from bench.stats import mde_pct
+
+    ncp = nct_ncp_for_power(0.05, 0.8, 4.0)
+    assert mde_pct(0.1, 3, 3, df=4.0) == pytest.approx(
+        math.expm1(ncp * 0.1 * math.sqrt(2 / 3)) * 100
+    )
+    assert mde_pct(0.1, 3, 3, df=4.0) > mde_pct(0.1, 3, 3, df=40.0) > mde_pct(0.1, 3, 3)
