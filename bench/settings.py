@@ -42,13 +42,12 @@ def without_password(url: str) -> str:
     """`url` with its password, if any, as ********."""
     try:
         parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
+        if parts.password is None:
+            return url
+        user = f"{parts.username}:********@" if parts.username else ":********@"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is not a number, a bracket that does not close
         return url.partition("://")[0] + "://..."
-    if password is None:
-        return url
-    user = f"{parts.username}:********@" if parts.username else ":********@"
-    port = f":{parts.port}" if parts.port else ""
     return urlunsplit(parts._replace(netloc=f"{user}{parts.hostname or ''}{port}"))
 
 

@@ -34,6 +34,12 @@ def test_a_password_in_the_url_is_refused_without_being_repeated() -> None:
     assert "postgresql://bench:********@db:5432/history" in line and "PGPASSWORD" in line
 
 
+def test_a_password_beside_a_bad_port_is_not_shown_either() -> None:
+    with pytest.raises(UsageError) as caught:
+        database.locate("postgresql://bench:hunter2@db:notaport/history", None)
+    assert "hunter2" not in caught.value.one_line()
+
+
 def test_the_setting_refuses_a_password_too_and_never_shows_it() -> None:
     env = {"BENCH_HISTORY__URL": "postgresql://bench:s3cr3t@db/history"}
     with pytest.raises(SettingsError) as caught:
