@@ -134,7 +134,7 @@ postgresql: ## PostgreSQL's server binaries (initdb, pg_ctl), for the history te
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; }
 
-test: postgresql
+test-deps: postgresql
 
 # Verdicts (issues 5, 14). Exit 1 when compare finds a change / reproduce fails, 2 for bad
 # input, 5 when a bundle does not verify (ALLOWED_SIGNERS=file, default: the files `bench
