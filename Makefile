@@ -127,6 +127,15 @@ report-tools: ## ssh-keygen and chromium, for the report tests
 
 test-deps: report-tools
 
+# The history tests start a private PostgreSQL cluster (tests/support/postgres.py: initdb and
+# pg_ctl on a local port, stopped afterwards): Debian's server package when it is missing.
+.PHONY: postgresql
+postgresql: ## PostgreSQL's server binaries (initdb, pg_ctl), for the history tests
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; }
+
+test-deps: postgresql
+
 # Verdicts (issues 5, 14). Exit 1 when compare finds a change / reproduce fails, 2 for bad
 # input, 5 when a bundle does not verify (ALLOWED_SIGNERS=file, default: the files `bench
 # local` and the orchestrator maintain), 9 for a partial verdict, 10 for settings that differ.

@@ -30,6 +30,7 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     provenance      `bench provenance`
     local           `bench local`: the whole flow on the twin
     export          `bench export`: figures as tidy tables
+    history         `bench history`: every verified bundle in a database, a trend per cell
     cli             the `bench` command
     __main__        `python -m bench`
 

@@ -18,6 +18,7 @@ from bench.card import command as card_command
 from bench.errors import exit_through_make
 from bench.export import command as export_command
 from bench.fleet import command as fleet_command
+from bench.history import command as history_command
 from bench.host import command as host_command
 from bench.local import command as local_command
 from bench.provenance import command as provenance_command
@@ -39,6 +40,7 @@ COMMANDS: tuple[command_line.Registers, ...] = (
     report_command,
     provenance_command,
     export_command,
+    history_command,
 )
 
 

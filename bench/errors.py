@@ -11,6 +11,7 @@
     ├── VerifyFailed                a bundle failed verification (names the file)
     ├── HostCheckFailed             preflight of a GPU host failed
     ├── ToolMissing                 an external tool the step needs is not installed
+    ├── HistoryError                the results history's database cannot be used
     └── Interrupted                 Ctrl-C / SIGTERM; what finished is kept
 
 Request failures are *not* exceptions: they are data on the request record.
@@ -43,6 +44,7 @@ class Exit(IntEnum):
     PARTIAL = 9  # a verdict on part only: cells of the card not measured, cells not comparable
     NOT_COMPARABLE = 10  # settings differ from the card's / between the runs (not --accept-ed)
     INCONCLUSIVE = 11  # reproduce with trials: an interval straddles the tolerance band
+    HISTORY = 12  # the results history's database could not be opened, read or written
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; finished cells are kept
 
 
@@ -65,6 +67,7 @@ MEANING: dict[Exit, str] = {
     Exit.NOT_COMPARABLE: "settings differ from the card's (or between compared runs) and were "
     "not `--accept`-ed",
     Exit.INCONCLUSIVE: "reproduce with trials: a cell's 95 % interval straddles the tolerance band",
+    Exit.HISTORY: "the results history's database could not be opened, read or written",
     Exit.INTERRUPTED: "Ctrl-C or SIGTERM; finished cells are kept",
 }
 
@@ -167,6 +170,10 @@ class ToolMissing(BenchError):
 
 class DiskError(BenchError):
     exit_code = Exit.DISK
+
+
+class HistoryError(BenchError):
+    exit_code = Exit.HISTORY
 
 
 class Interrupted(BenchError):

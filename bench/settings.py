@@ -10,12 +10,60 @@ import os
 import ssl
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bench.errors import SettingsError, first_problem
 from bench.logs import LogFormat
+
+
+class HistorySettings(BaseModel):
+    """Where `bench history` keeps its database (BENCH_HISTORY__URL): a postgresql:// URL
+    without a password (libpq reads PGPASSWORD or ~/.pgpass), or a SQLite file; None: the
+    default file (bench.history.database)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value:
+            problem = history_url_problem(value)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+
+def without_password(url: str) -> str:
+    """`url` with its password, if any, as ********."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = f"{parts.username}:********@" if parts.username else ":********@"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is not a number, a bracket that does not close
+        return url.partition("://")[0] + "://..."
+    return urlunsplit(parts._replace(netloc=f"{user}{parts.hostname or ''}{port}"))
+
+
+def history_url_problem(url: str) -> str | None:
+    """Why a history database URL is refused: a password in it (it would be seen on the
+    command line, in `ps` and in logs). Never quotes the password."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return f"history database {url.partition('://')[0]}://...: not a URL"
+    if password is not None:
+        return (
+            f"history database {without_password(url)}: a password in the URL is refused "
+            "(give it in PGPASSWORD or ~/.pgpass)"
+        )
+    return None
 
 
 class Settings(BaseSettings):
@@ -33,6 +81,7 @@ class Settings(BaseSettings):
     # A PEM file of the CA (or the self-signed certificate) an https:// server under test
     # is checked against instead of the system's (BENCH_CA_FILE).
     ca_file: str | None = None
+    history: HistorySettings = HistorySettings()
 
     @field_validator("log_level", mode="before")
     @classmethod

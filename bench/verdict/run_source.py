@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from bench import run_files
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
+from bench.bundle.sign import Signer
 from bench.bundle.verify import verify_dir
 from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.verdict import vllm_saved
@@ -77,8 +78,16 @@ def check(directory: Path, shown: Path, how: Verification) -> tuple[Trust, str]:
     A run directory without manifest.json is no bundle: accepted, and called unsigned.
     A bundle that does not verify is VerifyFailed (exit 5), unless `how.unverified`.
     """
+    trust, line, _ = check_signer(directory, shown, how)
+    return trust, line
+
+
+def check_signer(
+    directory: Path, shown: Path, how: Verification
+) -> tuple[Trust, str, Signer | None]:
+    """`check`, and who signed the bundle when it verified (bench history records it)."""
     if shown.is_dir() and not (directory / MANIFEST_NAME).is_file():
-        return "unsigned", f"{shown.name}: unsigned (a run directory, not a signed bundle)"
+        return "unsigned", f"{shown.name}: unsigned (a run directory, not a signed bundle)", None
     files = how.files()
     reasons: list[str] = []
     if not files:
@@ -91,12 +100,14 @@ def check(directory: Path, shown: Path, how: Verification) -> tuple[Trust, str]:
             reasons.append(exc.one_line())
             continue
         signer = ok.signer
-        return "signed", (
-            f"{shown.name}: verified, signed by {signer.principal} ({signer.fingerprint})"
+        return (
+            "signed",
+            (f"{shown.name}: verified, signed by {signer.principal} ({signer.fingerprint})"),
+            signer,
         )
     reason = "; ".join(dict.fromkeys(reasons))
     if how.unverified:
-        return "unverified", f"{shown.name}: UNVERIFIED ({reason})"
+        return "unverified", f"{shown.name}: UNVERIFIED ({reason})", None
     raise VerifyFailed(
         f"{shown}: does not verify: {reason}",
         hint="give --allowed-signers FILE that trusts its signer; "

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench.twin", "bench.report"),
     ("bench.verdict",),
     ("bench.fleet", "bench.provenance", "bench.local", "bench.export"),
+    ("bench.history",),
     ("bench.cli",),
     ("bench.__main__",),
 )
