@@ -354,7 +354,7 @@ compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8%
 # machine (a second run on one day replaces the first). tests/unit/test_docs.py checks that
 # every table the docs quote under a link to such a file is that file's, row for row.
 measured = out=docs/measured/$(1)-$$(date -u +%F); mkdir -p docs/measured; \
-	{ echo "<!-- make $(1) $(strip $(3)) started $$(date -u +%FT%TZ) at \
+	{ echo "<!-- make $(strip $(1) $(3)) started $$(date -u +%FT%TZ) at \
 	$$(git describe --always --dirty 2>/dev/null || echo no-git) on $$(nproc) CPUs, \
 	$$(awk '/MemTotal/{printf "%.0f GiB", $$2/1048576}' /proc/meminfo) -->"; echo; } > "$$out.$(2).part";
 keep = tee -a "$$out.$(1).part" && mv "$$out.$(1).part" "$$out.$(1)" && echo "kept in $$out.$(1)"
