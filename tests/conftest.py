@@ -1,6 +1,6 @@
 """What every test gets: a HOME of its own and no secrets, and the unit tier's guard.
 
-The tiers (README, "Tests"). A test that opens a network socket (127.0.0.1 included) or starts a
+The tiers (docs/testing.md). A test that opens a network socket (127.0.0.1 included) or starts a
 subprocess carries one of the markers in REAL_PROCESS_MARKERS; `make unit` runs the others
 (`pytest -m "not (...)"`, UNIT_MARKEXPR below, which the Makefile passes on), `make test` runs
 all. The classification is enforced, not trusted: in a session that selected no marked test

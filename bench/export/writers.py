@@ -1,6 +1,7 @@
 """Rows to a file: CSV (header, empty field for a missing value), JSON lines (null for
 one), or Parquet (a typed column per field, null for one) through pyarrow, the optional
-`export` extra; without it the command is one line naming `pip install 'bench[export]'`.
+`export` extra; without it the command is one line naming
+`.venv/bin/pip install -e '.[export]'` (`bench` on PyPI is another project).
 
 Files are written beside their final name and renamed into place, so a failed export
 leaves no half file behind.
@@ -58,7 +59,7 @@ def _parquet(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
     except ImportError:
         raise ToolMissing(
             "pyarrow is not installed; Parquet export needs it",
-            hint="pip install 'bench[export]'",
+            hint="in this checkout: .venv/bin/pip install -e '.[export]'",
         ) from None
     fields, arrays = [], []
     for name in columns:

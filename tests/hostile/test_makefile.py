@@ -206,10 +206,10 @@ def test_a_failing_orchestrator_recipe_names_its_code_and_the_python_m_command(
     ) in got.stderr.splitlines()
 
 
-def test_the_readme_exit_code_table_is_the_one_the_make_line_names() -> None:
+def test_the_docs_exit_code_table_is_the_one_the_make_line_names() -> None:
     from bench.errors import MEANING, Exit
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "faults.md").read_text(encoding="utf-8")
     table = readme.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
     rows = [r.strip("|").split("|") for r in table.splitlines()[2:]]
     assert [(int(c), n.strip(), m.strip()) for c, n, m in rows] == [

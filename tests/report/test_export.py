@@ -200,7 +200,7 @@ def test_parquet_without_pyarrow_is_one_line_naming_the_extra(
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "bench: error: pyarrow is not installed; Parquet export needs it "
-        "(pip install 'bench[export]')"
+        "(in this checkout: .venv/bin/pip install -e '.[export]')"
     ]
     assert list(tmp_path.iterdir()) == []  # no half file
 
