@@ -73,11 +73,11 @@ EnergySource = Literal["energy_counter", "power_integral"]
 ReadTimes = Literal["kernel_receive_stamp", "client_clock"]
 
 
-class _Model(BaseModel):
+class _ResultsModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RunSettings(_Model):
+class RunSettings(_ResultsModel):
     """The parameters of the run as requested (the API key is never recorded)."""
 
     url: str
@@ -100,7 +100,7 @@ class RunSettings(_Model):
     seed: int = 0
 
 
-class ServerInfo(_Model):
+class ServerInfo(_ResultsModel):
     url: str
     model: str
     max_model_len: int
@@ -117,13 +117,13 @@ class ServerInfo(_Model):
     facts_source: dict[str, str] = Field(default_factory=dict)
 
 
-class KvCapacity(_Model):
+class KvCapacity(_ResultsModel):
     tokens: int | None
     source: KvSource
     detail: str  # e.g. "vllm:cache_config_info kv_cache_size_tokens=1234567"
 
 
-class PlannedContext(_Model):
+class PlannedContext(_ResultsModel):
     label: str  # "8K", "251K" (see bench.run.prompts.context_label)
     nominal_tokens: int  # as requested: 262144 for "256K"
     prompt_tokens: int  # after trimming to max_model_len - max_tokens - 64
@@ -134,7 +134,7 @@ class PlannedContext(_Model):
     scout_reason: str | None = None
 
 
-class PlannedCell(_Model):
+class PlannedCell(_ResultsModel):
     context_label: str
     prompt_tokens: int
     concurrency: int
@@ -143,7 +143,7 @@ class PlannedCell(_Model):
     reason: str | None = None  # "needs N KV tokens, the server has M"
 
 
-class Plan(_Model):
+class Plan(_ResultsModel):
     contexts: tuple[PlannedContext, ...]
     cells: tuple[PlannedCell, ...]
     kv: KvCapacity
@@ -152,7 +152,7 @@ class Plan(_Model):
     prompt_sizing: PromptSizing = "tokenize"
 
 
-class Distribution(_Model):
+class Distribution(_ResultsModel):
     """Order statistics of a sample, in seconds (or tokens for counts)."""
 
     n: int
@@ -164,7 +164,7 @@ class Distribution(_Model):
     max: float
 
 
-class PrefillSample(_Model):
+class PrefillSample(_ResultsModel):
     """The cold scout of a context row: one streaming request with max_tokens=1."""
 
     context_label: str
@@ -186,7 +186,7 @@ class PrefillSample(_Model):
         )
 
 
-class CellFigures(_Model):
+class CellFigures(_ResultsModel):
     """The card's "All measurements" columns, with the card's definitions."""
 
     total_tok_s: float  # output_tokens / measured_for_s
@@ -212,7 +212,7 @@ class CellFigures(_Model):
         )
 
 
-class CellExtras(_Model):
+class CellExtras(_ResultsModel):
     """What the card does not show and we add."""
 
     ttft: Distribution | None = None
@@ -241,7 +241,7 @@ class CellExtras(_Model):
     token_source: TokenSource | None = None
 
 
-class CellGpu(_Model):
+class CellGpu(_ResultsModel):
     """The GPUs during a decode cell's window, from nvidia-smi (bench.host.telemetry)."""
 
     samples: int  # nvidia-smi samples in the window, all GPUs
@@ -256,7 +256,7 @@ class CellGpu(_Model):
     steady_sm_clock_mhz: dict[str, float] = Field(default_factory=dict)
 
 
-class CellResult(_Model):
+class CellResult(_ResultsModel):
     context_label: str
     prompt_tokens: int
     concurrency: int
@@ -280,7 +280,7 @@ class CellResult(_Model):
     )
 
 
-class Estimate(_Model):
+class Estimate(_ResultsModel):
     """Mean and 95 % confidence half-width of one figure over trials."""
 
     mean: float
@@ -288,7 +288,7 @@ class Estimate(_Model):
     n: int
 
 
-class CellAggregate(_Model):
+class CellAggregate(_ResultsModel):
     context_label: str
     concurrency: int
     trials: int  # valid trials aggregated
@@ -298,7 +298,7 @@ class CellAggregate(_Model):
     tbt_s: Estimate
 
 
-class Measurement(_Model):
+class Measurement(_ResultsModel):
     """How things were measured on this run: no silent guesses."""
 
     output_tokens_from: TokenSource = "usage"
@@ -319,7 +319,7 @@ class Measurement(_Model):
     )
 
 
-class Results(_Model):
+class Results(_ResultsModel):
     schema_version: int = SCHEMA_VERSION
     bench_version: str = Field(
         description="bench's version, from git (setuptools-scm): `+g<commit>` names the commit "

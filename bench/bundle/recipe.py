@@ -35,23 +35,23 @@ RECIPE_SCHEMA_VERSION = 1
 _MAX_BYTES = 1 << 20
 
 
-class _Model(BaseModel):
+class _RecipeModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class BenchSource(_Model):
+class BenchSource(_RecipeModel):
     version: str = Field(description="bench's version as results.json records it")
     commit: str | None = Field(description="this repository's commit (None: not from git)")
     dirty: bool = Field(description="made from a tree with uncommitted changes")
 
 
-class TwinServer(_Model):
+class TwinServer(_RecipeModel):
     kind: Literal["twin"] = "twin"
     profile: str
     speed: float
 
 
-class ImageServer(_Model):
+class ImageServer(_RecipeModel):
     kind: Literal["image"] = "image"
     image_id: str | None = Field(description="the id of the image the server ran in")
     image_ref: str = Field(description="the reference the run asked for")
@@ -64,7 +64,7 @@ class ImageServer(_Model):
     revision_pinned: bool = False
 
 
-class ExternalServer(_Model):
+class ExternalServer(_RecipeModel):
     kind: Literal["external"] = "external"
     url: str
     version: str | None = None
@@ -73,7 +73,7 @@ class ExternalServer(_Model):
 Server = Annotated[TwinServer | ImageServer | ExternalServer, Field(discriminator="kind")]
 
 
-class Recipe(_Model):
+class Recipe(_RecipeModel):
     schema_version: int = RECIPE_SCHEMA_VERSION
     run_id: str
     bench: BenchSource

@@ -39,7 +39,7 @@ class GluedPrefill:
 
 
 @dataclass(frozen=True)
-class Table:
+class CardTable:
     caption: str
     header: list[str]
     rows: list[tuple[int, list[str]]]
@@ -75,7 +75,7 @@ def _cells(n: int, text: str) -> list[str]:
     return [c.strip() for c in text[1:-1].split("|")]
 
 
-def markdown_table(lines: list[Line]) -> Table:
+def markdown_table(lines: list[Line]) -> CardTable:
     """Caption glued to the header row, a separator row, body rows, then footnotes."""
     if not lines:
         raise Unreadable(0, "a table")
@@ -101,7 +101,7 @@ def markdown_table(lines: list[Line]) -> Table:
             raise Unreadable(ln, "no table row after the table's footnotes")
         else:
             notes.append((ln, text))
-    return Table(first[:bar].strip(), header, rows, notes)
+    return CardTable(first[:bar].strip(), header, rows, notes)
 
 
 def concurrency(text: str) -> int:
@@ -112,7 +112,7 @@ def concurrency(text: str) -> int:
     return value
 
 
-def matrix(table: Table, header_line: int) -> tuple[list[str], list[int], list[MatrixCell]]:
+def matrix(table: CardTable, header_line: int) -> tuple[list[str], list[int], list[MatrixCell]]:
     if not table.header or table.header[0] != "Context":
         raise Unreadable(header_line, "the matrix header to start with '| Context |'")
     try:
@@ -190,7 +190,7 @@ def _value(field: str, text: str) -> object:
     return figures.grouped_float(raw)
 
 
-def measurements(table: Table, header_line: int) -> list[CardMeasurement]:
+def measurements(table: CardTable, header_line: int) -> list[CardMeasurement]:
     for title in table.header:
         if title not in _COLUMNS:
             known = ", ".join(_COLUMNS)

@@ -132,7 +132,7 @@ def leave_one_out(logs: Sequence[float]) -> list[float]:
 
 
 @dataclass(frozen=True)
-class _Cell:
+class _FleetCell:
     """One cell's figure before the rule: every node's value, and the valid ones'."""
 
     key: Key
@@ -153,7 +153,7 @@ class _Cell:
         return leave_one_out(self.logs) if len(self.logs) >= 2 else [0.0] * len(self.logs)
 
 
-def _gather(key: Key, metric: MetricSpec, nodes: Sequence[Node]) -> _Cell:
+def _gather(key: Key, metric: MetricSpec, nodes: Sequence[Node]) -> _FleetCell:
     raw: list[NodeValue] = []
     good: list[int] = []
     logs: list[float] = []
@@ -170,7 +170,7 @@ def _gather(key: Key, metric: MetricSpec, nodes: Sequence[Node]) -> _Cell:
             good.append(i)
             logs.append(math.log(value))
             groups.append(trials)
-    return _Cell(key, tuple(raw), tuple(good), tuple(logs), tuple(groups))
+    return _FleetCell(key, tuple(raw), tuple(good), tuple(logs), tuple(groups))
 
 
 def _cell_noise(
@@ -184,7 +184,7 @@ def _cell_noise(
     return own[0] if own is not None and own[0] > NO_NOISE else None
 
 
-def _with_floors(c: _Cell, pooled: stats.PooledNoise | None) -> _Cell:
+def _with_floors(c: _FleetCell, pooled: stats.PooledNoise | None) -> _FleetCell:
     sd = _cell_noise(c.groups, pooled) if c.judged else None
     if sd is None:
         return c
@@ -192,7 +192,7 @@ def _with_floors(c: _Cell, pooled: stats.PooledNoise | None) -> _Cell:
     return dataclasses.replace(c, floors=floors)
 
 
-def _scale(cells: Sequence[_Cell], nodes: int, rule: Rule) -> Scale | None:
+def _scale(cells: Sequence[_FleetCell], nodes: int, rule: Rule) -> Scale | None:
     judged = [c for c in cells if c.judged]
     if not judged:
         return None
@@ -209,7 +209,7 @@ def _scale(cells: Sequence[_Cell], nodes: int, rule: Rule) -> Scale | None:
     return Scale(sd, len(judged), k)
 
 
-def _spread(c: _Cell, metric: MetricSpec, rule: Rule, scale: Scale | None) -> Spread:
+def _spread(c: _FleetCell, metric: MetricSpec, rule: Rule, scale: Scale | None) -> Spread:
     """The one-cell test in cell c."""
     out = list(c.raw)
     if not c.good:
@@ -235,7 +235,7 @@ def _spread(c: _Cell, metric: MetricSpec, rule: Rule, scale: Scale | None) -> Sp
 
 
 def _shifts(
-    cells: Sequence[_Cell],
+    cells: Sequence[_FleetCell],
     metric: MetricSpec,
     nodes: Sequence[Node],
     rule: Rule,

@@ -1,5 +1,6 @@
-"""The fleet report as tables: `Table` data as the other verdicts have (bench.verdict.tables),
-rendered to Markdown for the terminal here and to HTML in `page`, so the two cannot disagree."""
+"""The fleet report as tables: `VerdictTable` data as the other verdicts have
+(bench.verdict.tables), rendered to Markdown for the terminal here and to HTML in `page`, so
+the two cannot disagree."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from bench.fleet.report import FleetReport
 from bench.fleet.rule import NodeValue, Spread
 from bench.fleet.words import node_lines, noise_lines, rule_line, settings_lines, spread_lines
 from bench.verdict.cells import METRICS, MetricSpec
-from bench.verdict.tables import Table, TCell, markdown, pct, trust_lines
+from bench.verdict.tables import TCell, VerdictTable, markdown, pct, trust_lines
 
 
 def cell_label(s: Spread) -> str:
@@ -42,7 +43,7 @@ def _stands_out(s: Spread) -> TCell:
     return TCell("none")
 
 
-def fleet_tables(r: FleetReport) -> list[Table]:
+def fleet_tables(r: FleetReport) -> list[VerdictTable]:
     out = []
     names = [n.name for n in r.nodes]
     for metric in METRICS:
@@ -63,7 +64,7 @@ def fleet_tables(r: FleetReport) -> list[Table]:
             head = ["Context"] + (["Requests"] if metric.phase == "decode" else [])
             head += [*names, "Median", "Range", "Threshold", "Stands out"]
             phase = "Prefill" if metric.phase == "prefill" else "Sustained decode"
-            out.append(Table(f"{phase}: {metric.label}", head, rows))
+            out.append(VerdictTable(f"{phase}: {metric.label}", head, rows))
     return out
 
 

@@ -50,11 +50,11 @@ KEPT_ENV_PREFIXES = (
 _TCP_LISTEN = "0A"
 
 
-class _Model(BaseModel):
+class _EnvironmentModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Launch(_Model):
+class Launch(_EnvironmentModel):
     source: Literal["proc", "given", "unknown"]
     pid: int | None = None
     argv: tuple[str, ...] = ()
@@ -62,7 +62,7 @@ class Launch(_Model):
     note: str | None = None
 
 
-class Image(_Model):
+class Image(_EnvironmentModel):
     in_container: bool
     digest: str | None = None
     labels: dict[str, str] = {}
@@ -76,7 +76,7 @@ SELFTEST_FILE = Path("opt/bench/image.json")  # under the root; written by the i
 _SELFTEST_MAX_BYTES = 64 * 1024
 
 
-class HostInfo(_Model):
+class HostInfo(_EnvironmentModel):
     hostname: str
     os: str | None
     kernel: str
@@ -87,7 +87,7 @@ class HostInfo(_Model):
     python: str
 
 
-class BenchInfo(_Model):
+class BenchInfo(_EnvironmentModel):
     version: str
     settings: dict[str, Any]
     # The Python that ran bench, name -> version. Inside the server's image that is the
@@ -95,12 +95,12 @@ class BenchInfo(_Model):
     packages: dict[str, str] = {}
 
 
-class ServerStart(_Model):
+class ServerStart(_EnvironmentModel):
     ready_after_s: float
     jit_cache_was_empty: bool | None = None
 
 
-class WeightsInfo(_Model):
+class WeightsInfo(_EnvironmentModel):
     """The model's weights as loaded: the hub revision and the sha256 of every file.
     `model` None: the launch loads no weights (the twin), with `note` saying so."""
 
@@ -111,7 +111,7 @@ class WeightsInfo(_Model):
     note: str | None = None
 
 
-class Environment(_Model):
+class Environment(_EnvironmentModel):
     schema_version: int = ENVIRONMENT_SCHEMA_VERSION
     captured_at: datetime
     launch: Launch

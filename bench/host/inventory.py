@@ -37,11 +37,11 @@ _UNIT = re.compile(r"\s*(W|MiB|MHz|%|C)$")
 _TIMEOUT_S = 30.0
 
 
-class _Model(BaseModel):
+class _InventoryModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class GpuInfo(_Model):
+class GpuInfo(_InventoryModel):
     index: int
     name: str
     uuid: str | None
@@ -51,7 +51,7 @@ class GpuInfo(_Model):
     max_sm_clock_mhz: float | None
 
 
-class GpuInventory(_Model):
+class GpuInventory(_InventoryModel):
     available: bool
     reason: str | None = None  # why there is no GPU, when available is False
     driver_version: str | None = None

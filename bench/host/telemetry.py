@@ -35,7 +35,7 @@ from bench.host.inventory import Runner, csv_rows, number, run_command, value
 GPU_TELEMETRY_NAME = run_files.GPU_TELEMETRY  # the run directory's file of these samples
 
 
-class _Model(BaseModel):
+class _TelemetryModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -67,7 +67,7 @@ THROTTLE_BITS = {
 }
 
 
-class GpuSample(_Model):
+class GpuSample(_TelemetryModel):
     at_s: float  # seconds since the first sample of the window (nvidia-smi's clock)
     index: int
     power_w: float | None
@@ -80,7 +80,7 @@ class GpuSample(_Model):
     energy_mj: float | None = None
 
 
-class GpuWindowStats(_Model):
+class GpuWindowStats(_TelemetryModel):
     index: int
     samples: int
     energy_j: float | None
@@ -94,7 +94,7 @@ class GpuWindowStats(_Model):
     throttle_reasons: dict[str, float]  # reason -> share of samples it was active in
 
 
-class WindowTelemetry(_Model):
+class WindowTelemetry(_TelemetryModel):
     gpus: tuple[GpuWindowStats, ...]
     energy_j: float | None  # all GPUs
     energy_per_output_token_j: float | None
@@ -321,7 +321,7 @@ class GpuSampler:
         )
 
 
-class WindowRecord(_Model):
+class WindowRecord(_TelemetryModel):
     """One line of gpu_telemetry.jsonl: a measurement window's samples and their summary."""
 
     context_label: str

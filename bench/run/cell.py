@@ -13,7 +13,7 @@ Every wait of a cell is bounded, by construction (docs/faults.md, "Bounds"):
     the workers' end           WORKER_STOP_S after they are told to stop and cancelled; a
                                worker still running then makes the cell `invalid` too
 
-A worker stops on its own at its next request once the cell is over (`_Cell.stopping`),
+A worker stops on its own at its next request once the cell is over (`_CellWorkers.stopping`),
 whatever became of its cancellation: on Python 3.11 `asyncio.wait_for` swallows a
 cancellation that arrives as the awaited future completes (CPython gh-86296), and a
 looping worker that lost it ran on for 24 minutes against llama.cpp's server while
@@ -215,7 +215,7 @@ async def run_cell(
         body = json.dumps(body).encode()  # once per cell, not once per request
     poll_s = max(0.01, min(0.25, timing.hold_s / 6))
     run = CellRun(concurrency=concurrency, t0_s=server.clock())
-    cell = _Cell(server, run, timing, poll_s, progress)
+    cell = _CellWorkers(server, run, timing, poll_s, progress)
     tasks: list[asyncio.Task[None]] = []
     try:
         async with asyncio.timeout(timing.budget_s):
@@ -239,7 +239,7 @@ async def run_cell(
     return run
 
 
-async def _stop_workers(cell: _Cell, tasks: list[asyncio.Task[None]]) -> None:
+async def _stop_workers(cell: _CellWorkers, tasks: list[asyncio.Task[None]]) -> None:
     """Tell the workers the cell is over, cancel them, and wait at most WORKER_STOP_S.
 
     `stopping` ends a worker at its next request even if its cancellation was lost
@@ -259,7 +259,7 @@ async def _stop_workers(cell: _Cell, tasks: list[asyncio.Task[None]]) -> None:
             t.exception()  # retrieved: a worker's own error is on its record already
 
 
-class _Cell:
+class _CellWorkers:
     """The C looping workers of one cell, and the gate and window that watch them."""
 
     def __init__(

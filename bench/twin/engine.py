@@ -76,7 +76,7 @@ class StepResult:
 
 
 @dataclass
-class Counters:
+class SchedulerCounters:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     prefix_queries: int = 0
@@ -94,7 +94,7 @@ class TwinScheduler:
         self.pool = BlockPool(profile.num_blocks)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
-        self.counters = Counters()
+        self.counters = SchedulerCounters()
         self._rng = random.Random(seed)
         pattern = _pattern(profile.accept_probs, ACCEPT_BAG)
         self._accept_bags = [self._rng.sample(pattern, len(pattern)) for _ in range(256)]

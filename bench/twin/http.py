@@ -32,11 +32,11 @@ class HttpRequest:
     started_at: float = 0.0  # loop time when its first byte arrived
 
 
-Handler = Callable[[HttpRequest, "Connection"], Coroutine[Any, Any, None]]
+Handler = Callable[[HttpRequest, "TwinConnection"], Coroutine[Any, Any, None]]
 
 
 @dataclass
-class Connection:
+class TwinConnection:
     transport: asyncio.Transport
     closed: bool = False
     on_lost: list[Callable[[], None]] = field(default_factory=list)
@@ -88,13 +88,13 @@ class _Protocol(asyncio.Protocol):
         self._handler = handler
         self._buf = bytearray()
         self._busy = False
-        self._conn: Connection | None = None
+        self._conn: TwinConnection | None = None
         self._scanned = 0
         self._started_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
-        self._conn = Connection(transport)
+        self._conn = TwinConnection(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:

@@ -22,7 +22,7 @@ from bench.twin import flavors, metrics, requests
 from bench.twin.engine import Request, StepResult, TwinScheduler
 from bench.twin.faults import FaultDice, Faults
 from bench.twin.frontend import Frontend
-from bench.twin.http import Connection, HttpRequest
+from bench.twin.http import HttpRequest, TwinConnection
 from bench.twin.profile import Profile
 from bench.twin.requests import BadRequest
 from bench.twin.streams import Stream, StreamSpec
@@ -258,13 +258,13 @@ class Twin:
         self._wake.set()
 
     # -- HTTP ------------------------------------------------------------------------------
-    async def handle(self, http: HttpRequest, conn: Connection) -> None:
+    async def handle(self, http: HttpRequest, conn: TwinConnection) -> None:
         try:
             await self._route(http, conn)
         except BadRequest as exc:
             conn.respond_json(exc.status, exc.body())
 
-    async def _route(self, http: HttpRequest, conn: Connection) -> None:
+    async def _route(self, http: HttpRequest, conn: TwinConnection) -> None:
         m, path = http.method, http.path
         if path.startswith("/v1/"):
             self._check_key(http)
@@ -296,7 +296,7 @@ class Twin:
         else:
             raise BadRequest("Not Found", status=404)
 
-    def _metrics(self, conn: Connection) -> None:
+    def _metrics(self, conn: TwinConnection) -> None:
         if self.config.faults.no_metrics:
             raise BadRequest("Not Found", status=404)
         text = metrics.render(
@@ -304,7 +304,7 @@ class Twin:
         )
         conn.respond(200, text.encode(), content_type="text/plain; version=0.0.4")
 
-    def _tokenize_route(self, http: HttpRequest, conn: Connection) -> None:
+    def _tokenize_route(self, http: HttpRequest, conn: TwinConnection) -> None:
         obj = requests.parse_json(http.body)
         if self.config.engine == "llamacpp":
             conn.respond_json(200, flavors.tokenize_llamacpp(obj, self.tokenizer))
@@ -339,7 +339,7 @@ class Twin:
             "token_strs": None,
         }
 
-    async def _complete(self, http: HttpRequest, conn: Connection, chat: bool) -> None:
+    async def _complete(self, http: HttpRequest, conn: TwinConnection, chat: bool) -> None:
         # The frontend delay counts from the request's first byte, so receiving, parsing and
         # tokenizing it (real CPU time, not divided by the speed factor) is absorbed
         # instead of added to the profile's latencies.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.twin.faults import StreamFaults
-from bench.twin.http import Connection
+from bench.twin.http import TwinConnection
 
 # Each generated "token" is one piece of the twin's tokenizer.
 WORDS = [
@@ -74,7 +74,7 @@ class StreamSpec:
 @dataclass
 class Stream:
     spec: StreamSpec
-    conn: Connection
+    conn: TwinConnection
     faults: StreamFaults
     stall_s: float = 0.0
     arrival: float = 0.0

@@ -56,7 +56,7 @@ def prefill_ttft_s(engine: TwinScheduler, ids: list[int]) -> float:
     return t
 
 
-class _Cell:
+class _VirtualCell:
     """The streams of one decode cell in virtual time: the frontend's queue, the engine,
     one `RequestRecord` per request, the readiness gate."""
 
@@ -153,7 +153,7 @@ def decode_cell(
     hold_s: float = 3.0,
     gate_timeout_s: float = 600.0,
 ) -> VirtualCell:
-    cell = _Cell(engine, ids, concurrency, max_tokens)
+    cell = _VirtualCell(engine, ids, concurrency, max_tokens)
     for w in range(concurrency):
         cell.submit(w, 0.0)
     t = 0.0

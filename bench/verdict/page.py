@@ -16,7 +16,7 @@ from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
 from bench.verdict.tables import (
-    Table,
+    VerdictTable,
     compare_tables,
     pct,
     provenance_lines,
@@ -38,7 +38,7 @@ img { max-width: 100%; }
 """
 
 
-def table_html(t: Table) -> str:
+def table_html(t: VerdictTable) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     rows = []
     for row in t.rows:
@@ -162,7 +162,7 @@ def _curves(c: Comparison) -> bytes:
                 if xs:
                     label = f"{'A' if not dashed else 'B'} {ctx}"
                     color = contexts.index(ctx)
-                    series.append(plots.Series(label, xs, ys, errs, dashed, color))
+                    series.append(plots.PlotSeries(label, xs, ys, errs, dashed, color))
         panels.append((metric.label, metric.unit, series))
     return plots.curves_png(panels)
 

@@ -97,7 +97,7 @@ def heatmaps_png(maps: Sequence[Heatmap]) -> bytes:
 
 
 @dataclass(frozen=True)
-class Series:
+class PlotSeries:
     label: str
     x: Sequence[int]
     y: Sequence[float]
@@ -106,7 +106,7 @@ class Series:
     color: int = 0  # index into matplotlib's colour cycle (one colour per context)
 
 
-def curves_png(panels: Sequence[tuple[str, str, Sequence[Series]]]) -> bytes:
+def curves_png(panels: Sequence[tuple[str, str, Sequence[PlotSeries]]]) -> bytes:
     """One panel per (title, y label, series); x is concurrency on a log-2 axis."""
     pyplot = _pyplot()
 

@@ -29,7 +29,7 @@ class TCell:
 
 
 @dataclass(frozen=True)
-class Table:
+class VerdictTable:
     title: str
     header: list[str]
     rows: list[list[TCell]]
@@ -73,7 +73,7 @@ def _verdict_css(check: CellCheck) -> str:
     return "bad"
 
 
-def reproduce_tables(r: Reproduction) -> list[Table]:
+def reproduce_tables(r: Reproduction) -> list[VerdictTable]:
     out = []
     for phase, title in (("prefill", "Prefill"), ("decode", "Sustained decode")):
         metrics = metrics_of(phase)
@@ -98,7 +98,7 @@ def reproduce_tables(r: Reproduction) -> list[Table]:
             row.append(TCell(check.verdict + note, _verdict_css(check)))
             rows.append(row)
         if rows:
-            out.append(Table(title, header, rows))
+            out.append(VerdictTable(title, header, rows))
     return out
 
 
@@ -131,7 +131,7 @@ def _status_text(cell: CellDelta) -> str:
     return a.replace("_", " ") if a == b else f"{a} → {b}".replace("_", " ")
 
 
-def compare_tables(c: Comparison) -> list[Table]:
+def compare_tables(c: Comparison) -> list[VerdictTable]:
     out = []
     for phase, title in (("prefill", "Prefill"), ("decode", "Sustained decode")):
         metrics = metrics_of(phase)
@@ -156,11 +156,11 @@ def compare_tables(c: Comparison) -> list[Table]:
             row.append(TCell(cell.mark, css))
             rows.append(row)
         if rows:
-            out.append(Table(title, header, rows))
+            out.append(VerdictTable(title, header, rows))
     return out
 
 
-def markdown(table: Table) -> str:
+def markdown(table: VerdictTable) -> str:
     def esc(text: str) -> str:
         return text.replace("|", "\\|")
 

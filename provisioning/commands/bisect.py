@@ -33,7 +33,7 @@ from provisioning.flow.host_run import HostRun
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image import build, ensure
-from provisioning.runs.targets import Target, TargetChoice, preflight_host, resolve_target
+from provisioning.runs.targets import HostTarget, TargetChoice, preflight_host, resolve_target
 from provisioning.runs.workers import new_run_id, run_all
 
 FIGURES = {
@@ -117,7 +117,7 @@ class CommitJob(threading.Thread):
     def __init__(
         self,
         commit: str,
-        target: Target,
+        target: HostTarget,
         *,
         choice: BisectChoice,
         settings: Settings,
@@ -178,11 +178,11 @@ class CommitJob(threading.Thread):
         return merge_runs(runs, self.commit)
 
 
-JobFactory = Callable[[str, Target], CommitJob]
+JobFactory = Callable[[str, HostTarget], CommitJob]
 
 
 def measure_round(
-    commits: Sequence[str], targets: Sequence[Target], job: JobFactory
+    commits: Sequence[str], targets: Sequence[HostTarget], job: JobFactory
 ) -> list[RunFigures | None]:
     """One commit per host, all at once; Ctrl-C stops them all and ends the bisection."""
     jobs = [job(c, t) for c, t in zip(commits, targets, strict=False)]
@@ -196,7 +196,7 @@ def measure_round(
 
 
 def run_bisection(
-    commits: Sequence[str], targets: Sequence[Target], key: Key, metric: str, job: JobFactory
+    commits: Sequence[str], targets: Sequence[HostTarget], key: Key, metric: str, job: JobFactory
 ) -> int:
     def many(batch: Sequence[str]) -> list[RunFigures | None]:
         out: list[RunFigures | None] = []
@@ -251,7 +251,7 @@ def bisect_commits(
     base = run_id or new_run_id()
     allowed = allowed_signers or signing.default_allowed_signers()
 
-    def job(commit: str, target: Target) -> CommitJob:
+    def job(commit: str, target: HostTarget) -> CommitJob:
         return CommitJob(commit, target, choice=choice, settings=settings, base=base,
                          allowed=allowed)  # fmt: skip
 

@@ -38,7 +38,7 @@ from provisioning.hosts.remote import Remote
 from provisioning.image import build, ensure
 from provisioning.runs.summary import summarise
 from provisioning.runs.targets import (
-    Target,
+    HostTarget,
     TargetChoice,
     hf_token,
     preflight_host,
@@ -194,7 +194,7 @@ def sweep_order(trials: int, order: str) -> list[str]:
 
 
 def sweep_options(
-    target: Target,
+    target: HostTarget,
     settings: Settings,
     allowed: Path,
     *,
@@ -228,7 +228,7 @@ class Sweeps:
 
     pair: PairChoice
     settings: Settings
-    target: Target
+    target: HostTarget
     images: tuple[str, str]
     base: str
     allowed: Path
@@ -269,7 +269,7 @@ class Sweeps:
 def _sweep_both(
     pair: PairChoice,
     settings: Settings,
-    target: Target,
+    target: HostTarget,
     images: tuple[str, str],
     title: str,
 ) -> int:

@@ -41,7 +41,7 @@ from provisioning.flow.readiness import wait_ready
 from provisioning.flow.reconnect import Reconnector
 from provisioning.flow.sealing import RunFacts, Sealer
 from provisioning.flow.seams import Placement, ServerContainer, Steps, Workspace
-from provisioning.flow.server_start import ServerStart
+from provisioning.flow.server_start import ServerStarter
 from provisioning.flow.sweep_exec import INTERRUPT_GRACE_S, SweepExec
 from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.remote import Remote
@@ -183,7 +183,7 @@ class HostRun:
 
     def _until_ready(self, engine: EngineSide, where: Workspace) -> None:
         """Self-test, weights, server start, readiness."""
-        steps = ServerStart(
+        steps = ServerStarter(
             engine, self.remote, self.opts,
             scope=self.scope, image=self.image, where=where, steps=self.step, out=self.out,
         )  # fmt: skip

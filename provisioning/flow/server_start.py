@@ -31,7 +31,7 @@ _HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?")
 NO_WEIGHTS = {"note": "not applicable: the launch profile loads no weights"}
 
 
-class ServerStart:
+class ServerStarter:
     """The steps before the sweep, on one host's engine, for one run."""
 
     def __init__(

@@ -1,5 +1,5 @@
 """A host as a run needs it: resolved (provisioning.hosts.inventory), with its launch profile,
-requirements and image (Target), and preflighted before anything starts on it.
+requirements and image (HostTarget), and preflighted before anything starts on it.
 
 preflight_host runs provisioning.preflight.checks over provisioning.hosts.remote and adds
 the one check only the Docker SDK's own SSH connection can answer (sdk_check).
@@ -44,7 +44,7 @@ class TargetChoice:
 
 
 @dataclass(frozen=True)
-class Target:
+class HostTarget:
     host: inventory.ResolvedHost
     profile: LaunchProfile
     requirements: Requirements
@@ -69,7 +69,7 @@ def default_image(profile: LaunchProfile) -> str:
     return f"bench:{image_tag(__version__)}" if profile.image == "bench" else VLLM_IMAGE
 
 
-def resolve_target(choice: TargetChoice, name: str) -> Target:
+def resolve_target(choice: TargetChoice, name: str) -> HostTarget:
     host = inventory.resolve(name, inventory=choice.inventory)
     profile = load_launch_profile(choice.profile or host.profile or DEFAULT_PROFILE)
     image_ref = choice.image or default_image(profile)
@@ -81,10 +81,10 @@ def resolve_target(choice: TargetChoice, name: str) -> Target:
         model_revision=profile.model_revision,
         download_weights=choice.download_weights,
     )
-    return Target(host, profile, req, image_ref)
+    return HostTarget(host, profile, req, image_ref)
 
 
-def build_spec(target: Target, *, source: str, build_args: Sequence[str]) -> BuildSpec | None:
+def build_spec(target: HostTarget, *, source: str, build_args: Sequence[str]) -> BuildSpec | None:
     """The build of the profile's stage that --image-source auto|build would run, with
     BUILD_ARGS (NAME=VALUE words)."""
     if source == "stream":
@@ -99,7 +99,7 @@ def hf_token(environ: dict[str, str]) -> SecretStr | None:
 
 
 def preflight_host(
-    target: Target, *, trust_new_host: bool, environ: dict[str, str]
+    target: HostTarget, *, trust_new_host: bool, environ: dict[str, str]
 ) -> report.Report:
     """Connect, run every check, print the table; raises HostCheckFailed when one fails."""
     host, req = target.host, target.requirements

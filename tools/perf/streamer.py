@@ -29,7 +29,7 @@ _WORD = " tok"
 
 
 @dataclass
-class Counters:
+class StreamerCounters:
     requests: int = 0
     active: int = 0
     tokens: int = 0
@@ -93,7 +93,7 @@ class Streamer:
     def __init__(self, interval_s: float, tokens_per_chunk: int) -> None:
         self.interval_s = interval_s
         self.k = tokens_per_chunk
-        self.counters = Counters()
+        self.counters = StreamerCounters()
         self.streams: list[_Stream] = []
         self.chat = _Chunks(chat=True)
         self.text = _Chunks(chat=False)

@@ -15,7 +15,7 @@ from bench.errors import Exit, UsageError
 from bench.twin import profile as profiles
 from bench.verdict.cells import Key, RunFigures
 from provisioning.commands import bisect
-from provisioning.runs.targets import Target
+from provisioning.runs.targets import HostTarget
 from tests.card.conftest import SHIPPED
 from tools import verdict_power as power
 
@@ -100,10 +100,10 @@ class VirtualJob(threading.Thread):
 def _bisect(
     commits: list[str], repo: Path, hosts: int, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, str, str, list[str]]:
-    targets: list[Target] = [object()] * hosts  # type: ignore[list-item]
+    targets: list[HostTarget] = [object()] * hosts  # type: ignore[list-item]
     seen: list[str] = []
 
-    def job(commit: str, target: Target) -> VirtualJob:
+    def job(commit: str, target: HostTarget) -> VirtualJob:
         seen.append(commit)
         return VirtualJob(commit, repo)
 

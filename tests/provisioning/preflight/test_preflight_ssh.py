@@ -96,7 +96,7 @@ def _pro6000_smi(cuda: str) -> str:
     )
 
 
-def _published_target(ssh_host: SshTestHost) -> targets.Target:
+def _published_target(ssh_host: SshTestHost) -> targets.HostTarget:
     choice = targets.TargetChoice(inventory=inventory.Inventory(), profile="published")
     return targets.resolve_target(choice, ssh_host.alias)
 
