@@ -9,8 +9,12 @@ A **quoted message** (the convention the docs follow) is one of:
 - a code span in a table column headed "What you see" that starts with `bench: error: `,
   `provision: error: ` (the CLI's one line) or `invalid: ` (a cell's Status reason);
 - a line of a code block that starts with `bench: error: ` or `provision: error: `.
-Its text up to the first `…` (anything may follow) or ` (` (the hint the CLI appends) must
-be the start of a string the code writes, an f-string's fields standing for any text.
+Its text up to the first `…` (anything may follow) or ` (` must be the start of a string the
+code writes, an f-string's fields standing for any text. When it ends in a parenthesised
+group, that is the hint the CLI appends (`bench.errors.BenchError`: `message (hint)`), and
+its text up to a `…` must be the start of a string the code writes too, or be written by
+the code in parentheses as part of the message (`not valid JSON ({what})`); a field does not
+swallow it.
 """
 
 from __future__ import annotations
@@ -133,6 +137,28 @@ def head(message: str) -> str:
     return re.split(r"…| \(", message, maxsplit=1)[0].rstrip()
 
 
+def hint(message: str) -> str | None:
+    """The hint MESSAGE ends in, up to a `…` in it: its last parenthesised group, when the
+    message ends with it and a space comes before it."""
+    split = _split_hint(message)
+    return None if split is None else split[1]
+
+
+def _split_hint(message: str) -> tuple[str, str] | None:
+    """The text before the hint MESSAGE ends in, and the hint (as `hint` says)."""
+    text = message.rstrip()
+    if not text.endswith(")"):
+        return None
+    depth = 0
+    for at in range(len(text) - 1, 0, -1):
+        depth += {")": 1, "(": -1}.get(text[at], 0)
+        if depth == 0:
+            if text[at - 1] != " ":
+                return None
+            return text[: at - 1], re.split(r"…", text[at + 1 : -1], maxsplit=1)[0].rstrip()
+    return None
+
+
 def code_strings(*tops: str, root: Path = ROOT) -> list[tuple[str, ...]]:
     """Every string the code under TOPS writes, as its literal parts (an f-string's fields
     between them)."""
@@ -189,7 +215,49 @@ def message_in_code(message: str, strings: list[tuple[str, ...]]) -> bool:
     return any(
         min(len(text), 12) <= literal_match(text, parts)
         for parts in strings
-        if parts[0].startswith(text) or any(len(p) >= 4 and p[:12] in text for p in parts)
+        if _starts(text, parts)
+    )
+
+
+def _starts(text: str, parts: tuple[str, ...]) -> bool:
+    """The cheap test of `message_in_code`: whether a string of these PARTS can start TEXT."""
+    return parts[0].startswith(text) or any(len(p) >= 4 and p[:12] in text for p in parts)
+
+
+def _in_parentheses(text: str, parts: tuple[str, ...]) -> bool:
+    """Whether PARTS write TEXT in parentheses themselves: a literal part holds `(` and the
+    start of TEXT, and the parts from there make TEXT's start (12 characters or more)."""
+    for i, part in enumerate(parts):
+        at = part.find("(" + text[:12])
+        if at >= 0 and literal_match(text, (part[at + 1 :], *parts[i + 1 :])) >= min(len(text), 12):
+            return True
+    return False
+
+
+def hint_in_code(message: str, strings: list[tuple[str, ...]]) -> bool:
+    """Whether the hint MESSAGE ends in is the start of a string of the code, its literal
+    parts making 12 characters of it or more; or is written by the code in parentheses as
+    part of the message: a literal part holds `(` and the hint's start (`" (incomplete
+    chunked read)"`), or the message, not cut with a `…` before the hint, is a string of the
+    code with a literal ` (` right after the text before the hint (`not valid JSON ({what})`).
+    True when there is no hint, or when the hint (or the message's head) is too short to tell."""
+    split = _split_hint(message)
+    if split is None or len(split[1]) < 10 or len(head(message)) < 10:
+        return True
+    before, text = split
+    if any(
+        min(len(text), 12) <= literal_match(text, parts)
+        for parts in strings
+        if _starts(text, parts)
+    ):
+        return True
+    if any(_in_parentheses(text, parts) for parts in strings if any("(" in p for p in parts)):
+        return True
+    whole = message.rstrip()
+    return "…" not in before and any(
+        literal_match(whole, parts) >= literal_match(before, parts) + 2 >= 2
+        for parts in strings
+        if _starts(before, parts) and any(" (" in p for p in parts)
     )
 
 

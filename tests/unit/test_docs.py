@@ -142,6 +142,7 @@ def test_every_quoted_message_is_one_the_code_writes() -> None:
         for c in _code()
         for message in docs_text.quoted_messages(c)
         if not docs_text.message_in_code(message, strings)
+        or not docs_text.hint_in_code(message, strings)
     ]
     assert wrong == []
 
@@ -217,6 +218,46 @@ def test_a_quoted_message_must_start_a_string_of_the_code() -> None:
     assert docs_text.message_in_code("cannot write /x/y: No space left on device", strings)
     assert not docs_text.message_in_code("--url must not carry a password", strings)
     assert not docs_text.message_in_code("cannot read /x/y: No space left on device", strings)
+
+
+def test_a_quoted_hint_must_start_a_string_of_the_code_or_be_the_message_own() -> None:
+    strings = [
+        ("interrupted; finished cells are in ", ""),
+        ("continue with: bench run --resume ", ""),
+        ("", ": not valid JSON (", ")"),
+        ("another bench run is writing ", ""),
+        ("wait until it ends, or remove ", " if no bench run is alive"),
+        (" (incomplete chunked read)",),
+    ]
+    said = "interrupted; finished cells are in DIR (continue with: bench run --resume DIR)"
+    assert docs_text.hint(said) == "continue with: bench run --resume DIR"
+    assert docs_text.hint_in_code(said, strings)
+    # A stale hint behind a head that still matches: the head check alone passes it.
+    stale = "interrupted; finished cells are in DIR (start again with: bench run --out DIR)"
+    assert docs_text.message_in_code(stale, strings)
+    assert not docs_text.hint_in_code(stale, strings)
+    # The parenthesis the code writes as part of the message is no hint to look up...
+    assert docs_text.hint_in_code("results.json: not valid JSON (Expecting value: line 1)", strings)
+    assert docs_text.hint_in_code("N requests failed: … (incomplete chunked read)", strings)
+    assert not docs_text.hint_in_code("N requests failed: … (incomplete chunked write)", strings)
+    # ...but a trailing field does not swallow a hint the code does not write.
+    assert not docs_text.hint_in_code(
+        "interrupted; finished cells are in DIR (wait for the other run first)", strings
+    )
+    # Cut with a `…` inside the hint: the text before it is checked; nested parentheses hold.
+    assert docs_text.hint_in_code(
+        "another bench run is writing DIR (wait until it ends …)", strings
+    )
+    assert not docs_text.hint_in_code(
+        "another bench run is writing DIR (kill the other one (…))", strings
+    )
+    assert (
+        docs_text.hint("another bench run is writing DIR (kill the other one (…))")
+        == "kill the other one ("
+    )
+    # No hint: nothing in parentheses at the end, or none with a space before it.
+    assert docs_text.hint("a message with (a part) inside it") is None
+    assert docs_text.hint("f(x)") is None
 
 
 def test_a_missing_test_id_and_a_long_readme_are_seen(tmp_path: Path) -> None:
