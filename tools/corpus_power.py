@@ -395,9 +395,10 @@ def fit_line(f: NoiseFit) -> str:
     )
 
 
-def write_fit(name: str, f: NoiseFit) -> Path:
-    """bench/twin/noise_fits/NAME.json: the twin's noise fields from this corpus."""
-    path = noise.FITS / f"{name}.json"
+def write_fit(name: str, f: NoiseFit, folder: Path = noise.FITS) -> Path:
+    """FOLDER/NAME.json (default bench/twin/noise_fits/): the twin's noise fields from this
+    corpus."""
+    path = folder / f"{name}.json"
     doc = {
         "source": f"tests/data/noise_corpus/{name} ({f.runs} runs), fitted by make verdict-power",
         "noise_shared": f.noise_shared,

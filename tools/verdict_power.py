@@ -228,6 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--twin-only", action="store_true", help="only the twin with default noise")
     p.add_argument("--corpus", type=Path, default=corpus_power.CORPUS, help="the noise corpus")
     p.add_argument("--corpus-only", action="store_true", help="leave the default twin out")
+    p.add_argument(
+        "--fits-dir",
+        type=Path,
+        default=noise.FITS,
+        help="where each corpus's fitted noise is written (default: the twin's noise fits)",
+    )
     args = p.parse_args(argv)
     t0 = time.monotonic()
     if not args.twin_only:
@@ -236,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             Sizes(args.corpus_splits, args.corpus_alarm_splits, args.sequential_draws),
             args.fitted_comparisons,
             args.card,
+            args.fits_dir,
         )
     if args.corpus_only:
         return 0
@@ -294,17 +301,19 @@ class Sizes:
     sequential_draws: int
 
 
-def corpus_report(root: Path, sizes: Sizes, fitted: int, card: Path) -> None:
+def corpus_report(
+    root: Path, sizes: Sizes, fitted: int, card: Path, fits_dir: Path = noise.FITS
+) -> None:
     """Each engine's corpus of real runs: its noise, the k-vs-k table, the sequential design,
-    the fit written to bench/twin/noise_fits/, and the twin with that noise; then the twin
-    with every other fit (the published ones, e.g. quiet-gpu)."""
+    the fit written to FITS_DIR (default bench/twin/noise_fits/), and the twin with that
+    noise; then the twin with every other fit (the published ones, e.g. quiet-gpu)."""
     folders = corpus_power.engines(root)
     for folder in folders:
         runs = corpus_power.load(folder)
         fit = corpus_power.fit(runs)
         print(f"\n## Corpus {folder.name}: {len(runs)} runs, each its own server start\n")
         print(corpus_power.fit_line(fit))
-        corpus_power.write_fit(folder.name, fit)
+        corpus_power.write_fit(folder.name, fit, fits_dir)
         if sizes.splits:
             print()
             for line in corpus_power.table(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tools import verdict_power as power
@@ -10,10 +12,11 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_verdict_power_prints_false_alarms_power_mde_and_server_time(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     small = ["--corpus-splits", "3", "--corpus-alarm-splits", "4", "--sequential-draws", "2"]
     args = ["--comparisons", "3", "--mde-samples", "1", "--fitted-comparisons", "2", *small]
+    args += ["--fits-dir", str(tmp_path)]  # the fit is written there, not into the source tree
     assert power.main(args) == 0
     out = capsys.readouterr().out
     # The corpus: k = 2..6 with intervals over runs, the sequential design on its runs; the
