@@ -8,7 +8,7 @@ from bench.fleet.report import FleetReport
 from bench.fleet.rule import NodeValue, Spread
 from bench.fleet.words import node_lines, noise_lines, rule_line, settings_lines, spread_lines
 from bench.verdict.cells import METRICS, MetricSpec
-from bench.verdict.tables import TCell, VerdictTable, markdown, pct, trust_lines
+from bench.verdict.tables import TCell, VerdictTable, key_cells, markdown, pct, trust_lines
 
 
 def cell_label(s: Spread) -> str:
@@ -51,9 +51,7 @@ def fleet_tables(r: FleetReport) -> list[VerdictTable]:
         for s in (x for x in r.spreads if x.metric is metric):
             if not any(v.status is not None for v in s.values):
                 continue
-            row = [TCell(s.key[1])]
-            if metric.phase == "decode":
-                row.append(TCell(str(s.key[2])))
+            row = key_cells(s.key)
             row += [_node_cell(v, metric) for v in s.values]
             row.append(TCell(metric.show(s.median)))
             row.append(TCell("—" if s.range_pct is None else f"{s.range_pct:.1f} %"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from bench import dirty_note
 from bench.bundle import provenance
 from bench.verdict import budget
-from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
+from bench.verdict.cells import Key, MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta
 from bench.verdict.reproduce import (
     NEITHER,
@@ -33,6 +33,11 @@ class VerdictTable:
     title: str
     header: list[str]
     rows: list[list[TCell]]
+
+
+def key_cells(key: Key) -> list[TCell]:
+    """Where a row of a cell's table starts: its context, and a decode cell's concurrency."""
+    return [TCell(key[1])] + ([TCell(str(key[2]))] if key[0] == "decode" else [])
 
 
 def pct(d: float | None) -> str:
@@ -83,9 +88,7 @@ def reproduce_tables(r: Reproduction) -> list[VerdictTable]:
         header.append("Verdict")
         rows = []
         for check in (c for c in r.cells if c.key[0] == phase):
-            row = [TCell(check.key[1])]
-            if phase == "decode":
-                row.append(TCell(str(check.key[2])))
+            row = key_cells(check.key)
             by_metric = {f.metric.name: f for f in check.figures}
             bad = check.verdict.removesuffix(" here") if check.verdict in NOT_VALID_HERE else None
             for m in metrics:
@@ -139,9 +142,7 @@ def compare_tables(c: Comparison) -> list[VerdictTable]:
         header += [f"{m.label} Δ" for m in metrics] + ["Cell"]
         rows = []
         for cell in (x for x in c.cells if x.key[0] == phase):
-            row = [TCell(cell.key[1])]
-            if phase == "decode":
-                row.append(TCell(str(cell.key[2])))
+            row = key_cells(cell.key)
             by_metric = {f.metric.name: f for f in cell.figures}
             if not cell.figures:
                 status = _status_text(cell)
