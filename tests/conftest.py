@@ -199,6 +199,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # urllib3 (under the Docker SDK) binds a socket to ::1 once, at import, to learn whether
     # IPv6 works: imported now for the same reason (a provisioning test run alone was charged).
     importlib.import_module("urllib3.util.connection")
+    # matplotlib builds its font cache on first use, running fc-list, once per machine: on a
+    # fresh machine the first unit test that draws a plot was charged with it.
+    importlib.import_module("matplotlib.font_manager")
     session.config.stash[_GUARDED] = True
 
 

@@ -21,7 +21,12 @@ from bench.command_line import SubParsers
 from bench.errors import UsageError
 from bench.settings import Settings
 from provisioning.commands import slurm
-from provisioning.commands.options import add_build_args, add_common, target_choice
+from provisioning.commands.options import (
+    SWEEP_ARGS_EPILOG,
+    add_build_args,
+    add_common,
+    target_choice,
+)
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.options import Options, Secrets
@@ -44,7 +49,7 @@ def register(sub: SubParsers) -> None:
     p = sub.add_parser(
         "bench",
         help="the whole flow: preflight, server, sweep, signed bundle",
-        epilog="arguments after -- go to `bench run` inside the container",
+        epilog=SWEEP_ARGS_EPILOG,
     )
     add_common(p, host_optional=True)
     p.add_argument("--keep", action="store_true", help="leave the server running afterwards")

@@ -26,7 +26,12 @@ from bench.verdict import bisect
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from provisioning.commands.compare import sweep_options
-from provisioning.commands.options import add_build_args, add_common, target_choice
+from provisioning.commands.options import (
+    SWEEP_ARGS_EPILOG,
+    add_build_args,
+    add_common,
+    target_choice,
+)
 from provisioning.containers.engine import DockerEngine
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
@@ -48,7 +53,7 @@ def register(sub: SubParsers) -> None:
     p = sub.add_parser(
         "bisect",
         help="the first vLLM commit between GOOD and BAD that moved one cell's figure",
-        epilog="arguments after -- go to `bench run` inside the container. Exit 0: a culprit "
+        epilog=SWEEP_ARGS_EPILOG + ". Exit 0: a culprit "
         "(or the skipped suspects) named; 1: BAD does not differ from GOOD.",
     )
     add_common(p)

@@ -24,6 +24,7 @@ from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from bench.verdict.tables import compare_markdown
 from provisioning.commands.options import (
+    SWEEP_ARGS_EPILOG,
     add_build_args,
     add_common,
     add_pair_outputs,
@@ -51,7 +52,7 @@ def register(sub: SubParsers) -> None:
     p = sub.add_parser(
         "compare",
         help="two images on one host, one sweep after the other, then bench compare",
-        epilog="arguments after -- go to `bench run` inside the container",
+        epilog=SWEEP_ARGS_EPILOG,
     )
     add_common(p)
     p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
@@ -62,7 +63,7 @@ def register(sub: SubParsers) -> None:
     p = sub.add_parser(
         "compare-commits",
         help="an image per vLLM commit built on the host, both sweeps, then bench compare",
-        epilog="arguments after -- go to `bench run` inside the container",
+        epilog=SWEEP_ARGS_EPILOG,
     )
     add_common(p)
     p.add_argument("--commit-a", required=True, help="vLLM commit of run A (7-40 hex digits)")

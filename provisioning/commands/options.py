@@ -12,6 +12,8 @@ from provisioning.hosts import inventory
 from provisioning.runs.targets import TargetChoice
 
 DEFAULT_INVENTORY = Path("hosts.toml")
+# The epilog of every command that runs a sweep in a container.
+SWEEP_ARGS_EPILOG = "arguments after -- go to `bench run` inside the container"
 
 
 def add_common(p: argparse.ArgumentParser, *, host_optional: bool = False) -> None:
