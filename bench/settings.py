@@ -44,13 +44,14 @@ _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
 def _query_without_password(query: str) -> tuple[str, bool]:
     """The query with the values of _SECRET_PARAMETERS as ********; whether it had one."""
-    found, words = False, []
-    for word in query.split("&"):
-        name, equals, _ = word.partition("=")
-        if equals and unquote(name).strip().lower() in _SECRET_PARAMETERS:
-            found, word = True, f"{name}=********"
-        words.append(word)
-    return "&".join(words), found
+    words = query.split("&")
+    secret = [
+        i for i, word in enumerate(words)
+        if "=" in word and unquote(word.partition("=")[0]).strip().lower() in _SECRET_PARAMETERS
+    ]  # fmt: skip
+    for i in secret:
+        words[i] = words[i].partition("=")[0] + "=********"
+    return "&".join(words), bool(secret)
 
 
 def without_password(url: str) -> str:

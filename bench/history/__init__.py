@@ -8,4 +8,5 @@ trend     one cell's figure run after run, as series of runs with the same setti
 changes   change points in one series of values (binary segmentation, permutation threshold)
 shifts    every series of the history searched, each change named by its runs and make bisect
 command   `bench history ingest`, `trend` and `changes`
+recording each run's verified bundle in, as the run finishes (bench local, the orchestrator)
 """

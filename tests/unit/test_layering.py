@@ -34,8 +34,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench.run", "bench.bundle"),
     ("bench.twin", "bench.report"),
     ("bench.verdict",),
-    ("bench.fleet", "bench.provenance", "bench.local", "bench.export"),
+    ("bench.fleet", "bench.provenance", "bench.export"),
     ("bench.history",),
+    ("bench.local",),  # records its bundle in the history
     ("bench.cli",),
     ("bench.__main__",),
 )
