@@ -102,6 +102,7 @@ def record(
             done = ingest_one(conn, bundle, how)
     except (BenchError, OSError) as exc:
         reason = exc.one_line() if isinstance(exc, BenchError) else f"{bundle}: {exc}"
+        reason = reason.removeprefix(f"history database {target}: ")  # named once
         line = (
             f"history: {bundle} not recorded in {target} ({reason}); the bundle is kept: "
             f"record it later with: {later_command(bundle, target, allowed_signers)}"
