@@ -70,8 +70,10 @@ def choice(given: str | None, setting: str | None, *, off: bool = False) -> Targ
 
 
 def later_command(bundle: Path, target: Target, allowed_signers: Path) -> str:
-    """The command that records `bundle` in `target` later, as a shell takes it."""
-    words = [str(bundle.resolve()), "--db", target.where, "--allowed-signers",
+    """The command that records `bundle` in `target` later, as a shell takes it, from any
+    folder (paths made absolute)."""
+    where = str(Path(target.where).resolve()) if target.dialect == "sqlite" else target.where
+    words = [str(bundle.resolve()), "--db", where, "--allowed-signers",
              str(allowed_signers.resolve())]  # fmt: skip
     return f"{bench_program()} history ingest {shlex.join(words)}"
 

@@ -4,8 +4,8 @@ The archive is copied to RESULTS/HOST/RUN_ID.tar.gz (provisioning.hosts.transfer
 checked), then opened beside it as RESULTS/HOST/RUN_ID/, refused when it holds the API key,
 and verified against the allowed-signers file, then recorded in the history when one is
 configured (bench.history.recording: a database that is down is one line, never a failed
-run). A Ctrl-C during the copy stops the copy
-itself; the user is told where the partial copy is and how to finish it by hand.
+run). A Ctrl-C during the copy stops the copy itself; the user is told where the partial
+copy is and how to finish it by hand.
 """
 
 from __future__ import annotations

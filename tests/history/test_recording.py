@@ -135,7 +135,9 @@ def test_a_database_that_cannot_take_it_is_one_line_the_bundle_kept_and_the_comm
     assert command[1:3] == ["history", "ingest"], command
     args = cli.build_parser().parse_args(command[1:])
     assert args.paths == [bundle.resolve()]
-    assert database.locate(args.db, None) == target
+    assert database.locate(args.db, None) == Target(
+        "sqlite", str(pathlib.Path(target.where).resolve())
+    )
     assert args.allowed_signers == [allowed.resolve()] and not args.unverified
     # Later, with the database back, the same bundle is recorded: nothing was lost.
     pathlib.Path(target.where).unlink()
@@ -174,3 +176,19 @@ def test_a_bundle_that_cannot_be_read_is_not_recorded_and_said_so(tmp_path: path
     )
     assert f"history: {bundle} not recorded in {target} ({bundle}: " in out.getvalue()
     assert count(target, "runs") == 0
+
+
+def test_the_later_command_works_from_any_folder(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    words = shlex.split(
+        recording.later_command(
+            pathlib.Path("results/run1.tar.gz"), Target("sqlite", "h.sqlite3"), pathlib.Path("a")
+        )
+    )
+    assert words[3] == str(tmp_path.resolve() / "results" / "run1.tar.gz")
+    assert words[words.index("--db") + 1] == str(tmp_path.resolve() / "h.sqlite3")
+    assert words[words.index("--allowed-signers") + 1] == str(tmp_path.resolve() / "a")
+    server = recording.later_command(pathlib.Path("b.tar.gz"), Target("postgresql", URL), tmp_path)
+    assert shlex.split(server)[5] == URL  # a URL as given
