@@ -1,0 +1,253 @@
+"""`bench history report`'s page (bench.history.page) on SQLite histories filled with rows:
+every cell's trend, a planted change marked and named, hostile strings escaped, a bounded
+size for thousands of runs, the filters, and the latest run compared."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+from typing import Any
+
+import pytest
+
+from bench.card.model import Card
+from bench.cli import main
+from bench.errors import Exit, UsageError
+from bench.history import ingest, matrix, page, rows, runs, schema
+from bench.history.database import Target
+from bench.results import Results
+from bench.verdict.run_figures import from_results
+from tests.history.conftest import environment, unsigned_record
+from tests.support.synth import make_results
+
+SLOW_CELL = ("8K", 64)
+
+
+def night(card: Card, n: int, *, slow_from: int | None = None, **kw: Any) -> Results:
+    """Night N of a nightly series: cell 8K x 64 6 % slower from night SLOW_FROM on."""
+    slow = 1.06 if slow_from is not None and n >= slow_from else 1.0
+
+    def scale(ctx: str, conc: int) -> float:
+        return 1 / slow if (ctx, conc) == SLOW_CELL else 1.0
+
+    kw.setdefault("contexts", {"8K", "16K"})
+    r = make_results(card, seed=n, noise=0.005, scale=scale, **kw)
+    return r.model_copy(
+        update={"run_id": f"night-{n:02d}", "created_at": f"2026-11-{n:02d}T02:00:00Z"}
+    )
+
+
+def env_of(n: int, host: str = "gpu01") -> dict[str, Any]:
+    env = environment(host=host, image=f"sha256:{n:064x}")
+    env["image"]["labels"]["bench.vllm.commit"] = f"{n:040x}"
+    return env
+
+
+def fill(tmp: pathlib.Path, records: list[rows.Record]) -> Target:
+    target = Target("sqlite", str(tmp / "h.sqlite3"))
+    with schema.opened(target) as conn:
+        conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no fsync each
+        for record in records:
+            ingest.write(conn, record)
+    return target
+
+
+def nights(card: Card, count: int, **kw: Any) -> list[rows.Record]:
+    return [unsigned_record(night(card, n, **kw), env_of(n)) for n in range(1, count + 1)]
+
+
+def report(target: Target, **kw: Any) -> str:
+    with schema.opened(target, create=False) as conn:
+        return page.report(conn, kw.pop("figure", "total_tok_s"), where=target.where, **kw)
+
+
+def decode_cells(results: Results) -> set[tuple[str, int]]:
+    return {(c.context_label, c.concurrency) for c in results.plan.cells}
+
+
+def panel(text: str, title: str) -> str:
+    found = re.search(r'<div class="panel" id="panel-\d+" hidden><h2>' + re.escape(title)
+                      + r"</h2>(.*?)</div></div>", text, re.S)  # fmt: skip
+    assert found, f"no panel {title}"
+    return found.group(1)
+
+
+def test_every_cell_of_the_matrix_has_its_trend_line_and_panel(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    target = fill(tmp_path, nights(card, 8))
+    text = report(target)
+    expected = decode_cells(night(card, 1))
+    assert len(expected) == 16  # 8K and 16K, 8 concurrencies each
+    assert text.count('<svg class="trend"') == len(expected)
+    assert text.count('<td class="cell"') == len(expected)
+    assert text.count('<div class="panel"') == len(expected)
+    for ctx, conc in expected:
+        body = panel(text, f"{ctx}:{conc}: total_tok_s")
+        assert body.count("night-0") >= 8  # every run is a row of its series' table
+    # Each trend line has a point per run and ends on the latest run's value.
+    assert all(len(p.split()) == 8 for p in re.findall(r'<polyline[^>]*points="([^"]*)"', text))
+    assert "host gpu01, profile —: 8 runs" in text
+
+
+def test_a_planted_slowdown_is_marked_in_its_cell_and_named_in_its_panel(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    target = fill(tmp_path, nights(card, 12, slow_from=9))
+    text = report(target)
+    assert text.count('<line class="change"') == 1 and text.count('class="change-point"') == 1
+    cell = re.search(r'<td class="cell"[^>]*>((?:(?!</td>).)*<line class="change".*?)</td>',
+                     text, re.S)  # fmt: skip
+    assert cell and "latest " in cell.group(1) and "1 change</span>" in cell.group(1)
+    assert "8K:64, host gpu01" in cell.group(1)  # its tooltip names the cell
+    body = panel(text, "8K:64: total_tok_s")
+    assert re.search(r"<td>night-08</td>(?:(?!</tr>).)*>last good</td>", body)
+    assert re.search(r"<td>night-09</td>(?:(?!</tr>).)*>first bad</td>", body)
+    assert "last good night-08 (2026-11-08T02:00:00Z" in body
+    assert f"make bisect HOST=gpu01 GOOD={8:040x} BAD={9:040x} CELL=64x8K FIGURE=total" in body
+    flat = panel(text, "8K:1: total_tok_s")
+    assert "first bad" not in flat and "0 changes found" in flat
+
+
+def test_strings_from_the_database_are_escaped(tmp_path: pathlib.Path, card: Card) -> None:
+    hostile = '<script>alert("host")</script>'
+    records = []
+    for n in (1, 2):
+        r = night(card, n, contexts={"8K"})
+        r = r.model_copy(update={"run_id": f'"><img src=x onerror=alert({n})>\x1b[31m'})
+        env = env_of(n, host=hostile)
+        env["image"]["digest"] = "sha256:<b>bold</b>"
+        records.append(unsigned_record(r, env))
+    text = report(fill(tmp_path, records))
+    assert text.count("<script>") == 1  # the page's own
+    assert "<img src=x" not in text and "<b>bold" not in text and "\x1b" not in text
+    assert "&lt;script&gt;alert(&quot;host&quot;)&lt;/script&gt;" in text
+    assert 'data-host="&lt;script&gt;alert(&quot;host&quot;)&lt;/script&gt;"' in text
+    assert "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;\\x1b[31m" in text
+    assert '<option value="&lt;script&gt;alert(&quot;host&quot;)&lt;/script&gt;">' in text
+
+
+def _clone(record: rows.Record, n: int, host: str) -> rows.Record:
+    """RECORD as run N on HOST: its rows with a new key, run id and date (thousands of runs
+    without making thousands of results)."""
+    sha = f"{n:064x}"
+    day = f"2026-{1 + n // 600:02d}-{1 + n % 600 // 24:02d}"
+    run = dict(record.run, manifest_sha256=sha, run_id=f"run-{n:05d}", host=host,
+               created_at=f"{day}T{n % 24:02d}:00:00Z")  # fmt: skip
+    return dataclasses.replace(
+        record, run=run, cells=tuple((sha, *c[1:]) for c in record.cells),
+        figures=tuple((sha, *f[1:]) for f in record.figures),
+    )  # fmt: skip
+
+
+def test_thousands_of_runs_give_a_page_of_bounded_size_that_says_what_it_left_out(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    hosts = [f"gpu{h:02d}" for h in range(6)]
+    template = unsigned_record(night(card, 1, contexts={"8K"}), env_of(1))
+    total = 3000
+    target = fill(tmp_path, [_clone(template, n, hosts[n % 6]) for n in range(total)])
+    text = report(target, baseline="run-00000")
+    # 8 cells x MAX_SERIES lines of MAX_POINTS points, the rest counted and said.
+    lines = re.findall(r'<polyline[^>]*points="([^"]*)"', text)
+    assert len(lines) == 8 * matrix.MAX_SERIES
+    assert {len(p.split()) for p in lines} == {matrix.MAX_POINTS}
+    assert text.count("2 more series not shown") == 8
+    assert f"the newest {matrix.MAX_POINTS} of {total // 6} runs" in text
+    assert f"({8 * matrix.MAX_SERIES} series here have more;" in text
+    assert text.count('<section class="compare"') == 1
+    assert "<h2>run-02999 against run-00000</h2>" in text
+    assert len(text.encode()) < 3_000_000
+    assert text.count("<tr><td>2026-") == 8 * matrix.MAX_SERIES * matrix.MAX_POINTS
+
+
+def test_the_latest_run_of_each_host_is_compared_the_newest_hosts_first(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    template = unsigned_record(night(card, 1, contexts={"8K"}), env_of(1))
+    target = fill(tmp_path, [_clone(template, n, f"gpu{n % 6:02d}") for n in range(30)])
+    with schema.opened(target, create=False) as conn:
+        found = runs.all_runs(conn, host=None, profile=None)
+    compared = page.pairs(found, None)
+    assert len(compared) == page.MAX_COMPARES
+    assert [(p.latest.run_id, p.baseline.run_id if p.baseline else None) for p in compared] == [
+        ("run-00029", "run-00023"), ("run-00028", "run-00022"),
+        ("run-00027", "run-00021"), ("run-00026", "run-00020"),
+    ]  # fmt: skip
+    (only,) = page.pairs(found[:3], None)[2:]
+    assert only.baseline is None  # gpu02's first run: no run before it in its series
+
+
+def test_the_filters_offer_every_host_and_profile_and_every_series_carries_them(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    records = nights(card, 6) + [
+        unsigned_record(night(card, n, contexts={"8K"}), env_of(n, host="gpu02"))
+        for n in range(7, 13)
+    ]
+    text = report(fill(tmp_path, records))
+    for ident, names in (("host-filter", ["gpu01", "gpu02"]), ("profile-filter", ["—"])):
+        select = re.search(f'<select id="{ident}">(.*?)</select>', text, re.S)
+        assert select is not None
+        assert re.findall(r'<option value="([^"]*)">', select.group(1)) == ["", *names]
+    lines = re.findall(r'<div class="line" data-host="([^"]*)" data-profile="—">', text)
+    assert sorted(set(lines)) == ["gpu01", "gpu02"]
+    assert lines.count("gpu02") == 8 and lines.count("gpu01") == 16
+    assert 'addEventListener("change", apply)' in text
+    # Self-contained: nothing is fetched.
+    assert not re.search(r'(src|href)="(https?:)?//', text) and "<link" not in text
+
+
+def test_the_latest_run_is_compared_with_the_run_before_it_or_the_baseline_given(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    target = fill(tmp_path, nights(card, 12, slow_from=12))
+    text = report(target)
+    assert text.count('<section class="compare"') == 1
+    assert "<h2>night-12 against night-11</h2>" in text
+    assert "CANNOT TELL NOISE FROM CHANGE" in text  # one trial a side, as compare says
+    assert "<h3>Sustained decode</h3>" in text
+    chosen = report(target, baseline="night-03")
+    assert "<h2>night-12 against night-03</h2>" in chosen
+    with pytest.raises(UsageError, match="no such run"):
+        report(target, baseline="night-99")
+
+
+def test_a_recorded_run_reads_as_its_bundle_reads_for_compare(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    results = make_results(card, contexts={"8K", "251K"}, trials=2, noise=0.01, seed=3)
+    target = fill(tmp_path, [unsigned_record(results, env_of(1))])
+    with schema.opened(target, create=False) as conn:
+        (run,) = runs.all_runs(conn, host=None, profile=None)
+        recorded = runs.figures(conn, run)
+    bundle = from_results(results, env_of(1))
+    assert set(recorded.cells) == set(bundle.cells)
+    assert {c.status for c in recorded.cells.values()} >= {"valid", "over_capacity"}
+    for key, cell in bundle.cells.items():
+        mine = recorded.cells[key]
+        assert mine.status == cell.status, key
+        assert set(mine.trials) == set(cell.trials), key
+        for metric, values in cell.trials.items():
+            assert mine.trials[metric] == pytest.approx(values), (key, metric)
+    shared = set(recorded.settings) - {"server"}  # the history's own: twin or engine
+    assert shared and all(recorded.settings[k] == bundle.settings[k] for k in shared)
+
+
+def test_the_command_writes_the_page(
+    tmp_path: pathlib.Path, card: Card, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = fill(tmp_path, nights(card, 6))
+    out = tmp_path / "history.html"
+    assert main(["history", "report", "--html", str(out), "--db", target.where]) == 0
+    assert out.read_text(encoding="utf-8").count('<svg class="trend"') == 16
+    assert capsys.readouterr().out.startswith(f"{out}: ")
+    assert main(["history", "report", "--html", str(out), "--db", target.where,
+                 "--figure", "prefill_tok_s"]) == 0  # fmt: skip
+    assert "<th>prefill</th>" in out.read_text(encoding="utf-8")
+    assert main(["history", "report", "--html", str(out), "--figure", "nope"]) == Exit.USAGE
+    assert "--figure nope: not a figure" in capsys.readouterr().err
+    missing = str(tmp_path / "none.sqlite3")
+    assert main(["history", "report", "--html", str(out), "--db", missing]) == Exit.USAGE
+    assert "no history at" in capsys.readouterr().err
