@@ -110,6 +110,8 @@ def _cell(square: Square | None, n: int) -> str:
         latest = f"latest {values[-1]:,.4g}" if values else "no value"
         latest += f" · {found} change{'s' if found != 1 else ''}" if found else ""
         label = f"{square.cell}, {_series_name(line)}: {len(line.valued)} runs drawn"
+        if values:
+            label += f", from {min(values):,.4g} to {max(values):,.4g}"
         svg = sparkline.svg(values, _changes(line), label=label)
         blocks.append(
             f'<div class="line" {_where(line.host, line.profile)}>{svg}'

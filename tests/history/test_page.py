@@ -14,47 +14,12 @@ import pytest
 from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit, UsageError
-from bench.history import ingest, matrix, page, rows, runs, schema
+from bench.history import matrix, page, rows, runs, schema
 from bench.history.database import Target
 from bench.results import Results
 from bench.verdict.run_figures import from_results
-from tests.history.conftest import environment, unsigned_record
+from tests.history.conftest import env_of, fill, night, nights, unsigned_record
 from tests.support.synth import make_results
-
-SLOW_CELL = ("8K", 64)
-
-
-def night(card: Card, n: int, *, slow_from: int | None = None, **kw: Any) -> Results:
-    """Night N of a nightly series: cell 8K x 64 6 % slower from night SLOW_FROM on."""
-    slow = 1.06 if slow_from is not None and n >= slow_from else 1.0
-
-    def scale(ctx: str, conc: int) -> float:
-        return 1 / slow if (ctx, conc) == SLOW_CELL else 1.0
-
-    kw.setdefault("contexts", {"8K", "16K"})
-    r = make_results(card, seed=n, noise=0.005, scale=scale, **kw)
-    return r.model_copy(
-        update={"run_id": f"night-{n:02d}", "created_at": f"2026-11-{n:02d}T02:00:00Z"}
-    )
-
-
-def env_of(n: int, host: str = "gpu01") -> dict[str, Any]:
-    env = environment(host=host, image=f"sha256:{n:064x}")
-    env["image"]["labels"]["bench.vllm.commit"] = f"{n:040x}"
-    return env
-
-
-def fill(tmp: pathlib.Path, records: list[rows.Record]) -> Target:
-    target = Target("sqlite", str(tmp / "h.sqlite3"))
-    with schema.opened(target) as conn:
-        conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no fsync each
-        for record in records:
-            ingest.write(conn, record)
-    return target
-
-
-def nights(card: Card, count: int, **kw: Any) -> list[rows.Record]:
-    return [unsigned_record(night(card, n, **kw), env_of(n)) for n in range(1, count + 1)]
 
 
 def report(target: Target, **kw: Any) -> str:
