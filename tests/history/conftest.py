@@ -114,11 +114,12 @@ def env_of(n: int, host: str = "gpu01") -> dict[str, Any]:
     return env
 
 
-def fill(tmp: pathlib.Path, records: list[rows.Record]) -> Target:
-    """A SQLite history of RECORDS."""
-    target = Target("sqlite", str(tmp / "h.sqlite3"))
+def fill(tmp: pathlib.Path | Target, records: list[rows.Record]) -> Target:
+    """A history of RECORDS: in TARGET, or a SQLite file in the folder TMP."""
+    target = tmp if isinstance(tmp, Target) else Target("sqlite", str(tmp / "h.sqlite3"))
     with schema.opened(target) as conn:
-        conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no fsync each
+        if target.dialect == "sqlite":
+            conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no fsync each
         for record in records:
             ingest.write(conn, record)
     return target

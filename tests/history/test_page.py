@@ -75,6 +75,14 @@ def test_a_planted_slowdown_is_marked_in_its_cell_and_named_in_its_panel(
     assert "first bad" not in flat and "0 changes found" in flat
 
 
+def test_the_page_reads_sqlite_and_postgresql_alike(db: Target, card: Card) -> None:
+    text = report(fill(db, nights(card, 12, slow_from=9, contexts={"8K"})))
+    assert text.count('<svg class="trend"') == 8 and text.count('<line class="change"') == 1
+    assert "<h2>night-12 against night-11</h2>" in text
+    body = panel(text, "8K:64: total_tok_s")
+    assert re.search(r"<td>night-09</td>(?:(?!</tr>).)*>first bad</td>", body)
+
+
 def test_strings_from_the_database_are_escaped(tmp_path: pathlib.Path, card: Card) -> None:
     hostile = '<script>alert("host")</script>'
     records = []
