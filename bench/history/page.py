@@ -107,12 +107,13 @@ def _cell(square: Square | None, n: int) -> str:
     for line in square.lines:
         values = [shifts.run_value(p) for p in line.valued]
         found = len(_changes(line))
-        latest = f"latest {values[-1]:,.4g}" if values else "no value"
+        latest = f"latest {values[-1]:,.4g}" if values else "no valid run"
         latest += f" · {found} change{'s' if found != 1 else ''}" if found else ""
-        label = f"{square.cell}, {_series_name(line)}: {len(line.valued)} runs drawn"
+        label = f"{shown(square.cell)}, {_series_name(line)}: {len(line.valued)} runs drawn"
         if values:
             label += f", from {min(values):,.4g} to {max(values):,.4g}"
-        svg = sparkline.svg(values, _changes(line), label=label)
+        empty = shown(line.points[-1].status.replace("_", " "))  # e.g. over capacity
+        svg = sparkline.svg(values, _changes(line), label=label, empty=empty)
         blocks.append(
             f'<div class="line" {_where(line.host, line.profile)}>{svg}'
             f'<span class="value">{html.escape(latest)}</span></div>'
@@ -156,7 +157,7 @@ def _change_text(line: Line) -> str:
 
 def _panel(square: Square, n: int, figure: str) -> str:
     parts = [f'<div class="panel" id="panel-{n}" hidden>',
-             f"<h2>{html.escape(str(square.cell))}: {html.escape(figure)}</h2>"]  # fmt: skip
+             f"<h2>{html.escape(shown(square.cell))}: {html.escape(figure)}</h2>"]  # fmt: skip
     for line in square.lines:
         parts += [f'<div class="series" {_where(line.host, line.profile)}>',
                   _series_table(line, figure), _change_text(line), "</div>"]  # fmt: skip

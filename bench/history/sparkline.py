@@ -26,9 +26,12 @@ def _xy(values: Sequence[float]) -> list[tuple[float, float]]:
     ]
 
 
-def svg(values: Sequence[float], changes: Sequence[int], *, label: str) -> str:
+def svg(
+    values: Sequence[float], changes: Sequence[int], *, label: str, empty: str = "no value"
+) -> str:
     """VALUES (positive, finite, oldest first) as an <svg class="trend">; CHANGES are the
-    indices of first bad runs; LABEL is its tooltip (escaped here)."""
+    indices of first bad runs; LABEL is its tooltip, EMPTY what it says without a value
+    (both escaped here)."""
     title = f"<title>{html.escape(label)}</title>"
     head = (
         f'<svg class="trend" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
@@ -36,7 +39,8 @@ def svg(values: Sequence[float], changes: Sequence[int], *, label: str) -> str:
         f'aria-label="{html.escape(label)}">{title}'
     )
     if not values:
-        return head + f'<text x="{PAD}" y="{HEIGHT / 2 + 4:.0f}" class="none">no value</text></svg>'
+        y = HEIGHT / 2 + 4
+        return head + f'<text x="{PAD}" y="{y:.0f}" class="none">{html.escape(empty)}</text></svg>'
     xy = _xy(values)
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
     parts = [head, f'<polyline class="series" fill="none" points="{line}"/>']

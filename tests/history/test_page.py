@@ -14,7 +14,7 @@ import pytest
 from bench.card.model import Card
 from bench.cli import main
 from bench.errors import Exit, UsageError
-from bench.history import matrix, page, rows, runs, schema
+from bench.history import matrix, page, rows, runs, schema, sparkline
 from bench.history.database import Target
 from bench.results import Results
 from bench.verdict.run_figures import from_results
@@ -73,6 +73,21 @@ def test_a_planted_slowdown_is_marked_in_its_cell_and_named_in_its_panel(
     assert f"make bisect HOST=gpu01 GOOD={8:040x} BAD={9:040x} CELL=64x8K FIGURE=total" in body
     flat = panel(text, "8K:1: total_tok_s")
     assert "first bad" not in flat and "0 changes found" in flat
+
+
+def test_a_cell_without_a_value_says_why_and_a_trend_line_spans_its_own_range(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    text = report(fill(tmp_path, nights(card, 3, contexts={"251K"})))
+    over = {(c.context_label, c.concurrency) for c in night(card, 1, contexts={"251K"}).plan.cells
+            if not c.run}  # fmt: skip
+    assert over and text.count('class="none">over capacity</text>') == len(over)
+    flat = sparkline.svg([5.0, 5.0, 5.0], [], label="<x>")
+    assert 'points="4.0,18.0 66.0,18.0 128.0,18.0"' in flat  # drawn across the middle
+    assert "<title>&lt;x&gt;</title>" in flat and "change" not in flat
+    step = sparkline.svg([10.0, 10.0, 9.0, 9.0], [2], label="")
+    assert 'points="4.0,4.0 45.3,4.0 86.7,32.0 128.0,32.0"' in step  # high top, low bottom
+    assert '<line class="change" x1="66.0"' in step and 'cx="86.7" cy="32.0" r="2.5"' in step
 
 
 def test_the_page_reads_sqlite_and_postgresql_alike(db: Target, card: Card) -> None:
