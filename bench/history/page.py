@@ -108,6 +108,8 @@ def _cell(square: Square | None, n: int) -> str:
         values = [shifts.run_value(p) for p in line.valued]
         found = len(_changes(line))
         latest = f"latest {values[-1]:,.4g}" if values else "no valid run"
+        if len(square.lines) > 1:  # which line is whose
+            latest = f"{escape.clipped(_name(line.host), 16)}: {latest}"
         latest += f" · {found} change{'s' if found != 1 else ''}" if found else ""
         label = f"{shown(square.cell)}, {_series_name(line)}: {len(line.valued)} runs drawn"
         if values:

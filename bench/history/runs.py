@@ -133,6 +133,15 @@ def _settings(text: Any) -> dict[str, str]:
     return {_clip(k): _clip(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
 
 
+def _weights(r: dict[str, Any]) -> str:
+    """The verdict header's weights line, from what the history keeps (not whether pinned)."""
+    if r["twin"]:
+        return "weights: not applicable (twin)"
+    if r["weights_revision"]:
+        return _clip(f"weights: {r['model'] or 'the model'} at {r['weights_revision']}")
+    return "weights: not recorded"
+
+
 def _metadata(run: Run) -> dict[str, str]:
     r = run.row
     shown = {
@@ -218,5 +227,6 @@ def figures(conn: Connection, run: Run) -> RunFigures:
         twin=bool(r["twin"]),
         image_id=None if r["image_id"] is None else _clip(r["image_id"]),
         model_revision=None if r["weights_revision"] is None else _clip(r["weights_revision"]),
+        weights=_weights(r),
         identities=frozenset({f"manifest sha256 {run.manifest_sha256[:16]}"}),
     )

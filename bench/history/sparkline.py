@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-WIDTH, HEIGHT, PAD = 132, 36, 4
+WIDTH, HEIGHT, PAD = 112, 36, 4
 
 
 def _xy(values: Sequence[float]) -> list[tuple[float, float]]:

@@ -83,11 +83,11 @@ def test_a_cell_without_a_value_says_why_and_a_trend_line_spans_its_own_range(
             if not c.run}  # fmt: skip
     assert over and text.count('class="none">over capacity</text>') == len(over)
     flat = sparkline.svg([5.0, 5.0, 5.0], [], label="<x>")
-    assert 'points="4.0,18.0 66.0,18.0 128.0,18.0"' in flat  # drawn across the middle
+    assert 'points="4.0,18.0 56.0,18.0 108.0,18.0"' in flat  # drawn across the middle
     assert "<title>&lt;x&gt;</title>" in flat and "change" not in flat
     step = sparkline.svg([10.0, 10.0, 9.0, 9.0], [2], label="")
-    assert 'points="4.0,4.0 45.3,4.0 86.7,32.0 128.0,32.0"' in step  # high top, low bottom
-    assert '<line class="change" x1="66.0"' in step and 'cx="86.7" cy="32.0" r="2.5"' in step
+    assert 'points="4.0,4.0 38.7,4.0 73.3,32.0 108.0,32.0"' in step  # high top, low bottom
+    assert '<line class="change" x1="56.0"' in step and 'cx="73.3" cy="32.0" r="2.5"' in step
 
 
 def test_the_page_reads_sqlite_and_postgresql_alike(db: Target, card: Card) -> None:
@@ -165,6 +165,13 @@ def test_the_latest_run_of_each_host_is_compared_the_newest_hosts_first(
     ]  # fmt: skip
     (only,) = page.pairs(found[:3], None)[2:]
     assert only.baseline is None  # gpu02's first run: no run before it in its series
+    # --baseline: a run id, or a manifest's sha256; an id two runs share is refused.
+    assert runs.chosen(found, "run-00004") is found[4]
+    assert runs.chosen(found, found[7].manifest_sha256) is found[7]
+    twice = [*found, dataclasses.replace(found[4], manifest_sha256="f" * 64)]
+    with pytest.raises(UsageError, match="2 runs have that id"):
+        runs.chosen(twice, "run-00004")
+    assert runs.chosen(twice, "ffffffff") is twice[-1]
 
 
 def test_the_filters_offer_every_host_and_profile_and_every_series_carries_them(

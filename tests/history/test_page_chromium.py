@@ -26,8 +26,11 @@ window.addEventListener("load", function () {
   var out = {trends: svgs.length};
   out.drawn = svgs.filter(function (s) {
     var line = s.querySelector("polyline");
-    return visible(s) && line !== null && line.getBBox().width > 100;
+    return visible(s) && line !== null && line.getBBox().width > 90;
   }).length;
+  out.said = svgs.filter(function (s) {
+    return visible(s) && s.querySelector("text.none") !== null;
+  }).map(function (s) { return s.querySelector("text.none").textContent; });
   out.panels_before = shown("div.panel").length;
   var changed = document.querySelector("td.cell line.change").closest("td.cell");
   changed.click();
@@ -64,7 +67,10 @@ def test_chromium_draws_every_trend_opens_a_panel_and_filters_by_host(
 
     probe, dom = probe_page(chromium_path(), page, PROBE, tmp_path / "chromium")
 
-    assert probe["trends"] == 24 and probe["drawn"] == 24
+    over = [c for c in night(card, 1).plan.cells if not c.run]
+    assert [(c.context_label, c.concurrency) for c in over] == [("16K", 128)]
+    assert probe["trends"] == 24 and probe["drawn"] == 23
+    assert probe["said"] == ["over capacity"]  # 16K x 128: no line, its status
     assert probe["panels_before"] == 0
     assert probe["panels_after"] == 1 and probe["panel_title"] == "8K:64: total_tok_s"
     # Both hosts' series of the cell, a row per run and a header each, and the change.
