@@ -177,18 +177,25 @@ def test_the_latest_run_of_each_host_is_compared_the_newest_hosts_first(
 def test_the_filters_offer_every_host_and_profile_and_every_series_carries_them(
     tmp_path: pathlib.Path, card: Card
 ) -> None:
+    twin = [unsigned_record(night(card, n, contexts={"8K"}), env_of(n, host="gpu02"))
+            for n in range(7, 13)]  # fmt: skip
     records = nights(card, 6) + [
-        unsigned_record(night(card, n, contexts={"8K"}), env_of(n, host="gpu02"))
-        for n in range(7, 13)
+        dataclasses.replace(r, run=dict(r.run, launch_profile="twin:quick")) for r in twin
     ]
     text = report(fill(tmp_path, records))
-    for ident, names in (("host-filter", ["gpu01", "gpu02"]), ("profile-filter", ["—"])):
+    for ident, names in (("host-filter", ["gpu01", "gpu02"]),
+                         ("profile-filter", ["twin:quick", "—"])):  # fmt: skip
         select = re.search(f'<select id="{ident}">(.*?)</select>', text, re.S)
         assert select is not None
         assert re.findall(r'<option value="([^"]*)">', select.group(1)) == ["", *names]
-    lines = re.findall(r'<div class="line" data-host="([^"]*)" data-profile="—">', text)
-    assert sorted(set(lines)) == ["gpu01", "gpu02"]
-    assert lines.count("gpu02") == 8 and lines.count("gpu01") == 16
+    lines = re.findall(r'<div class="line" data-host="([^"]*)" data-profile="([^"]*)">', text)
+    assert sorted(set(lines)) == [("gpu01", "—"), ("gpu02", "twin:quick")]
+    assert lines.count(("gpu02", "twin:quick")) == 8 and lines.count(("gpu01", "—")) == 16
+    panels = re.findall(r'<div class="series" data-host="([^"]*)" data-profile="([^"]*)">', text)
+    assert sorted(set(panels)) == sorted(set(lines)) and len(panels) == len(lines)
+    sections = re.findall(r'<section class="compare" data-host="([^"]*)" data-profile="([^"]*)">',
+                          text)  # fmt: skip
+    assert sections == [("gpu02", "twin:quick"), ("gpu01", "—")]  # the newest first
     assert 'addEventListener("change", apply)' in text
     # Self-contained: nothing is fetched.
     assert not re.search(r'(src|href)="(https?:)?//', text) and "<link" not in text
