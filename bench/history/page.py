@@ -195,10 +195,11 @@ class Pair:
 def pairs(found: Sequence[runs.Run], baseline: str | None) -> list[Pair]:
     """What the page compares: the latest run against --baseline; without one, the latest
     run of each (host, profile) against the run before it in its series."""
+    if baseline is not None:
+        chosen = runs.chosen(found, baseline)
+        return [Pair(found[-1], chosen)]
     if not found:
         return []
-    if baseline is not None:
-        return [Pair(found[-1], runs.chosen(found, baseline))]
     latest: dict[tuple[str | None, str | None], runs.Run] = {}
     for r in found:
         latest[(r.host, r.profile)] = r

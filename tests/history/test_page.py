@@ -172,6 +172,8 @@ def test_the_latest_run_of_each_host_is_compared_the_newest_hosts_first(
     with pytest.raises(UsageError, match="2 runs have that id"):
         runs.chosen(twice, "run-00004")
     assert runs.chosen(twice, "ffffffff") is twice[-1]
+    with pytest.raises(UsageError, match="no such run"):
+        page.pairs([], "run-00004")  # an empty history has no baseline either
 
 
 def test_the_filters_offer_every_host_and_profile_and_every_series_carries_them(
