@@ -43,6 +43,7 @@ svg.trend line.change { stroke: #b30000; stroke-dasharray: 2 2; }
 svg.trend circle.change-point { fill: #b30000; } svg.trend circle.latest { fill: #1f77b4; }
 svg.trend text.none { font-size: 10px; fill: #999; }
 div.panel { border: 1px solid #ccc; padding: 0.5em 1em; margin: 1em 0; }
+div.panel pre { white-space: pre-wrap; word-break: break-all; }
 section.compare { border-top: 2px solid #ccc; margin-top: 2em; }
 .filters label { margin-right: 1.5em; } .note { color: #555; }
 [hidden] { display: none !important; }
