@@ -230,12 +230,15 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
                 f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
             )
         flagged = len(c.flagged)
-        word = "fail" if flagged or c.cannot_compare or c.raw_only else "pass"
+        word = "fail" if flagged or c.cannot_compare or c.raw_only or c.answers.refused else "pass"
         lines = trust_lines([c.a, c.b]) + c.settings.lines("A", "B") + provenance_lines(c)
+        lines += c.answers.lines()
         for line in lines:
             if line:
                 parts.append(f"<p>{html.escape(line)}</p>")
         parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
+        if c.answers.refused:  # what B's figures say is not judged
+            continue
         said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
         items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
         parts.append(f"<ul>{items}</ul>")
