@@ -15,9 +15,12 @@ again, which keeps the fingerprint small next to the sweep (docs/verdicts.md giv
 measured share).
 
 Every byte of an answer is the server's: each request is bounded in size (the client's
-MAX_SETUP_BODY_BYTES) and in time (`bound_s` of its prompt tokens), and what fails
-(an error status, a time-out, a body that is no answer, a /tokenize that does not size the
-prompt) is a failed `Answer` with its reason (bench.run.answer_body); the sweep goes on.
+MAX_SETUP_BODY_BYTES) and in time (`bound_s` of its prompt tokens, at most the run's
+read time-out: a non-streamed answer's first byte is its end), and what fails (an error
+status, a time-out, a body that is no answer, a /tokenize that does not size the prompt) is
+a failed `Answer` with its reason (bench.run.answer_body); the sweep goes on. After an
+answer that did not come in time, or a server that did not answer at all, the rest of the
+set is not sent (`not_run`, saying why): a server that hangs costs one bound, not nine.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ from typing import Any
 
 from bench.answers import MAX_REASON_CHARS, Answer, Fingerprint, answer_sha256
 from bench.engines.detect import engine_of
-from bench.errors import ServerError
+from bench.errors import ServerError, ServerUnreachable
 from bench.results import PlannedContext, Results
 from bench.run import answer_body, prompts
 from bench.run.presize import Presizer
 from bench.stream.client import Client, Clock
 
 PROMPT_SET_FILE = Path(__file__).with_name("fingerprint_prompts.json")
+TOKENIZE_S = 60.0  # client seconds for /tokenize of one answer's text (a few hundred bytes)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,9 @@ class Probe:
     bound_s: Callable[[int], float]  # client seconds one answer may take, by prompt tokens
     prompt_set: PromptSet = field(default_factory=load_prompt_set)
     requests: int = 0
+    # Set when an answer got nothing in time (or nothing answered): the prompts after it are
+    # not sent, so a server that hangs costs one bound, not one a prompt.
+    _silent: str | None = field(default=None, init=False)
 
     async def take(self, results: Results) -> Fingerprint:
         ps = self.prompt_set
@@ -109,6 +116,10 @@ class Probe:
     ) -> Answer:
         if ctx.scout_reason is not None:  # not even one request of it fits the KV cache
             return _failed(ctx.label, ctx.prompt_tokens, ctx.scout_reason, status="not_run")
+        if self._silent is not None:
+            return _failed(
+                ctx.label, ctx.prompt_tokens, f"not sent: {self._silent}", status="not_run"
+            )
         try:
             prompt, tokens = await self.presize.size(results, ctx, text)
         except ServerError as exc:
@@ -125,18 +136,13 @@ class Probe:
         return body
 
     async def _ask(self, results: Results, name: str, text: str, tokens: int | None) -> Answer:
-        bound = self.bound_s(tokens or 0)
+        if self._silent is not None:
+            return _failed(name, tokens, f"not sent: {self._silent}", status="not_run")
         t0 = self.clock()
-        self.requests += 1
-        try:
-            async with asyncio.timeout(bound):
-                status, got = await self.client.post_json(
-                    prompts.endpoint(results.settings.api), self.body(results, text), bound / 2
-                )
-        except TimeoutError:
-            return _failed(name, tokens, f"no whole answer within {bound:.0f} s")
-        except ServerError as exc:  # nothing answered, or an answer over the size limit
-            return _failed(name, tokens, str(exc))
+        sent = await self._send(results, name, text, tokens)
+        if isinstance(sent, Answer):
+            return sent
+        status, got = sent
         seconds = self.clock() - t0
         if status != 200:
             return _failed(name, tokens, f"HTTP {status}: {_error_text(got)}", seconds=seconds)
@@ -145,7 +151,7 @@ class Probe:
             return _failed(name, tokens, read.failure, seconds=seconds)
         ids, ids_from = read.token_ids, "logprobs"
         if ids is None and results.server.has_tokenize and read.text:
-            ids, ids_from = await self._tokenize(results, read.text, bound), "tokenize"
+            ids, ids_from = await self._tokenize(results, read.text), "tokenize"
         return Answer(
             name=name,
             prompt_tokens=tokens,
@@ -158,10 +164,32 @@ class Probe:
             seconds=seconds,
         )
 
-    async def _tokenize(self, results: Results, text: str, bound: float) -> tuple[int, ...] | None:
+    async def _send(
+        self, results: Results, name: str, text: str, tokens: int | None
+    ) -> tuple[int, Any] | Answer:
+        """(status, JSON answer) of one prompt, or its failed Answer."""
+        # A whole answer is its first byte: the run's read time-out bounds it too.
+        bound = min(self.bound_s(tokens or 0), results.settings.request_timeout_s)
+        self.requests += 1
+        try:
+            async with asyncio.timeout(bound):
+                return await self.client.post_json(
+                    prompts.endpoint(results.settings.api), self.body(results, text), bound / 2
+                )
+        except TimeoutError:
+            self._silent = f"the {name} prompt got no whole answer within {bound:g} s"
+            return _failed(name, tokens, f"no whole answer within {bound:g} s")
+        except ServerUnreachable as exc:
+            self._silent = f"the {name} prompt got no answer"
+            return _failed(name, tokens, str(exc))
+        except ServerError as exc:  # an answer over the size limit
+            return _failed(name, tokens, str(exc))
+
+    async def _tokenize(self, results: Results, text: str) -> tuple[int, ...] | None:
         """The ids of the answer's text through the server's own /tokenize; None when it
-        does not give them."""
+        does not give them (within TOKENIZE_S, and the run's read time-out)."""
         engine = engine_of(results.server)
+        bound = min(TOKENIZE_S, results.settings.request_timeout_s)
         self.requests += 1
         try:
             async with asyncio.timeout(bound):

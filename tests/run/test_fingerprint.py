@@ -22,6 +22,7 @@ from bench.run.fingerprint import Probe, load_prompt_set
 from bench.run.presize import Presizer
 from bench.stream.client import MAX_SETUP_BODY_BYTES, Client
 from bench.stream.records import RequestRecord
+from tests.support import virtual
 from tests.support.scripted import ScriptedClock
 
 # -- reading one answer ------------------------------------------------------------------
@@ -313,3 +314,55 @@ def test_a_fingerprint_round_trips_through_results_json(tmp_path: Path) -> None:
     del old["fingerprint"]
     old["schema_version"] = 2
     assert Results.model_validate(old).fingerprint is None
+
+
+def test_a_server_that_never_answers_costs_one_bound_and_the_rest_is_not_sent() -> None:
+    """On a virtual-time loop: the answer's bound is the run's read time-out (5 s here)."""
+    sent: list[str] = []
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        await asyncio.get_running_loop().create_future()  # never answers
+        raise AssertionError("unreachable")
+
+    client = Client("http://s", clock=virtual.clock, transport=httpx.MockTransport(hang))
+    results = _results()
+    results = results.model_copy(
+        update={"settings": results.settings.model_copy(update={"request_timeout_s": 5.0})}
+    )
+
+    async def single(results: Results, text: str, n: int, what: str) -> RequestRecord:
+        raise AssertionError("no sizing probe")
+
+    async def go() -> tuple[Fingerprint, float]:
+        presize = Presizer(virtual.clock, asyncio.sleep, None, client=client, single=single,
+                           note=lambda *a, **k: None)  # fmt: skip
+        t0 = virtual.clock()
+        try:
+            found = await Probe(client, presize, virtual.clock, lambda n: 600.0).take(results)
+        finally:
+            await client.aclose()
+        return found, virtual.clock() - t0
+
+    found, took = virtual.run(go())
+    assert took == pytest.approx(5.0)
+    assert sent == ["/v1/chat/completions"] and found.requests == 1
+    first, *rest = found.answers
+    assert (first.status, first.reason) == ("failed", "no whole answer within 5 s")
+    assert [a.status for a in rest] == ["not_run"] * 3
+    assert {a.reason for a in rest} == {
+        "not sent: the short 1 prompt got no whole answer within 5 s"
+    }
+
+
+def test_a_server_that_is_gone_gets_one_request() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    probe, client, _ = _probe(_ids_answer)
+    probe.client = Client("http://s", clock=ScriptedClock(), transport=httpx.MockTransport(refuse))
+    found = _take(probe, probe.client, _results())
+    assert found.requests == 1
+    assert found.answers[0].status == "failed" and "cannot reach" in (found.answers[0].reason or "")
+    assert [a.status for a in found.answers[1:]] == ["not_run"] * 3
+    asyncio.run(client.aclose())
