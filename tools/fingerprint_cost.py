@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from bench.run import fingerprint, prompts
 from bench.twin import profile as profiles
 from bench.twin import virtual
-from bench.twin.engine import Request, TwinScheduler
-from bench.twin.frontend import Frontend
+from bench.twin.engine import TwinScheduler
 from bench.twin.profile import Profile
 
 K = 1024
@@ -49,29 +48,19 @@ class Cost:
         return self.fingerprint_s / self.sweep_s
 
 
-def answer_s(engine: TwinScheduler, ids: list[int], max_tokens: int) -> float:
-    """Server seconds of one request to its end on an otherwise idle engine."""
-    req = engine.make_request(ids, max_tokens)
-    frontend: Frontend[Request] = Frontend(engine.profile)
-    frontend.submit(0.0, len(ids), req)
-    [(t, _)] = frontend.start_due(0.0, held=1)
-    engine.add(req)
-    while not engine.idle:
-        t += engine.step().duration_s
-    return t
-
-
 def fingerprint_s(prof: Profile, contexts: list[int]) -> tuple[float, int]:
     """The prompt set's server seconds and its number of answers."""
     ps = fingerprint.load_prompt_set()
     engine = TwinScheduler(prof, 0)
     total = 0.0
     for i, _ in enumerate(ps.short):
-        total += answer_s(engine, [10_000 + i, *range(1, SHORT_PROMPT_TOKENS)], ps.max_tokens)
+        total += virtual.request_s(
+            engine, [10_000 + i, *range(1, SHORT_PROMPT_TOKENS)], ps.max_tokens
+        )
     longest = max(contexts)
     filler = [7, *range(100, 100 + longest)]  # one text: each prompt is a prefix of the next
     for n in sorted(contexts):
-        total += answer_s(engine, filler[:n], ps.max_tokens)
+        total += virtual.request_s(engine, filler[:n], ps.max_tokens)
     return total, len(ps.short) + len(contexts)
 
 

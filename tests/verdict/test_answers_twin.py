@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 from bench.results import Results
+from tests.support import procs
 from tests.support.twinproc import start_twin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -20,19 +19,14 @@ PLAN = ("--contexts", "256", "1K", "--prefill-only-contexts", "", "--concurrenci
         "--max-tokens", "128", "--duration", "2", "--trials", "2")  # fmt: skip
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def _bench(*args: str) -> tuple[int, str, str]:
+    """`python -m bench ARGS` in a process group of its own: (exit code, stdout, stderr)."""
+    return procs.finish(procs.bench(*args, mark=procs.new_mark()), timeout_s=300)
 
 
 def _run(url: str, out: pathlib.Path) -> pathlib.Path:
-    done = _bench("run", "--url", url, *PLAN, "--out", str(out))
-    assert done.returncode == 0, done.stderr[-2000:]
+    rc, _, err = _bench("run", "--url", url, *PLAN, "--out", str(out))
+    assert rc == 0, err[-2000:]
     return out
 
 
@@ -76,26 +70,25 @@ def test_one_launch_and_a_second_launch_answer_alike(runs: dict[str, pathlib.Pat
     shas = [[a.sha256 for a in fp.answers] for fp in fps if fp is not None]
     assert len(shas) == 3
     assert shas[0] == shas[1] == shas[2] and len(set(shas[0])) == 5
-    done = _bench("compare", str(runs["a1"]), str(runs["a2"]))
-    assert "outputs identical on 5 of 5 prompts." in done.stdout, done.stdout
-    assert "ANSWERS DIFFERENTLY" not in done.stdout
-    assert done.returncode == 0, done.stdout[-3000:]
+    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["a2"]))
+    assert "outputs identical on 5 of 5 prompts." in out, out
+    assert "ANSWERS DIFFERENTLY" not in out
+    assert rc == 0, out[-3000:]
 
 
 def test_another_dtype_is_refused_without_accept_answers(runs: dict[str, pathlib.Path]) -> None:
     # The launch differs by --dtype (as a vLLM served with another --dtype would): accepted,
     # so that what is left to judge is the answers and the figures.
     flags = ("--accept", "launch_flags")
-    done = _bench("compare", str(runs["a1"]), str(runs["b"]), *flags)
-    assert done.returncode == 1, done.stdout[-3000:]
-    out = done.stdout
+    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["b"]), *flags)
+    assert rc == 1, out[-3000:]
     assert "outputs identical on 0 of 5 prompts; first difference at token " in out
     assert out.rstrip().endswith("B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE")
     assert "| Context |" not in out  # no figures judged
-    accepted = _bench("compare", str(runs["a1"]), str(runs["b"]), *flags, "--accept", "answers")
-    assert "The figures are compared anyway (--accept answers)." in accepted.stdout
-    assert "B ANSWERS DIFFERENTLY (ACCEPTED" in accepted.stdout
-    assert accepted.returncode == 0, accepted.stdout[-3000:]
+    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["b"]), *flags, "--accept", "answers")
+    assert "The figures are compared anyway (--accept answers)." in out
+    assert "B ANSWERS DIFFERENTLY (ACCEPTED" in out
+    assert rc == 0, out[-3000:]
 
 
 def test_the_within_side_rule_over_several_runs_a_side(runs: dict[str, pathlib.Path]) -> None:
@@ -103,8 +96,7 @@ def test_the_within_side_rule_over_several_runs_a_side(runs: dict[str, pathlib.P
     differ (from where the dtype departs) and one of them answers as A does: no prompt's
     difference comes before B's own, so B does not answer differently."""
     a_side, b_side = (str(runs["a1"]), str(runs["a2"])), (str(runs["b"]), str(runs["a3"]))
-    done = _bench("compare", *a_side, "--vs", *b_side, "--accept", "launch_flags")
-    out = done.stdout
+    _, out, _ = _bench("compare", *a_side, "--vs", *b_side, "--accept", "launch_flags")
     assert "A 2 run(s), B 2 run(s)): outputs identical on 5 of 5 prompts." in out, out[-3000:]
     assert out.count("B's own runs differ from token ") == 5
     assert "A's own runs differ" not in out
