@@ -101,3 +101,21 @@ def test_the_within_side_rule_over_several_runs_a_side(runs: dict[str, pathlib.P
     assert out.count("B's own runs differ from token ") == 5
     assert "A's own runs differ" not in out
     assert "ANSWERS DIFFERENTLY" not in out
+
+
+@pytest.mark.parametrize(("engine", "ids_from"), [("llamacpp", "logprobs"), ("sglang", "tokenize")])
+def test_each_engines_way_to_the_ids_gives_the_same_fingerprint(
+    runs: dict[str, pathlib.Path], tmp_path: pathlib.Path, engine: str, ids_from: str
+) -> None:
+    """The twin as llama.cpp (ids in its logprob entries) and as SGLang (token texts only:
+    the answer is tokenized through /tokenize) answers what it answers as vLLM: the same
+    ids, so the same sha256."""
+    plan = ("--contexts", "256", "1K", "--prefill-only-contexts", "", "--concurrencies", "1",
+            "--max-tokens", "128", "--duration", "1")  # fmt: skip
+    with start_twin("tiny", speed=SPEED, extra_args=("--engine", engine)) as twin:
+        rc, _, err = _bench("run", "--url", twin.url, *plan, "--out", str(tmp_path / "r"))
+    assert rc == 0, err[-2000:]
+    got, vllm = _fingerprint(tmp_path / "r").fingerprint, _fingerprint(runs["a1"]).fingerprint
+    assert got is not None and vllm is not None
+    assert {a.ids_from for a in got.answers} == {ids_from}
+    assert [a.sha256 for a in got.answers] == [a.sha256 for a in vllm.answers]
