@@ -9,7 +9,7 @@ import pytest
 from bench.answers import Answer, Fingerprint, answer_sha256
 from bench.card.model import Card
 from bench.errors import Exit, UsageError
-from bench.verdict import answers
+from bench.verdict import answers, page
 from bench.verdict.answers import PromptCheck, check, first_difference
 from bench.verdict.cells import RunFigures
 from bench.verdict.command import compare_exit
@@ -209,3 +209,11 @@ def test_answers_is_accepted_by_name_only() -> None:
     assert "answers" not in parse_accept(["all"])
     with pytest.raises(UsageError, match="unknown setting answer"):
         parse_accept(["answer"])
+
+
+def test_the_html_page_says_it_and_draws_no_figures_when_refused(card: Card) -> None:
+    c = compare(_side(card, 1, _fp(k=BASE)), _side(card, 2, _fp(k=_ids(22))), Policy())
+    html = page.compare_page([c])
+    assert "first difference at token 23 of the k prompt" in html
+    assert 'class="verdict fail">B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE<' in html
+    assert "data:image/png" not in html and "<table" not in html
