@@ -74,7 +74,7 @@ def long_text(prompt_set: PromptSet) -> prompts.PromptText:
 
 
 @dataclass
-class Probe:
+class FingerprintProbe:
     """Sends the prompt set and records the answers (`take`)."""
 
     client: Client

@@ -332,7 +332,7 @@ class SweepRunner:
         if not self._warmed_up:
             await self._warm_up(results)
         speed = results.server.speed_factor
-        found = await fingerprint.Probe(
+        found = await fingerprint.FingerprintProbe(
             self.server.client, self._presize, self.clock,
             lambda tokens: 2 * _ready_timeout_s(1, tokens, speed),
         ).take(results)  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 from bench.answers import MAX_ANSWER_CHARS, Answer, Fingerprint, answer_sha256
 from bench.results import KvCapacity, Results, RunSettings, ServerInfo
 from bench.run import answer_body, fingerprint, plan
-from bench.run.fingerprint import Probe, load_prompt_set
+from bench.run.fingerprint import FingerprintProbe, load_prompt_set
 from bench.run.presize import Presizer
 from bench.stream.client import MAX_SETUP_BODY_BYTES, Client
 from bench.stream.records import RequestRecord
@@ -153,7 +153,7 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _probe(handler: Handler) -> tuple[Probe, Client, list[tuple[str, dict[str, Any]]]]:
+def _probe(handler: Handler) -> tuple[FingerprintProbe, Client, list[tuple[str, dict[str, Any]]]]:
     """A probe over a server answering /tokenize with word counts and completions with
     HANDLER; every request is recorded."""
     sent: list[tuple[str, dict[str, Any]]] = []
@@ -177,10 +177,10 @@ def _probe(handler: Handler) -> tuple[Probe, Client, list[tuple[str, dict[str, A
     presize = Presizer(
         clock, no_sleep, None, client=client, single=single, note=lambda *a, **k: None
     )
-    return Probe(client, presize, clock, lambda tokens: 60.0), client, sent
+    return FingerprintProbe(client, presize, clock, lambda tokens: 60.0), client, sent
 
 
-def _take(probe: Probe, client: Client, results: Results) -> Fingerprint:
+def _take(probe: FingerprintProbe, client: Client, results: Results) -> Fingerprint:
     async def go() -> Fingerprint:
         try:
             return await probe.take(results)
@@ -339,7 +339,9 @@ def test_a_server_that_never_answers_costs_one_bound_and_the_rest_is_not_sent() 
                            note=lambda *a, **k: None)  # fmt: skip
         t0 = virtual.clock()
         try:
-            found = await Probe(client, presize, virtual.clock, lambda n: 600.0).take(results)
+            found = await FingerprintProbe(client, presize, virtual.clock, lambda n: 600.0).take(
+                results
+            )
         finally:
             await client.aclose()
         return found, virtual.clock() - t0
