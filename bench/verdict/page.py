@@ -223,7 +223,8 @@ def compare_page(comparisons: Sequence[Comparison]) -> str:
 
 def compare_parts(c: Comparison) -> list[str]:
     """One comparison as the compare page shows it: what differs, the verdict, the heatmaps,
-    curves and frontier, and the tables (bench history's page shows its runs so too)."""
+    curves and frontier, and the tables (bench history's page shows its runs so too). A B that
+    answers differently gets its verdict and no figures: they are not judged."""
     parts: list[str] = []
     diff = "".join(
         f"<tr><th>{html.escape(n)}</th><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>"
@@ -235,12 +236,15 @@ def compare_parts(c: Comparison) -> list[str]:
             f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
         )
     flagged = len(c.flagged)
-    word = "fail" if flagged or c.cannot_compare or c.raw_only else "pass"
+    word = "fail" if flagged or c.cannot_compare or c.raw_only or c.answers.refused else "pass"
     lines = trust_lines([c.a, c.b]) + c.settings.lines("A", "B") + provenance_lines(c)
+    lines += c.answers.lines()
     for line in lines:
         if line:
             parts.append(f"<p>{html.escape(line)}</p>")
     parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
+    if c.answers.refused:  # what B's figures say is not judged
+        return parts
     said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
     items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
     parts.append(f"<ul>{items}</ul>")

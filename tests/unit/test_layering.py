@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bench.failures",
         "bench.escape",
         "bench.bounds",
+        "bench.answers",
     ),
     ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),
