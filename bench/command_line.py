@@ -10,9 +10,11 @@ SIGTERM → Exit.INTERRUPTED. (`bench` never imports provisioning: provisioning 
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Protocol, TypeAlias
 
 import structlog
@@ -41,6 +43,17 @@ def parser_of(
     for module in commands:
         module.register(sub)
     return parser
+
+
+def bench_program() -> str:
+    """`bench` as a shell on this machine runs it, for the commands a run prints: the console
+    script beside this Python, else this Python with `-P -m bench` (`python -m bench` run
+    from the folder that holds the clone, named bench, would import that folder instead of
+    the package)."""
+    script = Path(sys.executable).with_name("bench")
+    if script.is_file():
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -P -m bench"
 
 
 def _raise_on_sigterm(signum: int, frame: object) -> None:

@@ -6,6 +6,8 @@ a version, an archive member's name) is escaped where it is rendered.
                       characters as `terminal` writes them
     terminal(text)    a line for a terminal: control characters (ESC, CR, LF, BEL, ...)
                       written as their escapes (`\\x1b`), never sent raw (M3)
+    clipped(text, n)  `terminal`, and at most n characters (the last one `…` when cut):
+                      a name from a database on a page whose size is bounded
     csv_cell(value)   a spreadsheet cell: text starting with = + - @ (or a tab or CR)
                       prefixed with `'`, so it is never a formula (M2, OWASP)
 
@@ -28,6 +30,11 @@ def terminal(text: str) -> str:
         c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii")
         for c in text
     )
+
+
+def clipped(text: str, limit: int) -> str:
+    flat = terminal(text)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def csv_cell(value: object) -> object:

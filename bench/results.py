@@ -6,6 +6,8 @@ this bench reads every version in `READABLE_SCHEMA_VERSIONS`:
 - 2: a cell's GPUs during its window (`CellResult.gpu`: energy and its source, clock-limit
   shares, SM clocks) and its named flags (`CellResult.flags`, e.g. `gpu_throttled`);
   `Measurement.energy_from` and `Measurement.gpu_validity`.
+- 3: the answer fingerprint (`Results.fingerprint`, bench.answers): what the server answered
+  to a fixed, versioned prompt set before the sweep; None in a run made without it.
 
 Speed convention. A twin can run N times faster than real time (`speed_factor` N, read
 from its `/version` or given with `--speed-factor`; 1 for a real server). `bench run`
@@ -26,10 +28,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench import bounds
+from bench.answers import Fingerprint
 from bench.failures import ErrorKind
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 Api = Literal["chat", "completions"]
 # valid: measured, numbers reported. invalid: a request failed (stream cut, HTTP error,
@@ -98,6 +101,8 @@ class RunSettings(_ResultsModel):
     readiness_hold_s: float = 3.0  # server time
     request_timeout_s: float = 600.0  # client time; a read time-out is a failed request
     seed: int = 0
+    # Send the answer fingerprint before the sweep (bench.run.fingerprint); --no-fingerprint.
+    fingerprint: bool = True
 
 
 class ServerInfo(_ResultsModel):
@@ -337,6 +342,8 @@ class Results(_ResultsModel):
     prefill: tuple[PrefillSample, ...] = ()
     cells: tuple[CellResult, ...] = ()
     aggregates: tuple[CellAggregate, ...] = ()
+    # What the server answered before the sweep (schema 3; None before it, or not yet sent).
+    fingerprint: Fingerprint | None = None
 
     @property
     def speed_factor(self) -> float:

@@ -10,7 +10,7 @@ import os
 import ssl
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,27 +38,49 @@ class HistorySettings(BaseModel):
         return value
 
 
+# libpq's URI parameters that carry a secret (postgresql://h/db?password=...)
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
+def _query_without_password(query: str) -> tuple[str, bool]:
+    """The query with the values of _SECRET_PARAMETERS as ********; whether it had one."""
+    words = query.split("&")
+    secret = [
+        i for i, word in enumerate(words)
+        if "=" in word and unquote(word.partition("=")[0]).strip().lower() in _SECRET_PARAMETERS
+    ]  # fmt: skip
+    for i in secret:
+        words[i] = words[i].partition("=")[0] + "=********"
+    return "&".join(words), bool(secret)
+
+
 def without_password(url: str) -> str:
-    """`url` with its password, if any, as ********."""
+    """`url` with its password, if any (in the user part or as a password= parameter), as
+    ********."""
     try:
         parts = urlsplit(url)
-        if parts.password is None:
+        query, in_query = _query_without_password(parts.query)
+        if parts.password is None and not in_query:
             return url
-        user = f"{parts.username}:********@" if parts.username else ":********@"
-        port = f":{parts.port}" if parts.port else ""
+        netloc = parts.netloc
+        if parts.password is not None:
+            user = f"{parts.username}:********@" if parts.username else ":********@"
+            port = f":{parts.port}" if parts.port else ""
+            netloc = f"{user}{parts.hostname or ''}{port}"
     except ValueError:  # a port that is not a number, a bracket that does not close
         return url.partition("://")[0] + "://..."
-    return urlunsplit(parts._replace(netloc=f"{user}{parts.hostname or ''}{port}"))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def history_url_problem(url: str) -> str | None:
     """Why a history database URL is refused: a password in it (it would be seen on the
     command line, in `ps` and in logs). Never quotes the password."""
     try:
-        password = urlsplit(url).password
+        parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return f"history database {url.partition('://')[0]}://...: not a URL"
-    if password is not None:
+    if password is not None or _query_without_password(parts.query)[1]:
         return (
             f"history database {without_password(url)}: a password in the URL is refused "
             "(give it in PGPASSWORD or ~/.pgpass)"

@@ -6,6 +6,7 @@
     verdict_power    `bench compare`'s error rates in virtual time (`make verdict-power`)
     fleet_power      `bench fleet`'s error rates on the twin (`make fleet-power`)
     history_power    `bench history changes`' false alarms and delay (`make history-power`)
+    fingerprint_cost  the answer fingerprint's share of a card sweep (`make fingerprint-cost`)
     noise_corpus     identical runs against real engines, a server start each (`make noise-corpus`)
     corpus_power     `bench compare`'s error rates by resampling that corpus (`make verdict-power`)
     fleet_calibrate  the multipliers of `bench fleet`'s rule (`make fleet-calibrate`)

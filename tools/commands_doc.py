@@ -83,7 +83,7 @@ def _commands(path: str, parser: argparse.ArgumentParser, about: str) -> Iterato
             # A default under the home directory reads the same for every reader (the
             # parsers may have read HOME when first imported: any home reads as ~).
             help_text = HOME_PATH.sub(r"~/\1", help_text)
-            yield f"| `{_option(action)}` | {_cell(help_text)} |"
+            yield f"| `{_cell(_option(action))}` | {_cell(help_text)} |"
         yield ""
 
 

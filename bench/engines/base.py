@@ -72,6 +72,15 @@ class EngineKind:
     chunk_count_name: str | None = None
     # True: usage on every chunk when asked (stream_options.continuous_usage_stats)
     continuous_usage: bool = True
+    # fields of an answer-fingerprint request (bench.run.fingerprint) that ask the server for
+    # the answer's token ids, by API: OpenAI's logprobs, whose entries carry an `id` on
+    # llama.cpp; vLLM names the token "token_id:N" with return_tokens_as_token_ids
+    answer_ids_fields: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=lambda: {
+            "chat": {"logprobs": True, "top_logprobs": 1},
+            "completions": {"logprobs": 1},
+        }
+    )
     # the text tokenizer: path, body for a text, and how to read the answer
     tokenize_path: str = "/tokenize"
     tokenize_body: Callable[[str, str], dict[str, Any]] = lambda model, text: {

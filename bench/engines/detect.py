@@ -84,3 +84,8 @@ async def detect(client: Client) -> Detected:
 def request_extras(info: ServerInfo) -> dict[str, Any]:
     """The engine's own request fields (llama.cpp: per-token timings)."""
     return dict(ENGINES[info.engine].request_extras) if info.engine is not None else {}
+
+
+def engine_of(info: ServerInfo) -> EngineKind:
+    """The engine detection found (vLLM for a results.json from before detection)."""
+    return ENGINES[info.engine] if info.engine is not None else vllm.ENGINE

@@ -112,6 +112,12 @@ ENGINE = EngineKind(
     chunk_count_name="timings.predicted_n",
     continuous_usage=False,
     tokenize_body=_tokenize_body,
+    # Its OpenAI-compatible endpoints take logprobs (entries with the token's `id`); n_probs
+    # is its own name for the same on /completion-style requests.
+    answer_ids_fields={
+        "chat": {"logprobs": True, "top_logprobs": 1, "n_probs": 1},
+        "completions": {"logprobs": 1, "n_probs": 1},
+    },
 )
 
 

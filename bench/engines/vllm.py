@@ -26,6 +26,11 @@ ENGINE = EngineKind(
         "kv_capacity": metrics.CACHE_CONFIG,
     },
     probes=("/version",),
+    # The sampled token's own logprob entry, named "token_id:N" (vLLM's OpenAI server).
+    answer_ids_fields={
+        "chat": {"logprobs": True, "top_logprobs": 1, "return_tokens_as_token_ids": True},
+        "completions": {"logprobs": 1, "return_tokens_as_token_ids": True},
+    },
 )
 
 

@@ -1,11 +1,16 @@
 """The results history: every verified bundle in one database, a trend per cell, change points.
 
-database  the one door to the database: SQLite (sqlite3, one file) or PostgreSQL (psycopg)
-schema    the tables, their versions and the upgrade from each earlier one
-rows      what a bundle becomes: its run row (provenance, comparable settings), cells, figures
-ingest    verified bundles in, once each (keyed by the manifest's sha256), one transaction each
-trend     one cell's figure run after run, as series of runs with the same settings
-changes   change points in one series of values (binary segmentation, permutation threshold)
-shifts    every series of the history searched, each change named by its runs and make bisect
-command   `bench history ingest`, `trend` and `changes`
+database   the one door to the database: SQLite (sqlite3, one file) or PostgreSQL (psycopg)
+schema     the tables, their versions and the upgrade from each earlier one
+rows       what a bundle becomes: its run row (provenance, comparable settings), cells, figures
+ingest     verified bundles in, once each (keyed by the manifest's sha256), one transaction each
+trend      one cell's figure run after run, as series of runs with the same settings
+changes    change points in one series of values (binary segmentation, permutation threshold)
+shifts     every series of the history searched, each change named by its runs and make bisect
+matrix     the page's matrix: each cell's series (newest runs, bounded), searched
+sparkline  a series as a small inline SVG trend line, change points marked
+runs       a recorded run as a verdict reads it, and its baseline (the run before it)
+page       `bench history report`'s HTML page: trends, panels, filters, the latest compare
+command    `bench history ingest`, `trend`, `changes` and `report`
+recording  each run's verified bundle in, as the run finishes (bench local, the orchestrator)
 """

@@ -1,6 +1,8 @@
 """`bench history ingest BUNDLE|DIR... [--db URL] [--unverified]` and
 `bench history trend --cell 8K:64 [--figure total_tok_s] [--host H] [--profile P] [--db URL]`
-and `bench history changes [--cell 8K:64] [--figure F] [--host H] [--profile P] [--db URL]`.
+and `bench history changes [--cell 8K:64] [--figure F] [--host H] [--profile P] [--db URL]`
+and `bench history report --html OUT [--figure F] [--host H] [--profile P] [--baseline RUN]
+[--db URL]`.
 
 The database is `--db` (a SQLite file, or a postgresql:// URL without a password), else
 BENCH_HISTORY__URL, else results/history.sqlite3 (bench.history.database).
@@ -12,8 +14,9 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import writes
 from bench.errors import BenchError
-from bench.history import database, ingest, schema, shifts, trend
+from bench.history import database, ingest, page, schema, shifts, trend
 from bench.settings import Settings
 from bench.verdict import run_source
 
@@ -54,6 +57,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
     db_arg(c)
     c.set_defaults(func=_changes)
+
+    r = words.add_parser(
+        "report", help="one HTML page: every cell's trend, changes, the latest run"
+    )
+    r.add_argument("--html", required=True, type=Path, metavar="OUT", help="the page to write")
+    r.add_argument("--figure", default="total_tok_s", help="default total_tok_s")
+    r.add_argument("--host", help="only runs on this host")
+    r.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
+    r.add_argument(
+        "--baseline", metavar="RUN",
+        help="compare the latest run with this run (run id or manifest sha256); default: "
+        "the latest run of each host and profile with the run before it in its series",
+    )  # fmt: skip
+    db_arg(r)
+    r.set_defaults(func=_report)
 
 
 def _ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -104,4 +122,17 @@ def _changes(args: argparse.Namespace, settings: Settings) -> int:
             conn, cell=cell, figure=args.figure, host=args.host, profile=args.profile
         )
     print(shifts.render(found))
+    return 0
+
+
+def _report(args: argparse.Namespace, settings: Settings) -> int:
+    shifts.check_figure(args.figure)
+    target = database.locate(args.db, settings.history.url)
+    with schema.opened(target, create=False) as conn:
+        text = page.report(
+            conn, args.figure, where=str(target), host=args.host, profile=args.profile,
+            baseline=args.baseline,
+        )  # fmt: skip
+    writes.write_atomic(args.html, text)
+    print(f"{args.html}: {len(text.encode()):,} bytes, the history of {target}")
     return 0

@@ -32,7 +32,9 @@ from bench import run_files
 from bench.bundle import pack as pack_mod
 from bench.bundle import seal, sign
 from bench.bundle.verify import verify_bundle
+from bench.command_line import bench_program
 from bench.errors import Exit, RunFailed
+from bench.history import recording
 from bench.host import procs
 from bench.settings import Settings
 from bench.twin.process import start_twin
@@ -78,6 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="card to judge against (when not given: the published card)",
     )
+    recording.add_args(p)
     p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra `bench run` args")
     p.set_defaults(func=handle)
 
@@ -95,14 +98,7 @@ def closing_lines(
         'python3 -c \'import json; [print(f["sha256"] + "  " + f["path"]) '
         'for f in json.load(open("manifest.json"))["files"]]\' | sha256sum -c -'
     )
-    # The console script beside this Python: `python -m bench` run from the folder that
-    # holds the clone (named bench) would import that folder instead of the package.
-    script = Path(sys.executable).with_name("bench")
-    verify = (
-        f"{q(str(script))} verify"
-        if script.is_file()
-        else f"{q(sys.executable)} -P -m bench verify"
-    )
+    verify = f"{bench_program()} verify"
     return [
         "",
         f"bundle: {bundle} ({files} files, signed by {principal})",
@@ -153,6 +149,7 @@ def _bench(args: list[str], env: dict[str, str], *, partial_on_interrupt: bool =
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     log = structlog.get_logger("bench.local")
     started = time.monotonic()
+    history = recording.choice(args.history, settings.history.url, off=args.no_history)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-twin"
     out: Path = args.out or Path("results") / "local" / run_id
     sign.require_ssh_keygen()  # signing comes last: a missing tool must not waste the sweep
@@ -199,6 +196,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     )
+    recording.record(history, bundle, args.allowed_signers)
     log.info("local_run_finished", bundle=str(bundle), wall_s=round(time.monotonic() - started, 1))
     if rc != Exit.OK:
         return rc

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.host.telemetry import WindowRecord
+from bench.report.answers import answers_section
 from bench.results import Results
 from bench.run import card_tables as tables
 
@@ -235,6 +236,7 @@ def report_page(
 <h2>Plots</h2>
 {images}
 {markdown_to_html(tables.render(results))}
+{answers_section(results.fingerprint)}
 {env_html}
 <p class="note">Check this bundle: <code>bench verify BUNDLE --allowed-signers FILE</code>,
 or with stock OpenSSH as described in docs/verify.md.</p>

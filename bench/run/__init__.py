@@ -10,6 +10,8 @@ prompts       the synthetic prompts (unique per request, so no prefix cache help
 server_info   what the server says about itself (/version, /v1/models, /metrics)
 sweep         the cells in order, with readiness holds, warm-up and telemetry; saves
               results.json and renders tables.md after every change (`save`)
+fingerprint   what the server answers to a fixed prompt set, before the first row
+answer_body   one answer of the fingerprint read from hostile JSON
 cell          one cell: C streams launched together, the measured window, its records
 outcome       a scout's or cell's results entry (failures counted by kind), its raw lines
 figures       a cell's figures from its records (the published definitions)

@@ -118,6 +118,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the prompts' filler text")
     p.add_argument(
+        "--no-fingerprint",
+        action="store_true",
+        help="do not send the answer fingerprint (a fixed prompt set, temperature 0) before "
+        "the sweep; a compare then cannot tell whether the runs answered alike",
+    )
+    p.add_argument(
         "--request-timeout",
         type=float,
         default=600.0,
@@ -188,6 +194,7 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         speed_factor=args.speed_factor,
         request_timeout_s=args.request_timeout,
         seed=args.seed,
+        fingerprint=not args.no_fingerprint,
     )
 
 

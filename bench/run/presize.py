@@ -157,6 +157,7 @@ class Presizer:
         self._tasks: dict[tuple[int, str], asyncio.Task[Sized]] = {}
         self._prefill_tok_s: float | None = None  # fastest cold prefill seen, client time
         self._line: tuple[float, float] | None = None  # (a, b) without /tokenize, once fitted
+        self.requests = 0  # sent for sizing so far: /tokenize calls and probe requests
 
     async def take(
         self, key: tuple[int, str], size: Callable[[], Coroutine[Any, Any, Sized]]
@@ -261,28 +262,11 @@ class Presizer:
 
     async def size(self, results: Results, ctx: PlannedContext, text: prompts.PromptText) -> Sized:
         """Row CTX's prompt and its tokens: exactly through /tokenize, else by the line."""
-        s, info = results.settings, results.server
-        if info.has_tokenize:
-
-            async def count(candidate: str) -> int:
-                body = prompts.message_body(s.api, info.model, candidate)
-                if s.api == "chat":
-                    body["add_generation_prompt"] = True
-                status, got = await self.window.call(
-                    len(candidate), lambda: self.client.post_json("/tokenize", body)
-                )
-                if status != 200 or not isinstance(got, dict) or "count" not in got:
-                    raise ServerError(f"/tokenize answered {status} while sizing {ctx.label}")
-                counted = bounds.count(got["count"])
-                if counted is None:
-                    raise ServerError(
-                        f"/tokenize answered a count that is no token count while sizing "
-                        f"{ctx.label}: {str(got['count'])[:40]!r}"
-                    )
-                return counted
-
+        if results.server.has_tokenize:
             try:
-                return await prompts.size_exactly(ctx.prompt_tokens, text, count)
+                return await prompts.size_exactly(
+                    ctx.prompt_tokens, text, self.counter(results, ctx.label)
+                )
             except prompts.NotSizable as exc:
                 raise ServerError(
                     f"/tokenize cannot size the {ctx.label} prompt: {exc}",
@@ -292,12 +276,38 @@ class Presizer:
             self._line = await self._calibrate(results)
         return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
 
+    def counter(self, results: Results, label: str) -> prompts.Counter:
+        """The tokens of a prompt text as the server's /tokenize counts them (chat template
+        included for the chat API); a ServerError when it does not answer a count."""
+        s, info = results.settings, results.server
+
+        async def count(candidate: str) -> int:
+            body = prompts.message_body(s.api, info.model, candidate)
+            if s.api == "chat":
+                body["add_generation_prompt"] = True
+            self.requests += 1
+            status, got = await self.window.call(
+                len(candidate), lambda: self.client.post_json("/tokenize", body)
+            )
+            if status != 200 or not isinstance(got, dict) or "count" not in got:
+                raise ServerError(f"/tokenize answered {status} while sizing {label}")
+            counted = bounds.count(got["count"])
+            if counted is None:
+                raise ServerError(
+                    f"/tokenize answered a count that is no token count while sizing "
+                    f"{label}: {str(got['count'])[:40]!r}"
+                )
+            return counted
+
+        return count
+
     async def _calibrate(self, results: Results) -> tuple[float, float]:
         """tokens = a + b x words from usage.prompt_tokens of two small probe requests."""
         s = results.settings
         probe = prompts.PromptText(results.run_id, -1, "probe", s.seed)
         counts = []
         for words in (64, 1024):
+            self.requests += 1
             record = await self.single(results, probe.text(words), 1, "a sizing probe")
             if record.prompt_tokens is None:
                 raise ServerError(

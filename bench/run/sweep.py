@@ -25,7 +25,7 @@ from bench.errors import BenchError, Interrupted, ServerUnreachable
 from bench.failures import ErrorKind
 from bench.host import telemetry
 from bench.results import CellResult, PlannedCell, PlannedContext, PrefillSample, Results
-from bench.run import card_tables, gpu_validity, outcome, prompts, resume
+from bench.run import card_tables, fingerprint, gpu_validity, outcome, prompts, resume
 from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
 from bench.run.presize import Presizer
 from bench.run.progress import SweepProgress
@@ -76,6 +76,8 @@ class SweepRunner:
     async def run(self, results: Results) -> Results:
         s = results.settings
         try:
+            if s.fingerprint and results.fingerprint is None:
+                results = await self._fingerprint(results)
             for trial in range(s.trials):
                 for ctx in results.plan.contexts:
                     results = await self._row(results, ctx, trial)
@@ -323,6 +325,25 @@ class SweepRunner:
             seconds=round(self.clock() - record.start_s, 6),
             error=record.error,
         )
+
+    async def _fingerprint(self, results: Results) -> Results:
+        """What the server answers (bench.run.fingerprint), after the warm-up and before
+        the first row; each answer bounded as a scout of its prompt is."""
+        if not self._warmed_up:
+            await self._warm_up(results)
+        speed = results.server.speed_factor
+        found = await fingerprint.FingerprintProbe(
+            self.server.client, self._presize, self.clock,
+            lambda tokens: 2 * _ready_timeout_s(1, tokens, speed),
+        ).take(results)  # fmt: skip
+        results = results.model_copy(update={"fingerprint": found})
+        save(self.rundir, results)
+        answered = sum(a.status == "answered" for a in found.answers)
+        self.progress.note(
+            "answers_fingerprinted", answered=answered, prompts=len(found.answers),
+            requests=found.requests, seconds=round(found.seconds, 6),
+        )  # fmt: skip
+        return results
 
     def _gpu_window(self, into: list[telemetry.GpuSample]) -> Callable[[bool], None] | None:
         sampler = self.gpu_sampler

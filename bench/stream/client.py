@@ -164,10 +164,14 @@ class Client:
             ) from None
         return status, bodies.decode(body, charset)
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    async def post_json(
+        self, path: str, body: dict[str, Any], wait_s: float = 120.0
+    ) -> tuple[int, Any]:
+        """POST a JSON body -> (status, its JSON answer or None), read within bounds: at most
+        MAX_SETUP_BODY_BYTES, and within twice `wait_s` in all."""
         try:
             status, raw, _ = await self._small(
-                "POST", path, 120.0, MAX_SETUP_BODY_BYTES, json.dumps(body).encode()
+                "POST", path, wait_s, MAX_SETUP_BODY_BYTES, json.dumps(body).encode()
             )
         except httpx.HTTPError as exc:
             raise ServerUnreachable(

@@ -13,7 +13,7 @@ import structlog
 
 from bench.errors import DiskError, UsageError
 from bench.settings import Settings
-from bench.twin import flavors, http, noise, profile
+from bench.twin import answers, flavors, http, noise, profile
 from bench.twin.faults import Faults
 from bench.twin.server import Twin, TwinConfig
 
@@ -31,7 +31,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="require this key on /v1/* (prefer VLLM_API_KEY in the environment)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seeds the noise, the faults and the answers"
+    )
+    p.add_argument(
+        "--dtype",
+        choices=answers.DTYPES,
+        default=answers.DEFAULT_DTYPE,
+        help="as if the weights were served in this precision: another than the default "
+        "answers differently after a few tokens (an answer fingerprint tells them apart)",
+    )
     p.add_argument(
         "--engine",
         choices=flavors.FLAVORS,
@@ -163,6 +172,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             gt,
             engine=args.engine,
             per_chunk_counts=not args.no_per_chunk_counts,
+            dtype=args.dtype,
         )
         asyncio.run(_main(config, args.host, args.port))
     return 0

@@ -37,6 +37,8 @@ class Completion:
     include_usage: bool
     continuous_usage: bool
     timings: bool = False  # llama.cpp's timings_per_token
+    logprobs: bool = False  # the sampled tokens' logprob entries were asked for
+    token_ids_named: bool = False  # vLLM's return_tokens_as_token_ids: "token_id:N"
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -148,4 +150,20 @@ def completion(
         include_usage=_bool(opts, "include_usage", False),
         continuous_usage=_bool(opts, "continuous_usage_stats", False),
         timings=_bool(obj, "timings_per_token", False),
+        logprobs=_logprobs(obj, chat),
+        token_ids_named=_bool(obj, "return_tokens_as_token_ids", False),
     )
+
+
+def _logprobs(obj: dict[str, Any], chat: bool) -> bool:
+    """chat: `logprobs` true; completions: `logprobs` a count 0..20 (as vLLM checks them)."""
+    value = obj.get("logprobs")
+    if value is None:
+        return False
+    if chat:
+        if not isinstance(value, bool):
+            raise BadRequest("'logprobs' must be a boolean", param="logprobs")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 20:
+        raise BadRequest("'logprobs' must be an integer from 0 to 20", param="logprobs")
+    return True

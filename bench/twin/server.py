@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from bench.twin import flavors, metrics, requests
+from bench.twin.answers import DEFAULT_DTYPE, Answerer
 from bench.twin.engine import Request, StepResult, TwinScheduler
 from bench.twin.faults import FaultDice, Faults
 from bench.twin.frontend import Frontend
 from bench.twin.http import HttpRequest, TwinConnection
 from bench.twin.profile import Profile
 from bench.twin.requests import BadRequest
-from bench.twin.streams import Stream, StreamSpec
+from bench.twin.streams import WORDS, Stream, StreamSpec
 from bench.twin.tokenizer import Tokenizer
 
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
@@ -38,7 +39,7 @@ MERGE_MIN_STREAMS = 16  # with fewer streams, writing is never what makes the lo
 class TwinConfig:
     profile: Profile
     speed: float = 1.0
-    seed: int = 0
+    seed: int = 0  # of noise, faults and answers
     api_key: str | None = None
     faults: Faults = field(default_factory=Faults)
     ground_truth: IO[str] | None = None
@@ -46,6 +47,7 @@ class TwinConfig:
     # False: continuous_usage_stats and timings_per_token are ignored (a server that counts
     # only at the end, such as an SGLang older than continuous usage)
     per_chunk_counts: bool = True
+    dtype: str = DEFAULT_DTYPE  # another answers differently (bench.twin.answers)
 
 
 class Twin:
@@ -58,6 +60,7 @@ class Twin:
         self.tokenizer = Tokenizer()
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
+        self.answerer = Answerer(config.seed, config.dtype)
         self.streams: dict[Request, Stream] = {}
         # Cancelled streams whose requests still run until the engine takes the abort.
         self._lingering: dict[Request, Stream] = {}
@@ -326,7 +329,12 @@ class Twin:
         c = self.config
         return {
             "version": self._engine_version(),
-            "twin": {"profile": self.profile.name, "speed": c.speed, "seed": c.seed},
+            "twin": {
+                "profile": self.profile.name,
+                "speed": c.speed,
+                "seed": c.seed,
+                "dtype": c.dtype,
+            },
         }
 
     def _tokenize(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -372,6 +380,11 @@ class Twin:
                 spec.max_tokens,
                 engine=self.config.engine,
                 timings=spec.timings and self.config.per_chunk_counts,
+                answer=None
+                if spec.stream
+                else self.answerer.words(spec.prompt_ids, spec.max_tokens, len(WORDS)),
+                logprobs=spec.logprobs,
+                token_ids_named=spec.token_ids_named,
             ),
             conn,
             fate,

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.twin import answers
 from bench.twin.faults import StreamFaults
 from bench.twin.http import TwinConnection
 
@@ -57,6 +58,11 @@ class StreamSpec:
     max_tokens: int
     engine: str = "vllm"  # the twin's flavor (bench.twin.flavors)
     timings: bool = False  # llama.cpp's timings_per_token was asked
+    # A non-streamed answer's words (indices into WORDS, bench.twin.answers), and whether
+    # their logprob entries were asked for (with vLLM's "token_id:N" names).
+    answer: tuple[int, ...] | None = None
+    logprobs: bool = False
+    token_ids_named: bool = False
 
     @property
     def usage_every_chunk(self) -> bool:
@@ -151,7 +157,7 @@ class Stream:
         self.output_tokens += tokens
         if self.log_chunks:
             self.chunk_log.append((now, tokens))
-        text = _text(start, tokens)
+        text = self._words(start, tokens)
         if not self.spec.stream:
             self._text_parts.append(text)
             if finished:
@@ -184,6 +190,13 @@ class Stream:
             if not self._held:
                 self.conn.end_chunked()
                 self._resolve()
+
+    def _words(self, start: int, tokens: int) -> str:
+        """The text of tokens start.. : a non-streamed answer's own, else the word cycle."""
+        answer = self.spec.answer
+        if answer is not None and not self.spec.stream:
+            return "".join(WORDS[w] for w in answer[start : start + tokens])
+        return _text(start, tokens)
 
     def _finish_delta(self) -> str:
         if self.spec.chat:
@@ -253,18 +266,22 @@ class Stream:
     def _finish_json(self) -> None:
         s = self.spec
         text = "".join(self._text_parts)
+        logprobs = None
+        if s.logprobs:
+            pieces = [WORDS[w] for w in (s.answer or ())[: self.output_tokens]]
+            logprobs = answers.logprobs(pieces, s.engine, s.chat, s.token_ids_named)
         if s.chat:
             choice: dict[str, Any] = {
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "tool_calls": []},
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": "length",
             }
         else:
             choice = {
                 "index": 0,
                 "text": text,
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": "length",
                 "stop_reason": None,
             }

@@ -47,7 +47,7 @@ class Tokenizer:
         if len(known) > 2_000_000:
             known.clear()
         for piece in set(pieces).difference(known):
-            known[piece] = zlib.crc32(piece.encode()) % VOCAB_SIZE
+            known[piece] = piece_id(piece)
         return list(map(known.__getitem__, pieces))
 
     def pieces(self, text: str) -> list[str]:
@@ -68,6 +68,11 @@ class Tokenizer:
         if add_generation_prompt:
             parts.append("<|im_start|>assistant\n")
         return "".join(parts)
+
+
+def piece_id(piece: str) -> int:
+    """The id of one piece (stable across processes)."""
+    return zlib.crc32(piece.encode()) % VOCAB_SIZE
 
 
 def _content_text(content: object) -> str:

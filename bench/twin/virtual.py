@@ -46,7 +46,12 @@ def prompt_ids(context: int, tag: int) -> list[int]:
 
 def prefill_ttft_s(engine: TwinScheduler, ids: list[int]) -> float:
     """TTFT of one request on an idle engine (the scout): overhead + prefill steps."""
-    req = engine.make_request(ids, 1)
+    return request_s(engine, ids, 1)
+
+
+def request_s(engine: TwinScheduler, ids: list[int], max_tokens: int) -> float:
+    """Server seconds of one request to its end on an idle engine."""
+    req = engine.make_request(ids, max_tokens)
     frontend: Frontend[Request] = Frontend(engine.profile)
     frontend.submit(0.0, len(ids), req)
     [(t, _)] = frontend.start_due(0.0, held=1)

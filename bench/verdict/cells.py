@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bench import bounds
+from bench.answers import Fingerprint
 
 Phase = Literal["prefill", "decode"]
 Status = Literal[
@@ -153,6 +154,10 @@ class RunFigures:
     # What makes this input the run it is ("run id X", "manifest SHA", "records SHA"): two
     # inputs sharing one are the same run given twice (see run_source.refuse_repeats).
     identities: frozenset[str] = frozenset()
+    # What each run answered before its sweep (bench.answers), one entry per run; None for a
+    # run without a fingerprint (made before schema 3, or with --no-fingerprint); () for a
+    # card or another tool's results.
+    fingerprints: tuple[Fingerprint | None, ...] = ()
 
     def __post_init__(self) -> None:
         # The one door every input's figures pass (bundle, run directory, card, vLLM's

@@ -183,16 +183,22 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
         page.write(args.html, page.compare_page(comparisons))
     flagged = sum(len(c.flagged) for c in comparisons)
     structlog.get_logger("bench.verdict").info(
-        "compare_judged", runs=[str(p) for p in args.runs], flagged_cells=flagged
+        "compare_judged",
+        runs=[str(p) for p in args.runs],
+        flagged_cells=flagged,
+        answers_differ=any(c.answers.different for c in comparisons),
     )
     return int(compare_exit(comparisons))
 
 
 def compare_exit(comparisons: list[Comparison]) -> Exit:
-    """10 settings differ, 1 a change, 9 cells that cannot be compared or no noise
-    estimate (one trial a side), else 0."""
+    """10 settings differ, 1 a change (or B answers differently and --accept answers was
+    not given), 9 cells that cannot be compared or no noise estimate (one trial a side),
+    else 0."""
     if any(not c.settings.comparable for c in comparisons):
         return Exit.NOT_COMPARABLE
+    if any(c.answers.refused for c in comparisons):
+        return Exit.NOT_REPRODUCED
     if any(c.flagged for c in comparisons):
         return Exit.NOT_REPRODUCED
     if any(c.cannot_compare or c.raw_only for c in comparisons):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bench import stats
+from bench.verdict import answers as answers_mod
 from bench.verdict import runlevel
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import (
@@ -128,6 +129,10 @@ class Comparison:
     noise: dict[str, stats.PooledNoise] = field(default_factory=dict)
     tests: int = 0  # m of Benjamini-Hochberg
     whole: WholeRun | None = None  # the run-level model's change everywhere
+    # What the runs answered, judged before the figures (bench.verdict.answers).
+    answers: answers_mod.AnswersCheck = field(
+        default_factory=lambda: answers_mod.AnswersCheck(absent="not checked")
+    )
 
     @property
     def level_for_one(self) -> float:
@@ -159,6 +164,10 @@ class Comparison:
         if not self.settings.comparable:
             names = ",".join(d.name for d in self.settings.blocking)
             parts.append(f"NOT COMPARABLE ({names} differ)")
+        if (answered := self.answers.headline()) is not None:
+            parts.append(answered)
+        if self.answers.refused:  # the figures are not judged: nothing to say of them
+            return "; ".join(parts).upper()
         flagged = len(self.flagged)
         if self.whole is not None and self.whole.changed:
             slower = self.whole.delta_pct > 0
@@ -426,7 +435,12 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     check = settings_mod.check(
         a.settings, b.settings, policy.accept, names=settings_mod.COMPARE_NAMES
     )
-    return Comparison(a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole)
+    answers = answers_mod.check(
+        a.fingerprints, b.fingerprints, accepted=settings_mod.ANSWERS in policy.accept
+    )
+    return Comparison(
+        a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole, answers
+    )
 
 
 def _own(f: FigureDelta, a: Cell, b: Cell, whole: WholeRun | None) -> FigureDelta:

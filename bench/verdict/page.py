@@ -218,39 +218,48 @@ def _compare_heat(c: Comparison, metric: MetricSpec) -> plots.Heatmap:
 
 
 def compare_page(comparisons: Sequence[Comparison]) -> str:
+    return page_html("Compare", [part for c in comparisons for part in compare_parts(c)])
+
+
+def compare_parts(c: Comparison) -> list[str]:
+    """One comparison as the compare page shows it: what differs, the verdict, the heatmaps,
+    curves and frontier, and the tables (bench history's page shows its runs so too). A B that
+    answers differently gets its verdict and no figures: they are not judged."""
     parts: list[str] = []
-    for c in comparisons:
-        diff = "".join(
-            f"<tr><th>{html.escape(n)}</th><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>"
-            for n, a, b in c.metadata_diff
-        )
-        parts.append(f"<h2>{html.escape(c.b.name)} against {html.escape(c.a.name)}</h2>")
-        if diff:
-            parts.append(
-                f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
-            )
-        flagged = len(c.flagged)
-        word = "fail" if flagged or c.cannot_compare or c.raw_only else "pass"
-        lines = trust_lines([c.a, c.b]) + c.settings.lines("A", "B") + provenance_lines(c)
-        for line in lines:
-            if line:
-                parts.append(f"<p>{html.escape(line)}</p>")
-        parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
-        said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
-        items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
-        parts.append(f"<ul>{items}</ul>")
-        maps = [_compare_heat(c, m) for m in _decode_metrics()]
-        parts.append(img_html(plots.heatmaps_png(maps), "Δ % heatmap"))
+    diff = "".join(
+        f"<tr><th>{html.escape(n)}</th><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>"
+        for n, a, b in c.metadata_diff
+    )
+    parts.append(f"<h2>{html.escape(c.b.name)} against {html.escape(c.a.name)}</h2>")
+    if diff:
         parts.append(
-            f"<p>A = {html.escape(c.a.name)} (solid), B = {html.escape(c.b.name)} "
-            "(dashed); error bars: 95 % CI over trials.</p>"
+            f"<h3>What differs</h3><table><tr><th></th><th>A</th><th>B</th></tr>{diff}</table>"
         )
-        parts.append(img_html(_curves(c), "figures by concurrency"))
-        parts.append(
-            "<p>Frontier: per context, total output tok/s per GPU (per server when a run "
-            "records no GPU count) against per-user output tok/s (1000 / median time between "
-            "tokens), one point per concurrency, each run's Pareto front as its line.</p>"
-        )
-        parts.append(img_html(frontier_png([("A", c.a), ("B", c.b)]), "frontier"))
-        parts += [table_html(t) for t in compare_tables(c)]
-    return page_html("Compare", parts)
+    flagged = len(c.flagged)
+    word = "fail" if flagged or c.cannot_compare or c.raw_only or c.answers.refused else "pass"
+    lines = trust_lines([c.a, c.b]) + c.settings.lines("A", "B") + provenance_lines(c)
+    lines += c.answers.lines()
+    for line in lines:
+        if line:
+            parts.append(f"<p>{html.escape(line)}</p>")
+    parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
+    if c.answers.refused:  # what B's figures say is not judged
+        return parts
+    said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
+    parts.append(f"<ul>{items}</ul>")
+    maps = [_compare_heat(c, m) for m in _decode_metrics()]
+    parts.append(img_html(plots.heatmaps_png(maps), "Δ % heatmap"))
+    parts.append(
+        f"<p>A = {html.escape(c.a.name)} (solid), B = {html.escape(c.b.name)} "
+        "(dashed); error bars: 95 % CI over trials.</p>"
+    )
+    parts.append(img_html(_curves(c), "figures by concurrency"))
+    parts.append(
+        "<p>Frontier: per context, total output tok/s per GPU (per server when a run "
+        "records no GPU count) against per-user output tok/s (1000 / median time between "
+        "tokens), one point per concurrency, each run's Pareto front as its line.</p>"
+    )
+    parts.append(img_html(frontier_png([("A", c.a), ("B", c.b)]), "frontier"))
+    parts += [table_html(t) for t in compare_tables(c)]
+    return parts

@@ -212,6 +212,7 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         kind="run",
         speed_factor=n,
         identities=frozenset({f"run id {results.run_id}"}),
+        fingerprints=(results.fingerprint,),
         metadata=_metadata(results, env),
         cells=cells,
         contexts=context_order(k[1] for k in cells),

@@ -298,6 +298,7 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         twin=first.twin,
         server_s=tuple(t for r in runs for t in r.server_s),
         identities=frozenset().union(*(r.identities for r in runs)),
+        fingerprints=tuple(f for r in runs for f in r.fingerprints),
         start_s=tuple(t for r in runs for t in r.start_s),
         weights=weights,
         model_revision=first.model_revision,

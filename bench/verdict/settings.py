@@ -4,8 +4,9 @@ Both a card and a run become a `dict[name, text]` of the same names; a name that
 does not record is not checked (and listed as such). Any recorded difference makes the
 verdict "not comparable" unless the user accepts that name (`--accept window,max_tokens`).
 `--accept` also takes the cell flags of `cells.CELL_FLAGS` (`gpu_throttled`): cells so
-flagged are judged as valid. `all` is every setting, never a flag: a flag is accepted by
-its name only.
+flagged are judged as valid; and `answers` (compare the figures even where B answers
+differently, bench.verdict.answers). `all` is every setting, never a flag nor `answers`:
+those are accepted by their name only.
 
 Names: window_s, max_tokens, api, model, engine_version, engine_commit, launch_flags,
 gpu_count, gpu_model. A twin simulates the GPUs and the launch of the card it models, so on
@@ -44,6 +45,9 @@ COMPARE_NAMES: tuple[str, ...] = (
     "gpu_count",
     "gpu_model",
 )
+# Accepted by name only, like a cell flag (`all` leaves it out): B's answers differ from A's
+# beyond each side's own differences, and its figures are compared anyway (bench.verdict.answers).
+ANSWERS = "answers"
 # Words of a launch command that say nothing about speed.
 _IGNORED_FLAGS = frozenset({"--api-key", "--host", "--port"})
 TWIN_SIMULATED = frozenset({"launch_flags", "gpu_count", "gpu_model"})
@@ -59,7 +63,8 @@ def add_accept_arg(
         default=[],
         metavar="NAMES",
         help=f"settings allowed to differ{between}, comma-separated: {','.join(known)} (or "
-        f"all); and cells flagged {','.join(CELL_FLAGS)} judged as valid (by name only)",
+        f"all); and cells flagged {','.join(CELL_FLAGS)} judged as valid (by name only); "
+        f"{ANSWERS}: compare the figures even where the answers differ (by name only)",
     )
 
 
@@ -69,13 +74,14 @@ def parse_accept(texts: Iterable[str], known: Sequence[str] = NAMES) -> frozense
     names = {n.strip() for t in texts for n in t.split(",") if n.strip()}
     aliases = {"window": "window_s", "max_output": "max_tokens", "gpus": "gpu_count"}
     names = {aliases.get(n, n) for n in names}
-    unknown = sorted(names - set(known) - set(CELL_FLAGS) - {"all"})
+    by_name = {*CELL_FLAGS, ANSWERS}
+    unknown = sorted(names - set(known) - by_name - {"all"})
     if unknown:
         raise UsageError(
             f"--accept: unknown setting {', '.join(unknown)}",
-            hint=f"one of {', '.join((*known, *CELL_FLAGS))}",
+            hint=f"one of {', '.join((*known, *CELL_FLAGS, ANSWERS))}",
         )
-    flags = names & set(CELL_FLAGS)
+    flags = names & by_name
     return frozenset(known) | flags if "all" in names else frozenset(names)
 
 

@@ -319,6 +319,10 @@ def compare_markdown(c: Comparison) -> str:
     if spent := server_time_line([c.a, c.b]):
         lines += [spent, ""]
     lines += [*provenance_lines(c), ""]
+    # What the runs answered comes before what their figures say (bench.verdict.answers).
+    lines += [*c.answers.lines(), ""]
+    if c.answers.refused:
+        return "\n".join(lines) + f"\n{c.verdict()}\n"
     if c.raw_only:
         lines.append(
             "One trial a side: run-to-run noise is unknown, so noise cannot be told from change."

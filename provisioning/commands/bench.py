@@ -19,12 +19,15 @@ from pathlib import Path
 
 from bench.command_line import SubParsers
 from bench.errors import UsageError
+from bench.history import recording
+from bench.history.database import Target
 from bench.settings import Settings
 from provisioning.commands import slurm
 from provisioning.commands.options import (
     SWEEP_ARGS_EPILOG,
     add_build_args,
     add_common,
+    history_choice,
     target_choice,
 )
 from provisioning.flow import signing
@@ -80,6 +83,7 @@ def register(sub: SubParsers) -> None:
         "stream, or build on the host when neither has the image",
     )
     add_build_args(p)
+    recording.add_args(p)
     slurm.add_slurm(p)
     p.set_defaults(func=_bench)
 
@@ -100,13 +104,14 @@ class BenchChoice:
     image_source: str = "auto"
     build_args: tuple[str, ...] = ()
     bench_args: tuple[str, ...] = ()
+    history: Target | None = None
 
 
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.slurm or args.cluster:
         if args.host:
             raise UsageError("give HOST or --slurm PARTITION, not both")
-        return bench_slurm(slurm.slurm_choice(args), settings)
+        return bench_slurm(slurm.slurm_choice(args, settings), settings)
     if not args.host:
         raise UsageError("no host given", hint="HOST=gpu01, or SLURM=partition NODES=2")
     check_run_id(args.run_id)
@@ -123,6 +128,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         image_source=args.image_source,
         build_args=tuple(args.build_arg),
         bench_args=tuple(args.bench_args),
+        history=history_choice(args, settings),
     )
     return bench_hosts(choice, settings)
 
@@ -148,6 +154,7 @@ def bench_hosts(choice: BenchChoice, settings: Settings) -> int:
             secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
             image_source=choice.image_source,
             build=build_spec(t, source=choice.image_source, build_args=choice.build_args),
+            history=choice.history,
         )
         workers.append(Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     run_all(workers)

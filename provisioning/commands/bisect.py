@@ -21,6 +21,8 @@ from pathlib import Path
 
 from bench.command_line import SubParsers
 from bench.errors import BenchError, Exit, Interrupted, UsageError
+from bench.history import recording
+from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict import bisect
 from bench.verdict.cells import Key, RunFigures
@@ -30,6 +32,7 @@ from provisioning.commands.options import (
     SWEEP_ARGS_EPILOG,
     add_build_args,
     add_common,
+    history_choice,
     target_choice,
 )
 from provisioning.containers.engine import DockerEngine
@@ -72,6 +75,7 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--run-id", default=None, help="bundles are <run-id>-<commit>-<trial>")
     p.add_argument("--allowed-signers", type=Path, default=None)
     add_build_args(p)
+    recording.add_args(p)
     p.set_defaults(func=_bisect)
 
 
@@ -84,6 +88,7 @@ class BisectChoice:
     results: Path = Path("results")
     build_args: tuple[str, ...] = ()
     bench_args: tuple[str, ...] = ()
+    history: Target | None = None  # where each sweep's bundle is recorded (None: nowhere)
 
 
 def parse_cell(text: str) -> tuple[str, int]:
@@ -169,7 +174,7 @@ class CommitJob(threading.Thread):
                 self.target, self.settings, self.allowed,
                 results=self.choice.results, bench_args=self.choice.bench_args,
                 image_ref=image_id, run_id=f"{self.base}-{self.commit[:12]}-{trial}",
-                extra=cell_args,
+                extra=cell_args, history=self.choice.history,
             )  # fmt: skip
             self.current = HostRun(self.target.host, opts, remote=Remote(self.target.host))
             try:
@@ -230,6 +235,7 @@ def _bisect(args: argparse.Namespace, settings: Settings) -> int:
         results=args.results,
         build_args=tuple(args.build_arg),
         bench_args=tuple(args.bench_args),
+        history=history_choice(args, settings),
     )
     return bisect_commits(
         commits, choice, target_choice(args), inventory.parse_host_list(args.host), settings,

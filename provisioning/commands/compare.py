@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.command_line import SubParsers
 from bench.errors import UsageError
+from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
@@ -28,6 +29,7 @@ from provisioning.commands.options import (
     add_build_args,
     add_common,
     add_pair_outputs,
+    history_choice,
     target_choice,
 )
 from provisioning.containers.engine import DockerEngine
@@ -93,9 +95,10 @@ class PairChoice:
     order: str = "interleaved"
     bench_args: tuple[str, ...] = ()
     trust_new_host: bool = False
+    history: Target | None = None  # where each sweep's bundle is recorded (None: nowhere)
 
 
-def _pair_choice(args: argparse.Namespace) -> PairChoice:
+def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
     return PairChoice(
         results=args.results,
         run_id=args.run_id,
@@ -104,6 +107,7 @@ def _pair_choice(args: argparse.Namespace) -> PairChoice:
         order=args.order,
         bench_args=tuple(args.bench_args),
         trust_new_host=args.trust_new_host,
+        history=history_choice(args, settings),
     )
 
 
@@ -118,7 +122,7 @@ def _compare(args: argparse.Namespace, settings: Settings) -> int:
     check_run_id(args.run_id)
     name = _one_host(args, "compare")
     return compare_images(
-        _pair_choice(args), target_choice(args, image=args.image_a), name, settings,
+        _pair_choice(args, settings), target_choice(args, image=args.image_a), name, settings,
         images=(args.image_a, args.image_b),
     )  # fmt: skip
 
@@ -146,7 +150,7 @@ def _compare_commits(args: argparse.Namespace, settings: Settings) -> int:
     per_side = (build.parse_build_args(args.build_arg_a), build.parse_build_args(args.build_arg_b))
     build_args = tuple({**common, **own} for own in per_side)
     return compare_commits(
-        _pair_choice(args), target_choice(args), name, settings,
+        _pair_choice(args, settings), target_choice(args), name, settings,
         commits=commits, build_args=(build_args[0], build_args[1]),
     )  # fmt: skip
 
@@ -204,9 +208,11 @@ def sweep_options(
     image_ref: str,
     run_id: str,
     extra: tuple[str, ...] = (),
+    history: Target | None = None,
 ) -> Options:
     """One sweep of a comparison or a bisection on TARGET: the user's `bench run` arguments
-    (BENCH_ARGS) and then EXTRA (the last occurrence of a flag wins)."""
+    (BENCH_ARGS) and then EXTRA (the last occurrence of a flag wins); its verified bundle
+    recorded in HISTORY when one is configured."""
     return Options(
         profile=target.profile,
         requirements=target.requirements,
@@ -216,6 +222,7 @@ def sweep_options(
         allowed_signers=allowed,
         bench_args=(*bench_args, *extra),
         secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(dict(os.environ))),
+        history=history,
     )
 
 
@@ -246,7 +253,7 @@ class Sweeps:
             results=self.pair.results, bench_args=self.pair.bench_args,
             image_ref=self.images[0] if label == "a" else self.images[1],
             run_id=f"{self.base}-{label}{trial}" if self.numbered else f"{self.base}-{label}",
-            extra=extra,
+            extra=extra, history=self.pair.history,
         )  # fmt: skip
         worker = Worker(HostRun(self.target.host, opts, remote=Remote(self.target.host)))
         stopped = run_all([worker]) or worker.error is not None

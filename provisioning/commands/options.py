@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.history import recording
+from bench.history.database import Target
+from bench.settings import Settings
 from provisioning.hosts import inventory
 from provisioning.runs.targets import TargetChoice
 
@@ -57,6 +60,13 @@ def target_choice(args: argparse.Namespace, *, image: str | None = None) -> Targ
     )
 
 
+def history_choice(args: argparse.Namespace, settings: Settings) -> Target | None:
+    """Where the run's verified bundles are recorded (recording.add_args' --history,
+    --no-history; else BENCH_HISTORY__URL); None: nowhere. A URL with a password is a
+    UsageError here, before anything runs."""
+    return recording.choice(args.history, settings.history.url, off=args.no_history)
+
+
 def add_pair_outputs(p: argparse.ArgumentParser) -> None:
     """Where the two runs of a comparison (compare, compare-commits) go."""
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
@@ -83,6 +93,7 @@ def add_pair_outputs(p: argparse.ArgumentParser) -> None:
         "controlled); sequential: A B A, then more sweeps of the cells still open only, "
         "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored)",
     )
+    recording.add_args(p)
 
 
 def add_build_args(p: argparse.ArgumentParser) -> None:

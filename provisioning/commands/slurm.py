@@ -9,8 +9,9 @@ import argparse
 from pathlib import Path
 
 from bench.command_line import SubParsers
+from bench.history import recording
 from bench.settings import Settings
-from provisioning.commands.options import DEFAULT_INVENTORY
+from provisioning.commands.options import DEFAULT_INVENTORY, history_choice
 from provisioning.hosts import inventory
 from provisioning.slurm import node, submit
 from provisioning.slurm.submit import ClusterChoice, FollowChoice, SlurmChoice
@@ -37,6 +38,7 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--allowed-signers", type=Path, default=None)
     p.add_argument("--card", type=Path, default=None, help="published card (as for bench)")
     p.add_argument("--no-verdict", action="store_true", help="print no verdict")
+    recording.add_args(p)
     p.set_defaults(func=_attach)
 
 
@@ -85,16 +87,17 @@ def _inventory(args: argparse.Namespace, *, needed: bool) -> inventory.Inventory
     return inventory.load_inventory(args.inventory) if needed else inventory.Inventory()
 
 
-def _follow_choice(args: argparse.Namespace) -> FollowChoice:
+def _follow_choice(args: argparse.Namespace, settings: Settings) -> FollowChoice:
     return FollowChoice(
         results=args.results,
         allowed_signers=args.allowed_signers,
         card=args.card,
         no_verdict=args.no_verdict,
+        history=history_choice(args, settings),
     )
 
 
-def slurm_choice(args: argparse.Namespace) -> SlurmChoice:
+def slurm_choice(args: argparse.Namespace, settings: Settings) -> SlurmChoice:
     """`bench --slurm|--cluster`'s arguments (and the words after --) as a SlurmChoice."""
     listed = _inventory(args, needed=bool(args.cluster or args.slurm_login))
     return SlurmChoice(
@@ -106,7 +109,7 @@ def slurm_choice(args: argparse.Namespace) -> SlurmChoice:
             trust_new_host=args.trust_new_host,
             results=args.results,
         ),
-        follow=_follow_choice(args),
+        follow=_follow_choice(args, settings),
         partition=args.slurm,
         cluster_name=args.cluster,
         inventory_path=args.inventory,
@@ -129,7 +132,7 @@ def _attach(args: argparse.Namespace, settings: Settings) -> int:
         trust_new_host=args.trust_new_host,
         results=args.results,
     )
-    return submit.attach(args.run_dir, cluster, _follow_choice(args))
+    return submit.attach(args.run_dir, cluster, _follow_choice(args, settings))
 
 
 def _node_run(args: argparse.Namespace, settings: Settings) -> int:

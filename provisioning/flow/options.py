@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from bench.errors import BenchError
+from bench.history.database import Target
 from bench.launch_profile import LaunchProfile
 from provisioning.image.build import BuildSpec
 from provisioning.preflight.requirements import Requirements
@@ -32,6 +33,7 @@ class Options:
     image_source: str = "stream"  # auto | build | stream (provisioning.image.ensure)
     build: BuildSpec | None = None
     secrets: Secrets = field(default_factory=Secrets)
+    history: Target | None = None  # where the verified bundle is recorded (None: nowhere)
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 The archive is copied to RESULTS/HOST/RUN_ID.tar.gz (provisioning.hosts.transfer: resumable,
 checked), then opened beside it as RESULTS/HOST/RUN_ID/, refused when it holds the API key,
-and verified against the allowed-signers file. A Ctrl-C during the copy stops the copy
-itself; the user is told where the partial copy is and how to finish it by hand.
+and verified against the allowed-signers file, then recorded in the history when one is
+configured (bench.history.recording: a database that is down is one line, never a failed
+run). A Ctrl-C during the copy stops the copy itself; the user is told where the partial
+copy is and how to finish it by hand.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from bench.bundle.pack import open_bundle
 from bench.bundle.seal import find_secret
 from bench.bundle.verify import verify_bundle
 from bench.errors import Interrupted, RunFailed
+from bench.history import recording
 from provisioning.flow.options import HostOutcome, Options
 from provisioning.flow.seams import Steps
 from provisioning.hosts import transfer
@@ -53,6 +56,7 @@ class PullBack:
                 )
             finally:  # opened (even if it then fails to verify): the folder is there to look at
                 outcome.local_dir = root if root.is_dir() else None
+        recording.record(opts.history, local_archive, opts.allowed_signers)
 
     def stop(self) -> None:
         pulling = self._stop

@@ -39,6 +39,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.errors import Interrupted, UsageError
+from bench.history.database import Target
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run.options import estimate_s
 from bench.settings import Settings
@@ -101,6 +102,7 @@ class FollowChoice:
     allowed_signers: Path | None = None
     card: Path | None = None
     no_verdict: bool = False
+    history: Target | None = None  # where each verified bundle is recorded (None: nowhere)
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,9 @@ def _follow(  # noqa: PLR0917 - the one place these meet
     watch = Watch(slurm, job_id, run_dir, run_id)
     state, interrupted = watch.wait()
     allowed = follow.allowed_signers or signing.default_allowed_signers()
-    results = watch.collect(state, follow.results, allowed, submitted.nodes, interrupted)
+    results = watch.collect(
+        state, follow.results, allowed, submitted.nodes, interrupted, history=follow.history
+    )
     if interrupted:
         for r in results:
             if r.error is None and not r.outcome.complete:

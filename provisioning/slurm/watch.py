@@ -1,5 +1,6 @@
 """A submitted Slurm job, watched from the submitter (provisioning.slurm.submit) until it
-ends, then collected: each node's signed bundle into results/<node>/<run id>/, verified.
+ends, then collected: each node's signed bundle into results/<node>/<run id>/, verified,
+and recorded in the history when one is configured (bench.history.recording).
 
 While it runs, the job's state (pending with its reason, running) and each node's cells
 done (read from the run directories on the shared filesystem) are printed when they change.
@@ -19,6 +20,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bench.errors import BenchError, Interrupted, RunFailed
+from bench.history import recording
+from bench.history.database import Target
 from provisioning.flow import signing
 from provisioning.flow.host_run import scope_of
 from provisioning.flow.options import HostOutcome
@@ -124,12 +127,14 @@ class Watch:
         allowed: Path,
         nodes: int,
         interrupted: bool,
+        *,
+        history: Target | None = None,
     ) -> list[NodeResult]:
-        """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified; a node without
-        one is a failed row saying why."""
+        """Every node's bundle into RESULTS_DIR/<node>/<run id>/, verified and recorded in
+        HISTORY (when one is configured); a node without one is a failed row saying why."""
         names = set(self.run_dir.folders(NODES_DIR))
         names |= {node_dir_name(n) for n in self.slurm.hostnames(state.nodes)} if state else set()
-        out = [self._collect_one(name, results_dir, allowed) for name in sorted(names)]
+        out = [self._collect_one(name, results_dir, allowed, history) for name in sorted(names)]
         for missing in range(len(out), nodes):  # nodes never given a task (cancelled early)
             why: BenchError = (
                 Interrupted("interrupted before a node ran this task of the job") if interrupted
@@ -140,7 +145,9 @@ class Watch:
             )
         return out
 
-    def _collect_one(self, name: str, results_dir: Path, allowed: Path) -> NodeResult:
+    def _collect_one(
+        self, name: str, results_dir: Path, allowed: Path, history: Target | None
+    ) -> NodeResult:
         run_id = self.run_id
         result = NodeResult(HostOutcome(host=name, run_id=run_id))
         log = self.run_dir.join(NODES_DIR, "task-*.log")
@@ -162,6 +169,7 @@ class Watch:
                 self.run_dir.fetch(found.archive, local)
                 result.outcome.archive = local
                 result.outcome.complete = open_and_verify(local, run_id, allowed, [])
+                recording.record(history, local, allowed)
             except BenchError as exc:
                 result.error = exc
                 return result

@@ -15,11 +15,13 @@ import pytest
 
 from bench.bundle import seal
 from bench.bundle.pack import pack
-from bench.history import database, rows
+from bench.card.model import Card
+from bench.history import database, ingest, rows, schema
 from bench.history.database import Target
 from bench.results import Results
 from tests.bundle.conftest import Keys
 from tests.support import postgres
+from tests.support.synth import make_results
 
 # The verdict tests' fixtures, as they are: the card, a throwaway signing key, and no
 # allowed-signers file of this machine's deciding a test.
@@ -85,6 +87,46 @@ def unsigned_record(
             ingested_at="2026-12-04T00:00:00+00:00",
         )
     )
+
+
+# A nightly series of the card's 8K and 16K rows (0.5 % noise), for the page's tests.
+SLOW_CELL = ("8K", 64)
+
+
+def night(of: Card, n: int, *, slow_from: int | None = None, **kw: Any) -> Results:
+    """Night N of a nightly series: cell 8K x 64 6 % slower from night SLOW_FROM on."""
+    slow = 1.06 if slow_from is not None and n >= slow_from else 1.0
+
+    def scale(ctx: str, conc: int) -> float:
+        return 1 / slow if (ctx, conc) == SLOW_CELL else 1.0
+
+    kw.setdefault("contexts", {"8K", "16K"})
+    r = make_results(of, seed=n, noise=0.005, scale=scale, **kw)
+    return r.model_copy(
+        update={"run_id": f"night-{n:02d}", "created_at": f"2026-11-{n:02d}T02:00:00Z"}
+    )
+
+
+def env_of(n: int, host: str = "gpu01") -> dict[str, Any]:
+    """Run N's environment: its own image and engine commit (n in hex)."""
+    env = environment(host=host, image=f"sha256:{n:064x}")
+    env["image"]["labels"]["bench.vllm.commit"] = f"{n:040x}"
+    return env
+
+
+def fill(tmp: pathlib.Path | Target, records: list[rows.Record]) -> Target:
+    """A history of RECORDS: in TARGET, or a SQLite file in the folder TMP."""
+    target = tmp if isinstance(tmp, Target) else Target("sqlite", str(tmp / "h.sqlite3"))
+    with schema.opened(target) as conn:
+        if target.dialect == "sqlite":
+            conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no fsync each
+        for record in records:
+            ingest.write(conn, record)
+    return target
+
+
+def nights(of: Card, count: int, **kw: Any) -> list[rows.Record]:
+    return [unsigned_record(night(of, n, **kw), env_of(n)) for n in range(1, count + 1)]
 
 
 def count(target: Target, table: str) -> int:

@@ -40,6 +40,24 @@ def test_a_password_beside_a_bad_port_is_not_shown_either() -> None:
     assert "hunter2" not in caught.value.one_line()
 
 
+def test_a_password_as_a_libpq_parameter_is_refused_and_masked() -> None:
+    """libpq also reads ?password= and ?sslpassword= from a URI: as secret as user:pass@."""
+    for url in (
+        "postgresql://bench@db/history?sslmode=require&password=hunter2",
+        "postgresql://bench@db/history?SSLPassword=hunter2",
+        "postgresql://bench@db/history?pass%77ord=hunter2",
+    ):
+        with pytest.raises(UsageError) as caught:
+            database.locate(url, None)
+        line = caught.value.one_line()
+        assert "hunter2" not in line and "=********" in line, line
+    with pytest.raises(SettingsError) as setting:
+        load_settings({"BENCH_HISTORY__URL": "postgresql://bench@db/h?password=s3cr3t"})
+    assert "s3cr3t" not in setting.value.one_line()
+    kept = "postgresql://bench@db/history?sslmode=require&passfile=/home/u/.pgpass"
+    assert database.locate(kept, None) == Target("postgresql", kept)
+
+
 def test_the_setting_refuses_a_password_too_and_never_shows_it() -> None:
     env = {"BENCH_HISTORY__URL": "postgresql://bench:s3cr3t@db/history"}
     with pytest.raises(SettingsError) as caught:

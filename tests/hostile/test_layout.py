@@ -61,7 +61,9 @@ def test_another_schema_version_or_a_wrong_field_is_named(tmp_path: Path) -> Non
     (tmp_path / run_files.RESULTS).write_text(json.dumps({**doc, "schema_version": 99}))
     with pytest.raises(VerifyFailed) as got:
         run_files.load_results(tmp_path, shown=run_files.RESULTS, error=VerifyFailed)
-    assert _one_line(got.value).startswith("results.json: schema version 99, this bench reads 1, 2")
+    assert _one_line(got.value).startswith(
+        "results.json: schema version 99, this bench reads 1, 2, 3"
+    )
     doc["cells"][0]["concurrency"] = "many"
     (tmp_path / run_files.RESULTS).write_text(json.dumps(doc))
     with pytest.raises(VerifyFailed) as got:

@@ -36,10 +36,14 @@ with open({log!r}, "a") as f:
 
 CASES: dict[str, tuple[list[str], list[str]]] = {
     # target: (variables set to a hostile value, variables set to a hostile word list)
-    "bench-local": (["SPEED"], ["RUN_ARGS"]),
-    "bench": (["HOST", "PROFILE", "CARD", "IMAGE", "IMAGE_SOURCE"], ["RUN_ARGS", "BUILD_ARGS"]),
+    "bench-local": (["SPEED", "HISTORY"], ["RUN_ARGS"]),
+    "bench": (
+        ["HOST", "PROFILE", "CARD", "IMAGE", "IMAGE_SOURCE", "HISTORY"],
+        ["RUN_ARGS", "BUILD_ARGS"],
+    ),
     "bench-slurm": (
         [
+            "HISTORY",
             "SLURM",
             "NODES",
             "PROFILE",
@@ -63,13 +67,13 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     # One bundle per node: a list (make fleet BUNDLES='gpu01.tar.gz gpu02.tar.gz ...').
     "fleet": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["BUNDLES"]),
     "smoke": (["HOST", "IMAGE", "IMAGE_SOURCE"], ["BUILD_ARGS"]),
-    "compare-images": (["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER"], ["RUN_ARGS"]),
+    "compare-images": (["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER", "HISTORY"], ["RUN_ARGS"]),
     "compare-commits": (
-        ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER"],
+        ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER", "HISTORY"],
         ["RUN_ARGS", "BUILD_ARGS"],
     ),
     "bisect": (
-        ["HOST", "GOOD", "BAD", "CELL", "VLLM_REPO", "FIGURE", "TRIALS", "PROFILE"],
+        ["HOST", "GOOD", "BAD", "CELL", "VLLM_REPO", "FIGURE", "TRIALS", "PROFILE", "HISTORY"],
         ["RUN_ARGS", "BUILD_ARGS"],
     ),
 }
@@ -134,7 +138,26 @@ def test_defaults_and_plain_values_still_reach_the_commands() -> None:
         ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile"],
         capture_output=True, text=True, timeout=60, check=True, env=env,
     )  # fmt: skip
-    assert "bench local --speed '5' --" in got.stdout
+    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    assert "bench local --speed '5' --" in line and "history" not in line
+    # A history named on the command line (the setting, BENCH_HISTORY__URL, needs no flag):
+    for target, words in (("bench", []), ("bench", ["HOST=gpu01"]), ("bench", ["SLURM=debug"]),
+                          ("compare-images", ["HOST=gpu01", "A=a", "B=b"]),
+                          ("bisect", ["HOST=gpu01", "GOOD=1", "BAD=2", "CELL=1x8K",
+                                      "VLLM_REPO=v"])):  # fmt: skip
+        got = subprocess.run(
+            ["make", "--no-print-directory", "-n", "-C", str(ROOT), target, "STAMP=Makefile",
+             *words, "HISTORY=postgresql://bench@db/history", "NO_HISTORY=1"],
+            capture_output=True, text=True, timeout=60, check=True, env=env,
+        )  # fmt: skip
+        line = " ".join(got.stdout.replace("\\\n", " ").split())
+        assert "--history 'postgresql://bench@db/history' --no-history" in line, (target, line)
+    smoke = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "smoke", "STAMP=Makefile",
+         "HOST=gpu01", "HISTORY=h.sqlite3"],
+        capture_output=True, text=True, timeout=60, check=True, env=env,
+    )  # fmt: skip
+    assert "--no-history" in smoke.stdout and "h.sqlite3" not in smoke.stdout
     got = subprocess.run(
         ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
          "HOST=gpu01,gpu02", "RUN_ARGS=--contexts 8K 16K", "KEEP=1"],

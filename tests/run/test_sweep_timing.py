@@ -35,6 +35,7 @@ def _results(contexts: tuple[int, ...] = CONTEXTS, *, tokenize: bool = True) -> 
         concurrencies=(1, 4),
         duration_s=2.0,
         max_tokens=2000,
+        fingerprint=False,  # the sweep's own timing (tests/run/test_fingerprint.py: its own)
     )
     info = ServerInfo(
         url="http://sim",

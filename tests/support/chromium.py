@@ -1,7 +1,8 @@
-"""report.html in headless Chromium: the frontier image as the browser decoded and drew it.
+"""Pages in headless Chromium: report.html's frontier image as the browser decoded and drew
+it, and any page probed by a script of the test's (`probe_page`).
 
 Chromium comes from tests/setup/chromium.sh (Debian's package, installed when missing; a
-failed install fails the test that asked). The page itself has no script (it is checked
+failed install fails the test that asked). report.html itself has no script (it is checked
 offline elsewhere); probe_frontier adds one to a copy of it that, once the page has loaded,
 reads the frontier image's natural size and counts its inked pixels through a canvas, and
 writes them into the DOM, which `chromium --headless --dump-dom` prints.
@@ -77,13 +78,20 @@ def dump_dom(chromium: str, page: Path, profile: Path) -> str:
     return done.stdout
 
 
-def probe_frontier(chromium: str, page_html: str, work: Path) -> tuple[dict[str, Any], str]:
-    """PAGE_HTML loaded in Chromium with the probe: (what the probe found, the whole DOM)."""
+def probe_page(chromium: str, page_html: str, probe: str, work: Path) -> tuple[dict[str, Any], str]:
+    """PAGE_HTML loaded in Chromium with PROBE (a <script> that, once the page has loaded,
+    writes a JSON object into <pre id="probe">): (that object, the whole DOM)."""
     work.mkdir(parents=True, exist_ok=True)
-    probe_page = work / "report-probe.html"
-    probe_page.write_text(page_html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom = dump_dom(chromium, probe_page, work / "profile")
+    page = work / "page-probe.html"
+    page.write_text(page_html.replace("</body>", probe + "</body>"), encoding="utf-8")
+    dom = dump_dom(chromium, page, work / "profile")
     found = re.search(r'<pre id="probe">([^<]*)</pre>', dom)
     assert found, "the probe did not run: no load event, or scripts are off"
-    probe: dict[str, Any] = json.loads(found.group(1).replace("&quot;", '"'))
-    return probe, dom
+    text = found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+    result: dict[str, Any] = json.loads(text.replace("&amp;", "&"))
+    return result, dom
+
+
+def probe_frontier(chromium: str, page_html: str, work: Path) -> tuple[dict[str, Any], str]:
+    """PAGE_HTML loaded in Chromium with the frontier's probe: (what it found, the DOM)."""
+    return probe_page(chromium, page_html, PROBE, work)

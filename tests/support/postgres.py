@@ -2,6 +2,8 @@
 postgresql` installs them), `initdb` into a temporary folder, `pg_ctl` on a free port of
 127.0.0.1, stopped and removed afterwards. Stock settings, except that clients must give a
 password (scram-sha-256), so the tests go through PGPASSWORD as a user's ingest would.
+`stop` and `start` take a cluster down and up again in the middle of a test (a database
+that goes away during a run).
 
 As root the server runs as the `postgres` user (PostgreSQL refuses root). Missing binaries
 are a failing test that says how to install them, never a skip.
@@ -31,6 +33,8 @@ class Cluster:
     host: str
     port: int
     password: str
+    control: tuple[str, ...] = ()  # pg_ctl -D DATA
+    start_options: tuple[str, ...] = ()  # its -o and -l, as `cluster` started it
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{USER}@{self.host}:{self.port}/{database}"
@@ -89,13 +93,34 @@ def cluster() -> Iterator[Cluster]:
           "--auth", "scram-sha-256", "--no-sync"])  # fmt: skip
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets}"
     log = root / "server.log"
-    _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log),
-          "-w", "-t", "60", "start"])  # fmt: skip
+    up = Cluster(
+        "127.0.0.1", port, password,
+        control=(str(bin_dir / "pg_ctl"), "-D", str(data)),
+        start_options=("-o", options, "-l", str(log)),
+    )  # fmt: skip
+    start(up)
     try:
-        yield Cluster("127.0.0.1", port, password)
+        yield up
     finally:
-        _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
+        if running(up):  # a test may have stopped it
+            stop(up)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def start(c: Cluster) -> None:
+    _run([*c.control, *c.start_options, "-w", "-t", "60", "start"])
+
+
+def stop(c: Cluster) -> None:
+    _run([*c.control, "-m", "fast", "-w", "stop"])
+
+
+def running(c: Cluster) -> bool:
+    """pg_ctl status: 0 while the server runs, 3 when it does not."""
+    done = subprocess.run(
+        _as_server_user([*c.control, "status"]), capture_output=True, timeout=60, check=False
+    )
+    return done.returncode == 0
 
 
 def create_database(c: Cluster, name: str) -> str:

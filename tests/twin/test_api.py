@@ -42,7 +42,7 @@ def test_health_models_version(client: httpx.Client) -> None:
     assert models["data"][0]["id"] == "tiny"
     assert models["data"][0]["max_model_len"] == 4096
     version = client.get("/version").json()
-    assert version["twin"] == {"profile": "tiny", "speed": 1.0, "seed": 0}
+    assert version["twin"] == {"profile": "tiny", "speed": 1.0, "seed": 0, "dtype": "bfloat16"}
 
 
 def test_every_chunk_carries_cumulative_usage_and_1_to_3_tokens(client: httpx.Client) -> None:

@@ -75,3 +75,12 @@ def test_a_hostile_member_name_reaches_the_terminal_escaped(
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\r" not in err
     assert "\\x1b[2K\\r\\x1b[32mOK S.tar.gz" in err
+
+
+def test_clipped_escapes_control_characters_and_cuts_to_its_limit() -> None:
+    assert escape.clipped("gpu\x1b[31m01", 80) == "gpu\\x1b[31m01"
+    assert escape.clipped("x" * 100, 10) == "x" * 9 + "…"
+    # The limit counts the escapes as written: a cut never leaves a raw control character.
+    cut = escape.clipped("\x1b" * 50, 12)
+    assert len(cut) == 12 and "\x1b" not in cut and cut.endswith("…")
+    assert escape.clipped("short", 5) == "short"

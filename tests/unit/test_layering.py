@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bench.failures",
         "bench.escape",
         "bench.bounds",
+        "bench.answers",
     ),
     ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),
@@ -34,8 +35,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench.run", "bench.bundle"),
     ("bench.twin", "bench.report"),
     ("bench.verdict",),
-    ("bench.fleet", "bench.provenance", "bench.local", "bench.export"),
+    ("bench.fleet", "bench.provenance", "bench.export"),
     ("bench.history",),
+    ("bench.local",),  # records its bundle in the history
     ("bench.cli",),
     ("bench.__main__",),
 )

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,8 @@ import pytest
 
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
+from bench.history import database
+from bench.history.database import Target
 from bench.report.command import PLOTS_DIR, REPORT_NAME, write_report
 from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
@@ -202,9 +205,10 @@ def test_two_hosts_in_parallel_one_bundle_each_and_a_verdict_against_the_card(
     config = ssh_host.ssh_config.read_text()
     ssh_host.ssh_config.write_text(config + config.replace(ssh_host.alias, second))
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+    history = tmp_path / "history.sqlite3"  # both hosts' threads record in it at once
     proc = _provision(
         ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", "--card", str(CARD),
-        *SMALL_SWEEP[1:], hosts=f"{ssh_host.alias},{second}",
+        "--history", str(history), *SMALL_SWEEP[1:], hosts=f"{ssh_host.alias},{second}",
     )  # fmt: skip
     out, err = proc.communicate(timeout=900)
     # A sweep of one cell with a 2 s window and 512 tokens: not the card's settings, so
@@ -223,6 +227,12 @@ def test_two_hosts_in_parallel_one_bundle_each_and_a_verdict_against_the_card(
     fleet_part = out.split("FLEET: ", 1)[0]
     assert f"| {ssh_host.alias} |" in fleet_part or ssh_host.alias in fleet_part.rsplit("##", 1)[-1]
     assert "with 2 nodes no node can be told to stand out" in out
+    # Each verified bundle in the history as its host's run finished.
+    recorded = re.findall(rf"^history: run \S+ recorded in {re.escape(str(history))}$", err, re.M)
+    assert len(recorded) == 2, err[-3000:]
+    with database.connect(Target("sqlite", str(history))) as conn:
+        hosts = conn.query("SELECT host, trust FROM runs ORDER BY host")
+    assert hosts == sorted([(ssh_host.alias, "signed"), (second, "signed")])
 
 
 def test_clean_removes_what_a_killed_orchestrator_left(
@@ -249,7 +259,11 @@ def test_compare_runs_two_images_one_after_the_other_then_judges_b_against_a(
     ssh_host: SshTestHost, bench_image: str, tmp_path: Path
 ) -> None:
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "BENCH_LOG_FORMAT": "json"}
+    # A history configured by the setting whose server is down: a port bound, not listening.
+    down = socket.socket()
+    down.bind(("127.0.0.1", 0))
+    url = f"postgresql://bench@127.0.0.1:{down.getsockname()[1]}/history"
+    env = {**os.environ, "BENCH_LOG_FORMAT": "json", "BENCH_HISTORY__URL": url}
     proc = subprocess.run(
         [sys.executable, "-m", "provisioning", "compare", ssh_host.alias, "--profile", "twin",
          "--image-a", bench_image, "--image-b", bench_image, "--run-id", run_id,
@@ -267,4 +281,15 @@ def test_compare_runs_two_images_one_after_the_other_then_judges_b_against_a(
     assert "CANNOT TELL NOISE FROM CHANGE" in proc.stdout, proc.stdout[-2000:]
     assert "order A B" in proc.stdout and "host time of these sweeps" in proc.stdout
     assert "Server time of this verdict: " in proc.stdout  # from the bundles, per side
-    assert proc.returncode == 9
+    assert proc.returncode == 9  # the compare's own code: the history's failure changes nothing
+    down.close()
+    # One line per sweep: not recorded, the bundle kept, and the command that records it.
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("history: ")]
+    assert len(lines) == 2, proc.stderr[-3000:]
+    for label, line in zip("ab", lines, strict=True):
+        archive = tmp_path / "results" / ssh_host.alias / f"{run_id}-{label}.tar.gz"
+        assert line.startswith(f"history: {archive} not recorded in {url} (connection failed")
+        assert line.endswith(
+            f"history ingest {archive.resolve()} --db {url} "
+            f"--allowed-signers {(tmp_path / 'allowed_signers').resolve()}"
+        ), line

@@ -21,6 +21,8 @@ import pytest
 
 from bench.bundle.recipe import RECIPE_NAME, Recipe
 from bench.bundle.verify import verify_bundle
+from bench.history import database
+from bench.history.database import Target
 from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT
 from tests.provisioning.flow.test_flow import _containers
@@ -91,7 +93,10 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
 ) -> None:
     run_id = f"slurm-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
-    proc = _submit(slurm_cluster, tmp_path, bench_image, run_id, *SMALL_SWEEP)
+    history = tmp_path / "history.sqlite3"
+    proc = _submit(
+        slurm_cluster, tmp_path, bench_image, run_id, "--history", str(history), *SMALL_SWEEP
+    )
     out, err = proc.communicate(timeout=900)
     took = time.monotonic() - started
     assert proc.returncode == 0, (out + err)[-4000:]
@@ -127,6 +132,14 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
     _nothing_left(slurm_cluster, job_id, run_id)
     _no_key_in(tmp_path)
     assert API_KEY not in out + err
+    # Each node's bundle recorded in the history as the submitter collected it.
+    assert (
+        len(re.findall(rf"^history: run \S+ recorded in {re.escape(str(history))}$", err, re.M))
+        == 2
+    )
+    with database.connect(Target("sqlite", str(history))) as conn:
+        hosts = conn.query("SELECT host FROM runs ORDER BY host")
+    assert hosts == [(node,) for node in sorted(slurm_cluster.nodes)]
     print(f"two-node Slurm job, submit to verified bundles: {took:.1f} s")
 
 

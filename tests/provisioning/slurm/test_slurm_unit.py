@@ -15,6 +15,7 @@ import pytest
 
 from bench.errors import Exit, UsageError
 from bench.run.options import estimate_s
+from bench.settings import Settings
 from provisioning import cli
 from provisioning.commands.slurm import slurm_choice
 from provisioning.hosts.local import LocalShell, local_host
@@ -202,7 +203,7 @@ def _choice(inventory: Path, *words: str) -> SlurmChoice:
     argv = ["bench", "--cluster", "hpc", "--inventory", str(inventory), *words]
     args = cli.build_parser().parse_args(argv)
     args.bench_args = ()
-    return slurm_choice(args)
+    return slurm_choice(args, Settings())
 
 
 def test_a_cluster_in_hosts_toml_fills_what_the_command_line_left_unset(tmp_path: Path) -> None:

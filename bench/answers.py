@@ -1,0 +1,74 @@
+"""The answer fingerprint's records in results.json (schema 3): what the server answered to
+a fixed, versioned set of prompts before the sweep (`bench.run.fingerprint` sends them,
+`bench.verdict.answers` compares them).
+
+One `Answer` per prompt: the token ids when the server returned them (`ids_from`
+"logprobs"), else the ids of its text through the server's /tokenize ("tokenize"), else
+none (the text alone is compared); the first `max_tokens` tokens' text (bounded); a sha256
+of what is compared. A prompt that failed is an Answer with `status` "failed" and the
+reason, never an exception. `Fingerprint` adds the prompt set's version and the cost:
+requests sent (answers and /tokenize calls) and their client and server seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AnswerStatus = Literal["answered", "failed", "not_run"]
+# Where the token ids came from: the server's own (logprobs entries), or its /tokenize of
+# the text it answered.
+IdsFrom = Literal["logprobs", "tokenize"]
+# Bounds on what a record keeps of a server's answer (a hostile server may send megabytes).
+MAX_ANSWER_TOKENS = 256
+MAX_ANSWER_CHARS = 4096
+MAX_REASON_CHARS = 300
+
+
+class _AnswerModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Answer(_AnswerModel):
+    """The server's answer to one prompt of the set."""
+
+    name: str  # "short 1", or the decode context's label ("8K", "251K")
+    prompt_tokens: int | None = None  # as sized (exactly with /tokenize) for a context prompt
+    status: AnswerStatus
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS)
+    token_ids: tuple[int, ...] | None = Field(None, max_length=MAX_ANSWER_TOKENS)
+    ids_from: IdsFrom | None = None
+    text: str = Field("", max_length=MAX_ANSWER_CHARS)  # the first max_tokens tokens' text
+    sha256: str | None = None  # of `compared`: the ids when there are, else the text
+    output_tokens: int | None = None  # usage.completion_tokens as the server said
+    seconds: float | None = None  # client time from the request to its whole answer
+
+    @property
+    def compared(self) -> tuple[int, ...] | str | None:
+        """What two answers are compared by: ids, else text; None when it failed."""
+        if self.status != "answered":
+            return None
+        return self.token_ids if self.token_ids is not None else self.text
+
+
+def answer_sha256(compared: tuple[int, ...] | str) -> str:
+    """sha256 of the ids as a JSON list, or of the text's UTF-8."""
+    data = compared.encode() if isinstance(compared, str) else json.dumps(list(compared)).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+class Fingerprint(_AnswerModel):
+    version: str  # the prompt set's (bench/run/fingerprint_prompts.json)
+    max_tokens: int  # each prompt asks for this many tokens
+    temperature: float = 0.0
+    seed: int  # sent with every prompt
+    answers: tuple[Answer, ...] = ()
+    requests: int = 0  # every request of the fingerprint: prompts and /tokenize calls
+    seconds: float = 0.0  # client time of the whole fingerprint
+    server_s: float = 0.0  # `seconds` times the speed factor (the sweep's server time unit)
+
+    def answer(self, name: str) -> Answer | None:
+        return next((a for a in self.answers if a.name == name), None)

@@ -1,0 +1,232 @@
+"""A run of the history as a verdict reads it (bench.verdict.cells.RunFigures), so that the
+history's page compares two recorded runs with `bench compare`'s own code; and which run is
+a run's baseline.
+
+A cell's status over its trials is the one bench.verdict.run_figures gives a bundle's: over
+capacity or not run when a trial says so, else the worst untrusted status (interrupted,
+invalid, not ready) with its reasons, else gpu_throttled when a valid trial carries that
+flag, else valid. The figures are the history's (at server speed, as recorded); a prefill
+sample's `ttft_s` is the verdict's `prefill_ttft_s`. The history keeps no spread inside a
+run, so a single trial has no noise estimate of its own: its compare shows the raw Δ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench import escape
+from bench.errors import UsageError
+from bench.history.database import Connection
+from bench.verdict.cells import (
+    Cell,
+    Key,
+    Phase,
+    RunFigures,
+    Status,
+    Trust,
+    context_order,
+    metrics_of,
+)
+
+MAX_TEXT = 80  # characters of a string from the database in what a verdict shows
+MAX_CELLS = 400  # cells of one run read for a compare (a card has 55), smallest first
+_UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
+_UNMEASURED: tuple[Status, ...] = ("over_capacity", "not_run")
+# The history's figure name -> the verdict's metric name, per phase.
+_METRIC = {
+    "decode": {m.name: m.name for m in metrics_of("decode")},
+    "prefill": {"prefill_tok_s": "prefill_tok_s", "ttft_s": "prefill_ttft_s"},
+}
+_RUN_COLUMNS = (
+    "manifest_sha256", "run_id", "created_at", "host", "launch_profile", "settings_sha256",
+    "settings_json", "trust", "trust_detail", "signer", "image_id", "engine_version",
+    "engine_commit", "bench_version", "model", "weights_revision", "launch_flags", "gpu_model",
+    "gpu_count", "driver_version", "speed_factor", "twin",
+)  # fmt: skip
+# The names are this module's constants; every value travels as a parameter.
+_RUN = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"  # noqa: S608
+_CELLS = """
+SELECT c.phase, c.context, c.concurrency, c.trial, c.status, c.reason, c.flags, f.figure, f.value
+FROM cells c
+LEFT JOIN figures f ON f.manifest_sha256 = c.manifest_sha256 AND f.phase = c.phase
+    AND f.context = c.context AND f.concurrency = c.concurrency AND f.trial = c.trial
+WHERE c.manifest_sha256 = ?
+ORDER BY c.phase, c.context, c.concurrency, c.trial
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row of `runs`: what the page needs to name a run and find its series."""
+
+    manifest_sha256: str
+    run_id: str
+    created_at: str
+    host: str | None
+    profile: str | None
+    settings_sha256: str
+    row: dict[str, Any]
+
+    @property
+    def series(self) -> tuple[str | None, str | None, str]:
+        return (self.host, self.profile, self.settings_sha256)
+
+
+def _run(row: tuple[Any, ...]) -> Run:
+    d = dict(zip(_RUN_COLUMNS, row, strict=True))
+    return Run(
+        str(d["manifest_sha256"]), str(d["run_id"]), str(d["created_at"]),
+        None if d["host"] is None else str(d["host"]),
+        None if d["launch_profile"] is None else str(d["launch_profile"]),
+        str(d["settings_sha256"]), d,
+    )  # fmt: skip
+
+
+def all_runs(conn: Connection, *, host: str | None, profile: str | None) -> list[Run]:
+    """The history's runs, oldest first (on --host and --profile when given)."""
+    sql, params = _RUN + " WHERE 1 = 1", list[str]()
+    if host is not None:
+        sql, params = sql + " AND host = ?", [*params, host]
+    if profile is not None:
+        sql, params = sql + " AND launch_profile = ?", [*params, profile]
+    return [_run(r) for r in conn.query(sql + " ORDER BY created_at, manifest_sha256", params)]
+
+
+def previous(runs: Sequence[Run], latest: Run) -> Run | None:
+    """The run of LATEST's series (host, profile, settings) just before it."""
+    before = [r for r in runs if r.series == latest.series and r is not latest]
+    before = [r for r in before if (r.created_at, r.manifest_sha256)
+              < (latest.created_at, latest.manifest_sha256)]  # fmt: skip
+    return before[-1] if before else None
+
+
+def chosen(runs: Sequence[Run], given: str) -> Run:
+    """The run --baseline names: its run id, or its manifest's sha256 (or a prefix of 8+)."""
+    found = [r for r in runs if given in (r.run_id, r.manifest_sha256)]
+    if not found and len(given) >= 8:
+        found = [r for r in runs if r.manifest_sha256.startswith(given.lower())]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise UsageError(
+            f"--baseline {given!r}: no such run in the history",
+            hint="give a run id or manifest sha256 that `bench history trend` lists",
+        )
+    raise UsageError(
+        f"--baseline {given!r}: {len(found)} runs have that id",
+        hint="give the run's manifest sha256 (or its first 8 characters or more) instead",
+    )
+
+
+def _clip(value: object) -> str:
+    return escape.clipped(str(value), MAX_TEXT)
+
+
+def _settings(text: Any) -> dict[str, str]:
+    try:
+        loaded = json.loads(str(text))
+    except ValueError:
+        return {}
+    return {_clip(k): _clip(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def _weights(r: dict[str, Any]) -> str:
+    """The verdict header's weights line, from what the history keeps (not whether pinned)."""
+    if r["twin"]:
+        return "weights: not applicable (twin)"
+    if r["weights_revision"]:
+        return _clip(f"weights: {r['model'] or 'the model'} at {r['weights_revision']}")
+    return "weights: not recorded"
+
+
+def _metadata(run: Run) -> dict[str, str]:
+    r = run.row
+    shown = {
+        "host": r["host"], "launch profile": r["launch_profile"], "image digest": r["image_id"],
+        "vLLM version": r["engine_version"], "engine commit": r["engine_commit"],
+        "bench version": r["bench_version"], "server model": r["model"],
+        "weights revision": r["weights_revision"], "launch flags": r["launch_flags"],
+        "GPUs": f"{r['gpu_count']} x {r['gpu_model']}" if r["gpu_count"] else None,
+        "driver": r["driver_version"], "speed factor": r["speed_factor"],
+    }  # fmt: skip
+    return {k: _clip(v) for k, v in shown.items() if v not in (None, "")}
+
+
+@dataclass
+class _Trials:
+    statuses: dict[int, str]
+    reasons: dict[int, str]
+    flags: dict[int, str]
+    values: dict[str, dict[int, float]]
+
+
+def _cell(key: Key, t: _Trials) -> Cell:
+    phase: Phase = "prefill" if key[0] == "prefill" else "decode"
+    context, conc = key[1], key[2]
+    statuses = set(t.statuses.values())
+    reasons = "; ".join(sorted({_clip(t.reasons.get(i) or "no reason") for i in t.statuses}))
+    unmeasured = next((s for s in _UNMEASURED if s in statuses), None)
+    if unmeasured is not None:
+        return Cell(phase, context, conc, unmeasured, reasons)
+    good = sorted(i for i, s in t.statuses.items() if s == "valid")
+    trials = {m: tuple(v[i] for i in good if i in v) for m, v in t.values.items()}
+    trials = {m: v for m, v in trials.items() if v}
+    bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
+    if bad is not None:
+        n = sum(1 for s in t.statuses.values() if s == bad)
+        said = sorted({_clip(t.reasons.get(i) or "no reason")
+                       for i, s in t.statuses.items() if s == bad})  # fmt: skip
+        why = f"{n} of {len(t.statuses)} trials {bad.replace('_', ' ')}: {'; '.join(said)}"
+        return Cell(phase, context, conc, bad, why)
+    if not trials:
+        return Cell(phase, context, conc, "failed", reasons)
+    throttled = [i for i in good if "gpu_throttled" in (t.flags.get(i) or "").split(",")]
+    status: Status = "gpu_throttled" if throttled else "valid"
+    detail = f"{len(throttled)} of {len(t.statuses)} trials GPU throttled" if throttled else None
+    return Cell(phase, context, conc, status, detail, trials, runs=tuple(good))
+
+
+def figures(conn: Connection, run: Run) -> RunFigures:
+    """RUN's cells and figures as bench compare reads a bundle's."""
+    found: dict[Key, _Trials] = {}
+    for phase, context, conc, trial, status, reason, flags, figure, value in conn.query(
+        _CELLS, [run.manifest_sha256]
+    ):
+        if phase not in _METRIC:
+            continue
+        key: Key = (str(phase), str(context), int(conc))
+        t = found.setdefault(key, _Trials({}, {}, {}, {}))
+        t.statuses[int(trial)] = str(status)
+        if reason:
+            t.reasons[int(trial)] = str(reason)
+        if flags:
+            t.flags[int(trial)] = str(flags)
+        metric = _METRIC[str(phase)].get(str(figure))
+        if metric is not None and value is not None:
+            t.values.setdefault(metric, {})[int(trial)] = float(value)
+    order = {c: i for i, c in enumerate(context_order(k[1] for k in found))}
+    keys = sorted(found, key=lambda k: (k[0] != "prefill", order[k[1]], k[2]))
+    cells = {key: _cell(key, found[key]) for key in keys[:MAX_CELLS]}
+    r = run.row
+    trust: Trust = "signed" if r["trust"] == "signed" else "unverified"
+    how = f"signed by {r['signer']}" if trust == "signed" else f"unverified: {r['trust_detail']}"
+    return RunFigures(
+        name=_clip(run.run_id),
+        kind="run",
+        speed_factor=float(r["speed_factor"] or 1.0),
+        metadata=_metadata(run),
+        cells=cells,
+        contexts=context_order(k[1] for k in cells),
+        concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
+        trust=trust,
+        provenance=_clip(f"{run.run_id} (history, {run.created_at}): {how}"),
+        settings=_settings(r["settings_json"]),
+        twin=bool(r["twin"]),
+        image_id=None if r["image_id"] is None else _clip(r["image_id"]),
+        model_revision=None if r["weights_revision"] is None else _clip(r["weights_revision"]),
+        weights=_weights(r),
+        identities=frozenset({f"manifest sha256 {run.manifest_sha256[:16]}"}),
+    )

@@ -1,0 +1,232 @@
+"""Answers before figures: do A and B answer the fingerprint's prompts alike?
+
+A faster B that answers differently does different work (a broken sampler, attention path
+or speculative decoding), so its speed is not comparable. Per prompt of the fingerprint
+(bench.answers) that both sides answered:
+
+- what is compared: the token ids when every answer of the prompt has them, else the text;
+- between A and B: the first difference of the closest pair (an A run and a B run); none
+  when some A run and some B run answered identically;
+- within a side: the earliest first difference between two of its own runs (greedy
+  decoding is not bit-exact across batch shapes on every engine); unknown with one run;
+- the within-side rule: a difference between A and B counts only when it comes before
+  every difference within A and within B (at an earlier token, or where the sides' own runs
+  agree throughout). One run a side: no within-side estimate, so every difference counts.
+
+B answers differently when at least one prompt's difference counts. The verdict then says
+"B answers differently: its speed is not comparable" and exits as a changed verdict
+(whatever the figures say), unless `--accept answers`, which compares the figures anyway
+and says so. Runs without a fingerprint (older bundles, --no-fingerprint) are left out;
+with none on a side, the answers are not checked and the verdict says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations, product
+from typing import Literal
+
+from bench import escape
+from bench.answers import Answer, Fingerprint
+
+Unit = Literal["token", "character"]
+Seq = tuple[int, ...] | str
+
+
+@dataclass(frozen=True)
+class PromptCheck:
+    name: str
+    unit: Unit = "token"
+    between: int | None = None  # 0-based first difference of the closest A-B pair
+    within_a: int | None = None  # earliest first difference among A's own runs
+    within_b: int | None = None
+    reason: str | None = None  # set: not compared (why)
+
+    @property
+    def compared(self) -> bool:
+        return self.reason is None
+
+    @property
+    def differs(self) -> bool:
+        return self.compared and self.between is not None
+
+    @property
+    def within(self) -> int | None:
+        seen = [w for w in (self.within_a, self.within_b) if w is not None]
+        return min(seen) if seen else None
+
+    @property
+    def counts(self) -> bool:
+        """The within-side rule: a difference before every difference within the sides."""
+        within = self.within
+        return self.differs and (within is None or (self.between or 0) < within)
+
+
+@dataclass(frozen=True)
+class AnswersCheck:
+    prompts: tuple[PromptCheck, ...] = ()
+    runs: tuple[int, int] = (0, 0)  # fingerprints compared, A and B
+    version: str = ""
+    max_tokens: int = 0
+    absent: str | None = None  # set: nothing compared (why)
+    left_out: tuple[str, ...] = ()  # runs without a comparable fingerprint
+    accepted: bool = False  # --accept answers
+
+    @property
+    def compared(self) -> list[PromptCheck]:
+        return [p for p in self.prompts if p.compared]
+
+    @property
+    def counted(self) -> list[PromptCheck]:
+        return [p for p in self.prompts if p.counts]
+
+    @property
+    def different(self) -> bool:
+        """B answers differently beyond the differences within A and within B."""
+        return self.absent is None and bool(self.counted)
+
+    @property
+    def refused(self) -> bool:
+        """The figures are not judged: B answers differently and it was not accepted."""
+        return self.different and not self.accepted
+
+    def headline(self) -> str | None:
+        if not self.different:
+            return None
+        if self.accepted:
+            return "B answers differently (accepted: its figures are compared anyway)"
+        return "B answers differently: its speed is not comparable"
+
+    def lines(self) -> list[str]:
+        if self.absent is not None:
+            return [f"Answers: {self.absent}; the figures are judged without them."]
+        compared, differing = self.compared, [p for p in self.compared if p.differs]
+        head = (
+            f"Answers (fingerprint {escape.terminal(self.version)}, {self.max_tokens} tokens "
+            f"a prompt, temperature 0; A {self.runs[0]} run(s), B {self.runs[1]} run(s)): "
+            f"outputs identical on {len(compared) - len(differing)} of {len(compared)} prompts"
+        )
+        if differing:
+            first = min(differing, key=lambda p: (p.between or 0, p.name))
+            head += f"; first difference at {_at(first.unit, first.between)} of the {_name(first)}"
+        out = [head + "."]
+        if 1 in self.runs:
+            out.append(
+                "Within-side rule: with one run on a side, its own differences are unknown, "
+                "so every difference between A and B counts."
+            )
+        else:
+            out.append(
+                "Within-side rule: a difference between A and B counts only before the "
+                "earliest difference between a side's own runs."
+            )
+        own = [p for p in compared if p.within is not None]
+        out += [
+            f"- {_name(p)}: {side}'s own runs differ from {_at(p.unit, w)}"
+            for p in own
+            for side, w in (("A", p.within_a), ("B", p.within_b))
+            if w is not None
+        ]
+        for p in differing:
+            where = f"{_name(p)}: first difference at {_at(p.unit, p.between)}"
+            if p.counts:
+                beyond = "beyond the sides' own differences"
+                if p.within is not None:
+                    beyond = f"before the sides' own differ ({_at(p.unit, p.within)}): " + beyond
+                out.append(f"- {where}, {beyond}")
+            else:
+                out.append(f"- {where}, within the sides' own differences")
+        out += [f"- {_name(p)}: not compared ({p.reason})" for p in self.prompts if not p.compared]
+        out += [f"- left out: {why}" for why in self.left_out]
+        if self.different:
+            names = ", ".join(escape.terminal(p.name) for p in self.counted)
+            out.append(f"B answers differently on {len(self.counted)} prompt(s) ({names}).")
+            out.append(
+                "The figures are compared anyway (--accept answers)."
+                if self.accepted
+                else "Its figures are not compared: pass --accept answers to compare them anyway."
+            )
+        return out
+
+
+def _name(p: PromptCheck) -> str:
+    return f"{escape.terminal(p.name)} prompt"
+
+
+def _at(unit: Unit, index: int | None) -> str:
+    return f"{unit} {(index or 0) + 1}"
+
+
+def first_difference(x: Seq, y: Seq) -> int | None:
+    """0-based index of the first difference; None when identical (a prefix differs at its
+    end)."""
+    for i, (a, b) in enumerate(zip(x, y, strict=False)):
+        if a != b:
+            return i
+    return None if len(x) == len(y) else min(len(x), len(y))
+
+
+def check(
+    a: Sequence[Fingerprint | None], b: Sequence[Fingerprint | None], *, accepted: bool = False
+) -> AnswersCheck:
+    """The answers of A's runs against B's (module docstring)."""
+    left_out = [f"A run {i + 1}: no fingerprint" for i, f in enumerate(a) if f is None]
+    left_out += [f"B run {i + 1}: no fingerprint" for i, f in enumerate(b) if f is None]
+    fa, fb = [f for f in a if f is not None], [f for f in b if f is not None]
+    if not fa or not fb:
+        side = " and ".join(s for s, f in (("A", fa), ("B", fb)) if not f)
+        return AnswersCheck(absent=f"fingerprints absent ({side})", accepted=accepted)
+    ref = fa[0]
+
+    def same_set(f: Fingerprint) -> bool:
+        return (f.version, f.max_tokens, f.seed) == (ref.version, ref.max_tokens, ref.seed)
+
+    for side, runs in (("A", fa), ("B", fb)):
+        left_out += [
+            f"{side} run with prompt set {escape.terminal(f.version)} "
+            f"(not {escape.terminal(ref.version)})"
+            for f in runs
+            if not same_set(f)
+        ]
+    fa, fb = [f for f in fa if same_set(f)], [f for f in fb if same_set(f)]
+    if not fb:
+        return AnswersCheck(
+            absent="B's fingerprints use another prompt set than A's",
+            left_out=tuple(left_out),
+            accepted=accepted,
+        )
+    names = [x.name for x in ref.answers if all(f.answer(x.name) for f in (*fa, *fb))]
+    prompts = tuple(_prompt([f.answer(n) for f in fa], [f.answer(n) for f in fb], n) for n in names)
+    return AnswersCheck(
+        prompts=prompts,
+        runs=(len(fa), len(fb)),
+        version=ref.version,
+        max_tokens=ref.max_tokens,
+        left_out=tuple(left_out),
+        accepted=accepted,
+    )
+
+
+def _prompt(a: list[Answer | None], b: list[Answer | None], name: str) -> PromptCheck:
+    for side, answers in (("A", a), ("B", b)):
+        failed = next((x for x in answers if x is None or x.status != "answered"), None)
+        if failed is not None:
+            why = "missing" if failed is None else f"{failed.status}: {failed.reason or '?'}"
+            return PromptCheck(name, reason=f"{side}: {escape.terminal(why)}")
+    both = [x for x in (*a, *b) if x is not None]
+    unit: Unit = "token" if all(x.token_ids is not None for x in both) else "character"
+
+    def seq(x: Answer | None) -> Seq:
+        assert x is not None
+        return (x.token_ids or ()) if unit == "token" else x.text
+
+    sa, sb = [seq(x) for x in a], [seq(x) for x in b]
+    pairs = [first_difference(x, y) for x, y in product(sa, sb)]
+    between = None if None in pairs else max(p for p in pairs if p is not None)
+    return PromptCheck(name, unit, between, _within(sa), _within(sb))
+
+
+def _within(runs: list[Seq]) -> int | None:
+    found = [d for x, y in combinations(runs, 2) if (d := first_difference(x, y)) is not None]
+    return min(found) if found else None
