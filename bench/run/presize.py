@@ -302,9 +302,13 @@ class Presizer:
         return count
 
     async def _calibrate(self, results: Results) -> tuple[float, float]:
-        """tokens = a + b x words from usage.prompt_tokens of two small probe requests."""
+        """tokens = a + b x words from usage.prompt_tokens of two small probe requests.
+
+        The probes' text is the same in every run (no run id in it): the line, and so every
+        prompt sized by it, depends only on the server's tokenizer and the seed. The answer
+        fingerprint's prompts are sized by it, and must be the same text from run to run."""
         s = results.settings
-        probe = prompts.PromptText(results.run_id, -1, "probe", s.seed)
+        probe = prompts.PromptText("sizing", -1, "probe", s.seed)
         counts = []
         for words in (64, 1024):
             self.requests += 1

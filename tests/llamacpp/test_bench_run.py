@@ -59,9 +59,19 @@ def test_bench_run_counts_the_tokens_llama_cpp_counts(
     assert all(c.figures is not None and c.figures.output_tokens > 0 for c in cells)
 
     lines = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
-    counted = sum(int(line["tokens"]) for line in lines)
+    # The answer fingerprint's requests (before the first row) are the run's work too: the
+    # tokens the server said it generated for them, each answered in full (max_tokens).
+    assert results.fingerprint is not None
+    answers = results.fingerprint.answers
+    assert {a.status for a in answers} == {"answered"} and {a.ids_from for a in answers} == {
+        "logprobs"
+    }
+    fingerprint = sum(a.output_tokens or 0 for a in answers)
+    assert fingerprint == results.fingerprint.max_tokens * len(answers)
+    counted = sum(int(line["tokens"]) for line in lines) + fingerprint
     print(f"\nllama.cpp: served {served:.0f} tokens, bench counted {counted} "
-          f"({(counted - served) / served:+.3%}) over {len(lines)} requests")  # fmt: skip
+          f"({(counted - served) / served:+.3%}) over {len(lines)} requests "
+          f"and {len(answers)} fingerprint answers")  # fmt: skip
     assert served > 1000  # enough tokens for 1 % to mean something
     assert counted + WARMUP_MAX_TOKENS >= served - 0.01 * served and counted <= served
     assert abs(served - counted) <= 0.01 * served

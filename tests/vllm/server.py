@@ -87,11 +87,12 @@ def venv_python() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def model_dir(python: Path) -> Path:
-    """The tiny test model, built offline on first use and cached beside the venv."""
+def model_dir(python: Path, weights_seed: int = 0) -> Path:
+    """The tiny test model, built offline on first use and cached beside the venv; another
+    `weights_seed`: the same model with other random weights (it answers differently)."""
     root = python.parents[2] / "models"
     done = subprocess.run(
-        [str(python), str(MAKE_MODEL), str(root)],
+        [str(python), str(MAKE_MODEL), str(root), *([str(weights_seed)] if weights_seed else [])],
         capture_output=True,
         text=True,
         check=False,
@@ -117,7 +118,7 @@ def server_env(api_key: str) -> dict[str, str]:
     return env
 
 
-def serve_command(python: Path, model: Path, port: int) -> list[str]:
+def serve_command(python: Path, model: Path, port: int, extra: tuple[str, ...] = ()) -> list[str]:
     return [
         str(python.parent / "vllm"),
         "serve",
@@ -133,16 +134,20 @@ def serve_command(python: Path, model: Path, port: int) -> list[str]:
         str(MAX_MODEL_LEN),
         "--num-gpu-blocks-override",
         str(NUM_BLOCKS),
+        *extra,
     ]
 
 
 @contextlib.contextmanager
-def start_vllm(model: Path, python: Path, log_path: Path) -> Iterator[VllmServer]:
+def start_vllm(
+    model: Path, python: Path, log_path: Path, extra: tuple[str, ...] = ()
+) -> Iterator[VllmServer]:
+    """vLLM serving `model`; `extra`: more `vllm serve` flags (another --dtype, say)."""
     api_key = secrets.token_urlsafe(24)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with serving(
-        serve_command(python, model, port),
+        serve_command(python, model, port, extra),
         server_env(api_key),
         log_path,
         url=url,

@@ -174,7 +174,14 @@ def test_bench_run_measures_a_real_vllm(
     # Every token we received over the run (scouts, warm-up, windows, cancelled streams)
     # against what the server says it generated. The server may have generated a token or two
     # more per cancelled stream before it saw the cancel; never fewer than we received.
-    ours = sum(int(s["tokens"]) for s in samples)
+    # The answer fingerprint's requests, before the first row, are counted from the tokens the
+    # server said each answer had (all of max_tokens: ignore_eos).
+    assert results.fingerprint is not None
+    answers = results.fingerprint.answers
+    assert {(a.status, a.ids_from) for a in answers} == {("answered", "logprobs")}
+    fingerprint = sum(a.output_tokens or 0 for a in answers)
+    assert fingerprint == results.fingerprint.max_tokens * len(answers)
+    ours = sum(int(s["tokens"]) for s in samples) + fingerprint
     # Exact where nothing was cut: every request that ran to its end (ignore_eos) counted
     # all of its tokens from usage.
     finished = [s for s in samples if s["phase"] == "decode" and s["finished"]]
