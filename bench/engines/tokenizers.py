@@ -57,7 +57,7 @@ async def _probed(
 ) -> Tokenize | None:
     async def tokenize(text: str) -> tuple[int, list[bytes] | None] | None:
         try:
-            status, answer = await client.post_json(path, body(text))
+            status, answer = await client.post_json(path, body(text), idempotent=True)
         except ServerError:  # an answer over the size limit: this text stays uncounted
             return None
         return read_tokenize(answer) if status == 200 else None

@@ -112,5 +112,6 @@ def record(
         # One line whatever the reason quotes (libpq's words): control characters escaped.
         print(escape.terminal(_masked(line, environ)), file=stream, flush=True)
         return "not recorded"
-    print(f"history: run {done.run_id} {done.outcome} in {target}", file=stream, flush=True)
+    line = f"history: run {done.run_id} {done.outcome} in {target}"
+    print(escape.terminal(line), file=stream, flush=True)  # the run id is the bundle's
     return done.outcome

@@ -194,7 +194,9 @@ class FingerprintProbe:
         try:
             async with asyncio.timeout(bound):
                 status, got = await self.client.post_json(
-                    engine.tokenize_path, engine.tokenize_body(results.server.model, text)
+                    engine.tokenize_path,
+                    engine.tokenize_body(results.server.model, text),
+                    idempotent=True,
                 )
         except (TimeoutError, ServerError):
             return None

@@ -287,7 +287,7 @@ class Presizer:
                 body["add_generation_prompt"] = True
             self.requests += 1
             status, got = await self.window.call(
-                len(candidate), lambda: self.client.post_json("/tokenize", body)
+                len(candidate), lambda: self.client.post_json("/tokenize", body, idempotent=True)
             )
             if status != 200 or not isinstance(got, dict) or "count" not in got:
                 raise ServerError(f"/tokenize answered {status} while sizing {label}")

@@ -130,7 +130,9 @@ async def detect(
     facts.update(metric_facts(engine, snapshot))
 
     model_id = str(chosen.get("id"))
-    tok_status, tok = await client.post_json("/tokenize", {"model": model_id, "prompt": "hello"})
+    tok_status, tok = await client.post_json(
+        "/tokenize", {"model": model_id, "prompt": "hello"}, idempotent=True
+    )
     has_tokenize = tok_status == 200 and isinstance(tok, dict) and "count" in tok
 
     info = ServerInfo(

@@ -165,14 +165,27 @@ class Client:
         return status, bodies.decode(body, charset)
 
     async def post_json(
-        self, path: str, body: dict[str, Any], wait_s: float = 120.0
+        self, path: str, body: dict[str, Any], wait_s: float = 120.0, *, idempotent: bool = False
     ) -> tuple[int, Any]:
         """POST a JSON body -> (status, its JSON answer or None), read within bounds: at most
-        MAX_SETUP_BODY_BYTES, and within twice `wait_s` in all."""
+        MAX_SETUP_BODY_BYTES, and within twice `wait_s` in all. An `idempotent` POST (a
+        /tokenize: it changes nothing on the server) is sent again once, on a fresh
+        connection, when the kept-alive one it went out on turns out closed by the server
+        ("Server disconnected without sending a response"), as a GET is. A server may close
+        a connection after an error answer without saying so; the next request on it fails
+        that way."""
+        content = json.dumps(body).encode()
         try:
-            status, raw, _ = await self._small(
-                "POST", path, wait_s, MAX_SETUP_BODY_BYTES, json.dumps(body).encode()
-            )
+            try:
+                status, raw, _ = await self._small(
+                    "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content
+                )
+            except httpx.RemoteProtocolError:
+                if not idempotent:
+                    raise
+                status, raw, _ = await self._small(
+                    "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content
+                )
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}"

@@ -23,6 +23,7 @@ from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.run_source import Verification, load_run, merge_runs
+from bench.verdict.settings import parse_accept
 from bench.verdict.tables import compare_markdown
 from provisioning.commands.options import (
     SWEEP_ARGS_EPILOG,
@@ -96,6 +97,7 @@ class PairChoice:
     bench_args: tuple[str, ...] = ()
     trust_new_host: bool = False
     history: Target | None = None  # where each sweep's bundle is recorded (None: nowhere)
+    accept: frozenset[str] = frozenset()  # --accept: what the verdict lets differ (bench compare's)
 
 
 def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
@@ -108,6 +110,7 @@ def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
         bench_args=tuple(args.bench_args),
         trust_new_host=args.trust_new_host,
         history=history_choice(args, settings),
+        accept=parse_accept(args.accept),
     )
 
 
@@ -305,7 +308,7 @@ def _sweep_both(
     if order == "blocked" and trials > 1:
         drift = " (blocked: drift over time is NOT controlled and may read as a change)"
     return sweeps.verdict(title, [f"{trials} sweep(s) a side, order {sequence}{drift}"],
-                          compare(a, b, Policy()))  # fmt: skip
+                          compare(a, b, Policy(accept=sweeps.pair.accept)))  # fmt: skip
 
 
 def sequential_compare(sweeps: Sweeps, title: str) -> int:
@@ -318,7 +321,8 @@ def sequential_compare(sweeps: Sweeps, title: str) -> int:
         return figures
 
     try:
-        outcome = sequential.run(measure, Policy(), names=(f"{sweeps.base}-a", f"{sweeps.base}-b"))
+        policy = Policy(accept=sweeps.pair.accept)
+        outcome = sequential.run(measure, policy, names=(f"{sweeps.base}-a", f"{sweeps.base}-b"))
     except _SweepStopped:
         return summarise(sweeps.workers, sweeps.allowed, None)
     return sweeps.verdict(title, outcome.lines(), outcome.comparison)

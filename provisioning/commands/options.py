@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.history import recording
 from bench.history.database import Target
 from bench.settings import Settings
+from bench.verdict.settings import add_accept_arg
 from provisioning.hosts import inventory
 from provisioning.runs.targets import TargetChoice
 
@@ -93,6 +94,7 @@ def add_pair_outputs(p: argparse.ArgumentParser) -> None:
         "controlled); sequential: A B A, then more sweeps of the cells still open only, "
         "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored)",
     )
+    add_accept_arg(p, between=" between A's and B's runs")
     recording.add_args(p)
 
 

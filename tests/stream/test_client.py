@@ -242,6 +242,36 @@ def test_a_get_on_a_connection_the_server_closed_is_sent_once_more() -> None:
     assert calls == ["/metrics", "/metrics"]  # once more, not forever
 
 
+def test_an_idempotent_post_on_a_connection_the_server_closed_is_sent_once_more() -> None:
+    """A /tokenize after an error answer that closed the connection unannounced (seen in
+    `tests/hostile/test_https.py`: the fingerprint's HTTP 500s, then the row's /tokenize)
+    is sent again on a fresh one; a completion, which is not idempotent, is not."""
+    from bench.errors import ServerUnreachable
+
+    calls: list[str] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if len(calls) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, json={"count": 3})
+
+    async def post(path: str, idempotent: bool) -> tuple[int, object]:
+        transport = httpx.MockTransport(flaky)
+        client = Client("http://s", clock=ScriptedClock(), transport=transport)
+        try:
+            return await client.post_json(path, {"prompt": "a b c"}, idempotent=idempotent)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(post("/tokenize", True)) == (200, {"count": 3})
+    assert calls == ["/tokenize", "/tokenize"]
+    calls.clear()
+    with pytest.raises(ServerUnreachable, match="Server disconnected"):
+        asyncio.run(post("/v1/completions", False))
+    assert calls == ["/v1/completions"]
+
+
 def test_text_without_usage_is_counted_as_unattributed_on_both_read_paths() -> None:
     # Usage only in the last chunk (no continuous usage): all 3 tokens arrive at 106.
     parts = [

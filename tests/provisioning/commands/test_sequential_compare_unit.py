@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import Exit
+from bench.answers import Answer, Fingerprint, answer_sha256
+from bench.errors import Exit, UsageError
 from bench.settings import Settings
 from bench.twin import profile as profiles
 from bench.verdict.cells import RunFigures
@@ -21,10 +22,19 @@ pytestmark = pytest.mark.timeout(300)
 BASE = power.simulate_card(profiles.load("published"), SHIPPED)
 
 
+def _fingerprint(token: int) -> Fingerprint:
+    ids = (token,) * 8
+    answer = Answer(name="short 1", status="answered", token_ids=ids, ids_from="logprobs",
+                    text="t", sha256=answer_sha256(ids))  # fmt: skip
+    return Fingerprint(version="v1", max_tokens=8, seed=1, answers=(answer,))
+
+
 class VirtualSweeps(compare.Sweeps):
-    """Sweeps that are virtual runs of the twin: B is 8 % slower at 32K x 32 if asked."""
+    """Sweeps that are virtual runs of the twin: B is 8 % slower at 32K x 32 if asked, and
+    answers otherwise than A if asked."""
 
     slower_b = False
+    b_answers_differently = False
     asked: list[tuple[str, int, tuple[str, ...]]]
 
     def sweep(self, label: str, trial: int, extra: tuple[str, ...] = ()) -> RunFigures | None:
@@ -33,6 +43,8 @@ class VirtualSweeps(compare.Sweeps):
         change = (("decode", "32K", 32), "total_tok_s", 8.0) if self.slower_b else None
         run = power.side(profiles.load("published"), BASE, [seed], label.upper(),
                          change=change if label == "b" else None)  # fmt: skip
+        answers = 2 if label == "b" and self.b_answers_differently else 1
+        run = dataclasses.replace(run, fingerprints=(_fingerprint(answers),))
         if "--cells" in extra or "--contexts" in extra:
             cells = {
                 ("decode", *w.rsplit(":", 1)) for w in extra[extra.index("--cells") + 1 :]
@@ -44,8 +56,10 @@ class VirtualSweeps(compare.Sweeps):
         return run
 
 
-def _sweeps(tmp_path: Path, *, slower_b: bool) -> VirtualSweeps:
-    pair = compare.PairChoice(results=tmp_path, bench_args=("--duration", "30"))
+def _sweeps(
+    tmp_path: Path, *, slower_b: bool, accept: frozenset[str] = frozenset()
+) -> VirtualSweeps:
+    pair = compare.PairChoice(results=tmp_path, bench_args=("--duration", "30"), accept=accept)
     s = VirtualSweeps(pair, Settings(), None, ("img-a", "img-b"), "seq", tmp_path / "allowed",  # type: ignore[arg-type]
                       numbered=True)  # fmt: skip
     s.asked = []
@@ -76,3 +90,41 @@ def test_the_cli_offers_sequential_order() -> None:
          "--order", "sequential"]
     )  # fmt: skip
     assert args.order == "sequential"
+
+
+@pytest.mark.parametrize("accept", [False, True])
+def test_a_b_that_answers_differently_is_refused_unless_accept_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], accept: bool
+) -> None:
+    """The orchestrated compare judges the answers before the figures, as bench compare does,
+    and `--accept answers` (the same option, at the door) reaches its verdict."""
+    args = cli.build_parser().parse_args(
+        ["compare", "gpu01", "--image-a", "a", "--image-b", "b",
+         *(["--accept", "answers"] if accept else [])]
+    )  # fmt: skip
+    args.bench_args = ()
+    pair = compare._pair_choice(args, Settings())
+    assert pair.accept == (frozenset({"answers"}) if accept else frozenset())
+    sweeps = _sweeps(tmp_path, slower_b=False, accept=pair.accept)
+    sweeps.b_answers_differently = True
+    code = compare.sequential_compare(sweeps, "A vs B")
+    out = capsys.readouterr().out
+    assert (
+        "outputs identical on 0 of 1 prompts; first difference at token 1 of the short 1 prompt"
+        in out
+    ), out[-2000:]
+    if accept:
+        assert "The figures are compared anyway (--accept answers)." in out
+        assert "| 32K | 32 |" in out
+    else:
+        assert out.rstrip().endswith("B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE")
+        assert code == Exit.NOT_REPRODUCED
+
+
+def test_an_unknown_accept_name_is_a_usage_error_at_the_door() -> None:
+    args = cli.build_parser().parse_args(
+        ["compare", "gpu01", "--image-a", "a", "--image-b", "b", "--accept", "anwsers"]
+    )
+    args.bench_args = ()
+    with pytest.raises(UsageError, match="anwsers"):
+        compare._pair_choice(args, Settings())
