@@ -12,13 +12,13 @@ run, so a single trial has no noise estimate of its own: its compare shows the r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench import escape
 from bench.errors import UsageError
+from bench.history import trend
 from bench.history.database import Connection
 from bench.verdict.cells import (
     Cell,
@@ -126,11 +126,7 @@ def _clip(value: object) -> str:
 
 
 def _settings(text: Any) -> dict[str, str]:
-    try:
-        loaded = json.loads(str(text))
-    except ValueError:
-        return {}
-    return {_clip(k): _clip(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+    return {_clip(k): _clip(v) for k, v in trend.settings_of(text).items()}
 
 
 def _weights(r: dict[str, Any]) -> str:

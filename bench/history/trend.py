@@ -107,7 +107,8 @@ WHERE c.phase = ? AND c.context = ? AND c.concurrency = ?
 """
 
 
-def _settings(text: Any) -> dict[str, str]:
+def settings_of(text: Any) -> dict[str, str]:
+    """A run's recorded settings_json as names and values; {} when it is no JSON object."""
     try:
         loaded = json.loads(str(text))
     except ValueError:
@@ -139,7 +140,7 @@ def points(
             engine = str(commit)[:12] if commit else (str(version) if version else None)
             point = found[key] = Point(
                 str(created), str(run_id), engine, image, on, str(trust), str(sha),
-                _settings(settings), engine_commit=str(commit) if commit else None,
+                settings_of(settings), engine_commit=str(commit) if commit else None,
                 profile=str(launch_profile) if launch_profile else None,
             )  # fmt: skip
         status = str(trial_status)
