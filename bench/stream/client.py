@@ -149,14 +149,8 @@ class Client:
         """
         timeout = min(30.0, self.read_timeout_s)
         limit = MAX_METRICS_BODY_BYTES if path == "/metrics" else MAX_SETUP_BODY_BYTES
-        try:
-            try:
-                status, body, charset = await self._small("GET", path, timeout, limit)
-            except httpx.RemoteProtocolError:
-                # A kept-alive connection the server closed as we reused it ("Server
-                # disconnected without sending a response"): a GET is safe to send again,
-                # and the pool opens a fresh connection for it.
-                status, body, charset = await self._small("GET", path, timeout, limit)
+        try:  # a GET is safe to send again (_small's once_more)
+            status, body, charset = await self._small("GET", path, timeout, limit, once_more=True)
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}",
@@ -176,16 +170,9 @@ class Client:
         that way."""
         content = json.dumps(body).encode()
         try:
-            try:
-                status, raw, _ = await self._small(
-                    "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content
-                )
-            except httpx.RemoteProtocolError:
-                if not idempotent:
-                    raise
-                status, raw, _ = await self._small(
-                    "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content
-                )
+            status, raw, _ = await self._small(
+                "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content, once_more=idempotent
+            )
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}"
@@ -196,14 +183,34 @@ class Client:
             return status, None
 
     async def _small(
-        self, method: str, path: str, wait_s: float, limit: int, content: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        wait_s: float,
+        limit: int,
+        content: bytes | None = None,
+        *,
+        once_more: bool = False,
     ) -> tuple[int, bytes, str | None]:
-        """One small request read within bounds (bench.stream.bodies.read_small)."""
+        """One small request read within bounds (bench.stream.bodies.read_small). With
+        `once_more` (a request that changes nothing on the server) it is sent a second time
+        when the kept-alive connection it went out on was closed by the server as it was
+        reused ("Server disconnected without sending a response"): the pool opens a fresh
+        connection for it."""
         name = "MAX_METRICS_BODY_BYTES" if path == "/metrics" else "MAX_SETUP_BODY_BYTES"
-        return await bodies.read_small(
-            self._http, method, path, base_url=self.base_url, wait_s=wait_s, limit=limit,
-            limit_name=name, content=content,
-        )  # fmt: skip
+
+        async def send() -> tuple[int, bytes, str | None]:
+            return await bodies.read_small(
+                self._http, method, path, base_url=self.base_url, wait_s=wait_s, limit=limit,
+                limit_name=name, content=content,
+            )  # fmt: skip
+
+        try:
+            return await send()
+        except httpx.RemoteProtocolError:
+            if not once_more:
+                raise
+        return await send()
 
     # -- the measured stream ------------------------------------------------------------
 
