@@ -3,8 +3,11 @@ oldest left, the change points marked (a dashed rule before the first bad run an
 dot on it), the latest run a dot of its own.
 
 Plain SVG text, no library: the page is one file that draws without a network, and a
-sparkline is a polyline. The y axis spans the series' own range (a flat series is drawn
-across the middle); the numbers are written beside it, not on it.
+sparkline is a polyline. The y axis spans the series' own range, but never less than
+MIN_SPAN (10 %) of the series' median, centred on it: a run-to-run wiggle of 1 % is drawn as a
+small wiggle, not stretched to the full height where it would look like the 20 % step of a
+regression (a flat series is drawn across the middle). The numbers are written beside it
+(the tooltip gives the range), not on it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ import html
 from collections.abc import Sequence
 
 WIDTH, HEIGHT, PAD = 112, 36, 4
+MIN_SPAN = 0.10
 
 
 def _xy(values: Sequence[float]) -> list[tuple[float, float]]:
-    low, high = min(values), max(values)
+    ordered = sorted(values)
+    median = ordered[len(ordered) // 2]
+    low, high = ordered[0], ordered[-1]
+    floor = MIN_SPAN * abs(median)
+    if high - low < floor:  # widen around the middle of the series' own range
+        middle = (low + high) / 2
+        low, high = middle - floor / 2, middle + floor / 2
     span = high - low
     step = (WIDTH - 2 * PAD) / max(len(values) - 1, 1)
     inner = HEIGHT - 2 * PAD

@@ -75,7 +75,7 @@ def test_a_planted_slowdown_is_marked_in_its_cell_and_named_in_its_panel(
     assert "first bad" not in flat and "0 changes found" in flat
 
 
-def test_a_cell_without_a_value_says_why_and_a_trend_line_spans_its_own_range(
+def test_a_cell_without_a_value_says_why_and_a_trend_line_spans_its_range_or_a_tenth(
     tmp_path: pathlib.Path, card: Card
 ) -> None:
     text = report(fill(tmp_path, nights(card, 3, contexts={"251K"})))
@@ -88,6 +88,9 @@ def test_a_cell_without_a_value_says_why_and_a_trend_line_spans_its_own_range(
     step = sparkline.svg([10.0, 10.0, 9.0, 9.0], [2], label="")
     assert 'points="4.0,4.0 38.7,4.0 73.3,32.0 108.0,32.0"' in step  # high top, low bottom
     assert '<line class="change" x1="56.0"' in step and 'cx="73.3" cy="32.0" r="2.5"' in step
+    # 1 % of noise is drawn as 1 % of a 10 % axis, around the middle, not at full height.
+    wiggle = sparkline.svg([100.0, 101.0, 100.0, 99.0], [], label="")
+    assert 'points="4.0,18.0 38.7,15.2 73.3,18.0 108.0,20.8"' in wiggle
 
 
 def test_the_page_reads_sqlite_and_postgresql_alike(db: Target, card: Card) -> None:
