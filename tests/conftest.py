@@ -337,11 +337,13 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 # of tests/vllm (a second one at once would double the machine's largest process and the
 # tests' token accounting reads its counters) and the llama.cpp server of tests/llamacpp.
 # Everything else (its own sshd, container names, labels, ports and tmp_path) runs anywhere.
+# By marker, so that a vllm test elsewhere (tests/verdict_live) also runs after tests/vllm's
+# server has stopped, never beside it.
 def xdist_group(item: pytest.Item) -> str | None:
-    if item.get_closest_marker("slurm") is not None:
-        return "slurm"
-    parts = Path(str(item.path)).relative_to(Path(__file__).parent).parts
-    return parts[0] if parts[0] in ("vllm", "llamacpp") else None
+    for marker in ("slurm", "vllm", "llamacpp"):
+        if item.get_closest_marker(marker) is not None:
+            return marker
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the marks

@@ -136,9 +136,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-def record_one(start: Starter, folder: Path, scratch: Path) -> dict[str, Any] | None:
-    """One run: its own server start, `bench run`, the server stopped; keeps results.json
-    (None: bench run wrote none, said on stdout, and the next run goes on)."""
+def record_one(
+    start: Starter,
+    folder: Path,
+    scratch: Path,
+    args: Callable[[str, Path], list[str]] = bench_args,
+) -> dict[str, Any] | None:
+    """One run: its own server start, `bench run` (with ARGS(url, out)), the server stopped;
+    keeps results.json (None: bench run wrote none, said on stdout, and the next run goes on)."""
     out = scratch / "run"
     load_before = os.getloadavg()
     began = datetime.now(UTC)
@@ -148,7 +153,7 @@ def record_one(start: Starter, folder: Path, scratch: Path) -> dict[str, Any] | 
             child_env["BENCH_API_KEY"] = served.api_key
         t0 = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "bench", "run", *bench_args(served.url, out)],
+            [sys.executable, "-m", "bench", "run", *args(served.url, out)],
             capture_output=True,
             text=True,
             env=child_env,

@@ -4,7 +4,10 @@ What the twin controls is its own work per step (planning it, writing 128 chunks
 fit in well under the step time, or the timeline slips. Step lag (how late steps complete)
 also counts the OS's scheduling latency; on an idle core it stays under 5 % (2 % measured),
 on this shared 2-core machine under load it reached 20-30 % with the twin busy only ~35 %
-of each step, so the test bounds the twin's own share tightly and the lag loosely.
+of each step, so the test bounds the twin's own share tightly and the lag loosely. The twin
+runs ahead of the rest of the suite (tests/support/priority.py): with two pytest-xdist workers
+side by side and other work on the machine, its lag reached 83 % at a load average of 14 while
+its own work stayed at 20 % of each step.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 import httpx
 import pytest
 
+from tests.support.priority import prioritize
 from tests.support.sse import metric
 from tests.support.twinproc import start_twin
 
@@ -78,6 +82,7 @@ async def load(url: str, port: int) -> tuple[float, float, float, float]:
 
 def test_128_streams_at_speed_10_fit_in_the_step_time() -> None:
     with start_twin("published", speed=10) as twin:
+        prioritize(twin.proc.pid)
         fraction, busy, stepped_s, tokens = asyncio.run(load(twin.url, twin.port))
     assert stepped_s > 2.0  # the loop really stepped through the window
     assert tokens > 10_000  # ~128 x 1.85 tokens x 55 steps/s x 3 s

@@ -18,7 +18,7 @@ import os
 import re
 import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,14 +140,19 @@ def serve_command(python: Path, model: Path, port: int, extra: tuple[str, ...] =
 
 @contextlib.contextmanager
 def start_vllm(
-    model: Path, python: Path, log_path: Path, extra: tuple[str, ...] = ()
+    model: Path,
+    python: Path,
+    log_path: Path,
+    extra: tuple[str, ...] = (),
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> Iterator[VllmServer]:
-    """vLLM serving `model`; `extra`: more `vllm serve` flags (another --dtype, say)."""
+    """vLLM serving `model`; `extra`: more `vllm serve` flags (another --dtype, say); `wrap`:
+    the command as it is started (under a CPU quota: tests/support/cpu_quota.py)."""
     api_key = secrets.token_urlsafe(24)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with serving(
-        serve_command(python, model, port, extra),
+        (wrap or list)(serve_command(python, model, port, extra)),
         server_env(api_key),
         log_path,
         url=url,
