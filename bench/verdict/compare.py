@@ -199,7 +199,7 @@ class Comparison:
             }
             mdes = sorted(f.mde_pct for f in ds if f.mde_pct is not None)
             mde = (
-                f"; MDE median {statistics.median(mdes):.1f} %, worst {mdes[-1]:.1f} %"
+                f"; MDE median {mde_shown(statistics.median(mdes))}, worst {mde_shown(mdes[-1])}"
                 if mdes
                 else ""
             )
@@ -478,3 +478,14 @@ def metadata_diff(a: RunFigures, b: RunFigures) -> tuple[tuple[str, str, str], .
         if va != vb:
             out.append((name, va, vb))
     return tuple(out)
+
+
+MDE_SHOWN_UP_TO_PCT = 1000.0
+
+
+def mde_shown(pct: float) -> str:
+    """An MDE as printed: "12.3 %"; past MDE_SHOWN_UP_TO_PCT "over 1,000 %" (a factor of 11:
+    the runs cannot tell anything about that figure, and digits past it would only pretend)."""
+    if not pct <= MDE_SHOWN_UP_TO_PCT:
+        return f"over {MDE_SHOWN_UP_TO_PCT:,.0f} %"
+    return f"{pct:.1f} %"

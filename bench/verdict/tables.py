@@ -9,7 +9,7 @@ from bench import dirty_note
 from bench.bundle import provenance
 from bench.verdict import budget
 from bench.verdict.cells import Key, MetricSpec, RunFigures, metrics_of
-from bench.verdict.compare import CellDelta, Comparison, FigureDelta
+from bench.verdict.compare import CellDelta, Comparison, FigureDelta, mde_shown
 from bench.verdict.reproduce import (
     NEITHER,
     NOT_VALID_HERE,
@@ -116,7 +116,7 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
     if f.p_value is not None:
         text += f" p={f.p_value:.2g}"
     if f.mark == "unchanged" and f.mde_pct is not None:
-        text += f"; no change larger than {f.mde_pct:.1f} %"
+        text += f"; no change larger than {mde_shown(f.mde_pct)}"
     if f.mark == "raw":
         text += " (raw, no noise estimate)"
     css = {"improved": "better", "regressed": "worse"}.get(f.mark, "")
@@ -293,7 +293,7 @@ def _method_lines(c: Comparison) -> list[str]:
         f"- Whole run: B {'slower' if w.delta_pct > 0 else 'faster'} by "
         f"{abs(w.delta_pct):.1f} % {ci}, p={w.p_value:.2g} (Welch's t on {w.runs[0]} + "
         f"{w.runs[1]} run levels, {w.df:.1f} df, at FDR {p.alpha / 2:g}): "
-        f"{'CHANGED' if w.changed else f'no change larger than {w.mde_pct:.1f} %'}.",
+        f"{'CHANGED' if w.changed else f'no change larger than {mde_shown(w.mde_pct)}'}.",
         f"- Each cell: Δ = (B − A) / A on geometric means as measured; own = its change "
         f"beyond the whole run's, which [95 % CI], p and the MDE are about; Benjamini–Hochberg "
         f"at FDR {p.alpha / 2:g} over all {c.tests} cells × figures, Welch's t on log values "
