@@ -21,6 +21,9 @@ def answers_section(fp: Fingerprint | None) -> str:
     for a in fp.answers:
         compared = f"{len(a.token_ids)} ids ({a.ids_from})" if a.token_ids is not None else "text"
         text = a.text[:SHOWN_CHARS] if a.status == "answered" else (a.reason or "")
+        if a.promise is not None and a.promise_held is not None:  # a path the launch promises
+            kept = "kept" if a.promise_held else "BROKEN"
+            text = f"[{a.promise} promise {kept}: {a.promise_detail or ''}] {text}"
         cells = (
             a.name,
             "—" if a.prompt_tokens is None else f"{a.prompt_tokens:,}",
