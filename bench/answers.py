@@ -86,3 +86,10 @@ class Fingerprint(_AnswerModel):
 
     def answer(self, name: str) -> Answer | None:
         return next((a for a in self.answers if a.name == name), None)
+
+    @property
+    def digest(self) -> str:
+        """One sha256 over the set's version and every prompt's name and answer (its sha256,
+        or its status when it has none): two runs that answered alike share it."""
+        lines = [self.version, *(f"{a.name}\t{a.sha256 or a.status}" for a in self.answers)]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
