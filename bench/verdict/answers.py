@@ -117,6 +117,20 @@ class AnswersCheck:
             return "B answers differently (accepted: its figures are compared anyway)"
         return "B answers differently: its speed is not comparable"
 
+    def summary(self) -> str:
+        """"outputs identical on N of M prompts; first difference at token T of the P
+        prompt" (or why nothing was compared), with the broken promises named."""
+        if self.absent is not None:
+            return self.absent
+        compared, differing = self.compared, [p for p in self.compared if p.differs]
+        out = f"outputs identical on {len(compared) - len(differing)} of {len(compared)} prompts"
+        by_token = [p for p in differing if p.between is not None]
+        if by_token:
+            first = min(by_token, key=lambda p: (p.between or 0, p.name))
+            out += f"; first difference at {_at(first.unit, first.between)} of the {_name(first)}"
+        out += "".join(f"; {p.promise_note}" for p in differing if p.promise_counts)
+        return out
+
     def lines(self) -> list[str]:
         if self.absent is not None:
             return [f"Answers: {self.absent}; the figures are judged without them."]
@@ -124,12 +138,8 @@ class AnswersCheck:
         head = (
             f"Answers (fingerprint {escape.terminal(self.version)}, {self.max_tokens} tokens "
             f"a prompt, temperature 0; A {self.runs[0]} run(s), B {self.runs[1]} run(s)): "
-            f"outputs identical on {len(compared) - len(differing)} of {len(compared)} prompts"
+            f"{self.summary()}"
         )
-        by_token = [p for p in differing if p.between is not None]
-        if by_token:
-            first = min(by_token, key=lambda p: (p.between or 0, p.name))
-            head += f"; first difference at {_at(first.unit, first.between)} of the {_name(first)}"
         out = [head + "."]
         if 1 in self.runs:
             out.append(

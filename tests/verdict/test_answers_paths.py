@@ -32,7 +32,10 @@ def test_a_tool_call_that_no_longer_parses_is_b_answering_differently() -> None:
     got = check([_fp(_path("tool_call", True))], [_fp(_path("tool_call", False, text=CALL))])
     assert got.different and [p.name for p in got.counted] == ["tool call"]
     lines = got.lines()
-    assert lines[0].endswith("outputs identical on 1 of 2 prompts.")  # no token position
+    # no token position: the broken promise is the difference
+    assert lines[0].endswith(
+        "outputs identical on 1 of 2 prompts; B: the tool call no longer parses."
+    )
     assert (
         "- tool call prompt: B: the tool call no longer parses, a difference beyond the sides' own"
         in lines
