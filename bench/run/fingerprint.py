@@ -212,7 +212,7 @@ class FingerprintProbe:
             path = answer_paths.tool_call(got, ps.tool_name)
         text_read = read.text
         if path is not None and path.text is not None:  # a call: its content is empty
-            text_read = path.text if not read.text else read.text + path.text
+            text_read = answer_body.clean_text(read.text + path.text)
         elif read.failure is not None:
             return _failed(name, tokens, read.failure, seconds=seconds, promise=promise, path=path)
         ids, ids_from = read.token_ids, "logprobs"
@@ -224,7 +224,7 @@ class FingerprintProbe:
             status="answered",
             token_ids=ids,
             ids_from=ids_from if ids is not None else None,
-            text=answer_body.clean_text(text_read),
+            text=text_read,
             sha256=answer_sha256(ids if ids is not None else text_read),
             output_tokens=read.output_tokens,
             seconds=seconds,

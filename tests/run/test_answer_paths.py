@@ -5,6 +5,7 @@ JSON (bench.run.answer_paths, Hypothesis-fuzzed), and the probe's prompts for th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.answers import MAX_ANSWER_CHARS, MAX_REASON_CHARS, Answer, Fingerprint
+from bench.host import environment
 from bench.results import Results
 from bench.run import answer_paths, launch_paths
 from bench.run.answer_paths import MAX_ARGUMENTS_CHARS
@@ -224,3 +226,15 @@ def test_the_new_fields_round_trip_and_older_answers_read() -> None:
     assert Answer.model_validate_json(a.model_dump_json()) == a
     old = {"name": "short 1", "status": "answered", "text": "x"}
     assert Answer.model_validate(old).promise is None
+
+
+def test_the_launch_is_read_back_from_environment_json(tmp_path: Path) -> None:
+    env = tmp_path / "environment.json"
+    assert environment.launch_argv_of(tmp_path) == ()  # none recorded
+    env.write_text(json.dumps({"launch": {"source": "proc", "argv": list(CARD_ARGV)}}))
+    assert launch_paths.from_argv(environment.launch_argv_of(tmp_path)) == LaunchPaths(
+        "qwen3", "qwen3_coder"
+    )
+    for hostile in ('{"launch": {"argv": ["a", 7]}}', '{"launch": "x"}', "[1]", "{not json"):
+        env.write_text(hostile)
+        assert environment.launch_argv_of(tmp_path) == ()
