@@ -118,8 +118,8 @@ class AnswersCheck:
         return "B answers differently: its speed is not comparable"
 
     def summary(self) -> str:
-        """"outputs identical on N of M prompts; first difference at token T of the P
-        prompt" (or why nothing was compared), with the broken promises named."""
+        """The answers in one line: 'outputs identical on N of M prompts; first difference
+        at token T of the P prompt' (or why nothing was compared), broken promises named."""
         if self.absent is not None:
             return self.absent
         compared, differing = self.compared, [p for p in self.compared if p.differs]
