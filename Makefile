@@ -304,8 +304,9 @@ compare-commits: setup ## HOST=.. A=<commit> B=<commit>  an image per vLLM commi
 
 # The first vLLM commit between GOOD and BAD that moved one cell's figure beyond the noise:
 # make bisect HOST=gpu01[,gpu02,...] GOOD=<commit> BAD=<commit> CELL=64x8K VLLM_REPO=<clone>
-# [FIGURE=total|per-request|ttft|tbt] [TRIALS=3] [PROFILE=..] [BUILD_ARGS='N=V ...'];
-# one commit per host per round (k hosts: a (k+1)-ary search), every bundle kept.
+# [FIGURE=total|per-request|ttft|tbt] [TRIALS=3] [PROFILE=..] [BUILD_ARGS='N=V ...']
+# [ACCEPT=answers]; one commit per host per round (k hosts: a (k+1)-ary search), every bundle
+# kept; a commit that answers differently from GOOD is not judged on the figure.
 .PHONY: bisect
 bisect: setup ## HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commit that moved a figure
 	@test -n $(call q,HOST) -a -n $(call q,GOOD) -a -n $(call q,BAD) -a -n $(call q,CELL) \
@@ -315,6 +316,7 @@ bisect: setup ## HOST=.. GOOD=.. BAD=.. CELL=64x8K VLLM_REPO=..  the first commi
 		--good $(call q,GOOD) --bad $(call q,BAD) --cell $(call q,CELL) \
 		--vllm-repo $(call q,VLLM_REPO) --trials $(call q,TRIALS) \
 		$(if $(call set,FIGURE),--figure $(call q,FIGURE)) \
+		$(if $(call set,ACCEPT),--accept $(call q,ACCEPT)) \
 		$(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) $(HISTORY_FLAGS) \
 		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))

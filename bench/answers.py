@@ -8,6 +8,12 @@ none (the text alone is compared); the first `max_tokens` tokens' text (bounded)
 of what is compared. A prompt that failed is an Answer with `status` "failed" and the
 reason, never an exception. `Fingerprint` adds the prompt set's version and the cost:
 requests sent (answers and /tokenize calls) and their client and server seconds.
+
+The paths a launch promises get one prompt each (`promise`): with a reasoning parser, the
+"reasoning" prompt, whose answer must come back in the reasoning field; with automatic tool
+choice and a tool-call parser, the "tool call" prompt, whose answer must parse as a call of
+the offered tool with JSON arguments. `promise_held` records whether it did and
+`promise_detail` what was found (bench.run.answer_paths reads it from hostile JSON).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ AnswerStatus = Literal["answered", "failed", "not_run"]
 # Where the token ids came from: the server's own (logprobs entries), or its /tokenize of
 # the text it answered.
 IdsFrom = Literal["logprobs", "tokenize"]
+# What a prompt checks beyond the answer's tokens: a path the launch promises.
+Promise = Literal["reasoning", "tool_call"]
 # Bounds on what a record keeps of a server's answer (a hostile server may send megabytes).
 MAX_ANSWER_TOKENS = 256
 MAX_ANSWER_CHARS = 4096
@@ -45,6 +53,9 @@ class Answer(_AnswerModel):
     sha256: str | None = None  # of `compared`: the ids when there are, else the text
     output_tokens: int | None = None  # usage.completion_tokens as the server said
     seconds: float | None = None  # client time from the request to its whole answer
+    promise: Promise | None = None  # set on the prompt of a path the launch promises
+    promise_held: bool | None = None  # the reasoning field came back / the tool call parsed
+    promise_detail: str | None = Field(None, max_length=MAX_REASON_CHARS)
 
     @property
     def compared(self) -> tuple[int, ...] | str | None:
@@ -69,6 +80,16 @@ class Fingerprint(_AnswerModel):
     requests: int = 0  # every request of the fingerprint: prompts and /tokenize calls
     seconds: float = 0.0  # client time of the whole fingerprint
     server_s: float = 0.0  # `seconds` times the speed factor (the sweep's server time unit)
+    # The launch's parsers, as read from its command line (None: not enabled, or unknown).
+    reasoning_parser: str | None = Field(None, max_length=64)
+    tool_call_parser: str | None = Field(None, max_length=64)
 
     def answer(self, name: str) -> Answer | None:
         return next((a for a in self.answers if a.name == name), None)
+
+    @property
+    def digest(self) -> str:
+        """One sha256 over the set's version and every prompt's name and answer (its sha256,
+        or its status when it has none): two runs that answered alike share it."""
+        lines = [self.version, *(f"{a.name}\t{a.sha256 or a.status}" for a in self.answers)]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()

@@ -10,7 +10,9 @@ sends them against the card's plan (decode contexts 8K..251K, prefill-only 256K,
   its launch to the readiness gate plus its 30 s window (drains, /tokenize sizing and the
   warm-up are left out: they only make the sweep longer, so the share is an upper bound);
 - the fingerprint: the prompt set (bench/run/fingerprint_prompts.json) on one engine, one
-  request after another to its end: the short prompts, then one prompt per decode context,
+  request after another to its end: the short prompts, the reasoning and tool-call prompts
+  (the card's launch enables both parsers; each costed at its full `path_max_tokens`, though
+  a model may end its call sooner), then one prompt per decode context,
   each a prefix of the next (the same filler), so the prefix cache keeps what the one before
   prefilled. /tokenize calls cost the twin's engine nothing and are not counted.
 
@@ -34,6 +36,7 @@ CARD_PREFILL_ONLY = (256 * K,)
 CARD_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128)
 MAX_TOKENS = 4096
 SHORT_PROMPT_TOKENS = 40  # a short prompt of the set with its chat template, about
+PATH_PROMPTS = 2  # the card's launch: --reasoning-parser, --enable-auto-tool-choice
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,15 @@ def fingerprint_s(prof: Profile, contexts: list[int]) -> tuple[float, int]:
         total += virtual.request_s(
             engine, [10_000 + i, *range(1, SHORT_PROMPT_TOKENS)], ps.max_tokens
         )
+    for i in range(PATH_PROMPTS):
+        total += virtual.request_s(
+            engine, [20_000 + i, *range(1, SHORT_PROMPT_TOKENS)], ps.path_max_tokens
+        )
     longest = max(contexts)
     filler = [7, *range(100, 100 + longest)]  # one text: each prompt is a prefix of the next
     for n in sorted(contexts):
         total += virtual.request_s(engine, filler[:n], ps.max_tokens)
-    return total, len(ps.short) + len(contexts)
+    return total, len(ps.short) + PATH_PROMPTS + len(contexts)
 
 
 def card_contexts(prof: Profile) -> tuple[list[int], list[int]]:

@@ -385,3 +385,17 @@ def server_is_twin(run_dir: Path) -> bool:
     """Did `bench run` measure the twin (its /version names it)?"""
     payload = _server_of(run_dir).get("version_payload")
     return isinstance(payload, dict) and "twin" in payload
+
+
+def launch_argv_of(run_dir: Path) -> tuple[str, ...]:
+    """The server's launch argv as environment.json recorded it, or () (none recorded, or
+    not readable: read as plain JSON, every word a string)."""
+    try:
+        doc = run_files.read_json(run_dir / ENVIRONMENT_NAME)
+    except BenchError:
+        return ()
+    launch = doc.get("launch") if isinstance(doc, dict) else None
+    argv = launch.get("argv") if isinstance(launch, dict) else None
+    if not isinstance(argv, list) or not all(isinstance(w, str) for w in argv):
+        return ()
+    return tuple(argv)

@@ -12,6 +12,8 @@ sweep         the cells in order, with readiness holds, warm-up and telemetry; s
               results.json and renders tables.md after every change (`save`)
 fingerprint   what the server answers to a fixed prompt set, before the first row
 answer_body   one answer of the fingerprint read from hostile JSON
+answer_paths  whether an answer kept the launch's promise (reasoning field, tool call)
+launch_paths  which paths the server's launch promises (its parser flags)
 cell          one cell: C streams launched together, the measured window, its records
 outcome       a scout's or cell's results entry (failures counted by kind), its raw lines
 figures       a cell's figures from its records (the published definitions)

@@ -19,7 +19,7 @@ from bench import __version__, escape
 from bench.errors import Interrupted
 from bench.host import environment, telemetry
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
-from bench.run import options, plan, resume, sweep
+from bench.run import launch_paths, options, plan, resume, sweep
 from bench.run.capacity import kv_capacity
 from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
@@ -158,6 +158,8 @@ async def _run(
             twin="twin" in info.version_payload,
         )
         environment.write(rundir.path, found)
+    # The paths the launch promises (a reasoning parser, tool calls) get a fingerprint prompt.
+    launch = launch_paths.from_argv(environment.launch_argv_of(rundir.path))
     todo = sum(
         p.run and results.cell(p.context_label, p.concurrency, t) is None
         for p in the_plan.cells
@@ -183,6 +185,7 @@ async def _run(
         anchor_s=anchor_s,
         anchor_unix_s=anchor_unix_s,
         gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
+        launch=launch,
     )
     results = await runner.measure(results)
     sweep.save(rundir, results)

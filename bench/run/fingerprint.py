@@ -9,6 +9,16 @@ filler, sized through /tokenize, or by the usage line without it). Each asks for
 `max_tokens` tokens with temperature 0, the set's seed and ignore_eos, not streamed, with
 the engine's fields that return the answer's token ids (bench.engines: `answer_ids_fields`).
 
+The paths the launch promises (bench.run.launch_paths) get one prompt each, after the
+short ones: with a reasoning parser the `reasoning` prompt, whose answer must come back in
+the reasoning field; with automatic tool choice and a tool-call parser the `tool_call`
+prompt, sent with one tool, whose answer must parse as a call of it with JSON arguments
+(bench.run.answer_paths). They ask for `path_max_tokens` without ignore_eos (a tool call
+ends where the model ends it; with a reasoning parser the tool prompt asks the chat template
+not to think first, so the call comes within them) and are chat completions: with
+`--api completions` they are `not_run`, saying why. Whether the promise held is on the
+answer, never an exception.
+
 The long prompts share one filler text, each a prefix of the next (shortest first): a
 server with prefix caching prefills the longest context once in all, not every context
 again, which keeps the fingerprint small next to the sweep (docs/verdicts.md gives the
@@ -32,15 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.answers import MAX_REASON_CHARS, Answer, Fingerprint, answer_sha256
+from bench.answers import MAX_REASON_CHARS, Answer, Fingerprint, Promise, answer_sha256
 from bench.engines.detect import engine_of
 from bench.errors import ServerError, ServerUnreachable
 from bench.results import PlannedContext, Results
-from bench.run import answer_body, prompts
+from bench.run import answer_body, answer_paths, prompts
+from bench.run.launch_paths import LaunchPaths
 from bench.run.presize import Presizer
 from bench.stream.client import Client, Clock
 
 PROMPT_SET_FILE = Path(__file__).with_name("fingerprint_prompts.json")
+# The prompts of the launch's paths, named as the record and the compare show them.
+PATH_PROMPT_NAMES: dict[Promise, str] = {"reasoning": "reasoning", "tool_call": "tool call"}
 TOKENIZE_S = 60.0  # client seconds for /tokenize of one answer's text (a few hundred bytes)
 
 
@@ -52,6 +65,14 @@ class PromptSet:
     short: tuple[str, ...]
     long_instruction: str  # what the filler of a context prompt follows
     long_key: str  # seeds the filler's words (the same for every run: the set is fixed)
+    path_max_tokens: int  # of the reasoning and tool-call prompts
+    reasoning: str  # the reasoning prompt
+    tool_prompt: str  # the tool-call prompt, sent with `tool`
+    tool: dict[str, Any]  # an OpenAI tool definition ({"type": "function", "function": ...})
+
+    @property
+    def tool_name(self) -> str:
+        return str(self.tool["function"]["name"])
 
 
 def load_prompt_set(path: Path = PROMPT_SET_FILE) -> PromptSet:
@@ -63,6 +84,10 @@ def load_prompt_set(path: Path = PROMPT_SET_FILE) -> PromptSet:
         short=tuple(str(t) for t in raw["short"]),
         long_instruction=str(raw["long_instruction"]),
         long_key=str(raw["long_key"]),
+        path_max_tokens=int(raw["path_max_tokens"]),
+        reasoning=str(raw["reasoning"]),
+        tool_prompt=str(raw["tool_call"]["prompt"]),
+        tool=dict(raw["tool_call"]["tool"]),
     )
 
 
@@ -82,6 +107,7 @@ class FingerprintProbe:
     clock: Clock
     bound_s: Callable[[int], float]  # client seconds one answer may take, by prompt tokens
     prompt_set: PromptSet = field(default_factory=load_prompt_set)
+    launch: LaunchPaths = field(default_factory=LaunchPaths)  # the paths it promises
     requests: int = 0
     # Set when an answer got nothing in time (or nothing answered): the prompts after it are
     # not sent, so a server that hangs costs one bound, not one a prompt.
@@ -94,6 +120,10 @@ class FingerprintProbe:
             await self._ask(results, f"short {i + 1}", text, None)
             for i, text in enumerate(ps.short)
         ]
+        if self.launch.reasoning_parser is not None:
+            answers.append(await self._path(results, "reasoning"))
+        if self.launch.tool_call_parser is not None:
+            answers.append(await self._path(results, "tool_call"))
         text = long_text(ps)
         contexts = sorted(
             (c for c in results.plan.contexts if c.decode), key=lambda c: c.prompt_tokens
@@ -109,7 +139,19 @@ class FingerprintProbe:
             requests=self.requests + self.presize.requests - sized_before,
             seconds=seconds,
             server_s=seconds * results.server.speed_factor,
+            reasoning_parser=self.launch.reasoning_parser,
+            tool_call_parser=self.launch.tool_call_parser,
         )
+
+    async def _path(self, results: Results, promise: Promise) -> Answer:
+        """The prompt of a path the launch promises, and whether the promise held."""
+        name = PATH_PROMPT_NAMES[promise]
+        if results.settings.api != "chat":
+            why = f"the {name} path is a chat completions field (--api {results.settings.api})"
+            return _failed(name, None, why, status="not_run", promise=promise)
+        ps = self.prompt_set
+        text = ps.reasoning if promise == "reasoning" else ps.tool_prompt
+        return await self._ask(results, name, text, None, promise)
 
     async def _context(
         self, results: Results, ctx: PlannedContext, text: prompts.PromptText
@@ -126,46 +168,73 @@ class FingerprintProbe:
             return _failed(ctx.label, ctx.prompt_tokens, f"not sized: {exc}")
         return await self._ask(results, ctx.label, prompt, tokens)
 
-    def body(self, results: Results, text: str) -> dict[str, Any]:
+    def body(self, results: Results, text: str, promise: Promise | None = None) -> dict[str, Any]:
         s, info, ps = results.settings, results.server, self.prompt_set
         body = prompts.message_body(s.api, info.model, text)
-        body.update(
-            max_tokens=ps.max_tokens, temperature=0.0, seed=ps.seed, ignore_eos=True, stream=False
-        )
+        body.update(temperature=0.0, seed=ps.seed, stream=False)
+        if promise is None:
+            body.update(max_tokens=ps.max_tokens, ignore_eos=True)
+        else:  # the model ends its reasoning or its call itself
+            body.update(max_tokens=ps.path_max_tokens)
+        if promise == "tool_call":
+            body.update(tools=[ps.tool], tool_choice="auto")
+            if self.launch.reasoning_parser is not None:  # the call, not thinking, in the bound
+                body.update(chat_template_kwargs={"enable_thinking": False})
         body.update(engine_of(info).answer_ids_fields.get(s.api, {}))
         return body
 
-    async def _ask(self, results: Results, name: str, text: str, tokens: int | None) -> Answer:
+    async def _ask(
+        self,
+        results: Results,
+        name: str,
+        text: str,
+        tokens: int | None,
+        promise: Promise | None = None,
+    ) -> Answer:
         if self._silent is not None:
-            return _failed(name, tokens, f"not sent: {self._silent}", status="not_run")
+            why = f"not sent: {self._silent}"
+            return _failed(name, tokens, why, status="not_run", promise=promise)
         t0 = self.clock()
-        sent = await self._send(results, name, text, tokens)
+        sent = await self._send(results, name, self.body(results, text, promise), tokens)
         if isinstance(sent, Answer):
-            return sent
+            return sent.model_copy(update={"promise": promise})
         status, got = sent
         seconds = self.clock() - t0
         if status != 200:
-            return _failed(name, tokens, f"HTTP {status}: {_error_text(got)}", seconds=seconds)
-        read = answer_body.read(got, self.prompt_set.max_tokens)
-        if read.failure is not None:
-            return _failed(name, tokens, read.failure, seconds=seconds)
+            why = f"HTTP {status}: {_error_text(got)}"
+            return _failed(name, tokens, why, seconds=seconds, promise=promise)
+        ps = self.prompt_set
+        read = answer_body.read(got, ps.max_tokens if promise is None else ps.path_max_tokens)
+        path = None
+        if promise == "reasoning":
+            path = answer_paths.reasoning(got)
+        elif promise == "tool_call":
+            path = answer_paths.tool_call(got, ps.tool_name)
+        text_read = read.text
+        if path is not None and path.text is not None:  # a call: its content is empty
+            text_read = answer_body.clean_text(read.text + path.text)
+        elif read.failure is not None:
+            return _failed(name, tokens, read.failure, seconds=seconds, promise=promise, path=path)
         ids, ids_from = read.token_ids, "logprobs"
-        if ids is None and results.server.has_tokenize and read.text:
-            ids, ids_from = await self._tokenize(results, read.text), "tokenize"
+        if ids is None and results.server.has_tokenize and text_read:
+            ids, ids_from = await self._tokenize(results, text_read), "tokenize"
         return Answer(
             name=name,
             prompt_tokens=tokens,
             status="answered",
             token_ids=ids,
             ids_from=ids_from if ids is not None else None,
-            text=read.text,
-            sha256=answer_sha256(ids if ids is not None else read.text),
+            text=text_read,
+            sha256=answer_sha256(ids if ids is not None else text_read),
             output_tokens=read.output_tokens,
             seconds=seconds,
+            promise=promise,
+            promise_held=None if path is None else path.held,
+            promise_detail=None if path is None else path.detail,
         )
 
     async def _send(
-        self, results: Results, name: str, text: str, tokens: int | None
+        self, results: Results, name: str, body: dict[str, Any], tokens: int | None
     ) -> tuple[int, Any] | Answer:
         """(status, JSON answer) of one prompt, or its failed Answer."""
         # A whole answer is its first byte: the run's read time-out bounds it too.
@@ -174,7 +243,7 @@ class FingerprintProbe:
         try:
             async with asyncio.timeout(bound):
                 return await self.client.post_json(
-                    prompts.endpoint(results.settings.api), self.body(results, text), bound / 2
+                    prompts.endpoint(results.settings.api), body, bound / 2
                 )
         except TimeoutError:
             self._silent = f"the {name} prompt got no whole answer within {bound:g} s"
@@ -222,7 +291,11 @@ def _failed(
     *,
     status: str = "failed",
     seconds: float | None = None,
+    promise: Promise | None = None,
+    path: answer_paths.PathRead | None = None,
 ) -> Answer:
+    """A prompt without an answer; a path prompt's failed answer still says what it found
+    (an answer with no text may still say its reasoning field is missing)."""
     return Answer.model_validate(
         {
             "name": name,
@@ -230,5 +303,8 @@ def _failed(
             "status": status,
             "reason": answer_body.clean_text(reason)[:MAX_REASON_CHARS],
             "seconds": seconds,
+            "promise": promise,
+            "promise_held": None if path is None else path.held,
+            "promise_detail": None if path is None else path.detail[:MAX_REASON_CHARS],
         }
     )

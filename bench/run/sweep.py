@@ -27,6 +27,7 @@ from bench.host import telemetry
 from bench.results import CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import card_tables, fingerprint, gpu_validity, outcome, prompts, resume
 from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
+from bench.run.launch_paths import LaunchPaths
 from bench.run.presize import Presizer
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
@@ -58,6 +59,7 @@ class SweepRunner:
     anchor_unix_s: float = 0.0  # the anchor as Unix time (time.time())
     # nvidia-smi telemetry over every window (None without a GPU): gpu_telemetry.jsonl.
     gpu_sampler: telemetry.GpuSampler | None = None
+    launch: LaunchPaths = field(default_factory=LaunchPaths)  # its paths get a fingerprint prompt
     _presize: Presizer = field(init=False)
     _warmed_up: bool = field(init=False, default=False)
 
@@ -334,7 +336,7 @@ class SweepRunner:
         speed = results.server.speed_factor
         found = await fingerprint.FingerprintProbe(
             self.server.client, self._presize, self.clock,
-            lambda tokens: 2 * _ready_timeout_s(1, tokens, speed),
+            lambda tokens: 2 * _ready_timeout_s(1, tokens, speed), launch=self.launch,
         ).take(results)  # fmt: skip
         results = results.model_copy(update={"fingerprint": found})
         save(self.rundir, results)

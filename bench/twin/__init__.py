@@ -10,6 +10,7 @@ tokenizer  a deterministic stand-in tokenizer
 requests   validation of request bodies: bad input is a 400, never a 500
 streams    one response rendered: SSE chunks or JSON
 answers    what it answers: words from its seed and the prompt (and --dtype)
+paths      its reasoning field and tool calls, as the launch's parser flags shape them
 metrics    /metrics in Prometheus text format, the flavor's families
 http       a small HTTP/1.1 server on asyncio
 server     routes, API-key check, the real-time loop driving the engine

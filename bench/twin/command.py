@@ -15,6 +15,7 @@ from bench.errors import DiskError, UsageError
 from bench.settings import Settings
 from bench.twin import answers, flavors, http, noise, profile
 from bench.twin.faults import Faults
+from bench.twin.paths import Paths
 from bench.twin.server import Twin, TwinConfig
 
 
@@ -41,6 +42,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="as if the weights were served in this precision: another than the default "
         "answers differently after a few tokens (an answer fingerprint tells them apart)",
     )
+    p.add_argument(
+        "--reasoning-parser",
+        metavar="NAME",
+        default=None,
+        help="as vLLM's: a chat answer's first tokens come back in its reasoning field",
+    )
+    p.add_argument(
+        "--enable-auto-tool-choice",
+        action="store_true",
+        help="with --tool-call-parser, as vLLM's: a chat request that offers tools is "
+        "answered by a call of the first one (bench/twin/paths.py)",
+    )
+    p.add_argument("--tool-call-parser", metavar="NAME", default=None, help="as vLLM's")
     p.add_argument(
         "--engine",
         choices=flavors.FLAVORS,
@@ -112,6 +126,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="this fraction of streams emit one malformed chunk",
     )
     f.add_argument("--fault-no-metrics", action="store_true", help="/metrics answers 404")
+    f.add_argument(
+        "--fault-unparsed-paths",
+        action="store_true",
+        help="the reasoning and tool-call parsers are broken: the reasoning and the call "
+        "stay in the answer's content (the same tokens)",
+    )
     p.set_defaults(func=serve)
 
 
@@ -173,6 +193,11 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             engine=args.engine,
             per_chunk_counts=not args.no_per_chunk_counts,
             dtype=args.dtype,
+            paths=Paths(
+                reasoning=args.reasoning_parser is not None,
+                tool_calls=args.enable_auto_tool_choice and args.tool_call_parser is not None,
+                unparsed=args.fault_unparsed_paths,
+            ),
         )
         asyncio.run(_main(config, args.host, args.port))
     return 0

@@ -18,12 +18,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from bench.twin import flavors, metrics, requests
+from bench.twin import flavors, metrics, paths, requests
 from bench.twin.answers import DEFAULT_DTYPE, Answerer
 from bench.twin.engine import Request, StepResult, TwinScheduler
 from bench.twin.faults import FaultDice, Faults
 from bench.twin.frontend import Frontend
 from bench.twin.http import HttpRequest, TwinConnection
+from bench.twin.paths import Paths
 from bench.twin.profile import Profile
 from bench.twin.requests import BadRequest
 from bench.twin.streams import WORDS, Stream, StreamSpec
@@ -48,6 +49,7 @@ class TwinConfig:
     # only at the end, such as an SGLang older than continuous usage)
     per_chunk_counts: bool = True
     dtype: str = DEFAULT_DTYPE  # another answers differently (bench.twin.answers)
+    paths: Paths = field(default_factory=Paths)  # the launch's reasoning and tool-call parsers
 
 
 class Twin:
@@ -385,6 +387,8 @@ class Twin:
                 else self.answerer.words(spec.prompt_ids, spec.max_tokens, len(WORDS)),
                 logprobs=spec.logprobs,
                 token_ids_named=spec.token_ids_named,
+                tool=paths.offered_tool(obj) if chat and not spec.stream else None,
+                parsers=self.config.paths,
             ),
             conn,
             fate,

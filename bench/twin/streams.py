@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.twin import answers
+from bench.twin import answers, paths
 from bench.twin.faults import StreamFaults
 from bench.twin.http import TwinConnection
 
@@ -63,6 +63,8 @@ class StreamSpec:
     answer: tuple[int, ...] | None = None
     logprobs: bool = False
     token_ids_named: bool = False
+    tool: paths.OfferedTool | None = None  # the tool a non-streamed chat request offers
+    parsers: paths.Paths = field(default_factory=paths.Paths)  # the launch's parsers
 
     @property
     def usage_every_chunk(self) -> bool:
@@ -266,16 +268,19 @@ class Stream:
     def _finish_json(self) -> None:
         s = self.spec
         text = "".join(self._text_parts)
+        pieces = [WORDS[w] for w in (s.answer or ())[: self.output_tokens]]
         logprobs = None
         if s.logprobs:
-            pieces = [WORDS[w] for w in (s.answer or ())[: self.output_tokens]]
             logprobs = answers.logprobs(pieces, s.engine, s.chat, s.token_ids_named)
         if s.chat:
+            message, finish = paths.chat_message(
+                pieces, s.tool, s.parsers, f"chatcmpl-tool-{s.rid}"
+            )
             choice: dict[str, Any] = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "message": message,
                 "logprobs": logprobs,
-                "finish_reason": "length",
+                "finish_reason": finish,
             }
         else:
             choice = {

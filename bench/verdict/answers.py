@@ -13,6 +13,12 @@ or speculative decoding), so its speed is not comparable. Per prompt of the fing
   every difference within A and within B (at an earlier token, or where the sides' own runs
   agree throughout). One run a side: no within-side estimate, so every difference counts.
 
+The prompts of the paths the launch promises (bench.answers: a reasoning field, a tool call
+that parses) are compared by their tokens as the others are, and by the promise: when it held
+in every run of one side and broke in every run of the other, that prompt differs and counts
+("B: the tool call no longer parses"); when a side's own runs disagree on it, the difference
+is within that side and does not count; when it broke on both sides, the lines say so.
+
 B answers differently when at least one prompt's difference counts. The verdict then says
 "B answers differently: its speed is not comparable" and exits as a changed verdict
 (whatever the figures say), unless `--accept answers`, which compares the figures anyway
@@ -28,10 +34,19 @@ from itertools import combinations, product
 from typing import Literal
 
 from bench import escape
-from bench.answers import Answer, Fingerprint
+from bench.answers import Answer, Fingerprint, Promise
 
 Unit = Literal["token", "character"]
 Seq = tuple[int, ...] | str
+# What a side whose promise broke no longer does, and what neither side does.
+_BROKEN: dict[Promise, str] = {
+    "reasoning": "the answer no longer comes back in the reasoning field",
+    "tool_call": "the tool call no longer parses",
+}
+_NEITHER: dict[Promise, str] = {
+    "reasoning": "the answer comes back in no reasoning field",
+    "tool_call": "the tool call does not parse",
+}
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,8 @@ class PromptCheck:
     within_a: int | None = None  # earliest first difference among A's own runs
     within_b: int | None = None
     reason: str | None = None  # set: not compared (why)
+    promise_note: str | None = None  # what the sides' promise (reasoning, tool call) did
+    promise_counts: bool = False  # it held on one side throughout and broke on the other
 
     @property
     def compared(self) -> bool:
@@ -49,7 +66,7 @@ class PromptCheck:
 
     @property
     def differs(self) -> bool:
-        return self.compared and self.between is not None
+        return self.compared and (self.between is not None or self.promise_counts)
 
     @property
     def within(self) -> int | None:
@@ -59,6 +76,8 @@ class PromptCheck:
     @property
     def counts(self) -> bool:
         """The within-side rule: a difference before every difference within the sides."""
+        if self.promise_counts:
+            return True
         within = self.within
         return self.differs and (within is None or (self.between or 0) < within)
 
@@ -98,6 +117,20 @@ class AnswersCheck:
             return "B answers differently (accepted: its figures are compared anyway)"
         return "B answers differently: its speed is not comparable"
 
+    def summary(self) -> str:
+        """The answers in one line: 'outputs identical on N of M prompts; first difference
+        at token T of the P prompt' (or why nothing was compared), broken promises named."""
+        if self.absent is not None:
+            return self.absent
+        compared, differing = self.compared, [p for p in self.compared if p.differs]
+        out = f"outputs identical on {len(compared) - len(differing)} of {len(compared)} prompts"
+        by_token = [p for p in differing if p.between is not None]
+        if by_token:
+            first = min(by_token, key=lambda p: (p.between or 0, p.name))
+            out += f"; first difference at {_at(first.unit, first.between)} of the {_name(first)}"
+        out += "".join(f"; {p.promise_note}" for p in differing if p.promise_counts)
+        return out
+
     def lines(self) -> list[str]:
         if self.absent is not None:
             return [f"Answers: {self.absent}; the figures are judged without them."]
@@ -105,11 +138,8 @@ class AnswersCheck:
         head = (
             f"Answers (fingerprint {escape.terminal(self.version)}, {self.max_tokens} tokens "
             f"a prompt, temperature 0; A {self.runs[0]} run(s), B {self.runs[1]} run(s)): "
-            f"outputs identical on {len(compared) - len(differing)} of {len(compared)} prompts"
+            f"{self.summary()}"
         )
-        if differing:
-            first = min(differing, key=lambda p: (p.between or 0, p.name))
-            head += f"; first difference at {_at(first.unit, first.between)} of the {_name(first)}"
         out = [head + "."]
         if 1 in self.runs:
             out.append(
@@ -128,7 +158,15 @@ class AnswersCheck:
             for side, w in (("A", p.within_a), ("B", p.within_b))
             if w is not None
         ]
+        out += [
+            f"- {_name(p)}: {p.promise_note}"
+            + (", a difference beyond the sides' own" if p.promise_counts else "")
+            for p in compared
+            if p.promise_note is not None
+        ]
         for p in differing:
+            if p.between is None:
+                continue
             where = f"{_name(p)}: first difference at {_at(p.unit, p.between)}"
             if p.counts:
                 beyond = "beyond the sides' own differences"
@@ -197,6 +235,13 @@ def check(
             accepted=accepted,
         )
     names = [x.name for x in ref.answers if all(f.answer(x.name) for f in (*fa, *fb))]
+    # A path prompt (reasoning, tool call) is in the runs whose launch promises the path.
+    seen = dict.fromkeys(x.name for f in (*fa, *fb) for x in f.answers)
+    left_out += [
+        f"{escape.terminal(n)} prompt: not in every run's fingerprint (the launches differ)"
+        for n in seen
+        if n not in names
+    ]
     prompts = tuple(_prompt([f.answer(n) for f in fa], [f.answer(n) for f in fb], n) for n in names)
     return AnswersCheck(
         prompts=prompts,
@@ -208,11 +253,35 @@ def check(
     )
 
 
+def _promise(a: list[Answer | None], b: list[Answer | None]) -> tuple[str | None, bool]:
+    """What the sides' promise did (module docstring), and whether it counts."""
+    promise = next((x.promise for x in (*a, *b) if x is not None and x.promise), None)
+    if promise is None:
+        return None, False
+    held = [
+        {x.promise_held for x in side if x is not None and x.promise_held is not None}
+        for side in (a, b)
+    ]
+    if not held[0] or not held[1]:
+        return None, False
+    mixed = [s for s, h in zip("AB", held, strict=True) if len(h) > 1]
+    if mixed:
+        return f"{' and '.join(mixed)}'s own runs disagree: {_NEITHER[promise]} in some", False
+    if held[0] == held[1]:
+        return (None if True in held[0] else f"A and B: {_NEITHER[promise]}"), False
+    if True in held[0]:
+        return f"B: {_BROKEN[promise]}", True
+    return f"A: {_NEITHER[promise]}; B's does", True
+
+
 def _prompt(a: list[Answer | None], b: list[Answer | None], name: str) -> PromptCheck:
+    note, counts = _promise(a, b)
     for side, answers in (("A", a), ("B", b)):
         failed = next((x for x in answers if x is None or x.status != "answered"), None)
         if failed is not None:
             why = "missing" if failed is None else f"{failed.status}: {failed.reason or '?'}"
+            if counts:  # the broken promise is the difference; the tokens are not compared
+                return PromptCheck(name, promise_note=note, promise_counts=True)
             return PromptCheck(name, reason=f"{side}: {escape.terminal(why)}")
     both = [x for x in (*a, *b) if x is not None]
     unit: Unit = "token" if all(x.token_ids is not None for x in both) else "character"
@@ -224,7 +293,7 @@ def _prompt(a: list[Answer | None], b: list[Answer | None], name: str) -> Prompt
     sa, sb = [seq(x) for x in a], [seq(x) for x in b]
     pairs = [first_difference(x, y) for x, y in product(sa, sb)]
     between = None if None in pairs else max(p for p in pairs if p is not None)
-    return PromptCheck(name, unit, between, _within(sa), _within(sb))
+    return PromptCheck(name, unit, between, _within(sa), _within(sb), None, note, counts)
 
 
 def _within(runs: list[Seq]) -> int | None:

@@ -66,6 +66,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PCT",
         help="allowed |Δ %%| of TTFT and time between tokens (default 10)",
     )
+    rep.add_argument(
+        "--reference",
+        type=Path,
+        nargs="+",
+        metavar="BUNDLE",
+        help="bundles of a reference run (one or more): the run's answers are judged against "
+        "theirs as bench compare judges B against A; one that answers differently is NOT "
+        "REPRODUCED unless --accept answers",
+    )
     rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     _add_verification(rep)
     rep.set_defaults(func=run_reproduce)
@@ -128,9 +137,20 @@ def load_reference(path: Path) -> RunFigures:
 
 def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     card = load_reference(args.card)
-    ours = load_run(args.bundle, verification(args))
+    how = verification(args)
+    ours = load_run(args.bundle, how)
+    reference = None
+    if args.reference:
+        refs = [load_run(p, how) for p in args.reference]
+        refuse_repeats(
+            [
+                (str(p), r)
+                for p, r in zip([args.bundle, *args.reference], [ours, *refs], strict=True)
+            ]
+        )
+        reference = merge_runs(refs, "reference")
     tol = Tolerances(args.tolerance_throughput, args.tolerance_latency)
-    result = reproduce(ours, card, tol, parse_accept(args.accept))
+    result = reproduce(ours, card, tol, parse_accept(args.accept), reference)
     sys.stdout.write(reproduce_markdown(result))
     if args.html:
         page.write(args.html, page.reproduce_page(result))
@@ -141,6 +161,7 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
         verdict=result.overall,
         compared=len(result.judged),
         failed=[f"{k[0]} {k[1]}x{k[2]}" for k in (c.key for c in result.failed)],
+        answers_differ=result.answers is not None and result.answers.different,
     )
     return int(result.exit_code)
 

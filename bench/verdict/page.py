@@ -122,7 +122,7 @@ def reproduce_page(r: Reproduction) -> str:
         )
 
     word = "pass" if r.reproduced else "fail"
-    head = trust_lines([r.ours]) + r.settings.lines("ours", "card")
+    head = trust_lines([r.ours]) + r.settings.lines("ours", "card") + r.answers_lines()
     head.append(f"The run's {r.ours.weights or 'weights: not recorded'}.")
     parts = [
         *(f"<p>{html.escape(line)}</p>" for line in head if line),

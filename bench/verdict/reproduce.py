@@ -14,6 +14,13 @@ is not_ready, invalid, interrupted or failed on our side never passes: it is lis
 its reason and fails the verdict. Cells of the card this run did not measure make the
 verdict PARTIAL (its own exit code). Settings that differ from the card's make it NOT
 COMPARABLE unless accepted by name.
+
+Answers (bench.answers): a card carries no answer fingerprint, so against a card alone the
+verdict records this run's (its prompts and their digest) for a later reproduce to compare.
+With reference bundles (`--reference`), the run's answers are judged against theirs exactly
+as `bench compare` judges B against A (bench.verdict.answers, the within-side rule among the
+reference's runs): a run that answers differently is NOT REPRODUCED whatever its figures,
+unless `--accept answers`, which judges the figures anyway and says so.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bench import distributions, stats
+from bench import distributions, escape, stats
 from bench.errors import Exit
+from bench.verdict import answers as answers_mod
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import (
     UNMEASURED,
@@ -120,6 +128,38 @@ class Reproduction:
         default_factory=lambda: settings_mod.SettingsCheck((), ())
     )
     noise: dict[str, stats.PooledNoise] = field(default_factory=dict)
+    # The run's answers against the reference bundles' (None: no reference given).
+    answers: answers_mod.AnswersCheck | None = None
+
+    def answers_lines(self) -> list[str]:
+        """What the run answered: against the reference, else recorded against the card."""
+        if self.answers is not None:
+            return [
+                "Answers against the reference (A: the reference, B: this run):",
+                *self.answers.lines(),
+            ]
+        own = [f for f in self.ours.fingerprints if f is not None]
+        carried = any(f is not None for f in self.card.fingerprints)
+        where = (
+            "the card's answers are not compared without --reference"
+            if carried
+            else ("the card carries no answers")
+        )
+        if not own:
+            return [f"Answers: {where}; this run has no fingerprint (--no-fingerprint, or "
+                    "made before results schema 3)."]  # fmt: skip
+        return [
+            f"Answers: {where}; this run's fingerprint: {len(f.answers)} prompts "
+            f"({sum(a.status == 'answered' for a in f.answers)} answered), prompt set "
+            f"{escape.terminal(f.version)}, hash {f.digest[:16]}"
+            + ("" if carried else " (pass --reference BUNDLE to compare a later run's)")
+            + "."
+            for f in own
+        ]
+
+    @property
+    def answers_refused(self) -> bool:
+        return self.answers is not None and self.answers.refused
 
     def noise_lines(self) -> list[str]:
         """How the intervals were made: per figure, the pooled run-to-run noise or why not."""
@@ -165,7 +205,7 @@ class Reproduction:
     def overall(self) -> Overall:
         if not self.settings.comparable:
             return "NOT COMPARABLE"
-        if self.failed or not self.judged:
+        if self.answers_refused or self.failed or not self.judged:
             return "NOT REPRODUCED"
         if self.missing:
             return "PARTIAL"
@@ -205,6 +245,13 @@ class Reproduction:
             line += f"; PARTIAL: {len(self.missing)} of the card's {total} cells not measured here"
         if not self.settings.comparable:
             line += "; settings differ: " + ", ".join(d.name for d in self.settings.blocking)
+        if self.answers_refused:
+            line += (
+                "; this run answers differently from the reference: its speed is not "
+                "comparable (--accept answers judges the figures anyway)"
+            )
+        elif self.answers is not None and self.answers.different:
+            line += "; this run answers differently from the reference (accepted)"
         return line
 
 
@@ -322,7 +369,10 @@ def reproduce(
     card: RunFigures,
     tolerances: Tolerances,
     accept: frozenset[str] = frozenset(),
+    reference: RunFigures | None = None,
 ) -> Reproduction:
+    """OURS against CARD; with REFERENCE (one or more bundles merged), OURS's answers are
+    judged against the reference's too (module docstring)."""
     ours = accepting(ours, accept)
     checks = []
     noise = pooled_by_metric(ours)
@@ -340,4 +390,9 @@ def reproduce(
     checks.sort(key=lambda c: (c.key[0] != "prefill", order.get(c.key[1], 0), c.key[2]))
     skip = settings_mod.TWIN_SIMULATED if ours.twin else frozenset()
     settings = settings_mod.check(ours.settings, card.settings, accept, skip=skip)
-    return Reproduction(ours, card, tolerances, tuple(checks), settings, noise)
+    answers = None
+    if reference is not None:
+        answers = answers_mod.check(
+            reference.fingerprints, ours.fingerprints, accepted=settings_mod.ANSWERS in accept
+        )
+    return Reproduction(ours, card, tolerances, tuple(checks), settings, noise, answers)

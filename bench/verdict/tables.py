@@ -241,6 +241,7 @@ def reproduce_markdown(r: Reproduction) -> str:
     if settings:
         head += [*settings, ""]
     head += [f"## Reproduce: {r.ours.name} against {r.card.name}", ""]
+    head += [*r.answers_lines(), ""]
     if r.not_valid:
         head.append(f"Not valid here ({len(r.not_valid)} cells, never counted as reproduced):")
         head += [

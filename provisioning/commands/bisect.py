@@ -4,7 +4,10 @@ The commits come from a local vLLM clone (`git rev-list --ancestry-path GOOD..BA
 order, GOOD first). Each commit tested gets an image built on a host as `compare-commits`
 builds it, then TRIALS sweeps of the one cell (each its own server start and signed
 bundle, all kept). With N hosts a round tests N commits at once (`bench.verdict.bisect`).
-A commit whose image does not build, or whose sweeps fail, is skipped and said so.
+A commit whose image does not build, or whose sweeps fail, is skipped and said so. Every
+commit's answer fingerprint is compared with GOOD's before its figure: one that answers
+differently is not judged on the figure, and when BAD does the search names the first commit
+that answers differently instead, unless `--accept answers` (bench.verdict.bisect).
 The arguments become a BisectChoice (and a TargetChoice) once, in the handler here.
 """
 
@@ -25,6 +28,7 @@ from bench.history import recording
 from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict import bisect
+from bench.verdict import settings as settings_mod
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from provisioning.commands.compare import sweep_options
@@ -71,6 +75,14 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--cell", required=True, help="CONCURRENCYxCONTEXT, e.g. 64x8K")
     p.add_argument("--figure", choices=tuple(FIGURES), default="total")
     p.add_argument("--trials", type=int, default=3, help="sweeps per commit (separate bundles)")
+    p.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        choices=(settings_mod.ANSWERS,),
+        help="answers: judge a commit's figure even where its answers differ from GOOD's "
+        "(else such a commit is not judged on the figure)",
+    )
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
     p.add_argument("--run-id", default=None, help="bundles are <run-id>-<commit>-<trial>")
     p.add_argument("--allowed-signers", type=Path, default=None)
@@ -89,6 +101,7 @@ class BisectChoice:
     build_args: tuple[str, ...] = ()
     bench_args: tuple[str, ...] = ()
     history: Target | None = None  # where each sweep's bundle is recorded (None: nowhere)
+    accept_answers: bool = False  # --accept answers: figures judged where answers differ
 
 
 def parse_cell(text: str) -> tuple[str, int]:
@@ -206,7 +219,13 @@ def measure_round(
 
 
 def run_bisection(
-    commits: Sequence[str], targets: Sequence[HostTarget], key: Key, metric: str, job: JobFactory
+    commits: Sequence[str],
+    targets: Sequence[HostTarget],
+    key: Key,
+    metric: str,
+    job: JobFactory,
+    *,
+    accept_answers: bool = False,
 ) -> int:
     def many(batch: Sequence[str]) -> list[RunFigures | None]:
         out: list[RunFigures | None] = []
@@ -215,7 +234,9 @@ def run_bisection(
         return out
 
     try:
-        result = bisect.bisect(commits, many, key, metric, workers=len(targets))
+        result = bisect.bisect(
+            commits, many, key, metric, workers=len(targets), accept_answers=accept_answers
+        )
     except RuntimeError as exc:  # GOOD or BAD cannot be measured
         raise UsageError(str(exc), hint="check that GOOD and BAD build and serve") from None
     print("\n".join(result.lines()))
@@ -236,6 +257,7 @@ def _bisect(args: argparse.Namespace, settings: Settings) -> int:
         build_args=tuple(args.build_arg),
         bench_args=tuple(args.bench_args),
         history=history_choice(args, settings),
+        accept_answers=settings_mod.ANSWERS in args.accept,
     )
     return bisect_commits(
         commits, choice, target_choice(args), inventory.parse_host_list(args.host), settings,
@@ -267,4 +289,4 @@ def bisect_commits(
                          allowed=allowed)  # fmt: skip
 
     key: Key = ("decode", choice.cell[0], choice.cell[1])
-    return run_bisection(commits, targets, key, metric, job)
+    return run_bisection(commits, targets, key, metric, job, accept_answers=choice.accept_answers)

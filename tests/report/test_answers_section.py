@@ -27,3 +27,17 @@ def test_each_answer_is_a_row_and_server_text_is_escaped() -> None:
 
 def test_a_run_without_a_fingerprint_says_so() -> None:
     assert "No answer fingerprint in this run" in answers_section(None)
+
+
+def test_a_broken_promise_is_shown_on_its_prompt() -> None:
+    broken = Answer(name="tool call", status="answered", text="get_weather(Paris)",
+                    promise="tool_call", promise_held=False,
+                    promise_detail="no tool call in the answer <i>")  # fmt: skip
+    kept = Answer(name="reasoning", status="answered", text="t", promise="reasoning",
+                  promise_held=True, promise_detail="9 characters")  # fmt: skip
+    fp = Fingerprint(version="v1", max_tokens=64, seed=5, answers=(broken, kept),
+                     reasoning_parser="qwen3", tool_call_parser="qwen3_coder")  # fmt: skip
+    page = answers_section(fp)
+    assert "The launch's reasoning parser qwen3 and tool-call parser qwen3_coder: one" in page
+    assert "[tool_call promise BROKEN: no tool call in the answer &lt;i&gt;] get_weather" in page
+    assert "[reasoning promise kept: 9 characters] t" in page

@@ -182,3 +182,31 @@ def test_compare_several_bundles_a_side_and_a_blocked_order(
     # One bundle a side: no noise estimate, raw Δ only, exit 9.
     assert main(["compare", str(a[0]), "--vs", str(slow[0])]) == 9
     assert "CANNOT TELL NOISE FROM CHANGE" in capsys.readouterr().out
+
+
+def test_reproduce_with_a_reference_judges_the_answers(
+    card: Card,
+    card_path: pathlib.Path,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.verdict.test_answers import BASE, _fp, _ids
+
+    def fingerprinted(name: str, ids: tuple[int, ...], seed: int) -> pathlib.Path:
+        results = make_results(card, speed=10.0, seed=seed)
+        results = results.model_copy(update={"fingerprint": _fp(s=ids)})
+        return _bundle(tmp_path, name, results)
+
+    ref, same = fingerprinted("ref", BASE, 1), fingerprinted("same", BASE, 2)
+    other = fingerprinted("other", _ids(7), 3)
+    assert main(["reproduce", str(same), "--card", str(card_path), "--reference", str(ref)]) == 0
+    assert "outputs identical on 1 of 1 prompts." in capsys.readouterr().out
+    code = main(["reproduce", str(other), "--card", str(card_path), "--reference", str(ref)])
+    out = capsys.readouterr().out
+    assert code == 1 and "NOT REPRODUCED" in out
+    assert "this run answers differently from the reference" in out
+    assert main(["reproduce", str(other), "--card", str(card_path)]) == 0
+    assert "Answers: the card carries no answers; this run's fingerprint: 1 prompts" in (
+        capsys.readouterr().out
+    )
+    assert main(["reproduce", str(ref), "--card", str(card_path), "--reference", str(ref)]) == 2

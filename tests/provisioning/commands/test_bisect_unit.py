@@ -4,6 +4,8 @@ hosts with each commit's sweeps replaced by virtual twin runs (one commit 10 % s
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import subprocess
 import threading
@@ -17,6 +19,7 @@ from bench.verdict.cells import Key, RunFigures
 from provisioning.commands import bisect
 from provisioning.runs.targets import HostTarget
 from tests.card.conftest import SHIPPED
+from tests.verdict.test_answers import _fp, _ids
 from tools import verdict_power as power
 
 pytestmark = pytest.mark.subprocess
@@ -132,3 +135,52 @@ def test_a_commit_that_does_not_build_is_skipped_and_said_so(
     assert f"culprit: {commits[11]}" in out
     assert f"bisect: {commits[8]} skipped: building bench: the image did not build" in err
     assert f"{commits[8]} skipped (could not be measured)" in out
+
+
+class AnsweringJob(VirtualJob):
+    """VirtualJob whose bundles carry answer fingerprints: from commit `answers_at` of the
+    clone on, they differ from GOOD's at token 4."""
+
+    def __init__(self, commit: str, repo: Path, index: int, answers_at: int) -> None:
+        super().__init__(commit, repo)
+        self.index, self.answers_at = index, answers_at
+
+    def run(self) -> None:
+        super().run()
+        if self.figures is not None:
+            fp = _fp(s=_ids(3) if self.index >= self.answers_at else _ids())
+            self.figures = dataclasses.replace(self.figures, fingerprints=(fp,))
+
+
+@pytest.mark.parametrize("accept", [False, True])
+def test_answers_that_differ_from_good_are_bisected_unless_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], accept: bool
+) -> None:
+    commits = _repo(tmp_path, 17)  # the figure moves at commit 11; the answers at 5
+
+    def job(commit: str, target: HostTarget) -> AnsweringJob:
+        return AnsweringJob(commit, tmp_path / "vllm", commits.index(commit), 5)
+
+    targets: list[HostTarget] = [object()]  # type: ignore[list-item]
+    code = bisect.run_bisection(
+        commits, targets, CELL, "total_tok_s", job,  # type: ignore[arg-type]
+        accept_answers=accept,
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == Exit.OK
+    if accept:
+        assert f"culprit: {commits[11]}" in out
+        assert "(its answers differ from GOOD's; accepted)" in out
+    else:
+        assert f"answers differ at commit {commits[5]} (the first to answer differently" in out
+        assert "culprit:" not in out and "not judged on the figures" in out
+
+
+def test_accept_takes_answers_only() -> None:
+    parser = argparse.ArgumentParser()
+    bisect.register(parser.add_subparsers())
+    base = ["bisect", "h", "--good", "a", "--bad", "b", "--vllm-repo", "r", "--cell", "64x8K"]
+    assert parser.parse_args([*base, "--accept", "answers"]).accept == ["answers"]
+    assert parser.parse_args(base).accept == []
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--accept", "window_s"])
