@@ -86,8 +86,8 @@ def tiny_model() -> Path:
 
 def _place(model: Path, cache: Path, owner: str | None = None) -> str:
     revision = hub_cache.place(model, cache, MODEL)
-    if owner is not None:  # the host account's containers run as it
-        subprocess.run(["chown", "-R", f"{owner}:{owner}", str(cache)], check=True)
+    if owner is not None:  # the host account's: its containers run as it, ~/.cache is its own
+        subprocess.run(["chown", "-R", f"{owner}:{owner}", str(cache.parent)], check=True)
     return revision
 
 
