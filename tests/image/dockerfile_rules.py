@@ -108,8 +108,6 @@ def problems(text: str) -> list[str]:
         out.append(f"stages are {names}, expected {STAGES} (vllm last: the default target)")
         return out
     for stage in df.stages:
-        if stage.base in names:  # built on an earlier stage, pinned there
-            continue
         ref = df.resolve(stage.base)
         if not DIGEST_REF.match(ref):
             out.append(f"stage {stage.name}: base {stage.base} -> {ref} is not pinned by digest")
@@ -137,17 +135,18 @@ def problems(text: str) -> list[str]:
     out.extend(_runtime_problems(df.stage("vllm"), df.stage("vllm-build")))
     out.extend(_selftest_problems(df.stage("vllm"), "python,cc,cuda"))
     out.extend(_selftest_problems(df.stage("bench"), "python"))
+    out.extend(_selftest_problems(df.stage("vllm-cpu"), "python"))
     out.extend(_vllm_cpu_problems(df.stage("vllm-cpu")))
-    for name in ("bench", "vllm"):
+    for name in ("bench", "vllm-cpu", "vllm"):
         out.extend(_layer_order_problems(df.stage(name)))
     return out
 
 
 def _vllm_cpu_problems(stage: Stage) -> list[str]:
-    """The CPU rehearsal: on the bench stage, every wheel from the hashed lock, no index."""
+    """The CPU rehearsal: on the Python base, every wheel from the hashed lock, no index."""
     out: list[str] = []
-    if stage.base != "bench":
-        out.append("the vllm-cpu stage is not built on the bench stage")
+    if stage.base != "${PYTHON_BASE}":
+        out.append("the vllm-cpu stage's base is not the PYTHON_BASE build argument")
     installs = [r for r in stage.joined("RUN") if "pip --python /opt/vllm/bin/python install" in r]
     if len(installs) != 1:
         return [*out, "the vllm-cpu stage does not install vllm-cpu into /opt/vllm"]

@@ -76,6 +76,16 @@ def vllm_cpu_image() -> str:
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     print(f"vllm-cpu image {IMAGE}: {int(size) / 1e9:.2f} GB, {time.monotonic() - started:.0f} s")
+    # Small: no compiler, no pip in the server's venv, none of the CUDA-built torch extras.
+    look = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "bash", IMAGE, "-c",
+         "command -v gcc cc c++ make; ls /opt/vllm/bin/pip; "
+         "/opt/vllm/bin/python -c 'import importlib.util as u; "
+         "print([m for m in (\"torchvision\", \"triton\") if u.find_spec(m)])'"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert look.stdout.strip() == "[]", look.stdout + look.stderr
+    assert int(size) < 3_200_000_000
     return IMAGE
 
 
