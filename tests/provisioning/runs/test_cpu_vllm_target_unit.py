@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from bench.launch_profile import load_launch_profile
-from provisioning.flow.recipe import _MAKE_TARGET
+from provisioning.flow.recipe import MAKE_TARGETS
 from provisioning.preflight.requirements import load_requirements
 from provisioning.runs.targets import VLLM_CPU_IMAGE, default_image
 
@@ -20,7 +20,7 @@ def test_image_tag_lock_and_make_target_agree() -> None:
     version = re.search(r"^vllm-cpu==(\S+) ", lock, re.M)
     assert version is not None and f"bench-vllm-cpu:{version.group(1)}" == VLLM_CPU_IMAGE
     assert default_image(load_launch_profile("cpu-vllm")) == VLLM_CPU_IMAGE
-    assert _MAKE_TARGET["vllm-cpu"] == "vllm-cpu-image"
+    assert MAKE_TARGETS["vllm-cpu"] == "vllm-cpu-image"
     assert "\nvllm-cpu-image: " in (ROOT / "Makefile").read_text()
     # Every package is pinned and hashed; the CUDA-built extras are not installed at all.
     entries = re.findall(r"^([a-z0-9-]+)==(\S+) \\\n    --hash=sha256:[0-9a-f]{64}$", lock, re.M)
