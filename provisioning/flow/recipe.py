@@ -36,9 +36,13 @@ def host_requirements(req: Requirements) -> dict[str, str]:
     return out
 
 
+# The make target that builds each Dockerfile stage here (the stream's source).
+MAKE_TARGETS = {"bench": "bench-image", "vllm-cpu": "vllm-cpu-image", "vllm": "image"}
+
+
 def _build_command(build: BuildSpec | None, target: str) -> list[str]:
     if build is None:  # streamed from the machine that ran the orchestrator
-        return ["make", "bench-image" if target == "bench" else "image"]
+        return ["make", MAKE_TARGETS.get(target, "image")]
     words = ["docker", "build", "--target", build.target]
     for name, value in sorted(build.build_args.items()):
         words += ["--build-arg", f"{name}={value}"]

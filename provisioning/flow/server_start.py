@@ -132,7 +132,9 @@ class ServerStarter:
                     mounts=tuple(mounts),
                     publish={p.port: None},
                     user=where.uid_gid,
-                    ipc_host=p.gpus > 1,  # NCCL between tensor-parallel ranks needs shared memory
+                    # NCCL between tensor-parallel ranks, and vLLM's engine and API processes
+                    # (a 160 MiB ring), need more shared memory than Docker's 64 MiB /dev/shm.
+                    ipc_host=p.ipc_host or p.gpus > 1,
                     hostname=self.host if _HOSTNAME.fullmatch(self.host) else None,
                 )
             )

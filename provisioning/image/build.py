@@ -140,7 +140,8 @@ def build_on_host(engine: DockerEngine, spec: BuildSpec, *, host: str, out: Text
         tail.append(line)
         print(f"[{host}] {line}", file=out, flush=True)
 
-    with build_context(spec.root, _CONTEXT_DOCKERFILE, text) as context:
+    wheels = spec.target == "vllm-cpu"
+    with build_context(spec.root, _CONTEXT_DOCKERFILE, text, wheels=wheels) as context:
         for message in engine.build(context, params):
             if message.get("id") == buildkit.TRACE_ID:
                 try:

