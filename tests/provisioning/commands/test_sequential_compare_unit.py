@@ -82,9 +82,9 @@ def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
     assert code == Exit.NOT_REPRODUCED
     # planned for the stated costs (no run here records a start): a 600 s start, the card's
     # sweep; the changed cell keeps every stage running
-    assert "Stages 2+1, 2+2, 3+2, 4+4, chosen for a server start of 600 s" in out
+    assert "Stages 2+1, 2+2, 3+3, 5+5, chosen for a server start of 600 s" in out
     assert (
-        "Sequential design, stages 2+1, 2+2, 3+2, 4+4: 4 stage(s) run, 4 runs of A, 4 of B" in out
+        "Sequential design, stages 2+1, 2+2, 3+3, 5+5: 4 stage(s) run, 5 runs of A, 5 of B" in out
     )
     assert "## Compare: seq-b against seq-a" in out and "| 32K | 32 |" in out
 
