@@ -64,7 +64,7 @@ class SequentialOutcome:
     stages: int  # stages run
     measurements: dict[Key, int]  # cell measurements taken, both sides
     plan: tuple[tuple[int, int], ...] = STAGES  # the stages, as last planned
-    chosen: stage_plan.Plan | None = None  # how they were chosen (None: given)
+    chosen: stage_plan.StagePlan | None = None  # how they were chosen (None: given)
 
     def lines(self) -> list[str]:
         per_side = {s: sum(1 for w in self.trials if w.side == s) for s in ("a", "b")}

@@ -26,7 +26,7 @@ final test alone, the level; power and the share of cells left open after each s
 Monte Carlo over MODEL_DRAWS seeded draws of a cell's runs (the same draws for every plan),
 so the choice is deterministic. Cells are taken as independent. The time minimised is
 the mean of a compare in which nothing changed and one in which a cell changed (which
-keeps every stage running), CHANGE_PRIOR; `Plan.lines` prints both. `make verdict-power`
+keeps every stage running), CHANGE_PRIOR; `StagePlan.lines` prints both. `make verdict-power`
 and tests/verdict/test_stage_plan.py check the chosen plans on the twin in virtual time.
 """
 
@@ -90,7 +90,7 @@ STATED_COSTS = Costs(
 
 
 @dataclass(frozen=True)
-class Plan:
+class StagePlan:
     stages: tuple[Stage, ...]
     costs: Costs
     cells: int
@@ -222,7 +222,7 @@ def fixed_power(n: int, level: float) -> float:
 
 def evaluate(
     stages: tuple[Stage, ...], costs: Costs, cells: int, level: float, draws: int = MODEL_DRAWS
-) -> Plan:
+) -> StagePlan:
     r = _rates(stages, level, draws)
     unchanged = starts = changed = 0.0
     before: Stage = (0, 0)
@@ -239,7 +239,7 @@ def evaluate(
     n = FIXED_TRIALS
     while n < MAX_RUNS and fixed_power(n, level) < r.power:
         n += 1
-    return Plan(
+    return StagePlan(
         stages, costs, cells, unchanged, starts, changed, r.power, level, n,
         2 * n * (costs.start_s + costs.sweep_s),
     )  # fmt: skip
@@ -253,7 +253,7 @@ def choose(
     alpha: float = 0.05,
     done: tuple[Stage, ...] = (),
     draws: int = MODEL_DRAWS,
-) -> Plan:
+) -> StagePlan:
     """The plan of least expected server time that keeps the design's error rates, among
     those that begin with the stages DONE. TESTS: the figures tested (Benjamini-Hochberg's
     m; default 4 a cell), the level one changed figure must reach being alpha / 2 / TESTS."""

@@ -27,10 +27,6 @@ def _recorded() -> tuple[stage_plan.Costs, int]:
     return stage_plan.Costs(start, sweep, "the corpus"), len(side.cells)
 
 
-def _runs_per_stage(plan: stage_plan.Plan) -> float:
-    return sum(plan.stages[-1]) / len(plan.stages)
-
-
 def test_the_recorded_costs_are_what_compare_prints_for_the_corpus() -> None:
     costs, cells = _recorded()
     # over all 12 runs (bench compare of runs 01-06 prints 53 s and 47 s, their means)
