@@ -383,11 +383,13 @@ compare-twin: setup ## bench compare on twin runs: same-profile pairs, and an 8%
 # k-vs-k splits, k = 2..6, today's statistics beside the run-level model, false alarms on 600
 # splits a k, power on 200; the sequential design on 100 orders of the runs; the noise fitted to
 # it is written to bench/twin/noise_fits/), then the twin with every noise fit (the corpus's and
-# quiet-gpu, from published figures; k = 2..6, 100 comparisons a k), then 300 A/A comparisons of
+# quiet-gpu, from published figures; k = 2..6, false alarms on 1,000 A/A comparisons a k, power
+# on 100), then 300 A/A comparisons of
 # the full card matrix on the twin in virtual time (false alarms), 300 with one figure changed
 # by the printed MDE (power), the MDE per figure at 1/3/5 trials, and the server time of fixed
-# vs sequential designs. 7 minutes here (420 s at load 3-5, 4 December 2026); POWER_ARGS=
-# '--comparisons 1000' for tighter intervals on the twin.
+# vs sequential designs (its stages chosen for a stated 600 s start). POWER_ARGS='--twin-only'
+# for the twin part alone (the fits and default noise); '--comparisons 1000' for tighter
+# intervals on the default twin.
 # Measured figures the docs quote come from committed files (issue 31): `make perf`,
 # `make verdict-power` and `make fleet-power` print as before and keep what they print in
 # docs/measured/NAME-<UTC date>.md, its first line naming the command, the commit and the

@@ -293,11 +293,13 @@ def sequential_table(runs: list[RunFigures], draws: int, seed: int) -> Iterator[
         key, f = rng.choice(figs)
         assert f.mde_pct is not None
         change = (key, f.metric.name, f.mde_pct)
-        out = sequential.run(_measure(runs, split, None), Policy())
+        out = sequential.run(_measure(runs, split, None), Policy(), stages=sequential.STAGES)
         alarms.append(bool(out.comparison.flagged))
         spent += sum(out.measurements.values())
         fixed_cost += 2 * sequential.FIXED_TRIALS * len(out.measurements)
-        hit = sequential.run(_measure(runs, split, change), Policy()).comparison
+        hit = sequential.run(
+            _measure(runs, split, change), Policy(), stages=sequential.STAGES
+        ).comparison
         cell = next(x for x in hit.cells if x.key == key)
         hits.append(any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures))
         used.append(split)

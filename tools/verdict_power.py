@@ -43,10 +43,11 @@ from bench.twin import noise, virtual
 from bench.twin import profile as profiles
 from bench.twin.engine import TwinScheduler
 from bench.twin.profile import Profile
+from bench.verdict import budget
 from bench.verdict import sequential as sequential_mod
 from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures, context_order, metrics_of
 from bench.verdict.compare import Comparison, Policy, compare
-from bench.verdict.sequential import STAGES
+from bench.verdict.stage_plan import Costs
 from tools import corpus_power
 
 CARD = Path(bench.cards.__file__).parent
@@ -161,13 +162,21 @@ def fixed(
     return compare(a, b, Policy())
 
 
+def twin_costs(base: Base, start_s: float = budget.START_ESTIMATE_S) -> Costs:
+    """A start as the compare's budget states it, a sweep of the card's matrix on the twin."""
+    sweep = _cell_seconds(base, lambda k: 1)
+    return Costs(start_s, sweep, f"a stated start, the twin's sweep {sweep:.0f} s")
+
+
 def sequential(
     profile: Profile,
     base: Base,
     i: int,
     change: tuple[Key, str, float] | None = None,
+    costs: Costs | None = None,
 ) -> sequential_mod.SequentialOutcome:
-    """Comparison i by the product's sequential scheduler, each trial a virtual run."""
+    """Comparison i by the product's sequential scheduler, each trial a virtual run, its
+    stages chosen for COSTS (default: `twin_costs`)."""
 
     def measure(which: str, trial: int, cells: frozenset[Key] | None) -> RunFigures:
         label = "A" if which == "a" else "B"
@@ -178,7 +187,9 @@ def sequential(
         kept = {k: c for k, c in run.cells.items() if k in cells}
         return dataclasses.replace(run, cells=kept, planned=cells)
 
-    return sequential_mod.run(measure, Policy())
+    return sequential_mod.run(
+        measure, Policy(), costs=costs or twin_costs(base), cells=len(base.figures)
+    )
 
 
 def _ci(k: int, n: int) -> str:
@@ -194,7 +205,7 @@ def _cell_seconds(base: Base, counts: Callable[[Key], int]) -> float:
     return sum(base.server_s[k] * counts(k) for k in base.figures)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tools.verdict_power")
     p.add_argument("--profile", default="published")
     p.add_argument("--card", type=Path, default=CARD / CARD_NAME)
@@ -223,9 +234,19 @@ def main(argv: list[str] | None = None) -> int:
         "--fitted-comparisons",
         type=int,
         default=100,
-        help="comparisons per k on the twin with each corpus's fitted noise (0: none)",
+        help="comparisons per k on the twin with each noise fit, for power (0: none)",
     )
-    p.add_argument("--twin-only", action="store_true", help="only the twin with default noise")
+    p.add_argument(
+        "--fitted-alarm-comparisons",
+        type=int,
+        default=1000,
+        help="A/A comparisons per k on the twin with each noise fit, for false alarms",
+    )
+    p.add_argument(
+        "--twin-only",
+        action="store_true",
+        help="only the twin: with each noise fit in bench/twin/noise_fits, then default noise",
+    )
     p.add_argument("--corpus", type=Path, default=corpus_power.CORPUS, help="the noise corpus")
     p.add_argument("--corpus-only", action="store_true", help="leave the default twin out")
     p.add_argument(
@@ -234,13 +255,20 @@ def main(argv: list[str] | None = None) -> int:
         default=noise.FITS,
         help="where each corpus's fitted noise is written (default: the twin's noise fits)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     t0 = time.monotonic()
-    if not args.twin_only:
+    fitted = Fitted(args.fitted_comparisons, args.fitted_alarm_comparisons)
+    if args.twin_only:
+        fits_report(args.card, fitted)
+    else:
         corpus_report(
             args.corpus,
             Sizes(args.corpus_splits, args.corpus_alarm_splits, args.sequential_draws),
-            args.fitted_comparisons,
+            fitted,
             args.card,
             args.fits_dir,
         )
@@ -301,8 +329,14 @@ class Sizes:
     sequential_draws: int
 
 
+@dataclass(frozen=True)
+class Fitted:
+    comparisons: int  # per k and fit: power (0: the twin with the fits is left out)
+    alarm_comparisons: int  # per k and fit: false alarms (at least `comparisons`)
+
+
 def corpus_report(
-    root: Path, sizes: Sizes, fitted: int, card: Path, fits_dir: Path = noise.FITS
+    root: Path, sizes: Sizes, fitted: Fitted, card: Path, fits_dir: Path = noise.FITS
 ) -> None:
     """Each engine's corpus of real runs: its noise, the k-vs-k table, the sequential design,
     the fit written to FITS_DIR (default bench/twin/noise_fits/), and the twin with that
@@ -327,32 +361,52 @@ def corpus_report(
             print()
             for line in corpus_power.sequential_table(runs, sizes.sequential_draws, 27):
                 print(line, flush=True)
-    if not fitted:
+    fits_report(card, fitted)
+
+
+def fits_report(card: Path, fitted: Fitted) -> None:
+    """The twin (published) with every noise fit in bench/twin/noise_fits, k = 2 ... 6."""
+    if not fitted.comparisons:
         return
     for name in noise.fit_names():
         profile = noise.with_fit(profiles.load("published"), name)
         print(f"\n## Twin (published) with the noise fit {name} ({noise.fit_source(name)})\n")
-        for line in fitted_table(profile, simulate_card(profile, card), fitted):
+        print(
+            f"false alarms on {max(fitted.alarm_comparisons, fitted.comparisons)} A/A "
+            f"comparisons a k, power on the first {fitted.comparisons}\n"
+        )
+        base = simulate_card(profile, card)
+        for line in fitted_table(
+            profile, base, fitted.comparisons, alarms=fitted.alarm_comparisons
+        ):
             print(line, flush=True)
 
 
-def fitted_table(profile: Profile, base: Base, n: int, ks: range = range(2, 7)) -> list[str]:
-    """k-vs-k comparisons of the card's matrix on the twin (each side's runs fresh seeds)."""
+def fitted_table(
+    profile: Profile, base: Base, n: int, ks: range = range(2, 7), *, alarms: int = 0
+) -> list[str]:
+    """k-vs-k comparisons of the card's matrix on the twin (each side's runs fresh seeds):
+    false alarms on max(ALARMS, N) A/A comparisons, power on the first N of them. A rate
+    near the 5 % the design allows needs about 1,000 for the upper end of its 95 % interval
+    to show under 7 %; power, well away from its bound, needs fewer."""
     out = [
         "| k a side | false alarms | power one cell | power everywhere | "
         "median MDE one cell | median MDE everywhere |",
         "|---|---|---|---|---|---|",
     ]
     rng = random.Random(27)
+    total = max(alarms, n)
     for k in ks:
-        alarms = cell_hits = all_hits = 0
+        flagged = cell_hits = all_hits = 0
         mdes_cell: list[float] = []
         mdes_all: list[float] = []
-        for i in range(n):
+        for i in range(total):
             a = side(profile, base, _seeds(50_000 + i, "A", k), "A")
             b = side(profile, base, _seeds(50_000 + i, "B", k), "B")
             c = compare(a, b, Policy())
-            alarms += bool(c.flagged)
+            flagged += bool(c.flagged)
+            if i >= n:
+                continue
             key = rng.choice(list(base.figures))
             metric = rng.choice(list(base.figures[key]))
             f = next(
@@ -372,7 +426,7 @@ def fitted_table(profile: Profile, base: Base, n: int, ks: range = range(2, 7)) 
                 every = compare(a, corpus_power.planted(b, c.whole.mde_pct), Policy())
                 all_hits += bool(every.whole and every.whole.changed and every.whole.delta_pct > 0)
         out.append(
-            f"| {k} | {corpus_power.share(alarms, n)} | {corpus_power.share(cell_hits, n)} | "
+            f"| {k} | {corpus_power.share(flagged, total)} | {corpus_power.share(cell_hits, n)} | "
             f"{corpus_power.share(all_hits, n)} | {statistics.median(mdes_cell):.1f} % | "
             f"{statistics.median(mdes_all):.1f} % |"
         )
@@ -387,21 +441,30 @@ def _sequential_row(
     seq_aa = seq_power = 0
     seq_measurements = 0
     seq_s = 0.0
+    starts = 0
+    plans: set[str] = set()
+    chosen = None
     for i in range(N):
         s = sequential(profile, base, i)
         seq_aa += bool(s.comparison.flagged)
         seq_measurements += sum(s.measurements.values())
         seq_s += _cell_seconds(base, lambda k, m=s.measurements: m.get(k, 0))  # type: ignore[misc]
+        starts += len(s.trials)
+        plans.add(", ".join(f"{a}+{b}" for a, b in s.plan))
+        chosen = chosen or s.chosen
         cell, metric, _ = changes[i]
         t = sequential(profile, base, i, changes[i])
         hit = next(x for x in t.comparison.cells if x.key == cell)
         seq_power += any(f.metric.name == metric and f.mark == "regressed" for f in hit.figures)
     print(
-        f"| sequential ({', '.join(f'{a}+{b}' for a, b in STAGES)}) | {_ci(seq_aa, N)} | "
+        f"| sequential ({' or '.join(sorted(plans))}) | {_ci(seq_aa, N)} | "
         f"{_ci(seq_power, N)} | {seq_measurements / N:.0f} (mean) | "
         f"{seq_s / N / 3600:.2f} h = {seq_s / N / fixed_s:.0%} of fixed, "
-        f"+ up to {sum(STAGES[-1])} server starts |"
+        f"+ {starts / N:.1f} server starts (mean) |"
     )
+    if chosen is not None:
+        print()
+        print("\n".join(chosen.lines()))
 
 
 def _mde_table(profile: Profile, base: Base, names: list[str], samples: int) -> None:

@@ -12,6 +12,7 @@ answers      the runs' answer fingerprints, compared before the figures (within-
 runlevel     the run-level model: a factor shared by every cell of a run, and each cell's own
 budget       the runs a side (and server time, starts included) a 5 % or 10 % MDE would need
 sequential   a sequential compare: trials go to the cells still open
+stage_plan   its stages, chosen for the least server time (starts included) at its error rates
 bisect       which commit moved a figure: a k-ary search from GOOD to BAD
 tables       the verdict tables as data (one source for the terminal and the page), as Markdown
 plots        heatmaps of Δ % and per-concurrency curves, as PNG bytes

@@ -1,9 +1,12 @@
 """A sequential compare: trials go to the cells whose answer is still open.
 
 The fixed design measures every cell 3 times a side. The sequential one measures every
-cell twice on A and once on B, then after each stage settles the cells already shown to
-have changed by less than the fixed design's minimum detectable effect (MDE) for them, and
-gives the next stage's trials to the others only, up to STAGES[-1] a side:
+cell in a first stage (2 + 1 runs, say), then after each stage settles the cells already
+shown to have changed by less than the fixed design's minimum detectable effect (MDE) for
+them, and gives the next stage's trials to the others only, up to the last stage's runs a
+side. The stages are chosen with the cost of a server start in view (`stage_plan`: the
+least expected server time, starts included, that keeps the design's error rates), from
+stated costs before the first stage and from the costs the runs recorded after it:
 
 - settled: for every figure of the cell, |Δ| < the MDE the fixed design (3 + 3 trials,
   80 % power at the Benjamini-Hochberg level of one change among all tests) has for that
@@ -29,14 +32,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bench import distributions, stats
+from bench.verdict import stage_plan
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import POWER, CellDelta, Comparison, FigureDelta, Policy, compare
 from bench.verdict.run_source import merge_runs
 
 Side = Literal["a", "b"]
+# The stages before they were chosen with the costs in view (`stage_plan`); still a fixed
+# plan one can pass as `stages`.
 STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (5, 5))
-FIXED_TRIALS = 3  # the design whose MDE a settled cell is held to
-EQUIVALENCE_ALPHA = 0.10  # each one-sided test of TOST (a stopping rule; see above)
+FIXED_TRIALS = stage_plan.FIXED_TRIALS  # the design whose MDE a settled cell is held to
+EQUIVALENCE_ALPHA = stage_plan.EQUIVALENCE_ALPHA  # each one-sided test of TOST (see above)
 
 # measure(side, trial number of that side from 1, cells to measure or None for all) -> one run
 Measure = Callable[[Side, int, frozenset[Key] | None], RunFigures]
@@ -57,14 +63,18 @@ class SequentialOutcome:
     trials: tuple[TrialRun, ...]  # in the order they ran
     stages: int  # stages run
     measurements: dict[Key, int]  # cell measurements taken, both sides
+    plan: tuple[tuple[int, int], ...] = STAGES  # the stages, as last planned
+    chosen: stage_plan.StagePlan | None = None  # how they were chosen (None: given)
 
     def lines(self) -> list[str]:
         per_side = {s: sum(1 for w in self.trials if w.side == s) for s in ("a", "b")}
         order = " ".join(
             w.side.upper() + ("" if w.cells is None else f"[{len(w.cells)}]") for w in self.trials
         )
+        why = [] if self.chosen is None else self.chosen.lines()
         return [
-            f"Sequential design, stages {', '.join(f'{a}+{b}' for a, b in STAGES)}: "
+            *why,
+            f"Sequential design, stages {', '.join(f'{a}+{b}' for a, b in self.plan)}: "
             f"{self.stages} stage(s) run, {per_side['a']} runs of A, {per_side['b']} of B "
             f"({order}; [n] = the open cells only), {sum(self.measurements.values())} cell "
             f"measurements (the fixed design: {2 * FIXED_TRIALS * len(self.measurements)}).",
@@ -154,33 +164,63 @@ def _order(need_a: int, need_b: int, first: Side) -> list[Side]:
     return out
 
 
+def measured_costs(
+    first: list[RunFigures], every: list[RunFigures], stated: stage_plan.Costs
+) -> stage_plan.Costs:
+    """The costs the runs recorded: a full sweep from the first stage's runs (they sweep
+    the whole matrix), a start from every run; STATED for what none recorded."""
+    sweeps = [t for r in first for t in r.server_s]
+    starts = [t for r in every for t in r.start_s]
+    if not sweeps and not starts:
+        return stated
+    sweep = math.fsum(sweeps) / len(sweeps) if sweeps else stated.sweep_s
+    start = math.fsum(starts) / len(starts) if starts else stated.start_s
+    said = [
+        "the sweep the first stage measured" if sweeps else f"a stated sweep ({stated.source})",
+        "the starts the runs recorded" if starts else f"a stated start ({stated.source})",
+    ]
+    return stage_plan.Costs(start, sweep, "; ".join(said))
+
+
 def run(
     measure: Measure,
     policy: Policy,
     *,
-    stages: tuple[tuple[int, int], ...] = STAGES,
+    stages: tuple[tuple[int, int], ...] | None = None,
+    costs: stage_plan.Costs = stage_plan.STATED_COSTS,
+    cells: int = stage_plan.STATED_CELLS,
     names: tuple[str, str] = ("A", "B"),
 ) -> SequentialOutcome:
+    """Stage by stage until no cell is open or the plan ends. STAGES: a fixed plan; None:
+    chosen by `stage_plan.choose`, first from COSTS and CELLS (stated until measured), then
+    again after every stage from the costs the runs recorded and the cells the compare
+    found, among the plans that begin with the stages already run."""
     runs: dict[Side, list[RunFigures]] = {"a": [], "b": []}
     trials: list[TrialRun] = []
     open_cells: frozenset[Key] | None = None  # None: every cell (the first stage)
     measurements: dict[Key, int] = {}
     last: Comparison | None = None
-    done = 0
     first: Side = "a"
-    for want_a, want_b in stages:
+    chosen = None if stages is not None else stage_plan.choose(costs, cells, alpha=policy.alpha)
+    plan = stages if stages is not None else chosen.stages  # type: ignore[union-attr]
+    done: list[tuple[int, int]] = []
+    full: list[RunFigures] = []  # the first stage's runs: whole sweeps
+    while len(done) < len(plan):
+        want_a, want_b = plan[len(done)]
         need_a = max(want_a - len(runs["a"]), 0)
         need_b = max(want_b - len(runs["b"]), 0)
         for side in _order(need_a, need_b, first):
             trial = len(runs[side]) + 1
             got = measure(side, trial, open_cells)
             runs[side].append(got)
+            if not done:
+                full.append(got)
             trials.append(TrialRun(side, trial, open_cells))
             for key, cell in got.cells.items():
                 if cell.status == "valid" and (open_cells is None or key in open_cells):
                     measurements[key] = measurements.get(key, 0) + 1
             first = "b" if side == "a" else "a"  # the next stage starts with the other side
-        done += 1
+        done.append((want_a, want_b))
         a = merge_runs(runs["a"], names[0])
         b = merge_runs(runs["b"], names[1])
         last = compare(a, b, policy)
@@ -190,5 +230,14 @@ def run(
         open_cells = frozenset(still)
         if not open_cells:
             break
+        if stages is None and len(done) < len(plan):
+            chosen = stage_plan.choose(
+                measured_costs(full, [*runs["a"], *runs["b"]], costs),
+                max(len(comparable(last)), 1),
+                tests=last.tests or None,
+                alpha=policy.alpha,
+                done=tuple(done),
+            )
+            plan = chosen.stages
     assert last is not None
-    return SequentialOutcome(last, tuple(trials), done, measurements)
+    return SequentialOutcome(last, tuple(trials), len(done), measurements, plan, chosen)

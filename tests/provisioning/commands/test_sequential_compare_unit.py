@@ -80,7 +80,12 @@ def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
     assert all("--cells" in extra or "--contexts" in extra for _, _, extra in asked[3:])
     assert any("32K:32" in extra for _, _, extra in asked[-2:])  # the changed cell stays open
     assert code == Exit.NOT_REPRODUCED
-    assert "Sequential design, stages 2+1, 2+2, 3+3, 5+5" in out
+    # planned for the stated costs (no run here records a start): a 600 s start, the card's
+    # sweep; the changed cell keeps every stage running
+    assert "Stages 2+1, 2+2, 3+3, 5+5, chosen for a server start of 600 s" in out
+    assert (
+        "Sequential design, stages 2+1, 2+2, 3+3, 5+5: 4 stage(s) run, 5 runs of A, 5 of B" in out
+    )
     assert "## Compare: seq-b against seq-a" in out and "| 32K | 32 |" in out
 
 
