@@ -337,13 +337,17 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 # of tests/vllm (a second one at once would double the machine's largest process and the
 # tests' token accounting reads its counters) and the llama.cpp server of tests/llamacpp.
 # Everything else (its own sshd, container names, labels, ports and tmp_path) runs anywhere.
-# By marker, so that a vllm test elsewhere (tests/verdict_live) also runs after tests/vllm's
-# server has stopped, never beside it.
+# A vllm test outside tests/vllm starts servers of its own (tests/verdict_live, the cpu-vllm
+# image's tests): its module stays on one worker, so a module-scoped image or server is made
+# once, and may run beside tests/vllm's server (4.4 GB each; the suite peaks under 12 GB).
 def xdist_group(item: pytest.Item) -> str | None:
-    for marker in ("slurm", "vllm", "llamacpp"):
+    for marker in ("slurm", "llamacpp"):
         if item.get_closest_marker(marker) is not None:
             return marker
-    return None
+    if item.get_closest_marker("vllm") is None:
+        return None
+    where = Path(str(item.path)).relative_to(Path(__file__).parent)
+    return "vllm" if where.parts[0] == "vllm" else f"vllm-{where.stem}"
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the marks
