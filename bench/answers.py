@@ -8,6 +8,10 @@ none (the text alone is compared); the first `max_tokens` tokens' text (bounded)
 of what is compared. A prompt that failed is an Answer with `status` "failed" and the
 reason, never an exception. `Fingerprint` adds the prompt set's version and the cost:
 requests sent (answers and /tokenize calls) and their client and server seconds.
+
+`Retrieval` (schema 4) is the long-context retrieval check riding on the context prompts:
+the code planted in them (bench.run.retrieval) and, per long context, whether the answer
+repeated it; `note` says when the check is not informative (the twin, or found nowhere).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ IdsFrom = Literal["logprobs", "tokenize"]
 MAX_ANSWER_TOKENS = 256
 MAX_ANSWER_CHARS = 4096
 MAX_REASON_CHARS = 300
+MAX_HEAD_CHARS = 80  # of a retrieval answer's start
 
 
 class _AnswerModel(BaseModel):
@@ -60,6 +65,42 @@ def answer_sha256(compared: tuple[int, ...] | str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class RetrievalContext(_AnswerModel):
+    """One long context's retrieval: was the planted code in the answer's start?"""
+
+    name: str  # the context prompt's (its label)
+    prompt_tokens: int | None = None
+    depth_tokens: int | None = None  # about how many prompt tokens come before the code
+    status: AnswerStatus  # the context prompt's answer's
+    found: bool | None = None  # None: not answered
+    head: str = Field("", max_length=MAX_HEAD_CHARS)  # the answer's start, as the server sent it
+
+    @property
+    def depth_share(self) -> float | None:
+        if self.depth_tokens is None or not self.prompt_tokens:
+            return None
+        return self.depth_tokens / self.prompt_tokens
+
+
+class Retrieval(_AnswerModel):
+    code: str = Field(pattern=r"^[0-9]{4}-[0-9]{4}$")  # drawn from the run's seed
+    seed: int  # the run's --seed the code was drawn from
+    needle_words: int  # filler words before the code in every context prompt
+    long_min_tokens: int  # a decode context of at least this many prompt tokens is long
+    planted_in: tuple[str, ...] = Field((), max_length=64)  # every prompt carrying the code
+    contexts: tuple[RetrievalContext, ...] = Field((), max_length=64)  # the long ones
+    twin: bool = False  # the server is the twin: it answers from its seed, never retrieves
+    note: str | None = Field(None, max_length=MAX_REASON_CHARS)  # set: not informative (why)
+
+    @property
+    def found(self) -> int:
+        return sum(c.found is True for c in self.contexts)
+
+    @property
+    def informative(self) -> bool:
+        return self.note is None
+
+
 class Fingerprint(_AnswerModel):
     version: str  # the prompt set's (bench/run/fingerprint_prompts.json)
     max_tokens: int  # each prompt asks for this many tokens
@@ -69,6 +110,8 @@ class Fingerprint(_AnswerModel):
     requests: int = 0  # every request of the fingerprint: prompts and /tokenize calls
     seconds: float = 0.0  # client time of the whole fingerprint
     server_s: float = 0.0  # `seconds` times the speed factor (the sweep's server time unit)
+    # The long-context retrieval check on the context prompts (schema 4; None before it).
+    retrieval: Retrieval | None = None
 
     def answer(self, name: str) -> Answer | None:
         return next((a for a in self.answers if a.name == name), None)

@@ -12,6 +12,7 @@ sweep         the cells in order, with readiness holds, warm-up and telemetry; s
               results.json and renders tables.md after every change (`save`)
 fingerprint   what the server answers to a fixed prompt set, before the first row
 answer_body   one answer of the fingerprint read from hostile JSON
+retrieval     the long-context retrieval check: a code planted in the context prompts
 cell          one cell: C streams launched together, the measured window, its records
 outcome       a scout's or cell's results entry (failures counted by kind), its raw lines
 figures       a cell's figures from its records (the published definitions)
