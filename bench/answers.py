@@ -87,8 +87,8 @@ class Retrieval(_AnswerModel):
     seed: int  # the run's --seed the code was drawn from
     needle_words: int  # filler words before the code in every context prompt
     long_min_tokens: int  # a decode context of at least this many prompt tokens is long
-    planted_in: tuple[str, ...] = Field((), max_length=64)  # every prompt carrying the code
-    contexts: tuple[RetrievalContext, ...] = Field((), max_length=64)  # the long ones
+    planted_in: tuple[str, ...] = ()  # every prompt carrying the code
+    contexts: tuple[RetrievalContext, ...] = ()  # the long ones
     twin: bool = False  # the server is the twin: it answers from its seed, never retrieves
     note: str | None = Field(None, max_length=MAX_REASON_CHARS)  # set: not informative (why)
 
