@@ -415,7 +415,7 @@ history-power: setup ## false alarms per series, detection and delay of bench hi
 	$(call measured,history-power,md,$(HISTORY_POWER_ARGS)) $(BIN)/python -m tools.history_power $(HISTORY_POWER_ARGS) | $(call keep,md)
 
 .PHONY: fingerprint-cost
-fingerprint-cost: setup ## the answer fingerprint's share of a card sweep's server time on the twin, in virtual time
+fingerprint-cost: setup ## the answer fingerprint's share (long-context retrieval check included) of a card sweep's server time on the twin, in virtual time
 	$(BIN)/python -m tools.fingerprint_cost
 
 # A corpus of real noise (tests/data/noise_corpus/): identical `bench run --trials 1` runs of a

@@ -1,4 +1,4 @@
-"""The answer fingerprint's records in results.json (schema 3): what the server answered to
+"""The answer fingerprint's records in results.json (schema 3 on): what the server answered to
 a fixed, versioned set of prompts before the sweep (`bench.run.fingerprint` sends them,
 `bench.verdict.answers` compares them).
 
@@ -14,6 +14,10 @@ The paths a launch promises get one prompt each (`promise`): with a reasoning pa
 choice and a tool-call parser, the "tool call" prompt, whose answer must parse as a call of
 the offered tool with JSON arguments. `promise_held` records whether it did and
 `promise_detail` what was found (bench.run.answer_paths reads it from hostile JSON).
+
+`Retrieval` (schema 4) is the long-context retrieval check riding on the context prompts:
+the code planted in them (bench.run.retrieval) and, per long context, whether the answer
+repeated it; `note` says when the check is not informative (the twin, or found nowhere).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ Promise = Literal["reasoning", "tool_call"]
 MAX_ANSWER_TOKENS = 256
 MAX_ANSWER_CHARS = 4096
 MAX_REASON_CHARS = 300
+MAX_HEAD_CHARS = 80  # of a retrieval answer's start
 
 
 class _AnswerModel(BaseModel):
@@ -71,6 +76,42 @@ def answer_sha256(compared: tuple[int, ...] | str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class RetrievalContext(_AnswerModel):
+    """One long context's retrieval: was the planted code in the answer's start?"""
+
+    name: str  # the context prompt's (its label)
+    prompt_tokens: int | None = None
+    depth_tokens: int | None = None  # about how many prompt tokens come before the code
+    status: AnswerStatus  # the context prompt's answer's
+    found: bool | None = None  # None: not answered
+    head: str = Field("", max_length=MAX_HEAD_CHARS)  # the answer's start, as the server sent it
+
+    @property
+    def depth_share(self) -> float | None:
+        if self.depth_tokens is None or not self.prompt_tokens:
+            return None
+        return self.depth_tokens / self.prompt_tokens
+
+
+class Retrieval(_AnswerModel):
+    code: str = Field(pattern=r"^[0-9]{4}-[0-9]{4}$")  # drawn from the run's seed
+    seed: int  # the run's --seed the code was drawn from
+    needle_words: int  # filler words before the code in every context prompt
+    long_min_tokens: int  # a decode context of at least this many prompt tokens is long
+    planted_in: tuple[str, ...] = ()  # every prompt carrying the code
+    contexts: tuple[RetrievalContext, ...] = ()  # the long ones
+    twin: bool = False  # the server is the twin: it answers from its seed, never retrieves
+    note: str | None = Field(None, max_length=MAX_REASON_CHARS)  # set: not informative (why)
+
+    @property
+    def found(self) -> int:
+        return sum(c.found is True for c in self.contexts)
+
+    @property
+    def informative(self) -> bool:
+        return self.note is None
+
+
 class Fingerprint(_AnswerModel):
     version: str  # the prompt set's (bench/run/fingerprint_prompts.json)
     max_tokens: int  # each prompt asks for this many tokens
@@ -83,6 +124,8 @@ class Fingerprint(_AnswerModel):
     # The launch's parsers, as read from its command line (None: not enabled, or unknown).
     reasoning_parser: str | None = Field(None, max_length=64)
     tool_call_parser: str | None = Field(None, max_length=64)
+    # The long-context retrieval check on the context prompts (schema 4; None before it).
+    retrieval: Retrieval | None = None
 
     def answer(self, name: str) -> Answer | None:
         return next((a for a in self.answers if a.name == name), None)

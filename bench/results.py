@@ -8,6 +8,9 @@ this bench reads every version in `READABLE_SCHEMA_VERSIONS`:
   `Measurement.energy_from` and `Measurement.gpu_validity`.
 - 3: the answer fingerprint (`Results.fingerprint`, bench.answers): what the server answered
   to a fixed, versioned prompt set before the sweep; None in a run made without it.
+- 4: the long-context retrieval check (`Fingerprint.retrieval`, bench.answers): the code
+  planted in the fingerprint's context prompts and whether each long context's answer gave
+  it; None in a fingerprint made before it.
 
 Speed convention. A twin can run N times faster than real time (`speed_factor` N, read
 from its `/version` or given with `--speed-factor`; 1 for a real server). `bench run`
@@ -31,8 +34,8 @@ from bench import bounds
 from bench.answers import Fingerprint
 from bench.failures import ErrorKind
 
-SCHEMA_VERSION = 3
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
 Api = Literal["chat", "completions"]
 # valid: measured, numbers reported. invalid: a request failed (stream cut, HTTP error,

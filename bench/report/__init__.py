@@ -1,9 +1,10 @@
 """The report people look at: report.html (self-contained) and the plots as PNG files.
 
-data      figures per cell at server speed, from results.json
-frontier  throughput per GPU against per-user tok/s: the points, the Pareto front, the GPU count
-plots     matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency, the frontier
-page      report.html: the card's three tables (bench.run.card_tables), the plots inline
-answers   report.html's "Answers": the answer fingerprint recorded before the sweep
-command   `bench report DIR`
+data       figures per cell at server speed, from results.json
+frontier   throughput per GPU against per-user tok/s: the points, the Pareto front, the GPU count
+plots      matplotlib: decode heatmap, prefill vs context, TTFT/TBT vs concurrency, the frontier
+page       report.html: the card's three tables (bench.run.card_tables), the plots inline
+answers    report.html's "Answers": the answer fingerprint recorded before the sweep
+retrieval  report.html's "Retrieval": the long-context retrieval check on its context prompts
+command    `bench report DIR`
 """

@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.host.telemetry import WindowRecord
 from bench.report.answers import answers_section
+from bench.report.retrieval import retrieval_section
 from bench.results import Results
 from bench.run import card_tables as tables
 
@@ -237,6 +238,7 @@ def report_page(
 {images}
 {markdown_to_html(tables.render(results))}
 {answers_section(results.fingerprint)}
+{retrieval_section(results.fingerprint)}
 {env_html}
 <p class="note">Check this bundle: <code>bench verify BUNDLE --allowed-signers FILE</code>,
 or with stock OpenSSH as described in docs/verify.md.</p>

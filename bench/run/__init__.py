@@ -14,6 +14,7 @@ fingerprint   what the server answers to a fixed prompt set, before the first ro
 answer_body   one answer of the fingerprint read from hostile JSON
 answer_paths  whether an answer kept the launch's promise (reasoning field, tool call)
 launch_paths  which paths the server's launch promises (its parser flags)
+retrieval     the long-context retrieval check: a code planted in the context prompts
 cell          one cell: C streams launched together, the measured window, its records
 outcome       a scout's or cell's results entry (failures counted by kind), its raw lines
 figures       a cell's figures from its records (the published definitions)

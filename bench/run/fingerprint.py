@@ -19,10 +19,12 @@ not to think first, so the call comes within them) and are chat completions: wit
 `--api completions` they are `not_run`, saying why. Whether the promise held is on the
 answer, never an exception.
 
-The long prompts share one filler text, each a prefix of the next (shortest first): a
-server with prefix caching prefills the longest context once in all, not every context
-again, which keeps the fingerprint small next to the sweep (docs/verdicts.md gives the
-measured share).
+Each context prompt carries the long-context retrieval check's code near its start and asks
+for it at its end (bench.run.retrieval, recorded as `Fingerprint.retrieval`). The long
+prompts share one filler text, each a prefix of the next but for that question (shortest
+first): a server with prefix caching prefills the longest context once in all, not every
+context again, which keeps the fingerprint small next to the sweep (docs/verdicts.md gives
+the measured share).
 
 Every byte of an answer is the server's: each request is bounded in size (the client's
 MAX_SETUP_BODY_BYTES) and in time (`bound_s` of its prompt tokens, at most the run's
@@ -46,7 +48,7 @@ from bench.answers import MAX_REASON_CHARS, Answer, Fingerprint, Promise, answer
 from bench.engines.detect import engine_of
 from bench.errors import ServerError, ServerUnreachable
 from bench.results import PlannedContext, Results
-from bench.run import answer_body, answer_paths, prompts
+from bench.run import answer_body, answer_paths, prompts, retrieval
 from bench.run.launch_paths import LaunchPaths
 from bench.run.presize import Presizer
 from bench.stream.client import Client, Clock
@@ -91,13 +93,6 @@ def load_prompt_set(path: Path = PROMPT_SET_FILE) -> PromptSet:
     )
 
 
-def long_text(prompt_set: PromptSet) -> prompts.PromptText:
-    """The filler every context prompt of the set is cut from (the sweep's words)."""
-    text = prompts.PromptText(prompt_set.long_key, 0, "answers", prompt_set.seed)
-    text.prefix = prompt_set.long_instruction
-    return text
-
-
 @dataclass
 class FingerprintProbe:
     """Sends the prompt set and records the answers (`take`)."""
@@ -112,6 +107,7 @@ class FingerprintProbe:
     # Set when an answer got nothing in time (or nothing answered): the prompts after it are
     # not sent, so a server that hangs costs one bound, not one a prompt.
     _silent: str | None = field(default=None, init=False)
+    _prompt_chars: dict[str, int] = field(default_factory=dict, init=False)  # sized prompts
 
     async def take(self, results: Results) -> Fingerprint:
         ps = self.prompt_set
@@ -124,12 +120,14 @@ class FingerprintProbe:
             answers.append(await self._path(results, "reasoning"))
         if self.launch.tool_call_parser is not None:
             answers.append(await self._path(results, "tool_call"))
-        text = long_text(ps)
+        # The context prompts carry the retrieval check's code (bench.run.retrieval).
+        code = retrieval.code_for(results.settings.seed)
+        text = retrieval.NeedleText(ps.long_key, ps.seed, ps.long_instruction, code)
         contexts = sorted(
             (c for c in results.plan.contexts if c.decode), key=lambda c: c.prompt_tokens
         )
-        for ctx in contexts:
-            answers.append(await self._context(results, ctx, text))
+        asked = [await self._context(results, ctx, text) for ctx in contexts]
+        answers += asked
         seconds = self.clock() - t0
         return Fingerprint(
             version=ps.version,
@@ -141,6 +139,7 @@ class FingerprintProbe:
             server_s=seconds * results.server.speed_factor,
             reasoning_parser=self.launch.reasoning_parser,
             tool_call_parser=self.launch.tool_call_parser,
+            retrieval=retrieval.record(results, code, text, asked, self._prompt_chars),
         )
 
     async def _path(self, results: Results, promise: Promise) -> Answer:
@@ -166,6 +165,7 @@ class FingerprintProbe:
             prompt, tokens = await self.presize.size(results, ctx, text)
         except ServerError as exc:
             return _failed(ctx.label, ctx.prompt_tokens, f"not sized: {exc}")
+        self._prompt_chars[ctx.label] = len(prompt)
         return await self._ask(results, ctx.label, prompt, tokens)
 
     def body(self, results: Results, text: str, promise: Promise | None = None) -> dict[str, Any]:

@@ -120,8 +120,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-fingerprint",
         action="store_true",
-        help="do not send the answer fingerprint (a fixed prompt set, temperature 0) before "
-        "the sweep; a compare then cannot tell whether the runs answered alike",
+        help="do not send the answer fingerprint (a fixed prompt set, temperature 0, and the "
+        "long-context retrieval check on its context prompts) before the sweep; a compare "
+        "then cannot tell whether the runs answered alike",
     )
     p.add_argument(
         "--request-timeout",

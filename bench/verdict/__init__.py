@@ -9,6 +9,7 @@ settings     the settings both sides must share, and which of them differ
 reproduce    a run against a card, cell by cell, a verdict per cell
 compare      runs against each other: Δ % per cell and figure, and whether it is real
 answers      the runs' answer fingerprints, compared before the figures (within-side rule)
+retrieval    the long-context retrieval check of A's runs against B's
 runlevel     the run-level model: a factor shared by every cell of a run, and each cell's own
 budget       the runs a side (and server time, starts included) a 5 % or 10 % MDE would need
 sequential   a sequential compare: trials go to the cells still open

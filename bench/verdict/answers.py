@@ -24,6 +24,10 @@ B answers differently when at least one prompt's difference counts. The verdict 
 (whatever the figures say), unless `--accept answers`, which compares the figures anyway
 and says so. Runs without a fingerprint (older bundles, --no-fingerprint) are left out;
 with none on a side, the answers are not checked and the verdict says so.
+
+The long-context retrieval check rides on the context prompts (bench.verdict.retrieval): a
+B that loses retrieval A has answers differently too. When the sides planted other codes
+(runs of other seeds), the prompts that carried them are not compared token by token.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import Literal
 
 from bench import escape
 from bench.answers import Answer, Fingerprint, Promise
+from bench.verdict import retrieval as retrieval_mod
+from bench.verdict.retrieval import RetrievalCheck
 
 Unit = Literal["token", "character"]
 Seq = tuple[int, ...] | str
@@ -91,6 +97,7 @@ class AnswersCheck:
     absent: str | None = None  # set: nothing compared (why)
     left_out: tuple[str, ...] = ()  # runs without a comparable fingerprint
     accepted: bool = False  # --accept answers
+    retrieval: RetrievalCheck | None = None  # None: no side's runs recorded it
 
     @property
     def compared(self) -> list[PromptCheck]:
@@ -102,8 +109,10 @@ class AnswersCheck:
 
     @property
     def different(self) -> bool:
-        """B answers differently beyond the differences within A and within B."""
-        return self.absent is None and bool(self.counted)
+        """B answers differently beyond the differences within A and within B, or loses
+        retrieval where A has it."""
+        lost = self.retrieval is not None and self.retrieval.different
+        return self.absent is None and (bool(self.counted) or lost)
 
     @property
     def refused(self) -> bool:
@@ -177,9 +186,14 @@ class AnswersCheck:
                 out.append(f"- {where}, within the sides' own differences")
         out += [f"- {_name(p)}: not compared ({p.reason})" for p in self.prompts if not p.compared]
         out += [f"- left out: {why}" for why in self.left_out]
+        if self.retrieval is not None:
+            out += self.retrieval.lines()
         if self.different:
             names = ", ".join(escape.terminal(p.name) for p in self.counted)
-            out.append(f"B answers differently on {len(self.counted)} prompt(s) ({names}).")
+            if self.counted:
+                out.append(f"B answers differently on {len(self.counted)} prompt(s) ({names}).")
+            else:
+                out.append("B answers differently: it lost retrieval where A has it.")
             out.append(
                 "The figures are compared anyway (--accept answers)."
                 if self.accepted
@@ -242,7 +256,13 @@ def check(
         for n in seen
         if n not in names
     ]
-    prompts = tuple(_prompt([f.answer(n) for f in fa], [f.answer(n) for f in fb], n) for n in names)
+    planted = _other_codes(fa, fb)
+    prompts = tuple(
+        PromptCheck(n, reason="the runs planted other retrieval codes (other seeds)")
+        if n in planted
+        else _prompt([f.answer(n) for f in fa], [f.answer(n) for f in fb], n)
+        for n in names
+    )
     return AnswersCheck(
         prompts=prompts,
         runs=(len(fa), len(fb)),
@@ -250,6 +270,7 @@ def check(
         max_tokens=ref.max_tokens,
         left_out=tuple(left_out),
         accepted=accepted,
+        retrieval=retrieval_mod.check(fa, fb),
     )
 
 
@@ -272,6 +293,14 @@ def _promise(a: list[Answer | None], b: list[Answer | None]) -> tuple[str | None
     if True in held[0]:
         return f"B: {_BROKEN[promise]}", True
     return f"A: {_NEITHER[promise]}; B's does", True
+
+
+def _other_codes(fa: list[Fingerprint], fb: list[Fingerprint]) -> set[str]:
+    """The prompts that carried a retrieval code, when the runs' codes differ."""
+    codes = {f.retrieval.code if f.retrieval else None for f in (*fa, *fb)}
+    if len(codes) < 2:
+        return set()
+    return {n for f in (*fa, *fb) if f.retrieval for n in f.retrieval.planted_in}
 
 
 def _prompt(a: list[Answer | None], b: list[Answer | None], name: str) -> PromptCheck:

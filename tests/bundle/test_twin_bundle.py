@@ -168,7 +168,7 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
     # The stand-in's GPU has its power cap active in every sample: every measured cell is
     # flagged, with why, and the tables say so. It refuses the energy counter's field
     # (answers no number), so energy came from the power samples, and the bundle says so.
-    assert results["schema_version"] == 3
+    assert results["schema_version"] == 4
     for cell in results["cells"]:
         if cell["figures"] is not None:
             assert cell["flags"] == {

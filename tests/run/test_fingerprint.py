@@ -17,7 +17,7 @@ import pytest
 
 from bench.answers import MAX_ANSWER_CHARS, Answer, Fingerprint, answer_sha256
 from bench.results import KvCapacity, Results, RunSettings, ServerInfo
-from bench.run import answer_body, fingerprint, plan
+from bench.run import answer_body, plan, retrieval
 from bench.run.fingerprint import FingerprintProbe, load_prompt_set
 from bench.run.presize import Presizer
 from bench.stream.client import MAX_SETUP_BODY_BYTES, Client
@@ -298,9 +298,13 @@ def test_a_server_that_cannot_size_the_prompt_fails_that_answer_only() -> None:
 
 def test_the_prompt_set_is_fixed_data_and_its_long_text_the_same_every_run() -> None:
     ps = load_prompt_set()
-    assert ps.version == "v1" and len(ps.short) >= 3
-    a, b = fingerprint.long_text(ps), fingerprint.long_text(ps)
-    assert a.text(500) == b.text(500) and a.text(100) == a.text(500)[: len(a.text(100))]
+    assert ps.version == "v2" and len(ps.short) >= 3
+    a, b = (retrieval.NeedleText(ps.long_key, ps.seed, ps.long_instruction, "1234-5678")
+            for _ in range(2))  # fmt: skip
+    assert a.text(500) == b.text(500)
+    # each context prompt is a prefix of the next but for the question at its end
+    short, long = a.text(100).removesuffix(retrieval.QUESTION), a.text(500)
+    assert long.startswith(short) and "The pass code is 1234-5678." in short
 
 
 def test_a_fingerprint_round_trips_through_results_json(tmp_path: Path) -> None:
@@ -309,7 +313,7 @@ def test_a_fingerprint_round_trips_through_results_json(tmp_path: Path) -> None:
     fp = Fingerprint(version="v1", max_tokens=64, seed=1, answers=(answer,), requests=3)
     results = _results().model_copy(update={"fingerprint": fp})
     again = Results.model_validate_json(results.model_dump_json())
-    assert again.fingerprint == fp and again.schema_version == 3
+    assert again.fingerprint == fp and again.schema_version == 4
     old = json.loads(results.model_dump_json())
     del old["fingerprint"]
     old["schema_version"] = 2

@@ -53,7 +53,7 @@ def _fingerprint(run: pathlib.Path) -> Results:
 def test_every_run_records_its_answers_and_their_cost(runs: dict[str, pathlib.Path]) -> None:
     r = _fingerprint(runs["a1"])
     fp = r.fingerprint
-    assert fp is not None and fp.version == "v1" and r.schema_version == 3
+    assert fp is not None and fp.version == "v2" and r.schema_version == 4
     assert [a.name for a in fp.answers] == ["short 1", "short 2", "short 3", "256", "1K"]
     assert {a.status for a in fp.answers} == {"answered"}
     assert {a.ids_from for a in fp.answers} == {"logprobs"}  # the twin speaks vLLM
@@ -89,6 +89,20 @@ def test_another_dtype_is_refused_without_accept_answers(runs: dict[str, pathlib
     assert "The figures are compared anyway (--accept answers)." in out
     assert "B ANSWERS DIFFERENTLY (ACCEPTED" in out
     assert rc == 0, out[-3000:]
+
+
+def test_the_twins_retrieval_is_recorded_and_never_judged(runs: dict[str, pathlib.Path]) -> None:
+    """The twin answers the retrieval prompt from its seed (the same every run) and cannot
+    retrieve: its check is marked, and compare draws no verdict from it."""
+    fps = [_fingerprint(runs[k]).fingerprint for k in ("a1", "a2")]
+    got = [fp.retrieval for fp in fps if fp is not None and fp.retrieval is not None]
+    assert len(got) == 2 and got[0] == got[1]  # deterministic: one launch, one seed
+    r = got[0]
+    assert r.twin and r.note is not None and "twin" in r.note
+    assert r.planted_in == ("256", "1K") and [c.name for c in r.contexts] == ["1K"]
+    assert r.contexts[0].status == "answered" and r.contexts[0].head
+    _, out, _ = _bench("compare", str(runs["a1"]), str(runs["b"]), "--accept", "launch_flags")
+    assert "no verdict from it (A and B ran against the twin, which cannot retrieve)" in out
 
 
 def test_the_within_side_rule_over_several_runs_a_side(runs: dict[str, pathlib.Path]) -> None:
