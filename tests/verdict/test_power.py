@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.twin import profile as profiles
+from tools import corpus_power
 from tools import verdict_power as power
 
 pytestmark = pytest.mark.timeout(300)
@@ -24,7 +25,10 @@ def test_verdict_power_prints_false_alarms_power_mde_and_server_time(
     # The corpus: k = 2..6 with intervals over runs, the sequential design on its runs; the
     # twin with the corpus's noise and with the published quiet-GPU figures.
     assert "| 6 | " in out and "(runs " in out and "independent " in out
-    assert out.count("| sequential (2+1, 2+2, 3+3, 5+5) | ") == 2  # the corpus, the twin
+    corpora = corpus_power.engines(corpus_power.CORPUS)
+    assert sorted(d.name for d in corpora) == ["llamacpp", "vllm-cpu"]
+    # One row for each engine's corpus, one for the twin.
+    assert out.count("| sequential (2+1, 2+2, 3+3, 5+5) | ") == len(corpora) + 1
     assert "chosen for a server start of 600 s" in out  # the twin: stages planned
     assert "with the noise fit vllm-cpu" in out
     assert "with the noise fit quiet-gpu (https://github.com/vllm-project/vllm/issues/53436" in out
