@@ -103,8 +103,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--alpha",
         type=float,
         default=ALPHA,
-        help="what a compare spends under no change (default %(default)g): half on the "
-        "whole run, half as the false-discovery rate over cells x figures",
+        help="what a compare spends under no change (default %(default)g): the run-level "
+        "model's whole-run test half, the false-discovery rate over cells x figures the rest",
     )
     cmp_.add_argument(
         "--min-effect-throughput",
