@@ -16,7 +16,7 @@ from bench.settings import Settings
 from bench.verdict import page
 from bench.verdict.card_source import from_card
 from bench.verdict.cells import RunFigures
-from bench.verdict.compare import Comparison, Policy, compare
+from bench.verdict.compare import ALPHA, Comparison, Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import (
     Verification,
@@ -100,7 +100,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how the trial runs of A and B were ordered on the host (for the verdict)",
     )
     cmp_.add_argument(
-        "--alpha", type=float, default=0.05, help="false-discovery rate over cells x figures"
+        "--alpha",
+        type=float,
+        default=ALPHA,
+        help="what a compare spends under no change (default %(default)g): the run-level "
+        "model's whole-run test half, the false-discovery rate over cells x figures the rest",
     )
     cmp_.add_argument(
         "--min-effect-throughput",

@@ -40,7 +40,7 @@ from functools import cache
 
 from bench import distributions
 from bench.verdict import budget
-from bench.verdict.compare import POWER
+from bench.verdict.compare import ALPHA, POWER
 
 Stage = tuple[int, int]  # cumulative runs of A and of B once the stage is done
 FIRST: tuple[Stage, ...] = ((2, 1), (2, 2), (3, 2), (3, 3))
@@ -250,7 +250,7 @@ def choose(
     cells: int,
     *,
     tests: int | None = None,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     done: tuple[Stage, ...] = (),
     draws: int = MODEL_DRAWS,
 ) -> StagePlan:

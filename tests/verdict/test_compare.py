@@ -84,7 +84,7 @@ def test_unchanged_is_printed_as_no_change_larger_than_the_mde(card: Card) -> No
     c = compare(a, b, Policy())
     f = next(f for x in c.cells for f in x.figures if f.metric.name == "total_tok_s")
     assert f.mark == "unchanged" and f.mde_pct is not None
-    # pooled sd ~1 %, 3 trials a side, alpha 0.05 / m at 80 % power: about 3.5 %.
+    # pooled sd ~1 %, 3 trials a side, the cells' alpha / 2 = 0.02 over m at 80 % power: 4.1 %.
     assert 2.5 < f.mde_pct < 5.0
     assert f"no change larger than {f.mde_pct:.1f} %" in compare_markdown(c)
     assert "MDE median" in compare_markdown(c)

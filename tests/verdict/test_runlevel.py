@@ -9,7 +9,7 @@ import pytest
 
 from bench.verdict import budget
 from bench.verdict.cells import Cell, Key, RunFigures
-from bench.verdict.compare import Policy, compare, mde_shown
+from bench.verdict.compare import ALPHA, Policy, compare, mde_shown
 from bench.verdict.run_figures import server_start_s
 from bench.verdict.run_source import merge_runs
 from bench.verdict.tables import compare_markdown
@@ -67,7 +67,7 @@ def test_runs_whose_levels_differ_by_chance_flag_every_cell_today_and_nothing_no
     # where the runs give 6) and test every cell on the same shared factor: p = 0.015 in
     # each, all six flagged together, as the flagged corpus compares flagged 2-3 cells.
     assert len(today.flagged) == len(KEYS)
-    assert c.whole is not None and 0.025 < c.whole.p_value < 0.05
+    assert c.whole is not None and ALPHA / 2 < c.whole.p_value < 0.05
     assert c.flagged == []
 
 
@@ -96,10 +96,27 @@ def test_compare_prints_the_runs_a_side_and_the_server_time_they_would_take() ->
     assert "Runs a side for an MDE of 5 % and of 10 %" in text
     assert "a server start 40 s, the mean the runs recorded" in text
     assert c.whole is not None
-    n = budget.runs_for(c.whole.sd_log, 10.0, 0.025, runs_df=True)
+    n = budget.runs_for(c.whole.sd_log, 10.0, ALPHA / 2, runs_df=True)
     assert n is not None
     hours = 2 * n * (60.0 + 40.0) / 3600
     assert f"10 %: {n} runs a side ({hours:,.1f} h of server time, {2 * n} server starts" in text
+
+
+def test_a_compare_spends_four_percent_half_on_the_whole_run_half_on_the_cells() -> None:
+    """The two tests fire in disjoint comparisons, so their levels add up to what a compare
+    promises under no change: 2 % + 2 % = 4 %, under the 5 % aim with margin."""
+    assert ALPHA == Policy().alpha == 0.04
+    c = compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy())
+    assert c.whole is not None and c.tests > 0
+    assert c.level_for_one == pytest.approx(0.02 / c.tests)
+    text = compare_markdown(c)
+    assert "run levels, " in text and "df, at FDR 0.02)" in text
+    assert f"at FDR 0.02 over all {c.tests} cells × figures" in text
+    # without the run-level model Benjamini-Hochberg alone spends all of it
+    alone = compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy(run_level=False))
+    assert alone.whole is None
+    assert alone.level_for_one == pytest.approx(0.04 / alone.tests)
+    assert f"at FDR 0.04 over all {alone.tests} cells" in compare_markdown(alone)
 
 
 @pytest.mark.parametrize("target", [5.0, 10.0])
