@@ -337,17 +337,15 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 # of tests/vllm (a second one at once would double the machine's largest process and the
 # tests' token accounting reads its counters) and the llama.cpp server of tests/llamacpp.
 # Everything else (its own sshd, container names, labels, ports and tmp_path) runs anywhere.
-# A vllm test outside tests/vllm starts servers of its own (tests/verdict_live, the cpu-vllm
-# image's tests): its module stays on one worker, so a module-scoped image or server is made
-# once, and may run beside tests/vllm's server (4.4 GB each; the suite peaks under 12 GB).
+# Every vllm test, wherever it is (tests/verdict_live, the cpu-vllm image's tests), runs in the
+# vllm group, after or before tests/vllm's server, never beside it: with two vLLM servers on
+# these 2 cores (the first side-by-side run under load), vLLM streamed its tokens in bursts
+# and the cells' time between tokens could not be measured.
 def xdist_group(item: pytest.Item) -> str | None:
-    for marker in ("slurm", "llamacpp"):
+    for marker in ("slurm", "vllm", "llamacpp"):
         if item.get_closest_marker(marker) is not None:
             return marker
-    if item.get_closest_marker("vllm") is None:
-        return None
-    where = Path(str(item.path)).relative_to(Path(__file__).parent)
-    return "vllm" if where.parts[0] == "vllm" else f"vllm-{where.stem}"
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the marks

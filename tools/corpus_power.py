@@ -400,6 +400,7 @@ def fit_line(f: NoiseFit) -> str:
 def write_fit(name: str, f: NoiseFit, folder: Path = noise.FITS) -> Path:
     """FOLDER/NAME.json (default bench/twin/noise_fits/): the twin's noise fields from this
     corpus."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
     doc = {
         "source": f"tests/data/noise_corpus/{name} ({f.runs} runs), fitted by make verdict-power",

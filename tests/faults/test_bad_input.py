@@ -107,7 +107,10 @@ def test_resuming_a_damaged_results_file_is_exit_usage(cli: Cli, tmp_path: Path)
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        (None, ("unknown launch profile 'nosuch'", "choose one of published, smoke, twin")),
+        (
+            None,
+            ("unknown launch profile 'nosuch'", "choose one of cpu-vllm, published, smoke, twin"),
+        ),
         ("name = [", ("nosuch",)),
         ('schema_version = 1\nname = "nosuch"\nargv = ["vllm", "--api-key", "k"]\n', ("nosuch",)),
     ],

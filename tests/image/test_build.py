@@ -49,7 +49,7 @@ def test_bench_image_labels_user_and_contents(bench_image: str, docker_env: dict
     )
     assert probe.returncode == 0, probe.stderr
     # The CPU image carries the measurement side and its data, not the orchestrator.
-    assert probe.stdout.strip() == "True ['published', 'smoke', 'twin']"
+    assert probe.stdout.strip() == "True ['cpu-vllm', 'published', 'smoke', 'twin']"
     # The self-test's generic part ran as the build's last step and left its facts.
     facts = run(
         ["docker", "run", "--rm", bench_image, "cat", "/opt/bench/image.json"], env=docker_env
