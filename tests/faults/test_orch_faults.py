@@ -157,8 +157,9 @@ def test_ctrl_c_during_pull_back_stops_the_copy_marks_it_partial_and_leaves_noth
         seen = _until_first_cell(proc)
         # A bundle whose copy takes seconds, as a long sweep's samples.jsonl makes one: random
         # bytes (gzip cannot shrink them) added to the run directory while the sweep runs.
+        # 384 MiB: with 128 the copy ended before the Ctrl-C, once, beside another xdist worker.
         with (_host_run_dir(ssh_host, run_id) / "padding.bin").open("wb") as fh:
-            for _ in range(128):
+            for _ in range(384):
                 fh.write(os.urandom(1 << 20))
         seen += _until(proc, "] pull back ...")
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole group
