@@ -132,62 +132,38 @@ def test_hostile_make_variables_run_nothing_and_arrive_as_given(
             assert words[start : start + len(parts)] == parts, (name, words)
 
 
-def test_defaults_and_plain_values_still_reach_the_commands() -> None:
+def _dry_run(target: str, *words: str) -> str:
+    """`make -n TARGET WORDS...` in this checkout (no set-up), its recipe lines joined."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", *ALL)}
     got = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile"],
+        ["make", "--no-print-directory", "-n", "-C", str(ROOT), target, "STAMP=Makefile", *words],
         capture_output=True, text=True, timeout=60, check=True, env=env,
     )  # fmt: skip
-    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    return " ".join(got.stdout.replace("\\\n", " ").split())
+
+
+def test_defaults_and_plain_values_still_reach_the_commands() -> None:
+    line = _dry_run("bench")
     assert "bench local --speed '5' --" in line and "history" not in line
     # A history named on the command line (the setting, BENCH_HISTORY__URL, needs no flag):
     for target, words in (("bench", []), ("bench", ["HOST=gpu01"]), ("bench", ["SLURM=debug"]),
                           ("compare-images", ["HOST=gpu01", "A=a", "B=b"]),
                           ("bisect", ["HOST=gpu01", "GOOD=1", "BAD=2", "CELL=1x8K",
                                       "VLLM_REPO=v"])):  # fmt: skip
-        got = subprocess.run(
-            ["make", "--no-print-directory", "-n", "-C", str(ROOT), target, "STAMP=Makefile",
-             *words, "HISTORY=postgresql://bench@db/history", "NO_HISTORY=1"],
-            capture_output=True, text=True, timeout=60, check=True, env=env,
-        )  # fmt: skip
-        line = " ".join(got.stdout.replace("\\\n", " ").split())
+        line = _dry_run(target, *words, "HISTORY=postgresql://bench@db/history", "NO_HISTORY=1")
         assert "--history 'postgresql://bench@db/history' --no-history" in line, (target, line)
-    smoke = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "smoke", "STAMP=Makefile",
-         "HOST=gpu01", "HISTORY=h.sqlite3"],
-        capture_output=True, text=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    assert "--no-history" in smoke.stdout and "h.sqlite3" not in smoke.stdout
-    got = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
-         "HOST=gpu01,gpu02", "RUN_ARGS=--contexts 8K 16K", "KEEP=1"],
-        capture_output=True, text=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    smoke = _dry_run("smoke", "HOST=gpu01", "HISTORY=h.sqlite3")
+    assert "--no-history" in smoke and "h.sqlite3" not in smoke
+    line = _dry_run("bench", "HOST=gpu01,gpu02", "RUN_ARGS=--contexts 8K 16K", "KEEP=1")
     assert "provisioning bench 'gpu01,gpu02' --keep -- '--contexts' '8K' '16K'" in line
-    got = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
-         "HOST=gpu01", "PROFILE=cpu-vllm", "NO_WEIGHTS_DOWNLOAD=1"],
-        capture_output=True, text=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    line = _dry_run("bench", "HOST=gpu01", "PROFILE=cpu-vllm", "NO_WEIGHTS_DOWNLOAD=1")
     assert "provisioning bench 'gpu01' --profile 'cpu-vllm' --no-weights-download" in line, line
-    got = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
-         "SLURM=debug", "NODES=2", "PROFILE=twin", "RUN_ARGS=--contexts 8K"],
-        capture_output=True, text=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    line = _dry_run("bench", "SLURM=debug", "NODES=2", "PROFILE=twin", "RUN_ARGS=--contexts 8K")
     assert (
         "provisioning bench --slurm 'debug' --nodes '2' --profile 'twin' -- '--contexts' '8K'"
         in line
     ), line
-    got = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), "bench", "STAMP=Makefile",
-         "SLURM=debug"],
-        capture_output=True, text=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    line = " ".join(got.stdout.replace("\\\n", " ").split())
+    line = _dry_run("bench", "SLURM=debug")
     assert "--slurm 'debug' --nodes '1'" in line  # one node unless NODES says more
 
 
