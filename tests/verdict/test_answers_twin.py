@@ -24,6 +24,13 @@ def _bench(*args: str) -> tuple[int, str, str]:
     return procs.finish(procs.bench(*args, mark=procs.new_mark()), timeout_s=300)
 
 
+# These tests judge answers. Their figures come from one run a side, whose trials share the
+# run and so cannot see a shift between runs; on a loaded CI machine one such shift was
+# flagged (TTFT +1.3 % [+0.7, +1.8], p = 0.003, two runs of one twin). The figures are
+# therefore judged at a level that keeps a false alarm from deciding an answers test.
+FIGURES_ALPHA = ("--alpha", "1e-4")
+
+
 def _run(url: str, out: pathlib.Path) -> pathlib.Path:
     rc, _, err = _bench("run", "--url", url, *PLAN, "--out", str(out))
     assert rc == 0, err[-2000:]
@@ -70,7 +77,7 @@ def test_one_launch_and_a_second_launch_answer_alike(runs: dict[str, pathlib.Pat
     shas = [[a.sha256 for a in fp.answers] for fp in fps if fp is not None]
     assert len(shas) == 3
     assert shas[0] == shas[1] == shas[2] and len(set(shas[0])) == 5
-    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["a2"]))
+    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["a2"]), *FIGURES_ALPHA)
     assert "outputs identical on 5 of 5 prompts." in out, out
     assert "ANSWERS DIFFERENTLY" not in out
     assert rc == 0, out[-3000:]
@@ -85,7 +92,8 @@ def test_another_dtype_is_refused_without_accept_answers(runs: dict[str, pathlib
     assert "outputs identical on 0 of 5 prompts; first difference at token " in out
     assert out.rstrip().endswith("B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE")
     assert "| Context |" not in out  # no figures judged
-    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["b"]), *flags, "--accept", "answers")
+    accepted = (*flags, "--accept", "answers", *FIGURES_ALPHA)
+    rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["b"]), *accepted)
     assert "The figures are compared anyway (--accept answers)." in out
     assert "B ANSWERS DIFFERENTLY (ACCEPTED" in out
     assert rc == 0, out[-3000:]
