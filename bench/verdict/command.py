@@ -99,13 +99,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="unknown",
         help="how the trial runs of A and B were ordered on the host (for the verdict)",
     )
-    cmp_.add_argument(
-        "--alpha",
-        type=float,
-        default=ALPHA,
-        help="what a compare spends under no change (default %(default)g): the run-level "
-        "model's whole-run test half, the false-discovery rate over cells x figures the rest",
-    )
+    add_alpha_arg(cmp_)
     cmp_.add_argument(
         "--min-effect-throughput",
         type=_percent,
@@ -170,16 +164,32 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     return int(result.exit_code)
 
 
+def add_alpha_arg(p: argparse.ArgumentParser) -> None:
+    """--alpha: what a compare spends under no change (bench compare, provision compare)."""
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=ALPHA,
+        help="what a compare spends under no change (default %(default)g): the run-level "
+        "model's whole-run test half, the false-discovery rate over cells x figures the rest",
+    )
+
+
+def checked_alpha(alpha: float) -> float:
+    """--alpha as given, or a one-line UsageError when it is not strictly between 0 and 1."""
+    if not 0 < alpha < 1:  # also NaN
+        raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
+    return alpha
+
+
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     if len(args.runs) < 2 and not args.vs:
         raise UsageError(
             "compare needs at least two runs",
             hint="bench compare A B [C ...], or bench compare A1 A2 A3 --vs B1 B2 B3",
         )
-    if not 0 < args.alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
     policy = Policy(
-        args.alpha,
+        checked_alpha(args.alpha),
         args.min_effect_throughput,
         args.min_effect_latency,
         accept=parse_accept(args.accept),

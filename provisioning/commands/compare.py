@@ -20,8 +20,8 @@ from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
-from bench.verdict.command import compare_exit
-from bench.verdict.compare import Comparison, Policy, compare
+from bench.verdict.command import checked_alpha, compare_exit
+from bench.verdict.compare import ALPHA, Comparison, Policy, compare
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from bench.verdict.settings import parse_accept
 from bench.verdict.tables import compare_markdown
@@ -98,6 +98,10 @@ class PairChoice:
     trust_new_host: bool = False
     history: Target | None = None  # where each sweep's bundle is recorded (None: nowhere)
     accept: frozenset[str] = frozenset()  # --accept: what the verdict lets differ (bench compare's)
+    alpha: float = ALPHA  # --alpha: what the verdict spends under no change (bench compare's)
+
+    def policy(self) -> Policy:
+        return Policy(self.alpha, accept=self.accept)
 
 
 def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
@@ -111,6 +115,7 @@ def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
         trust_new_host=args.trust_new_host,
         history=history_choice(args, settings),
         accept=parse_accept(args.accept),
+        alpha=checked_alpha(args.alpha),
     )
 
 
@@ -308,7 +313,7 @@ def _sweep_both(
     if order == "blocked" and trials > 1:
         drift = " (blocked: drift over time is NOT controlled and may read as a change)"
     return sweeps.verdict(title, [f"{trials} sweep(s) a side, order {sequence}{drift}"],
-                          compare(a, b, Policy(accept=sweeps.pair.accept)))  # fmt: skip
+                          compare(a, b, sweeps.pair.policy()))  # fmt: skip
 
 
 def sequential_compare(sweeps: Sweeps, title: str) -> int:
@@ -321,7 +326,7 @@ def sequential_compare(sweeps: Sweeps, title: str) -> int:
         return figures
 
     try:
-        policy = Policy(accept=sweeps.pair.accept)
+        policy = sweeps.pair.policy()
         outcome = sequential.run(measure, policy, names=(f"{sweeps.base}-a", f"{sweeps.base}-b"))
     except _SweepStopped:
         return summarise(sweeps.workers, sweeps.allowed, None)

@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.history import recording
 from bench.history.database import Target
 from bench.settings import Settings
+from bench.verdict.command import add_alpha_arg
 from bench.verdict.settings import add_accept_arg
 from provisioning.hosts import inventory
 from provisioning.runs.targets import TargetChoice
@@ -95,6 +96,7 @@ def add_pair_outputs(p: argparse.ArgumentParser) -> None:
         "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored)",
     )
     add_accept_arg(p, between=" between A's and B's runs")
+    add_alpha_arg(p)
     recording.add_args(p)
 
 

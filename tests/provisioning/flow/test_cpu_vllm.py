@@ -289,3 +289,47 @@ def test_whole_flow_on_cpu_vllm_leaves_a_verified_bundle_whose_tokens_match_the_
         if path.is_file():
             assert API_KEY.encode() not in path.read_bytes(), path
     print(f"cpu-vllm whole flow over sshd: {took:.0f} s")
+
+
+@pytest.mark.ssh
+def test_compare_images_of_one_vllm_cpu_build_under_two_tags_claims_no_change(
+    vllm_cpu_image: str, tiny_model: Path, ssh_host: SshTestHost, tmp_path: Path
+) -> None:
+    """A/A: `provision compare` of the vllm-cpu image against itself under a second tag (a
+    rebuild from the locked wheelhouse is the same layers from the cache: the same image),
+    two sweeps a side interleaved (A B B A), each a server start of its own. The verdict
+    must not claim a change. Judged at alpha 1e-3 rather than the default 4 %: a test that
+    fails whenever a 4 % false alarm happens would be a flaky test, not a stricter one."""
+    cache = ssh_host.dir / "remote-home" / ".cache" / "huggingface"
+    _place(tiny_model, cache, owner=ssh_host.user)
+    twin_tag = vllm_cpu_image + "-aa"
+    subprocess.run(["docker", "tag", vllm_cpu_image, twin_tag], check=True, capture_output=True)
+    run_id = f"aa-{uuid.uuid4().hex[:8]}"
+    argv = [
+        sys.executable, "-m", "provisioning", "compare", ssh_host.alias,
+        "--profile", "cpu-vllm", "--image-a", vllm_cpu_image, "--image-b", twin_tag,
+        "--trials-per-side", "2", "--alpha", "1e-3", "--run-id", run_id,
+        "--results", str(tmp_path / "results"),
+        "--allowed-signers", str(tmp_path / "allowed_signers"), "--no-weights-download",
+        "--", "--contexts", "1K", "--prefill-only-contexts", "--concurrencies", "1", "2", "4",
+        "--duration", "4", "--max-tokens", "256",
+    ]  # fmt: skip
+    env = {**os.environ, "VLLM_API_KEY": API_KEY, "BENCH_LOG_FORMAT": "json"}
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
+        )
+    finally:
+        subprocess.run(["docker", "rmi", twin_tag], capture_output=True, check=False)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "2 sweep(s) a side, order A B B A" in proc.stdout
+    verdict = proc.stdout.rstrip().splitlines()[-1]
+    assert verdict == "NO CELL CHANGED", proc.stdout[-3000:]
+    for side in ("a1", "a2", "b1", "b2"):
+        scope = scope_of(f"{run_id}-{side}", ssh_host.alias)
+        assert _labelled(scope) == []
+        bundle = tmp_path / "results" / ssh_host.alias / f"{run_id}-{side}"
+        verify_bundle(bundle.with_name(f"{bundle.name}.tar.gz"), tmp_path / "allowed_signers")
+    print(f"cpu-vllm compare-images A/A, 4 sweeps: {took:.0f} s")
