@@ -302,6 +302,27 @@ def _method_lines(c: Comparison) -> list[str]:
     ]
 
 
+def one_start_lines(c: Comparison) -> list[str]:
+    """A side that is one bundle with several trials: its trials share one server start."""
+    single = [
+        side
+        for side, figures in (("A", c.a), ("B", c.b))
+        if figures.kind == "run" and figures.metadata.get("runs", "1") == "1"
+    ]
+    if not single:
+        return []
+    who = (
+        "A and B are one server start each"
+        if len(single) == 2
+        else f"{single[0]} is one server start"
+    )
+    return [
+        f"- {who}: the trials of a start share it, so a shift between two starts "
+        "of one setup is not in the noise above and can read as a change; for a verdict "
+        "that holds across starts, compare 2 or more bundles a side (A1 A2 --vs B1 B2)."
+    ]
+
+
 def compare_markdown(c: Comparison) -> str:
     lines = trust_lines([c.a, c.b])
     lines += [f"## Compare: {c.b.name} against {c.a.name}", ""]
@@ -331,6 +352,7 @@ def compare_markdown(c: Comparison) -> str:
         )
     else:
         lines += _method_lines(c)
+        lines += one_start_lines(c)
         lines += c.noise_lines()
         lines += budget.lines(c)
     if c.unmeasured:

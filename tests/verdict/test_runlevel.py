@@ -147,3 +147,24 @@ def test_an_mde_past_a_factor_of_eleven_is_printed_as_over_1000_percent() -> Non
     assert mde_shown(369133464.8) == "over 1,000 %"
     assert mde_shown(float("inf")) == "over 1,000 %"
     assert mde_shown(float("nan")) == "over 1,000 %"
+
+
+def _two_trials(one: RunFigures, spread: float) -> RunFigures:
+    """ONE as a single bundle of two trials (`bench run --trials 2`): one server start."""
+    cells = {
+        k: dataclasses.replace(
+            c, trials={m: (v[0], v[0] * (1.0 + spread)) for m, v in c.trials.items()}
+        )
+        for k, c in one.cells.items()
+    }
+    return dataclasses.replace(one, cells=cells)
+
+
+def test_a_side_of_one_bundle_is_told_its_trials_share_one_server_start() -> None:
+    a, b = _two_trials(run("A", 0.0, 1), 0.01), _two_trials(run("B", 0.02, 2), -0.01)
+    shown = compare_markdown(compare(a, b, Policy()))
+    assert "- A and B are one server start each: the trials of a start share it" in shown
+    shown = compare_markdown(compare(side("A", LEVELS_A), b, Policy()))
+    assert "- B is one server start: the trials of a start share it" in shown
+    shown = compare_markdown(compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy()))
+    assert "one server start" not in shown
