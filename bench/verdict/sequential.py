@@ -16,7 +16,10 @@ stated costs before the first stage and from the costs the runs recorded after i
   early, which costs power, and `make verdict-power` measures the power that is left;
 - a cell that is not valid on both sides is not re-measured (it is listed, never settled);
 - the verdict is decided once, at the end, by `compare` on all trials taken (one BH over
-  all cells and figures), so the interim looks add no false alarms.
+  all cells and figures), so the interim looks add no false alarms;
+- answers come first: after a stage where B answers differently (beyond each side's own
+  differences, `bench.verdict.answers`) and that is not accepted, no more runs are spent:
+  its figures would not be judged.
 
 Every trial is its own run (one server start, one signed bundle): trials inside one server
 start share that start's noise and are not independent. Within a stage the sides alternate
@@ -65,6 +68,8 @@ class SequentialOutcome:
     measurements: dict[Key, int]  # cell measurements taken, both sides
     plan: tuple[tuple[int, int], ...] = STAGES  # the stages, as last planned
     chosen: stage_plan.StagePlan | None = None  # how they were chosen (None: given)
+    # B answered differently after a stage: its figures are not judged, so no more runs.
+    stopped_on_answers: bool = False
 
     def lines(self) -> list[str]:
         per_side = {s: sum(1 for w in self.trials if w.side == s) for s in ("a", "b")}
@@ -78,6 +83,15 @@ class SequentialOutcome:
             f"{self.stages} stage(s) run, {per_side['a']} runs of A, {per_side['b']} of B "
             f"({order}; [n] = the open cells only), {sum(self.measurements.values())} cell "
             f"measurements (the fixed design: {2 * FIXED_TRIALS * len(self.measurements)}).",
+            *(
+                [
+                    f"Stopped after stage {self.stages}: B answers differently, so its speed "
+                    "is not judged and no more runs were spent on it (--accept answers "
+                    "measures on)."
+                ]
+                if self.stopped_on_answers
+                else []
+            ),
         ]
 
 
@@ -224,6 +238,11 @@ def run(
         a = merge_runs(runs["a"], names[0])
         b = merge_runs(runs["b"], names[1])
         last = compare(a, b, policy)
+        if last.answers.refused:  # nothing more to measure: the figures are not judged
+            return SequentialOutcome(
+                last, tuple(trials), len(done), measurements, plan, chosen,
+                stopped_on_answers=True,
+            )  # fmt: skip
         still = comparable(last) - settled(last, policy)
         if open_cells is not None:
             still &= open_cells

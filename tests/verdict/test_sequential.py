@@ -11,6 +11,7 @@ from bench.twin import profile as profiles
 from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import Policy
+from tests.verdict.test_answers import BASE, _fp, _ids
 from tools import verdict_power as power
 
 pytestmark = pytest.mark.timeout(300)
@@ -95,3 +96,28 @@ def test_sides_alternate_within_and_across_stages() -> None:
     assert sequential._order(0, 1, "b") == ["b"]
     assert sequential._order(2, 2, "a") == ["a", "b", "a", "b"]
     assert sequential._order(2, 0, "b") == ["a", "a"]
+
+
+def test_b_answering_differently_stops_after_the_first_stage_unless_accepted(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    def answering(calls: list[tuple[str, int, frozenset[Key] | None]]) -> sequential.Measure:
+        measure = _measure(published, calls, slower={next(iter(published[1].figures)): 1.3})
+
+        def with_answers(
+            side: sequential.Side, trial: int, cells: frozenset[Key] | None
+        ) -> RunFigures:
+            fp = _fp(k=BASE if side == "a" else _ids(22))
+            return dataclasses.replace(measure(side, trial, cells), fingerprints=(fp,))
+
+        return with_answers
+
+    calls: list[tuple[str, int, frozenset[Key] | None]] = []
+    out = sequential.run(answering(calls), Policy())
+    assert out.stopped_on_answers and out.stages == 1 and len(calls) == 3
+    assert out.comparison.answers.refused
+    assert out.lines()[-1].startswith("Stopped after stage 1: B answers differently")
+    calls = []
+    accepted = sequential.run(answering(calls), Policy(accept=frozenset({"answers"})))
+    assert not accepted.stopped_on_answers and len(calls) > 3
+    assert not any(line.startswith("Stopped") for line in accepted.lines())
