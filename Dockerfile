@@ -277,7 +277,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     && pip install --no-deps /opt/bench/wheel/bench-*.whl \
     && test "$(bench --version)" = "bench ${BENCH_VERSION}"
 COPY docker/image_selftest.py /usr/local/bin/image-selftest
-RUN image-selftest --parts python --out /opt/bench/image.json
+RUN image-selftest --parts python,cpu --out /opt/bench/image.json
 USER 1000:1000
 WORKDIR /results
 EXPOSE 8000

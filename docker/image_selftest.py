@@ -14,6 +14,9 @@ that provides it):
           FlashInfer JIT cache matches FlashInfer's version
   gpu     (on a GPU host, `make smoke`) torch sees the GPUs, a Triton kernel compiles and
           runs on each of them
+  cpu     (the `vllm-cpu` image) in the server's own interpreter (BENCH_VLLM_PYTHON):
+          torch is a CPU build, vLLM's CPU kernels import (libnuma), vLLM names its
+          platform "cpu", and a matrix product runs
 
 The facts found (versions, torch's CUDA, FlashInfer's version and the sampler setting vLLM
 will use) are written as JSON to --out (the images keep /opt/bench/image.json), and the
@@ -38,7 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-PARTS = ("python", "cc", "cuda", "gpu")
+PARTS = ("python", "cc", "cuda", "gpu", "cpu")
 
 
 class Missing(Exception):
@@ -219,9 +222,50 @@ def _run_kernel(torch: Any, add: Any) -> list[dict[str, Any]]:
     return gpus
 
 
+# Run by the server's interpreter (its own venv, apart from bench's): one JSON line of facts.
+_CPU_PROBE = """import json, torch, vllm, vllm._C
+from vllm.platforms import current_platform
+x = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+print(json.dumps({"torch": str(torch.__version__), "torch_cuda": torch.version.cuda,
+                  "vllm": str(vllm.__version__), "platform": str(current_platform.device_type),
+                  "matmul_ok": bool(torch.equal(x @ torch.eye(8), x)),
+                  "threads": torch.get_num_threads()}))
+"""
+
+
+def check_cpu(facts: dict[str, Any]) -> None:
+    python = os.environ.get("BENCH_VLLM_PYTHON", "/opt/vllm/bin/python")
+    if not Path(python).is_file():
+        raise Missing(f"the server's interpreter {python} is missing (BENCH_VLLM_PYTHON)")
+    try:
+        done = subprocess.run(
+            [python, "-P", "-c", _CPU_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise Missing("importing vLLM and torch took over 300 s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise Missing(f"vLLM's CPU build does not import: {last}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    if found["torch_cuda"] is not None:
+        raise Missing(f"torch {found['torch']} is a CUDA build (the lock's +cpu wheel?)")
+    if found["platform"] != "cpu":
+        raise Missing(f"vLLM names its platform {found['platform']!r}, not 'cpu'")
+    if not found["matmul_ok"]:
+        raise Missing("a matrix product on the CPU gave a wrong result")
+    facts["cpu"] = found
+
+
 def run(parts: list[str], out: Path | None) -> dict[str, Any]:
     facts: dict[str, Any] = {"schema_version": 1, "parts": parts}
-    steps = {"python": check_python, "cc": check_cc, "cuda": check_cuda, "gpu": check_gpu}
+    steps = {
+        "python": check_python, "cc": check_cc, "cuda": check_cuda, "gpu": check_gpu,
+        "cpu": check_cpu,
+    }  # fmt: skip
     for part in parts:
         steps[part](facts)
     if out is not None:

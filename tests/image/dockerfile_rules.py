@@ -135,7 +135,7 @@ def problems(text: str) -> list[str]:
     out.extend(_runtime_problems(df.stage("vllm"), df.stage("vllm-build")))
     out.extend(_selftest_problems(df.stage("vllm"), "python,cc,cuda"))
     out.extend(_selftest_problems(df.stage("bench"), "python"))
-    out.extend(_selftest_problems(df.stage("vllm-cpu"), "python"))
+    out.extend(_selftest_problems(df.stage("vllm-cpu"), "python,cpu"))
     out.extend(_vllm_cpu_problems(df.stage("vllm-cpu")))
     for name in ("bench", "vllm-cpu", "vllm"):
         out.extend(_layer_order_problems(df.stage(name)))

@@ -69,6 +69,7 @@ def test_stages_and_pinned_bases() -> None:
             "last RUN of stage vllm",
         ),
         ("RUN image-selftest --parts python --out", "RUN true --out", "last RUN of stage bench"),
+        ("--parts python,cpu", "--parts python", "last RUN of stage vllm-cpu"),
         ('bench.torch.cuda="${TORCH_CUDA}"', "", "no label bench.torch.cuda"),
         # Issue 30: the CPU rehearsal installs the hashed lock's wheels and nothing else.
         ("install --no-index --no-deps", "install --no-deps", "lacks --no-index"),

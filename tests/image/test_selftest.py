@@ -94,3 +94,30 @@ def test_the_cuda_part_fails_without_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_p
         "image self-test FAILED: nvcc is not on PATH: install cuda-nvcc "
         "(FlashInfer JIT-compiles with it)"
     ]
+
+
+def _cpu_part(python: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--parts", "cpu"],
+        capture_output=True, text=True, check=False, env={"BENCH_VLLM_PYTHON": python},
+    )  # fmt: skip
+
+
+def test_the_cpu_part_names_a_missing_server_interpreter_and_a_vllm_that_does_not_import(
+    tmp_path: Path,
+) -> None:
+    """The `vllm-cpu` image's part runs the server's own interpreter (its image test runs
+    it for real: tests/provisioning/flow/test_cpu_vllm.py). Here: none at all, then one
+    without torch (this machine's)."""
+    missing = _cpu_part(str(tmp_path / "python"))
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        f"image self-test FAILED: the server's interpreter {tmp_path / 'python'} is missing "
+        "(BENCH_VLLM_PYTHON)"
+    )
+    bare = _cpu_part(sys.executable)
+    assert bare.returncode == 1
+    assert bare.stderr.strip().splitlines() == [
+        "image self-test FAILED: vLLM's CPU build does not import: "
+        "ModuleNotFoundError: No module named 'torch'"
+    ]

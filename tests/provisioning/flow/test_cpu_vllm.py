@@ -85,6 +85,17 @@ def vllm_cpu_image() -> str:
     )  # fmt: skip
     assert look.stdout.strip() == "[]", look.stdout + look.stderr
     assert int(size) < 3_200_000_000
+    # The build's last step, the self-test's python and cpu parts, left its facts.
+    facts = json.loads(
+        subprocess.run(
+            ["docker", "run", "--rm", "--entrypoint", "cat", IMAGE, "/opt/bench/image.json"],
+            capture_output=True, text=True, check=True, timeout=300,
+        ).stdout
+    )  # fmt: skip
+    cpu = facts["cpu"]
+    assert facts["parts"] == ["python", "cpu"] and cpu["platform"] == "cpu", facts
+    assert cpu["torch"].endswith("+cpu") and cpu["torch_cuda"] is None and cpu["matmul_ok"]
+    assert cpu["vllm"].startswith("0.32.0")
     return IMAGE
 
 
