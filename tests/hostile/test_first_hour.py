@@ -197,5 +197,5 @@ def test_the_first_hour_walk_through_runs_as_printed(tmp_path: Path) -> None:
         cwd=tmp_path / "bench",
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
-    assert f"{bench_bin}/pytest -q --durations 40 -n '0' --dist loadgroup tests" in dry.stdout
+    assert f"{bench_bin}/pytest -q --durations 40 -n '2' --dist loadgroup tests" in dry.stdout
     print(f"first hour: clone + make bench took {took:.1f} s")
