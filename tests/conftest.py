@@ -47,6 +47,7 @@ from typing import Any
 
 import pytest
 import structlog
+from _pytest.nodeid import coerce_node_id  # pytest 9.2's node ids (group_in_node_id)
 
 import bench
 
@@ -375,12 +376,25 @@ def side_by_side(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", 0))
 
 
+def group_in_node_id(item: pytest.Item, group: str) -> None:
+    """ITEM's node id ends in "@GROUP", which --dist loadgroup's scheduler reads as its work
+    unit. pytest-xdist 3.8 appends it to `item._nodeid`, which pytest 9.2 no longer reads (a
+    node id is now `item._id`, a NodeId): every group was split over the workers, and two
+    vLLM servers ran side by side (seen: test_cpu_vllm's three tests on both workers). So the
+    suffix is put where pytest reads it; xdist's own write then changes nothing."""
+    if not item.nodeid.endswith(f"@{group}"):
+        item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouping = bool(getattr(config.option, "loadgroup", False))  # an xdist worker's loadgroup
     for item in items:
         group = xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            if grouping:
+                group_in_node_id(item, group)
     if side_by_side(config):  # one process keeps the files' order (and module fixtures')
         rank = {group: i for i, group in enumerate(FIRST)}
         items.sort(key=lambda item: rank.get(xdist_group(item) or "", len(FIRST)))

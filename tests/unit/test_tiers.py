@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -174,3 +175,37 @@ def test_isolate_takes_secrets_out_keeps_the_knobs_and_the_cache(
     assert os.environ["BENCH_VLLM_CPU_HOME"] == "/opt/vllm-cpu"
     assert Path.home() == tmp_path
     assert os.environ["XDG_CACHE_HOME"] != str(tmp_path / ".cache")
+
+
+_IDS_PLUGIN = """
+import os, pytest
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    out = os.environ["IDS_OUT"] + "-" + os.environ.get("PYTEST_XDIST_WORKER", "none")
+    with open(out, "w") as f:
+        f.write("\\n".join(i.nodeid for i in items))
+    items.clear()  # the node ids are the finding: nothing runs
+"""
+
+
+@pytest.mark.subprocess
+def test_side_by_side_every_test_of_a_group_carries_it_in_its_node_id(tmp_path: Path) -> None:
+    """--dist loadgroup's scheduler keeps a work unit on one worker only when the node id ends
+    in "@group" (tests/conftest.py, group_in_node_id): with pytest-xdist 3.8's own write, which
+    pytest 9.2 ignores, the vllm tests were split over both workers. The workers' node ids
+    are read after every other hook, and nothing runs."""
+    (tmp_path / "idsplugin.py").write_text(_IDS_PLUGIN)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "IDS_OUT": str(tmp_path / "ids")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "idsplugin", "-n", "2",
+         "--dist", "loadgroup", "-q", "tests/verdict_live", "tests/vllm/test_answers_vllm.py",
+         "tests/twin/test_keeps_up.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 5, done.stdout[-2000:] + done.stderr[-2000:]  # 5: no tests ran
+    for worker in ("gw0", "gw1"):
+        ids = (tmp_path / f"ids-{worker}").read_text().splitlines()
+        vllm = [i for i in ids if "verdict_live" in i or "test_answers_vllm" in i]
+        assert len(vllm) >= 3 and all(i.endswith("@vllm") for i in vllm), ids
+        assert vllm == ids[: len(vllm)]  # the longest group goes out first
+        assert not any("@" in i for i in ids if "test_keeps_up" in i), ids
