@@ -21,7 +21,7 @@ from tests.support.priority import prioritize, prioritized
 from tests.support.twinproc import start_twin
 from tools.compare_twin import slower_variant
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timed, pytest.mark.timeout(600)]
 SPEED = 5.0  # windows of 0.8 s wall: at 10 (0.4 s) a loaded machine made a fast node look slow
 # Seven decode cells (the `tiny` profile holds 2 requests at 512 tokens, 1 at 1K): the rule
 # scales its threshold by the spread between nodes pooled over a figure's cells, and with

@@ -23,7 +23,7 @@ from tests.support.priority import prioritize
 from tests.support.sse import metric
 from tests.support.twinproc import start_twin
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timed]
 STREAMS = 128
 
 

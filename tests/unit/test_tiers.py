@@ -199,13 +199,13 @@ def test_side_by_side_every_test_of_a_group_carries_it_in_its_node_id(tmp_path: 
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "idsplugin", "-n", "2",
          "--dist", "loadgroup", "-q", "tests/verdict_live", "tests/vllm/test_answers_vllm.py",
-         "tests/twin/test_keeps_up.py"],
+         "tests/twin/test_keeps_up.py", "tests/twin/test_arrival.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 5, done.stdout[-2000:] + done.stderr[-2000:]  # 5: no tests ran
     for worker in ("gw0", "gw1"):
         ids = (tmp_path / f"ids-{worker}").read_text().splitlines()
-        vllm = [i for i in ids if "verdict_live" in i or "test_answers_vllm" in i]
-        assert len(vllm) >= 3 and all(i.endswith("@vllm") for i in vllm), ids
+        vllm = [i for i in ids if "verdict_live" in i or "_vllm" in i or "test_keeps_up" in i]
+        assert len(vllm) >= 4 and all(i.endswith("@vllm") for i in vllm), ids  # timed: too
         assert vllm == ids[: len(vllm)]  # the longest group goes out first
-        assert not any("@" in i for i in ids if "test_keeps_up" in i), ids
+        assert not any("@" in i for i in ids if "test_arrival" in i), ids

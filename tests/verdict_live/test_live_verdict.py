@@ -89,5 +89,12 @@ def test_a_server_under_a_cpu_quota_is_flagged_slower_by_three_runs_a_side(
     out = done.stdout
     report(f"live verdict, B throttled {throttled:.0f} s:\n{out[-2500:]}")
     assert done.returncode == 1, (done.returncode, out[-3000:], done.stderr[-2000:])
-    assert re.search(r"SLOWER BY [\d.]+ %", out), out[-3000:]
+    # B slower everywhere, by the whole-run test; or, where a loaded machine left a cell of A
+    # unmeasurable (tokens in bursts at C = 1, seen beside the other xdist worker under
+    # stress-ng) and too few cells remain for the whole-run test, every compared cell flagged.
+    tally = re.search(r"(\d+) OF (\d+) CELLS CHANGED(?:; CANNOT COMPARE (\d+) CELLS)?", out)
+    assert tally is not None, out[-3000:]
+    changed, cells, cannot = int(tally[1]), int(tally[2]), int(tally[3] or 0)
+    everywhere = re.search(r"SLOWER BY [\d.]+ %", out) is not None
+    assert everywhere or (changed == cells - cannot and changed >= 2), out[-3000:]
     assert "runs a side" in out and "server start" in out, out[-3000:]
