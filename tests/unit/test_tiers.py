@@ -197,7 +197,9 @@ def test_side_by_side_every_test_of_a_group_carries_it_in_its_node_id(tmp_path: 
     (tmp_path / "idsplugin.py").write_text(_IDS_PLUGIN)
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "IDS_OUT": str(tmp_path / "ids")}
     done = subprocess.run(
+        # its own basetemp: pytest keeps only the 3 newest numbered ones, the outer run's too
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "idsplugin", "-n", "2",
+         "--basetemp", str(tmp_path / "t"),
          "--dist", "loadgroup", "-q", "tests/verdict_live", "tests/vllm/test_answers_vllm.py",
          "tests/twin/test_keeps_up.py", "tests/twin/test_arrival.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
