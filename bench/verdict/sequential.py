@@ -239,10 +239,7 @@ def run(
         b = merge_runs(runs["b"], names[1])
         last = compare(a, b, policy)
         if last.answers.refused:  # nothing more to measure: the figures are not judged
-            return SequentialOutcome(
-                last, tuple(trials), len(done), measurements, plan, chosen,
-                stopped_on_answers=True,
-            )  # fmt: skip
+            break
         still = comparable(last) - settled(last, policy)
         if open_cells is not None:
             still &= open_cells
@@ -259,4 +256,7 @@ def run(
             )
             plan = chosen.stages
     assert last is not None
-    return SequentialOutcome(last, tuple(trials), len(done), measurements, plan, chosen)
+    return SequentialOutcome(
+        last, tuple(trials), len(done), measurements, plan, chosen,
+        stopped_on_answers=last.answers.refused,
+    )  # fmt: skip
