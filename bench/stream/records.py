@@ -78,12 +78,13 @@ class RequestRecord:
 
     def add_usage(self, now_s: float, completion_tokens: int) -> None:
         if completion_tokens > (self.chunk_tokens[-1] if self.chunk_tokens else 0):
-            # Chunk times never go back: a receive stamp is put on the client's clock from
-            # two clock readings (bench.stream.rxstamp.read), and a loaded machine that
-            # preempts between them can place a read a millisecond before the one it
-            # followed (a -1.5 ms gap under a CPU hog against llama.cpp's server).
-            if self.chunk_s and now_s < self.chunk_s[-1]:
-                now_s = self.chunk_s[-1]
+            # Chunk times never go back, nor before the first token: a receive stamp is
+            # put on the client's clock from clock readings (bench.stream.rxstamp.to_clock)
+            # that a loaded machine could once preempt between (a -1.5 ms gap under a CPU
+            # hog against llama.cpp's server, a -0.57 ms TTFT on a twin).
+            floor = self.chunk_s[-1] if self.chunk_s else self.first_token_s
+            if floor is not None and now_s < floor:
+                now_s = floor
             self.chunk_s.append(now_s)
             self.chunk_tokens.append(completion_tokens)
 

@@ -151,7 +151,9 @@ def _feed(
             return True
         text = _TEXT.search(payload)
         if text:
-            record.first_token_s = now
+            # Never before the request went out: a receive stamp is put on the client's
+            # clock from two readings (bench.stream.rxstamp.to_clock), good to microseconds.
+            record.first_token_s = max(now, record.ttft_from_s)
     elif b'"error"' in payload and _ERROR.search(payload):
         record.fail(ErrorKind.ERROR_EVENT, "error event: " + _error_message(payload))
         return True

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import httpx
 import pytest
 
+from bench.stream import sse
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
 from tests.support.scripted import DONE, ScriptedClock, chat_chunk, transport
@@ -327,3 +328,17 @@ def test_chunk_times_never_go_back_whatever_the_stamps_say() -> None:
     assert list(record.chunk_s) == [1.0, 1.0, 1.01]
     assert min(record.gaps_s()) == 0.0
     assert record.tokens_between(1.0, 1.0) == (2, 1.0)
+
+
+def test_a_first_token_stamped_before_the_request_went_out_counts_from_the_send() -> None:
+    # A twin under a CPU hog measured a TTFT of -0.57 ms: the first token's receive stamp,
+    # moved onto the client's clock, came out before the request's own send time. Neither
+    # the TTFT nor a time between tokens may go below zero, whatever a stamp says.
+    record = RequestRecord(worker=0, start_s=0.9, sent_s=1.0)
+    events = sse.Events(record)
+    events.feed(b"data: " + chat_chunk(role=True, completion_tokens=0) + b"\n\n", 0.99)
+    events.feed(b"data: " + chat_chunk("a", completion_tokens=1) + b"\n\n", 0.9994)
+    events.feed(b"data: " + chat_chunk("b", completion_tokens=2) + b"\n\n", 0.9996)
+    assert record.ttft_s == 0.0
+    assert list(record.chunk_s) == [1.0, 1.0]
+    assert record.tbt_s == 0.0
