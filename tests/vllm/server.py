@@ -30,6 +30,7 @@ from tests.support.served import serving
 REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "tests" / "setup" / "vllm_cpu.sh"
 MAKE_MODEL = REPO / "tests" / "vllm" / "make_model.py"
+MAKE_RETRIEVER = REPO / "tests" / "vllm" / "make_retriever.py"
 MODEL_NAME = "tiny-llama"
 MAX_MODEL_LEN = 32_768
 # vLLM admits a max_model_len only if one request of that length fits the KV cache, plus the
@@ -101,6 +102,24 @@ def model_dir(python: Path, weights_seed: int = 0) -> Path:
     if done.returncode != 0:
         raise VllmServerError(f"{MAKE_MODEL.name} failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
+
+
+def retriever_dirs(python: Path) -> tuple[Path, Path]:
+    """The hand-built model that retrieves (make_retriever.py), on the test model's tokenizer,
+    and its variant with the retrieving attention cut; built on first use, then cached."""
+    tokenizer = model_dir(python)
+    done = subprocess.run(
+        [str(python), str(MAKE_RETRIEVER), str(tokenizer.parent), str(tokenizer)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise VllmServerError(f"{MAKE_RETRIEVER.name} failed:\n{done.stderr[-3000:]}")
+    built = Path(done.stdout.strip().splitlines()[-1])
+    return built, Path(f"{built}-cut")
 
 
 def server_env(api_key: str) -> dict[str, str]:
