@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from bench.answers import Answer, Fingerprint, answer_sha256
+from bench.answers import Fingerprint
 from bench.card.model import Card
 from bench.errors import Exit, UsageError
 from bench.verdict import answers, page
@@ -18,32 +18,8 @@ from bench.verdict.run_figures import from_results
 from bench.verdict.run_source import merge_runs
 from bench.verdict.settings import parse_accept
 from bench.verdict.tables import compare_markdown
+from tests.support.fingerprints import BASE, fp_of, ids_at
 from tests.support.synth import make_results
-
-BASE = tuple(range(100, 164))
-
-
-def _ids(departs: int | None = None, by: int = 1) -> tuple[int, ...]:
-    """BASE, or BASE departing at index `departs` (tokens from there shifted by `by`)."""
-    if departs is None:
-        return BASE
-    return BASE[:departs] + tuple(t + by for t in BASE[departs:])
-
-
-def _fp(version: str = "v1", /, **ids: tuple[int, ...] | str | None) -> Fingerprint:
-    """A fingerprint whose answers are IDS by prompt name (a str: text only; None: failed)."""
-    out = []
-    for name, got in ids.items():
-        if got is None:
-            out.append(Answer(name=name, status="failed", reason="HTTP 500: boom"))
-        elif isinstance(got, str):
-            out.append(Answer(name=name, status="answered", text=got, sha256=answer_sha256(got)))
-        else:
-            out.append(
-                Answer(name=name, status="answered", token_ids=got, ids_from="logprobs",
-                       text="t", sha256=answer_sha256(got))
-            )  # fmt: skip
-    return Fingerprint(version=version, max_tokens=64, seed=1, answers=tuple(out))
 
 
 def test_first_difference() -> None:
@@ -54,13 +30,13 @@ def test_first_difference() -> None:
 
 
 def test_identical_answers_match_everywhere() -> None:
-    got = check([_fp(s=BASE, k=BASE)], [_fp(s=BASE, k=BASE)])
+    got = check([fp_of(s=BASE, k=BASE)], [fp_of(s=BASE, k=BASE)])
     assert not got.different and [p.between for p in got.prompts] == [None, None]
     assert got.lines()[0].endswith("outputs identical on 2 of 2 prompts.")
 
 
 def test_one_run_a_side_every_difference_counts() -> None:
-    got = check([_fp(s=BASE, k=BASE)], [_fp(s=BASE, k=_ids(22))])
+    got = check([fp_of(s=BASE, k=BASE)], [fp_of(s=BASE, k=ids_at(22))])
     assert got.different and got.refused and [p.name for p in got.counted] == ["k"]
     text = "\n".join(got.lines())
     assert (
@@ -72,8 +48,8 @@ def test_one_run_a_side_every_difference_counts() -> None:
 
 def test_a_difference_after_the_sides_own_differences_does_not_count() -> None:
     # A's own two runs depart at token 13; B departs from both at token 41: within the noise.
-    a = [_fp(k=BASE), _fp(k=_ids(12, by=7))]
-    b = [_fp(k=_ids(40)), _fp(k=_ids(40))]
+    a = [fp_of(k=BASE), fp_of(k=ids_at(12, by=7))]
+    b = [fp_of(k=ids_at(40)), fp_of(k=ids_at(40))]
     got = check(a, b)
     (p,) = got.prompts
     assert (p.between, p.within_a, p.within_b, p.counts) == (40, 12, None, False)
@@ -84,8 +60,14 @@ def test_a_difference_after_the_sides_own_differences_does_not_count() -> None:
 
 
 def test_a_difference_before_the_sides_own_differences_counts() -> None:
-    a = [_fp(k=BASE), _fp(k=_ids(40))]  # A's own runs differ from token 41
-    b = [_fp(k=_ids(5)), _fp(k=_ids(5))]  # B departs from every A run at token 6
+    a = [
+        fp_of(k=BASE),
+        fp_of(k=ids_at(40)),
+    ]  # A's own runs differ from token 41
+    b = [
+        fp_of(k=ids_at(5)),
+        fp_of(k=ids_at(5)),
+    ]  # B departs from every A run at token 6
     got = check(a, b)
     (p,) = got.prompts
     assert (p.between, p.within, p.counts) == (5, 40, True)
@@ -94,50 +76,53 @@ def test_a_difference_before_the_sides_own_differences_counts() -> None:
 
 
 def test_b_matching_one_of_as_runs_is_no_difference() -> None:
-    a = [_fp(k=BASE), _fp(k=_ids(3))]
-    b = [_fp(k=_ids(3)), _fp(k=_ids(3))]
+    a = [fp_of(k=BASE), fp_of(k=ids_at(3))]
+    b = [fp_of(k=ids_at(3)), fp_of(k=ids_at(3))]
     (p,) = check(a, b).prompts
     assert p.between is None and not p.differs
 
 
 def test_bs_own_differences_count_too() -> None:
-    a = [_fp(k=BASE), _fp(k=BASE)]
-    b = [_fp(k=_ids(20)), _fp(k=_ids(2, by=3))]  # B's own runs differ from token 3
+    a = [fp_of(k=BASE), fp_of(k=BASE)]
+    b = [
+        fp_of(k=ids_at(20)),
+        fp_of(k=ids_at(2, by=3)),
+    ]  # B's own runs differ from token 3
     (p,) = check(a, b).prompts
     assert (p.within_a, p.within_b) == (None, 2)
     assert p.between == 20 and not p.counts  # B's closest run departs at 21, after 3
 
 
 def test_text_only_answers_are_compared_by_character() -> None:
-    got = check([_fp(k="hello world")], [_fp(k="hello there")])
+    got = check([fp_of(k="hello world")], [fp_of(k="hello there")])
     (p,) = got.prompts
     assert (p.unit, p.between) == ("character", 6)
     assert "first difference at character 7 of the k prompt" in got.lines()[0]
 
 
 def test_failed_answers_are_not_compared_and_named() -> None:
-    got = check([_fp(k=BASE, s=BASE)], [_fp(k=None, s=BASE)])
+    got = check([fp_of(k=BASE, s=BASE)], [fp_of(k=None, s=BASE)])
     assert not got.different and len(got.compared) == 1
     assert "- k prompt: not compared (B: failed: HTTP 500: boom)" in got.lines()
 
 
 def test_absent_and_other_versions() -> None:
-    assert check([None], [_fp(k=BASE)]).absent == "fingerprints absent (A)"
+    assert check([None], [fp_of(k=BASE)]).absent == "fingerprints absent (A)"
     assert check([], []).absent == "fingerprints absent (A and B)"
-    older = check([_fp(k=BASE)], [_fp("v2", k=_ids(0))])
+    older = check([fp_of(k=BASE)], [fp_of("v2", k=ids_at(0))])
     assert older.absent == "B's fingerprints use another prompt set than A's"
     assert not older.different
-    mixed = check([_fp(k=BASE), None], [_fp(k=BASE)])
+    mixed = check([fp_of(k=BASE), None], [fp_of(k=BASE)])
     assert mixed.runs == (1, 1) and mixed.left_out == ("A run 2: no fingerprint",)
 
 
 def test_prompts_only_one_side_sent_are_not_compared() -> None:
-    got = check([_fp(s=BASE, k=BASE)], [_fp(s=BASE)])  # B planned no such context
+    got = check([fp_of(s=BASE, k=BASE)], [fp_of(s=BASE)])  # B planned no such context
     assert [p.name for p in got.prompts] == ["s"]
 
 
 def test_a_hostile_prompt_name_is_escaped_in_the_lines() -> None:
-    got = check([_fp(**{"k\x1b[2J": BASE})], [_fp(**{"k\x1b[2J": _ids(1)})])
+    got = check([fp_of(**{"k\x1b[2J": BASE})], [fp_of(**{"k\x1b[2J": ids_at(1)})])
     assert all("\x1b" not in line for line in got.lines())
 
 
@@ -157,8 +142,8 @@ def _side(card: Card, seed: int, fp: Fingerprint | None) -> RunFigures:
 
 
 def test_compare_refuses_the_figures_of_b_answering_differently(card: Card) -> None:
-    a = _side(card, 1, _fp(k=BASE))
-    b = _side(card, 2, _fp(k=_ids(22)))
+    a = _side(card, 1, fp_of(k=BASE))
+    b = _side(card, 2, fp_of(k=ids_at(22)))
     c = compare(a, b, Policy())
     assert c.answers.refused
     assert c.verdict() == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"
@@ -170,18 +155,18 @@ def test_compare_refuses_the_figures_of_b_answering_differently(card: Card) -> N
 
 
 def test_accept_answers_compares_the_figures_anyway_and_says_so(card: Card) -> None:
-    a = _side(card, 1, _fp(k=BASE))
-    b = _side(card, 1, _fp(k=_ids(22)))  # the same figures
+    a = _side(card, 1, fp_of(k=BASE))
+    b = _side(card, 1, fp_of(k=ids_at(22)))  # the same figures
     c = compare(a, b, Policy(accept=parse_accept(["answers"])))
     assert c.answers.different and not c.answers.refused
     assert c.verdict().startswith("B ANSWERS DIFFERENTLY (ACCEPTED: ITS FIGURES ARE COMPARED")
-    assert compare_exit([c]) == compare_exit([compare(a, _side(card, 1, _fp(k=BASE)), Policy())])
+    assert compare_exit([c]) == compare_exit([compare(a, _side(card, 1, fp_of(k=BASE)), Policy())])
     assert "The figures are compared anyway (--accept answers)." in compare_markdown(c)
 
 
 def test_same_answers_leave_the_figures_verdict_as_it_was(card: Card) -> None:
-    a = _side(card, 1, _fp(k=BASE))
-    b = _side(card, 1, _fp(k=BASE))
+    a = _side(card, 1, fp_of(k=BASE))
+    b = _side(card, 1, fp_of(k=BASE))
     c = compare(a, b, Policy())
     without = compare(_side(card, 1, None), _side(card, 1, None), Policy())
     assert c.verdict() == without.verdict() and compare_exit([c]) == compare_exit([without])
@@ -190,17 +175,20 @@ def test_same_answers_leave_the_figures_verdict_as_it_was(card: Card) -> None:
 
 
 def test_settings_that_differ_still_win_the_exit_code(card: Card) -> None:
-    a = _side(card, 1, _fp(k=BASE))
-    b = dataclasses.replace(_side(card, 2, _fp(k=_ids(0))), settings={"window_s": "99"})
+    a = _side(card, 1, fp_of(k=BASE))
+    b = dataclasses.replace(_side(card, 2, fp_of(k=ids_at(0))), settings={"window_s": "99"})
     a = dataclasses.replace(a, settings={"window_s": "30"})
     assert compare_exit([compare(a, b, Policy())]) == Exit.NOT_COMPARABLE
 
 
 def test_merged_sides_keep_every_runs_fingerprint(card: Card) -> None:
-    a1, a2 = _side(card, 1, _fp(k=BASE)), _side(card, 3, _fp(k=_ids(30)))
+    a1, a2 = (
+        _side(card, 1, fp_of(k=BASE)),
+        _side(card, 3, fp_of(k=ids_at(30))),
+    )
     merged = merge_runs([a1, a2], "A (2 runs)")
     assert merged.fingerprints == (*a1.fingerprints, *a2.fingerprints)
-    got = answers.check(merged.fingerprints, _side(card, 2, _fp(k=_ids(31))).fingerprints)
+    got = answers.check(merged.fingerprints, _side(card, 2, fp_of(k=ids_at(31))).fingerprints)
     assert got.prompts[0].within_a == 30 and not got.different
 
 
@@ -212,7 +200,11 @@ def test_answers_is_accepted_by_name_only() -> None:
 
 
 def test_the_html_page_says_it_and_draws_no_figures_when_refused(card: Card) -> None:
-    c = compare(_side(card, 1, _fp(k=BASE)), _side(card, 2, _fp(k=_ids(22))), Policy())
+    c = compare(
+        _side(card, 1, fp_of(k=BASE)),
+        _side(card, 2, fp_of(k=ids_at(22))),
+        Policy(),
+    )
     html = page.compare_page([c])
     assert "first difference at token 23 of the k prompt" in html
     assert 'class="verdict fail">B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE<' in html

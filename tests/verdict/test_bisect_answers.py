@@ -11,7 +11,7 @@ import pytest
 from bench.twin import profile as profiles
 from bench.verdict import bisect
 from bench.verdict.cells import RunFigures
-from tests.verdict.test_answers import _fp, _ids
+from tests.support.fingerprints import fp_of, ids_at
 from tests.verdict.test_bisect import CELL, COMMITS, _measure
 from tools import verdict_power as power
 
@@ -32,7 +32,7 @@ def _answering(
         for commit, run in zip(commits, figures(commits), strict=True):
             i = COMMITS.index(commit)
             differs = i in only or (answers_at is not None and i >= answers_at)
-            fp = _fp(s=_ids(3) if differs else _ids())
+            fp = fp_of(s=ids_at(3) if differs else ids_at())
             out.append(None if run is None else dataclasses.replace(run, fingerprints=(fp,)))
         return out
 

@@ -190,15 +190,15 @@ def test_reproduce_with_a_reference_judges_the_answers(
     tmp_path: pathlib.Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.verdict.test_answers import BASE, _fp, _ids
+    from tests.support.fingerprints import BASE, fp_of, ids_at
 
     def fingerprinted(name: str, ids: tuple[int, ...], seed: int) -> pathlib.Path:
         results = make_results(card, speed=10.0, seed=seed)
-        results = results.model_copy(update={"fingerprint": _fp(s=ids)})
+        results = results.model_copy(update={"fingerprint": fp_of(s=ids)})
         return _bundle(tmp_path, name, results)
 
     ref, same = fingerprinted("ref", BASE, 1), fingerprinted("same", BASE, 2)
-    other = fingerprinted("other", _ids(7), 3)
+    other = fingerprinted("other", ids_at(7), 3)
     assert main(["reproduce", str(same), "--card", str(card_path), "--reference", str(ref)]) == 0
     assert "outputs identical on 1 of 1 prompts." in capsys.readouterr().out
     code = main(["reproduce", str(other), "--card", str(card_path), "--reference", str(ref)])

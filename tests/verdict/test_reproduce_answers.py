@@ -15,8 +15,8 @@ from bench.verdict.run_figures import from_results
 from bench.verdict.run_source import merge_runs
 from bench.verdict.settings import parse_accept
 from bench.verdict.tables import reproduce_markdown
+from tests.support.fingerprints import BASE, fp_of, ids_at
 from tests.support.synth import make_results
-from tests.verdict.test_answers import BASE, _fp, _ids
 
 
 def _run(card: Card, fp: Fingerprint | None, seed: int = 1) -> RunFigures:
@@ -25,7 +25,7 @@ def _run(card: Card, fp: Fingerprint | None, seed: int = 1) -> RunFigures:
 
 
 def test_against_a_card_alone_the_runs_fingerprint_is_recorded(card: Card) -> None:
-    fp = _fp(s=BASE, k=_ids(3))
+    fp = fp_of(s=BASE, k=ids_at(3))
     r = reproduce(_run(card, fp), from_card(card), Tolerances())
     assert r.reproduced and r.answers is None
     line = (
@@ -41,15 +41,15 @@ def test_against_a_card_alone_the_runs_fingerprint_is_recorded(card: Card) -> No
 
 
 def test_the_digest_is_one_per_set_of_answers() -> None:
-    assert _fp(s=BASE).digest == _fp(s=BASE).digest
-    assert _fp(s=BASE).digest != _fp(s=_ids(5)).digest
-    assert _fp(s=BASE).digest != _fp(t=BASE).digest  # another prompt's name
-    assert _fp(s=BASE).digest != _fp("v2", s=BASE).digest
+    assert fp_of(s=BASE).digest == fp_of(s=BASE).digest
+    assert fp_of(s=BASE).digest != fp_of(s=ids_at(5)).digest
+    assert fp_of(s=BASE).digest != fp_of(t=BASE).digest  # another prompt's name
+    assert fp_of(s=BASE).digest != fp_of("v2", s=BASE).digest
 
 
 def test_a_reference_that_answered_alike_leaves_the_verdict_as_it_was(card: Card) -> None:
-    ref = _run(card, _fp(s=BASE), seed=2)
-    r = reproduce(_run(card, _fp(s=BASE)), from_card(card), Tolerances(), reference=ref)
+    ref = _run(card, fp_of(s=BASE), seed=2)
+    r = reproduce(_run(card, fp_of(s=BASE)), from_card(card), Tolerances(), reference=ref)
     assert r.reproduced and r.answers is not None and not r.answers.different
     text = reproduce_markdown(r)
     assert "Answers against the reference (A: the reference, B: this run):" in text
@@ -57,8 +57,8 @@ def test_a_reference_that_answered_alike_leaves_the_verdict_as_it_was(card: Card
 
 
 def test_a_run_answering_differently_from_the_reference_is_not_reproduced(card: Card) -> None:
-    ref = _run(card, _fp(s=BASE), seed=2)
-    ours = _run(card, _fp(s=_ids(12)))
+    ref = _run(card, fp_of(s=BASE), seed=2)
+    ours = _run(card, fp_of(s=ids_at(12)))
     r = reproduce(ours, from_card(card), Tolerances(), reference=ref)
     assert r.overall == "NOT REPRODUCED" and r.exit_code == Exit.NOT_REPRODUCED
     assert r.failed == []  # the figures alone reproduce
@@ -76,7 +76,15 @@ def test_a_run_answering_differently_from_the_reference_is_not_reproduced(card: 
 
 def test_the_within_side_rule_among_the_references_runs(card: Card) -> None:
     """The reference's own runs differ from token 5 on: a difference at token 13 is within."""
-    refs = merge_runs([_run(card, _fp(s=BASE), 2), _run(card, _fp(s=_ids(4)), 3)], "reference")
-    r = reproduce(_run(card, _fp(s=_ids(12))), from_card(card), Tolerances(), reference=refs)
+    refs = merge_runs(
+        [_run(card, fp_of(s=BASE), 2), _run(card, fp_of(s=ids_at(4)), 3)],
+        "reference",
+    )
+    r = reproduce(
+        _run(card, fp_of(s=ids_at(12))),
+        from_card(card),
+        Tolerances(),
+        reference=refs,
+    )
     assert r.answers is not None and r.answers.runs == (2, 1) and not r.answers.different
     assert r.reproduced

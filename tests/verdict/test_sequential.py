@@ -11,7 +11,7 @@ from bench.twin import profile as profiles
 from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import Policy
-from tests.verdict.test_answers import BASE, _fp, _ids
+from tests.support.fingerprints import BASE, fp_of, ids_at
 from tools import verdict_power as power
 
 pytestmark = pytest.mark.timeout(300)
@@ -107,7 +107,7 @@ def test_b_answering_differently_stops_after_the_first_stage_unless_accepted(
         def with_answers(
             side: sequential.Side, trial: int, cells: frozenset[Key] | None
         ) -> RunFigures:
-            fp = _fp(k=BASE if side == "a" else _ids(22))
+            fp = fp_of(k=BASE if side == "a" else ids_at(22))
             return dataclasses.replace(measure(side, trial, cells), fingerprints=(fp,))
 
         return with_answers

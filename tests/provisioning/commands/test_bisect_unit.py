@@ -19,7 +19,7 @@ from bench.verdict.cells import Key, RunFigures
 from provisioning.commands import bisect
 from provisioning.runs.targets import HostTarget
 from tests.card.conftest import SHIPPED
-from tests.verdict.test_answers import _fp, _ids
+from tests.support.fingerprints import fp_of, ids_at
 from tools import verdict_power as power
 
 pytestmark = pytest.mark.subprocess
@@ -148,7 +148,7 @@ class AnsweringJob(VirtualJob):
     def run(self) -> None:
         super().run()
         if self.figures is not None:
-            fp = _fp(s=_ids(3) if self.index >= self.answers_at else _ids())
+            fp = fp_of(s=ids_at(3) if self.index >= self.answers_at else ids_at())
             self.figures = dataclasses.replace(self.figures, fingerprints=(fp,))
 
 
