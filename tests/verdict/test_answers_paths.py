@@ -8,7 +8,8 @@ from bench.card.model import Card
 from bench.verdict.answers import check
 from bench.verdict.compare import Policy, compare
 from bench.verdict.tables import compare_markdown
-from tests.verdict.test_answers import BASE, _side
+from tests.support.fingerprints import BASE
+from tests.verdict.test_answers import _side
 
 CALL = 'get_weather({"city": "Paris"})'
 
