@@ -35,7 +35,7 @@ import json
 import math
 import random
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,6 +268,61 @@ def table(
             f"{old.mde_cell_pct:.1f} % / {new.mde_cell_pct:.1f} % | "
             f"{old.mde_all_pct:.1f} % / {new.mde_all_pct:.1f} % |"
         )
+
+
+def every_figure(runs: list[RunFigures], ks: Sequence[int], limit: int, seed: int) -> Iterator[str]:
+    """Power in one cell with nothing left to chance but the runs: in each of `limit` splits
+    (the seeded sample `evaluate` draws, all of them when there are fewer), every figure of
+    every cell in turn made worse by the MDE the A/A comparison printed for it. Markdown: a
+    row a k (the share over every split and figure, its interval over runs, the lowest and
+    highest figure), then a row a k and figure."""
+    policy = Policy()
+    detail: list[str] = []
+    yield (
+        "| k a side | splits | power one cell at its printed MDE, every figure of every cell | "
+        "lowest figure | highest figure |"
+    )
+    yield "|---|---|---|---|---|"
+    for k in ks:
+        chosen = splits(len(runs), k, limit, seed + k)
+        random.Random(seed * 7 + k).shuffle(chosen)
+        hits: list[bool] = []
+        held: list[Split] = []
+        by_figure: dict[tuple[Key, str], list[bool]] = {}
+        for split in chosen[:limit]:
+            a, b = _sides(runs, split)
+            c = compare(a, b, policy)
+            for x in c.cells:
+                for f in x.figures:
+                    if f.mde_pct is None:
+                        continue
+                    changed = compare(a, planted(b, f.mde_pct, (x.key, f.metric.name)), policy)
+                    cell = next(y for y in changed.cells if y.key == x.key)
+                    hit = any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures)
+                    hits.append(hit)
+                    held.append(split)
+                    by_figure.setdefault((x.key, f.metric.name), []).append(hit)
+        if not hits:
+            continue
+        shares = {w: sum(h) / len(h) for w, h in by_figure.items()}
+        low, high = min(shares, key=shares.__getitem__), max(shares, key=shares.__getitem__)
+        yield (
+            f"| {k} | {len(chosen[:limit])} | {Rate(tuple(hits), tuple(held), len(runs)).text()} | "
+            f"{_figure(low)} {shares[low]:.1%} | {_figure(high)} {shares[high]:.1%} |"
+        )
+        detail += [
+            f"| {k} | {_figure(w)} | {sum(h)}/{len(h)} = {shares[w]:.1%} |"
+            for w, h in sorted(by_figure.items())
+        ]
+    yield ""
+    yield "| k a side | figure | power at its printed MDE |"
+    yield "|---|---|---|"
+    yield from detail
+
+
+def _figure(where: tuple[Key, str]) -> str:
+    (phase, context, concurrency), metric = where
+    return f"{phase} {context} × {concurrency} {metric}"
 
 
 def sequential_table(runs: list[RunFigures], draws: int, seed: int) -> Iterator[str]:

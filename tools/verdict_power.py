@@ -247,6 +247,16 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only the twin: with each noise fit in bench/twin/noise_fits, then default noise",
     )
+    p.add_argument(
+        "--every-figure",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="K",
+        help="for these k, each corpus's power in one cell at every figure of every cell "
+        "(no figure drawn at random), on --every-figure-splits splits",
+    )
+    p.add_argument("--every-figure-splits", type=int, default=1000)
     p.add_argument("--corpus", type=Path, default=corpus_power.CORPUS, help="the noise corpus")
     p.add_argument("--corpus-only", action="store_true", help="leave the default twin out")
     p.add_argument(
@@ -267,7 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         corpus_report(
             args.corpus,
-            Sizes(args.corpus_splits, args.corpus_alarm_splits, args.sequential_draws),
+            Sizes(
+                args.corpus_splits,
+                args.corpus_alarm_splits,
+                args.sequential_draws,
+                tuple(args.every_figure),
+                args.every_figure_splits,
+            ),
             fitted,
             args.card,
             args.fits_dir,
@@ -327,6 +343,8 @@ class Sizes:
     splits: int  # per k: power, and today's statistics' false alarms
     alarm_splits: int  # per k: the run-level model's false alarms
     sequential_draws: int
+    every_figure: tuple[int, ...] = ()  # k's whose power is measured at every figure
+    every_figure_splits: int = 0  # on this many splits a k
 
 
 @dataclass(frozen=True)
@@ -360,6 +378,11 @@ def corpus_report(
         if sizes.sequential_draws:
             print()
             for line in corpus_power.sequential_table(runs, sizes.sequential_draws, 27):
+                print(line, flush=True)
+        if sizes.every_figure:
+            print()
+            every = sizes.every_figure_splits
+            for line in corpus_power.every_figure(runs, sizes.every_figure, every, 27):
                 print(line, flush=True)
     fits_report(card, fitted)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench.card.model import Card
 from bench.verdict.compare import Policy
+from bench.verdict.run_figures import from_results
 from tests.support.synth import make_results
 from tools import corpus_power
 
@@ -73,3 +74,20 @@ def test_the_interval_over_runs_widens_when_one_run_makes_the_alarms() -> None:
     even = corpus_power.Rate(tuple(rng.random() < rate.value for _ in chosen), tuple(chosen), 12)
     elo, ehi = even.runs_interval()
     assert ehi - elo < 1.5 * (whi - wlo)
+
+
+def test_power_at_every_figure_plants_each_figure_of_each_cell_in_every_split(card: Card) -> None:
+    runs = [
+        from_results(make_results(card, noise=0.02, seed=i, contexts={"8K"}), name=f"r{i}")
+        for i in range(6)
+    ]
+    lines = list(corpus_power.every_figure(runs, [2], limit=1000, seed=1))
+    head = [line for line in lines if line.startswith("| 2 | ")]
+    # every split of 6 runs into 2 + 2 (90), each with every figure that printed an MDE
+    summary = head[0].split(" | ")
+    assert summary[1] == "90"
+    planted, total = (int(x) for x in summary[2].split(" = ")[0].split("/"))
+    figures = head[1:]
+    assert total == sum(int(row.split(" | ")[2].split("/")[1].split(" ")[0]) for row in figures)
+    assert total % 90 == 0 and total // 90 == len(figures) >= 4
+    assert 0 < planted <= total
