@@ -12,6 +12,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -133,12 +134,22 @@ def test_hostile_make_variables_run_nothing_and_arrive_as_given(
 
 
 def _dry_run(target: str, *words: str) -> str:
-    """`make -n TARGET WORDS...` in this checkout (no set-up), its recipe lines joined."""
+    """`make -n TARGET WORDS...` in this checkout (no set-up), its recipe lines joined.
+
+    The stamp is a fresh file of its own. It was `STAMP=Makefile` once: GNU make remakes a
+    makefile that is out of date even under -n, and a fresh clone's Makefile is older than its
+    pyproject.toml by nanoseconds, so every dry run re-ran the set-up for real, pip-sync
+    taking bench out of .venv/bin while the other xdist worker's tests needed it (seen in a
+    fresh-clone `make test`, 5 December)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", *ALL)}
-    got = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-C", str(ROOT), target, "STAMP=Makefile", *words],
-        capture_output=True, text=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        stamp = Path(tmp) / "stamp"
+        stamp.touch()  # newer than pyproject.toml: `setup` has nothing to do
+        got = subprocess.run(
+            ["make", "--no-print-directory", "-n", "-C", str(ROOT), target, f"STAMP={stamp}",
+             *words],
+            capture_output=True, text=True, timeout=60, check=True, env=env,
+        )  # fmt: skip
     return " ".join(got.stdout.replace("\\\n", " ").split())
 
 

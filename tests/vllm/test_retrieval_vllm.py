@@ -19,8 +19,7 @@ import pytest
 from bench.answers import Retrieval
 from bench.results import Results
 from tests.support import procs
-from tests.support.priority import prioritized
-from tests.vllm.server import VllmServer, retriever_dirs, start_vllm, venv_python
+from tests.vllm.server import VllmServer, retriever_dirs, start_test_vllm, venv_python
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -51,7 +50,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     python = venv_python()
     out = {}
     for side, model in zip(("a", "b"), retriever_dirs(python), strict=True):
-        with start_vllm(model, python, root / f"vllm-{side}.log", wrap=prioritized) as server:
+        with start_test_vllm(model, python, root / f"vllm-{side}.log") as server:
             out[side] = _run(server, root / side)
     return out
 
