@@ -81,7 +81,7 @@ class RequestRecord:
             # Chunk times never go back, nor before the first token: a receive stamp is
             # put on the client's clock from clock readings (bench.stream.rxstamp.to_clock)
             # that a loaded machine could once preempt between (a -1.5 ms gap under a CPU
-            # hog against llama.cpp's server, a -0.57 ms TTFT on a twin).
+            # hog against llama.cpp's server, -0.57 ms in a twin's trial).
             floor = self.chunk_s[-1] if self.chunk_s else self.first_token_s
             if floor is not None and now_s < floor:
                 now_s = floor

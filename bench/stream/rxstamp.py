@@ -82,7 +82,7 @@ def to_clock(
 
     The stamp's age is read from the wall clock and taken off `clock`'s now, so the two
     nows must be one instant. A process preempted between the two readings dated the stamp
-    early by the whole preemption (a TTFT of -0.57 ms on a twin under a CPU hog, issue 28),
+    early by the whole preemption (a time of -0.57 ms in a twin's trial under load, issue 28),
     so the wall reading is bracketed by two of `clock` and taken again, up to TRIES times,
     while the bracket is wider than TIGHT_S; the tightest bracket's midpoint is the now,
     wrong by at most half its width.
