@@ -50,6 +50,7 @@ import structlog
 from _pytest.nodeid import coerce_node_id  # pytest 9.2's node ids (group_in_node_id)
 
 import bench
+from tests.support import procs
 
 # A test with one of these is a real-process test: outside the unit tier, unguarded.
 REAL_PROCESS_MARKERS = ("integration", "docker", "ssh", "vllm", "slurm", "slow", "subprocess")
@@ -232,7 +233,8 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    return (yield from _guarded(item, "call"))
+    with procs.reaped():  # what the body started and left running ends with it
+        return (yield from _guarded(item, "call"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -35,12 +35,16 @@ from tests.support.procs import (
     new_mark,
     proxy,
     survivors,
+    track,
     wait_for,
     wait_no_survivors,
 )
 from tests.support.twinproc import TwinProcess, start_twin
 
-pytestmark = pytest.mark.integration
+# timed: beside a loaded worker its twins' cells went without tokens (a resumed cell invalid, a
+# second cell's streams not seen in 90 s; fresh-clone run of 5 December): it runs apart from
+# the vLLM servers (tests/conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.timed]
 
 SPEED = 4.0
 ROW = ["--contexts", "256", "--prefill-only-contexts", "--concurrencies", "1", "2",
@@ -171,12 +175,12 @@ def _local(tmp_path: Path, mark: str, path_prefix: Path | None = None) -> subpro
     env = bench_env(mark, HOME=str(tmp_path / "home"))
     if path_prefix is not None:
         env["PATH"] = f"{path_prefix}:{env['PATH']}"
-    return subprocess.Popen(
+    return track(subprocess.Popen(
         [sys.executable, "-m", "bench", "local", "--profile", "tiny", "--speed", str(SPEED),
          "--out", str(tmp_path / "results" / "run1"), "--", *LOCAL_RUN],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,  # its own process group, as a terminal's foreground job
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def test_ctrl_c_of_bench_local_during_the_sweep_packs_a_partial_signed_bundle(

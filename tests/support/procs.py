@@ -51,14 +51,52 @@ def bench_env(mark: str, **extra: str) -> dict[str, str]:
 def bench(*args: str, mark: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`python -m bench ARGS` with piped output, carrying the marker, in a process group of
     its own: `finish` ends the whole group, whatever the test's outcome."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "bench", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env or bench_env(mark),
-        start_new_session=True,
+    return track(
+        subprocess.Popen(
+            [sys.executable, "-m", "bench", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env or bench_env(mark),
+            start_new_session=True,
+        )
     )
+
+
+# The processes started (through `bench` or `track`) while a test's body runs; tests/conftest.py
+# reaps them when the body ends (`reaped`). A test that failed before `finish` (a `wait_for`
+# that timed out, say) left its `bench run` running and its pipes open: it loaded the machine
+# and its pipes surfaced as ResourceWarnings that failed the next test on that worker
+# (fresh-clone run of 5 December).
+_started: list[subprocess.Popen[str]] | None = None
+
+
+def track(proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    """PROC, to be killed with its group and its pipes closed when the test's body ends."""
+    if _started is not None:
+        _started.append(proc)
+    return proc
+
+
+@contextlib.contextmanager
+def reaped() -> Iterator[None]:
+    """Around a test's body: what it started and left running is killed with its process
+    group, its pipes closed and its exit collected, whatever the outcome."""
+    global _started
+    outer, _started = _started, []
+    try:
+        yield
+    finally:
+        started, _started = _started, outer
+        for proc in started:
+            if proc.poll() is None:
+                kill_group(proc)
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        pipe.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:

