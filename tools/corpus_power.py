@@ -42,7 +42,7 @@ from pathlib import Path
 from bench import stats
 from bench.twin import noise
 from bench.verdict import runlevel, sequential
-from bench.verdict.cells import BY_NAME, Cell, Key, RunFigures
+from bench.verdict.cells import BY_NAME, Cell, Key, MetricSpec, RunFigures
 from bench.verdict.compare import Comparison, Policy, compare
 from bench.verdict.run_source import load_run, merge_runs
 
@@ -175,6 +175,12 @@ def _mde_all(c: Comparison) -> float | None:
     return statistics.median(mdes) if mdes else None
 
 
+def _regressed(c: Comparison, key: Key, metric: MetricSpec) -> bool:
+    """Whether C flags METRIC of the cell KEY as regressed (the planted change found)."""
+    cell = next(x for x in c.cells if x.key == key)
+    return any(g.metric is metric and g.mark == "regressed" for g in cell.figures)
+
+
 def _everywhere_found(c: Comparison) -> bool:
     if c.policy.run_level and c.whole is not None:
         return c.whole.changed and c.whole.delta_pct > 0
@@ -223,10 +229,7 @@ def evaluate(
             assert f.mde_pct is not None
             mdes_cell.append(f.mde_pct)
             changed = compare(a, planted(b, f.mde_pct, (key, f.metric.name)), policy)
-            cell = next(x for x in changed.cells if x.key == key)
-            hit_cell.append(
-                any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures)
-            )
+            hit_cell.append(_regressed(changed, key, f.metric))
             cell_splits.append(split)
         everywhere = _mde_all(c)
         if everywhere is not None:
@@ -297,8 +300,7 @@ def every_figure(runs: list[RunFigures], ks: Sequence[int], limit: int, seed: in
                     if f.mde_pct is None:
                         continue
                     changed = compare(a, planted(b, f.mde_pct, (x.key, f.metric.name)), policy)
-                    cell = next(y for y in changed.cells if y.key == x.key)
-                    hit = any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures)
+                    hit = _regressed(changed, x.key, f.metric)
                     hits.append(hit)
                     held.append(split)
                     by_figure.setdefault((x.key, f.metric.name), []).append(hit)
@@ -355,8 +357,7 @@ def sequential_table(runs: list[RunFigures], draws: int, seed: int) -> Iterator[
         hit = sequential.run(
             _measure(runs, split, change), Policy(), stages=sequential.STAGES
         ).comparison
-        cell = next(x for x in hit.cells if x.key == key)
-        hits.append(any(g.metric is f.metric and g.mark == "regressed" for g in cell.figures))
+        hits.append(_regressed(hit, key, f.metric))
         used.append(split)
     n = len(runs)
     stages = ", ".join(f"{a}+{b}" for a, b in sequential.STAGES)
