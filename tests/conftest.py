@@ -68,6 +68,7 @@ TEST_KNOBS = frozenset(
         "BENCH_DOCKERD_PIDFILE",
         "BENCH_DOCKERD_WAIT_S",
         "BENCH_DOCKERD_LOG",
+        "BENCH_DOCKER_SOCK",
         "BENCH_SLURM_DIR",
     }
 )

@@ -8,6 +8,7 @@ set -euo pipefail
 PIDFILE=${BENCH_DOCKERD_PIDFILE:-/run/bench-dockerd.pid}
 LOGFILE=${BENCH_DOCKERD_LOG:-/var/log/bench-dockerd.log}
 WAIT_S=${BENCH_DOCKERD_WAIT_S:-90}
+SOCK=${BENCH_DOCKER_SOCK:-/var/run/docker.sock}  # another path only in tests/faults/test_engine_left_as_found.py
 
 say() { echo "docker.sh: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -31,8 +32,8 @@ if engine_answers; then
     exit 0
 fi
 
-if [ -S /var/run/docker.sock ] && ! pgrep -x dockerd >/dev/null; then
-    rm -f /var/run/docker.sock  # stale socket from a dockerd that died
+if [ -S "$SOCK" ] && ! pgrep -x dockerd >/dev/null; then
+    rm -f "$SOCK"  # stale socket from a dockerd that died
 fi
 if ! pgrep -x dockerd >/dev/null; then
     say "starting dockerd (log: $LOGFILE)"
