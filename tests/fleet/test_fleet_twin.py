@@ -73,6 +73,7 @@ def test_bench_fleet_names_the_slow_twin_and_only_it(tmp_path: pathlib.Path) -> 
     line = _ok(_bench("keygen", "--out", str(key), "--principal", "fleet@twin", env=env))
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(line.strip().splitlines()[-1] + "\n")
+    # 0 % slower: a copy of `tiny`, then both with the slower prefill
     same = _slower_prefill(slower_variant("tiny", 0.0, 1, tmp_path / "tiny.json"), "tiny")
     slow = slower_variant("tiny", 30.0, 1, tmp_path / "tiny-slower.json")
     slow = _slower_prefill(slow, "tiny-slower")

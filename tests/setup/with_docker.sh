@@ -4,14 +4,16 @@
 # fail or Ctrl-C); one that was running before (ours from an earlier `make docker-up`, or the
 # machine's own) stays. The exit status is the command's.
 #
-# "Before" is read here, before docker.sh runs: a recorded pid that is still alive. (Reading
-# it after a prerequisite had started the engine took every engine for one already running,
-# and a fresh machine's `make test` left its dockerd behind.)
+# "Before" is read here, before docker.sh runs: a recorded pid that is a live dockerd (a stale
+# record's pid may be another process's by now). Reading it after a prerequisite had started
+# the engine took every engine for one already running, and a fresh machine's `make test`
+# left its dockerd behind.
 set -uo pipefail
 PIDFILE=${BENCH_DOCKERD_PIDFILE:-/run/bench-dockerd.pid}
 here=$(dirname "$0")
 
-if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+pid=$(cat "$PIDFILE" 2>/dev/null || true)
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
     had=yes
 else
     had=no
