@@ -159,7 +159,9 @@ def latency_vs_concurrency(cells: Sequence[CellPoint], title: str) -> bytes:
         ax.set_xlabel("simultaneous requests")
         ax.set_ylabel(what)
         ax.grid(alpha=0.3, which="both")
-    right.legend(title="context", fontsize=8)
+    # loc named: with the default, matplotlib warns when its search for the best place
+    # takes over 1 s, which on a loaded machine it did (the same place either way)
+    right.legend(loc="best", title="context", fontsize=8)
     fig.suptitle(title, fontsize=10)
     return _png(fig)
 
@@ -217,7 +219,7 @@ def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str
         ax.set_xlabel(X_LABEL, fontsize=8)
         ax.set_ylabel(axis, fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(loc="best", fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     where = f"y: {axis} ({source}; " if source else "("

@@ -130,7 +130,9 @@ def curves_png(panels: Sequence[tuple[str, str, Sequence[PlotSeries]]]) -> bytes
         ax.set_xlabel("simultaneous requests")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
+        # loc named: with the default, matplotlib warns when its search for the best place
+        # takes over 1 s, which on a loaded machine it did (the same place either way)
+        ax.legend(loc="best", fontsize=6, ncol=2)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()

@@ -43,6 +43,11 @@ RUN = ("--contexts", "128", "256", "512", "1024", "--prefill-only-contexts",
 # 4 times as slow, under `stress-ng --cpu 2 --hdd 1`, the 128-token scouts still took 19 to
 # 28 ms. On a benchmark host a scout's time is large against the host's scheduling jitter;
 # an 8 times slower prefill (the 128-token scout about 42 ms of wall time) stands in for that.
+# It then showed a step, not noise: in some runs one node's two 128-token scouts both took
+# 37.4 ms against the others' 42.5, and the fleet named that healthy node (a fresh-machine
+# `make test` at 5a4d961). The warm-up's prompt and the scouts' shared their first 16-token
+# KV block in about 11 % of run ids, which the twin's prefix cache served; every prompt now
+# begins with a tag of its own (bench.run.prompts.PromptText).
 PREFILL_SLOWER = 8.0
 
 
