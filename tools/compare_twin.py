@@ -27,11 +27,21 @@ from bench.verdict.compare import Policy, compare
 from bench.verdict.run_source import load_run
 
 
-def slower_variant(name: str, pct: float, from_batch: int, dest: Path) -> Path:
-    """A copy of profile `name` whose decode steps take `pct` % longer at `from_batch`+."""
+def slower_variant(
+    name: str,
+    pct: float,
+    from_batch: int,
+    dest: Path,
+    *,
+    prefill_factor: float = 1.0,
+    new_name: str | None = None,
+) -> Path:
+    """A copy of profile `name` whose decode steps take `pct` % longer at `from_batch`+ and
+    whose prefill takes `prefill_factor` times as long, named `new_name` (`NAME-slower`)."""
     data = profiles.load(name).model_dump()
     factor = 1 + pct / 100
-    data["name"] = f"{name}-slower"
+    data["name"] = new_name or f"{name}-slower"
+    data["prefill_s_per_token"] = [s * prefill_factor for s in data["prefill_s_per_token"]]
     data["decode_step_s"] = [
         [s * factor if b >= from_batch else s for s, b in zip(row, data["batches"], strict=True)]
         for row in data["decode_step_s"]
