@@ -6,8 +6,10 @@ if [ ! -f "$PIDFILE" ]; then
     echo "docker_stop.sh: no dockerd started by docker.sh; nothing to stop" >&2
     exit 0
 fi
-pid=$(cat "$PIDFILE")
-if kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
+# shellcheck source=tests/setup/dockerd_pid.sh
+. "$(dirname "$0")/dockerd_pid.sh"
+pid=$(recorded_dockerd_pid)
+if [ -n "$pid" ]; then
     kill -TERM "$pid"
     for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     echo "docker_stop.sh: stopped dockerd (pid $pid)" >&2

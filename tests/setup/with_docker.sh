@@ -12,13 +12,10 @@ set -uo pipefail
 PIDFILE=${BENCH_DOCKERD_PIDFILE:-/run/bench-dockerd.pid}
 here=$(dirname "$0")
 
-pid=$(cat "$PIDFILE" 2>/dev/null || true)
-if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
-    had=yes
-else
-    had=no
-fi
-if [ "$had" = no ]; then
+# shellcheck source=tests/setup/dockerd_pid.sh
+. "$here/dockerd_pid.sh"
+
+if [ -z "$(recorded_dockerd_pid)" ]; then
     trap 'bash "$here/docker_stop.sh"' EXIT
 fi
 bash "$here/docker.sh" || exit $?
