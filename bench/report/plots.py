@@ -50,6 +50,13 @@ _STYLE: list[str | dict[str, Any]] = [
 ]
 
 
+def legend(ax: Any, **kw: Any) -> None:
+    """`ax.legend` with its place named. Left to the default ("best"), matplotlib warns when
+    its search for the best place takes over 1 s, which on a loaded machine it did (and the
+    tests treat warnings as errors); named, it is the same place and no warning."""
+    ax.legend(loc="best", **kw)
+
+
 def _png(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
@@ -159,9 +166,7 @@ def latency_vs_concurrency(cells: Sequence[CellPoint], title: str) -> bytes:
         ax.set_xlabel("simultaneous requests")
         ax.set_ylabel(what)
         ax.grid(alpha=0.3, which="both")
-    # loc named: with the default, matplotlib warns when its search for the best place
-    # takes over 1 s, which on a loaded machine it did (the same place either way)
-    right.legend(loc="best", title="context", fontsize=8)
+    legend(right, title="context", fontsize=8)
     fig.suptitle(title, fontsize=10)
     return _png(fig)
 
@@ -219,7 +224,7 @@ def frontier(panels: Sequence[tuple[str, Sequence[FrontierSeries]]], ylabel: str
         ax.set_xlabel(X_LABEL, fontsize=8)
         ax.set_ylabel(axis, fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=7)
+        legend(ax, fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     where = f"y: {axis} ({source}; " if source else "("

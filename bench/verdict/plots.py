@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.report.plots import _pyplot
+from bench.report.plots import _pyplot, legend
 
 
 @dataclass(frozen=True)
@@ -130,9 +130,7 @@ def curves_png(panels: Sequence[tuple[str, str, Sequence[PlotSeries]]]) -> bytes
         ax.set_xlabel("simultaneous requests")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        # loc named: with the default, matplotlib warns when its search for the best place
-        # takes over 1 s, which on a loaded machine it did (the same place either way)
-        ax.legend(loc="best", fontsize=6, ncol=2)
+        legend(ax, fontsize=6, ncol=2)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
