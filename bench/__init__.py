@@ -9,6 +9,7 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     failures        why a measured request failed: a kind and one line
     bounds          the ranges every number from outside passes before use
     escape          text from outside escaped where it is rendered (tables, terminal, CSV)
+    secrets         the run's secrets, and the one door a server's text passes to a record
     answers         the answer fingerprint's records in results.json
     settings        `BENCH_*` settings, built once in the CLI
     results         the schema of results.json

@@ -10,6 +10,7 @@ SIGTERM → Exit.INTERRUPTED. (`bench` never imports provisioning: provisioning 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -21,6 +22,7 @@ import structlog
 
 from bench import escape, logs
 from bench.errors import BenchError, Exit, Interrupted
+from bench.secrets import KnownSecrets
 from bench.settings import Settings, load_settings
 
 # A string: the class is not subscriptable at run time.
@@ -63,10 +65,10 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 def run(program: str, args: argparse.Namespace, *, logger: str | None = None) -> int:
     """Call ARGS' handler with the settings; a failure is one line and its exit code."""
     log = structlog.get_logger(logger or program)
-    secret: str | None = None
+    masks = KnownSecrets.of(environ=os.environ)
     try:
         settings = load_settings()
-        secret = settings.api_key.get_secret_value() if settings.api_key else None
+        masks = KnownSecrets.of(settings.api_key, settings.tokenizer_api_key, environ=os.environ)
         logs.configure(settings.log_format, settings.log_level)
         signal.signal(signal.SIGTERM, _raise_on_sigterm)
         handler: Handler = args.func
@@ -74,9 +76,8 @@ def run(program: str, args: argparse.Namespace, *, logger: str | None = None) ->
     except BenchError as exc:
         # A message may quote a name from outside (an archive member, a model id): its
         # control characters are shown escaped, never sent to the terminal (issue 29, M3).
-        line = exc.one_line()
-        if secret:  # a message may quote what a server echoed (issue 29, rule 3)
-            line = line.replace(secret, "********")
+        # A message may quote what a server echoed (issue 29, rule 3; issue 48).
+        line = masks.mask(exc.one_line())
         print(f"{program}: error: {escape.terminal(line)}", file=sys.stderr)
         log.debug("command_failed", error=line, exit_code=int(exc.exit_code))
         return int(exc.exit_code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from bench.bundle import schema, seal, sign
 from bench.bundle.pack import pack
 from bench.bundle.verify import verify_bundle
 from bench.errors import UsageError, VerifyFailed
+from bench.secrets import KnownSecrets
 from bench.settings import Settings
 
 
@@ -71,8 +73,8 @@ def _keygen(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sign(args: argparse.Namespace, settings: Settings) -> int:
-    secrets = [settings.api_key.get_secret_value()] if settings.api_key else []
-    made = seal.seal(args.dir, args.key, now=datetime.now(UTC), secrets=secrets)
+    known = KnownSecrets.of(settings.api_key, settings.tokenizer_api_key, environ=os.environ)
+    made = seal.seal(args.dir, args.key, now=datetime.now(UTC), secrets=known.values)
     print(f"signed {args.dir}: run {made.run_id}, {len(made.files)} files in manifest.json")
     return 0
 

@@ -10,15 +10,16 @@ from bench import run_files
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import recipe, schema, sign
 from bench.errors import BenchError, UsageError
+from bench.secrets import forms_of
 
 _CHUNK_BYTES = 1 << 20
-# Shorter "secrets" would match by chance (and are no secret worth the name).
-MIN_SECRET_CHARS = 6
 
 
 def find_secret(root: Path, secrets: Iterable[str]) -> str | None:
-    """The first bundle file (relative path) containing any of the secrets verbatim."""
-    needles = [s.encode() for s in secrets if len(s) >= MIN_SECRET_CHARS]
+    """The first bundle file (relative path) containing any of the secrets in any form
+    bench.secrets masks (verbatim, JSON-escaped, URL-encoded, base64); a value too short to
+    be told from chance is none."""
+    needles = sorted({f.encode() for s in secrets for f in forms_of(s)})
     if not needles:
         return None
     overlap = max(len(n) for n in needles) - 1
@@ -60,7 +61,8 @@ def seal(
     leaked = find_secret(root, secrets)
     if leaked is not None:
         raise UsageError(
-            f"{leaked}: contains the API key; refusing to sign a bundle that leaks it",
+            f"{leaked}: contains the API key or another secret of the run (in some form); "
+            "refusing to sign a bundle that leaks it",
             hint="remove the key from that file, then sign again",
         )
     if (root / run_files.RESULTS).is_file():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import os
 import signal
 import time
 import uuid
@@ -25,6 +26,7 @@ from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.server_info import detect, engine_setup
+from bench.secrets import KnownSecrets
 from bench.settings import Settings
 from bench.stream import event_loop, tokens
 from bench.stream.client import Client
@@ -56,12 +58,15 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
+    # Every secret the run knows, masked in all that either server answers (issue 48).
+    masks = KnownSecrets.of(settings.api_key, settings.tokenizer_api_key, environ=os.environ)
     tokenizer_client = (
         Client(  # the server's key goes to the server only (issue 29, S2)
             args.tokenizer_url,
             settings.tokenizer_api_key,
             clock=time.perf_counter,
             ca_file=settings.ca_file,
+            secrets=masks,
         )
         if args.tokenizer_url
         else None
@@ -72,6 +77,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         clock=time.perf_counter,
         read_timeout_s=run_settings.request_timeout_s,
         ca_file=settings.ca_file,
+        secrets=masks,
     )
     try:
         return await _run(

@@ -33,10 +33,13 @@ apply the limits above with the same messages, ask for an identity-encoded event
 refuse at the head a 200 that is encoded or not text/event-stream (an encoded stream would
 only fail at its end, or inflate in memory).
 
-Secrets: a URL with credentials is refused (bench.stream.urls.check_url): the API key
-comes from VLLM_API_KEY or BENCH_API_KEY only. For a loopback server no proxy from
-the environment is used (HTTP_PROXY, ALL_PROXY): the small calls go the way the measured
-stream goes (bench.stream.http1 never uses a proxy), so a proxy never sees the key.
+KnownSecrets: a URL with credentials is refused (bench.stream.urls.check_url): the API key
+comes from VLLM_API_KEY or BENCH_API_KEY only. What the client hands on of a server's bytes
+(the small calls' bodies, a stream's failure message and captured text) has been through
+bench.secrets, the one door: every form of the key and of the run's other secrets masked.
+For a loopback server no proxy from the environment is used (HTTP_PROXY, ALL_PROXY):
+the small calls go the way the measured stream goes (bench.stream.http1 never uses a
+proxy), so a proxy never sees the key.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from pydantic import SecretStr
 from bench.errors import ServerUnreachable
 from bench.failures import ErrorKind
 from bench.results import ReadTimes
+from bench.secrets import KnownSecrets
 from bench.stream import bodies, http1, rxstamp, sse, tokens
 from bench.stream import response as h1response
 from bench.stream.records import RequestRecord
@@ -90,12 +94,14 @@ class Client:
         transport: httpx.AsyncBaseTransport | None = None,
         raw_http1: bool = True,
         ca_file: str | None = None,
+        secrets: KnownSecrets | None = None,
     ) -> None:
         """`ca_file`: a PEM file of the CA (or self-signed certificate) an https:// server
-        is checked against, instead of the system's (a server with a private CA)."""
+        is checked against, instead of the system's (a server with a private CA).
+        `secrets`: the run's other secrets, masked with this server's key in all it hands on
+        (a server may echo any of them: issue 29 L4, issue 48)."""
         headers = {}
-        # The key, to scrub from what a server echoes into an error (issue 29, L4).
-        self._secret = api_key.get_secret_value() if api_key is not None else None
+        self.secrets = KnownSecrets.of(api_key) | (secrets or KnownSecrets())
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.base_url = check_url(base_url)
@@ -156,7 +162,7 @@ class Client:
                 f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}",
                 hint="check --url and that the server is up",
             ) from None
-        return status, bodies.decode(body, charset)
+        return status, self.secrets.mask(bodies.decode(body, charset))
 
     async def post_json(
         self, path: str, body: dict[str, Any], wait_s: float = 120.0, *, idempotent: bool = False
@@ -178,9 +184,10 @@ class Client:
                 f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}"
             ) from None
         try:
-            return status, json.loads(raw)
+            answer = json.loads(raw)
         except (ValueError, RecursionError):
             return status, None
+        return status, self.secrets.mask_tree(answer)
 
     async def _small(
         self,
@@ -216,15 +223,26 @@ class Client:
 
     async def stream(self, path: str, body: dict[str, Any] | bytes, record: RequestRecord) -> None:
         """Run one streaming request, filling `record`. Never raises for request failures.
-        A failure's message never holds the API key (a server may echo the header)."""
+        What it keeps of the server's text (a failure's message, the captured text) has its
+        secrets masked (a server may echo the header)."""
         try:
             await self._stream(path, body, record)
         finally:
-            failed = record.failure
-            if failed is not None and self._secret and self._secret in failed.message:
-                record.failure = dataclasses.replace(
-                    failed, message=failed.message.replace(self._secret, "********")
-                )
+            if self.secrets:
+                self._mask(record)
+
+    def _mask(self, record: RequestRecord) -> None:
+        failed = record.failure
+        if failed is not None:
+            # A message quotes a bounded start of what the server said: it may end inside
+            # a key (`cut`).
+            message = self.secrets.mask(failed.message, cut=True)
+            record.failure = dataclasses.replace(failed, message=message)
+        if record.texts and self.secrets.found_in("".join(text for _, text in record.texts)):
+            # Kept for a tokenizer (another server, maybe): a key split over chunks is found
+            # in the joined text and the text masked as a whole, on the last chunk's time.
+            whole = self.secrets.mask("".join(text for _, text in record.texts))
+            record.texts = [(record.texts[-1][0], whole)]
 
     async def _stream(self, path: str, body: dict[str, Any] | bytes, record: RequestRecord) -> None:
         """`stream` itself.

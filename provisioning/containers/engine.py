@@ -21,6 +21,7 @@ import docker.utils.build
 import structlog
 
 from bench.errors import RunFailed
+from bench.secrets import KnownSecrets
 from provisioning.containers.docker_sdk import (
     TRANSPORT_ERRORS,
     open_client,
@@ -72,11 +73,19 @@ class DockerEngine:
     """The Docker engine of one host."""
 
     def __init__(
-        self, host: ResolvedHost, *, timeout_s: float = 120.0, local: bool = False
+        self,
+        host: ResolvedHost,
+        *,
+        timeout_s: float = 120.0,
+        local: bool = False,
+        secrets: KnownSecrets | None = None,
     ) -> None:
         """LOCAL: the engine of the machine this runs on (DOCKER_HOST, else its socket), as
-        a Slurm node's own part of a job uses it; else HOST's over SSH."""
+        a Slurm node's own part of a job uses it; else HOST's over SSH. SECRETS: masked in
+        every line of a container's log this hands on (a server may log what it was sent:
+        the one door of bench.secrets, on this side)."""
         self.host = host
+        self.secrets = secrets or KnownSecrets()
         self._timeout_s = timeout_s
         self._local = local
         self._connect()
@@ -224,7 +233,7 @@ class DockerEngine:
             return ""
         except TRANSPORT_ERRORS as exc:
             raise wrap("reading the container log", exc) from None
-        return raw.decode(errors="replace")
+        return self.secrets.mask(raw.decode(errors="replace"))
 
     def follow_logs(self, cid: str, on_line: Callable[[str], None]) -> threading.Thread:
         """Call on_line for every log line until the container stops (a daemon thread)."""
@@ -237,9 +246,9 @@ class DockerEngine:
                     buf += chunk
                     while b"\n" in buf:
                         line, buf = buf.split(b"\n", 1)
-                        on_line(line.decode(errors="replace"))
+                        on_line(self.secrets.mask(line.decode(errors="replace")))
                 if buf:
-                    on_line(buf.decode(errors="replace"))
+                    on_line(self.secrets.mask(buf.decode(errors="replace")))
             except TRANSPORT_ERRORS as exc:  # the container went away: the follower ends
                 log.debug("log_follow_ended", error=str(exc))
 
@@ -258,7 +267,7 @@ class DockerEngine:
     ) -> tuple[str, Iterator[bytes]]:
         """Start a command inside a running container; returns (exec id, output stream).
 
-        Secrets go in `environment` (the API request body), never in the command.
+        KnownSecrets go in `environment` (the API request body), never in the command.
         """
         api = self._client.api
         try:

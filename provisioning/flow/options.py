@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from bench import secrets
 from bench.errors import BenchError
 from bench.history.database import Target
 from bench.launch_profile import LaunchProfile
@@ -18,6 +19,10 @@ from provisioning.preflight.requirements import Requirements
 class Secrets:
     api_key: SecretStr | None = None
     hf_token: SecretStr | None = None
+
+    def masks(self) -> secrets.KnownSecrets:
+        """Both, as bench.secrets masks them in what a server or its log says."""
+        return secrets.KnownSecrets.of(self.api_key, self.hf_token)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class OverSsh:
         self._pull = PullBack(remote, opts)
 
     def open_engine(self) -> EngineSide:
-        self._engine = DockerEngine(self.host)
+        self._engine = DockerEngine(self.host, secrets=self.opts.secrets.masks())
         return self._engine
 
     def prepare(self, home: str, scope: str) -> tuple[str, str]:

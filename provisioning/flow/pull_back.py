@@ -48,7 +48,7 @@ class PullBack:
                 self._stop = None
             outcome.archive = local_archive
         with steps("verify"):
-            secrets = [s.get_secret_value() for s in (opts.secrets.api_key,) if s]
+            secrets = list(opts.secrets.masks().values)
             root = local_archive.with_name(opts.run_id)
             try:
                 outcome.complete = open_and_verify(
@@ -92,6 +92,9 @@ def open_and_verify(
     shutil.rmtree(staging, ignore_errors=True)
     leaked = find_secret(local_root, secrets)
     if leaked:
-        raise RunFailed(f"{leaked} in the bundle contains the API key; not accepted")
+        raise RunFailed(
+            f"{leaked} in the bundle contains the API key or the HF token (in some form); "
+            "not accepted"
+        )
     verify_bundle(local_archive, allowed_signers)
     return not (local_root / "INCOMPLETE").is_file()

@@ -132,7 +132,7 @@ class OnNode:
         return self.directory / scope
 
     def open_engine(self) -> EngineSide:
-        self._engine = DockerEngine(self.host, local=True)
+        self._engine = DockerEngine(self.host, local=True, secrets=self.opts.secrets.masks())
         return self._engine
 
     def prepare(self, home: str, scope: str) -> tuple[str, str]:

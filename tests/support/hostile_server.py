@@ -16,6 +16,11 @@ key=value pairs, e.g. `stream=neg-chunk` or `stream=ok,model=m2,version=0.2`:
     count=    what POST /tokenize's `count` is, as JSON text (5: the same for every text;
               1e300; many: the string "many"; null); tokenize=none: /tokenize answers 404
     prompt=   usage.prompt_tokens of every stream (100 unless given)
+    echo=all  every answer repeats the request's `Authorization` header in every form a
+              server might (verbatim, URL-encoded, base64, JSON \\u-escaped, one character
+              escaped): in a header of every answer, the 500 bodies and SSE error events of
+              alternate streams, the answers of the others and of whole (non-stream) prompts,
+              /tokenize, /metrics, /v1/models and /version (issue 48; `echoed` below)
     script=ID every answer from the script a test posted to POST /__script/ID (the fuzzer:
               tests/hostile/test_fuzz.py): raw JSON bodies of /version, /v1/models, /tokenize
               counts, /metrics text, the content type of JSON answers, and the stream's usage
@@ -30,20 +35,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import gzip
+import itertools
 import json
 import ssl
 import sys
+import urllib.parse
 from typing import Any
 
 TOKEN_S = 0.01  # between two tokens of a well-behaved stream
+ECHO_KEY_AT = 275  # where the key starts in an `echo=all` 500's body
 STREAMS = (
     "ok", "neg-chunk", "hex-prefix", "no-crlf", "long-size-line", "huge-line", "usage-last",
     "lying-usage", "huge-usage", "html", "gzip", "early-close", "close-mid", "redirect",
     "stall", "stall-head", "malformed-json", "bad-status-line", "http-500", "over-max",
     "trickle", "huge-error", "trickle-error", "early-hints", "cr-only", "echo-auth",
 )  # fmt: skip
+
+
+def echoed(authorization: str) -> str:
+    """What an `echo=all` answer says of the request's Authorization header."""
+    key = authorization.removeprefix("Bearer ")
+    every = "".join(f"\\u{ord(c):04x}" for c in key)
+    one = key[:1] + "".join(f"\\u{ord(c):04x}" for c in key[1:2]) + key[2:]
+    return (
+        f"denied for {authorization} (url {urllib.parse.quote(authorization, safe='')}; "
+        f"basic {base64.b64encode(authorization.encode()).decode()}; json {every}; "
+        f"partly {one})"
+    )
 
 
 def _spec(target: str) -> tuple[dict[str, str], str]:
@@ -78,6 +99,7 @@ class Hostile:
         self.scripts: dict[str, dict[str, Any]] = {}  # id -> script (see the docstring)
         # 64 MiB of spaces in ~64 KB, made once (compressing it per request is slow)
         self.bomb = gzip.compress(b" " * (64 << 20), compresslevel=9)
+        self.echo_count = itertools.count()  # alternates an `echo=all` server's answers
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -112,6 +134,9 @@ class Hostile:
             return await self._send(writer, 200, b"{}")
         if "script" in spec:
             return await self._scripted(writer, self.scripts[spec["script"]], method, path, body)
+        if spec.get("echo") == "all":
+            said = echoed(headers.get("authorization", ""))
+            return await self._echo(writer, method, path, said, json.loads(body or b"{}"))
         if target.startswith("http://"):  # a proxy request: refuse it, it is only logged
             await self._send(writer, 502, b"not a proxy")
             return False
@@ -200,6 +225,68 @@ class Hostile:
             await writer.drain()
             await asyncio.sleep(TOKEN_S if n else 0)
         writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        return False
+
+    async def _echo(
+        self, writer: asyncio.StreamWriter, method: str, path: str, said: str, req: Any
+    ) -> bool:
+        """An answer that repeats the key (`echo=all`); the JSON escapes in `said` are meant
+        literally, so it goes into JSON bodies unescaped where it holds them."""
+        header = f"x-echo: {said.encode('ascii', 'replace').decode()}\r\n"
+        quoted = json.dumps(said).replace("\\\\u", "\\u")  # keep the \\u escapes as escapes
+        if path == "/metrics":
+            text = (f"# HELP echo {said}\nvllm:num_requests_running 0\n"
+                    "vllm:num_requests_waiting 0\n"
+                    f"vllm:echo_info{{said={quoted}}} 1\n")  # fmt: skip
+            return await self._send(writer, 200, text.encode(), header, ctype="text/plain")
+        if path == "/v1/models":
+            body = ('{"object": "list", "data": [{"id": "hostile-model", "object": "model", '
+                    f'"max_model_len": 4096, "owned_by": {quoted}}}]}}')  # fmt: skip
+            return await self._send(writer, 200, body.encode(), header)
+        if path == "/version":
+            return await self._send(writer, 200, f'{{"version": {quoted}}}'.encode(), header)
+        if path == "/tokenize" and method == "POST":
+            text = req.get("prompt") or " ".join(
+                str(m.get("content", "")) for m in req.get("messages", [])
+            )
+            count = len(str(text).split()) + 3
+            answer = f'{{"count": {count}, "echo": {quoted}}}'
+            return await self._send(writer, 200, answer.encode(), header)
+        if path not in ("/v1/chat/completions", "/v1/completions") or method != "POST":
+            return await self._send(writer, 404, f'{{"error": {quoted}}}'.encode(), header)
+        error = f'{{"error": {{"message": {quoted}, "type": "auth"}}}}'.encode()
+        if next(self.echo_count) % 2 == 0:
+            # A stream's is padded so that the key starts 25 bytes before the 300 a client
+            # reads of an error body for its message (bench.stream.response.MAX_ERROR_BODY):
+            # the excerpt ends inside the key. A whole answer's is read whole.
+            start = '{"error": {"message": "'
+            streamed = isinstance(req, dict) and req.get("stream")
+            pad = "." * (ECHO_KEY_AT - len(start) - len("denied for Bearer ")) if streamed else ""
+            failed = f'{start}{pad}{quoted[1:]}, "type": "auth"}}}}'.encode()
+            writer.write(b"HTTP/1.1 500 X\r\ncontent-type: application/json\r\n"
+                         b"content-length: %d\r\nconnection: close\r\n%b\r\n%b"
+                         % (len(failed), header.encode(), failed))  # fmt: skip
+            await writer.drain()
+            return False
+        # The other half answer 200: a stream's one token then an error event; a whole
+        # answer (the fingerprint's) whose text is the echo.
+        content = json.dumps({"content": said}).replace("\\\\u", "\\u")
+        if not (isinstance(req, dict) and req.get("stream")):
+            whole = ('{"choices": [{"index": 0, "finish_reason": "length", "message": '
+                     '{"role": "assistant", ' + content[1:] + '}], '
+                     '"usage": {"prompt_tokens": 100, "completion_tokens": 9}}')  # fmt: skip
+            return await self._send(writer, 200, whole.encode(), header)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n"
+                     b"transfer-encoding: chunked\r\n%b\r\n" % header.encode())  # fmt: skip
+        writer.write(
+            _chunk(
+                b'data: {"choices": [{"index": 0, "delta": '
+                + content.encode()
+                + b'}], "usage": {"prompt_tokens": 100, "completion_tokens": 1}}\n\n'
+            )
+        )
+        writer.write(_chunk(b"data: " + error + b"\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return False
 

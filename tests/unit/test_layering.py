@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bench.escape",
         "bench.bounds",
         "bench.answers",
+        "bench.secrets",
     ),
     ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from bench.secrets import KnownSecrets
 from provisioning.containers.engine import LABEL_ROLE, LABEL_RUN, ContainerSpec, DockerEngine
 from provisioning.containers.local_images import local_image_chunks, local_image_id
 from provisioning.hosts import inventory
@@ -117,3 +120,31 @@ def test_a_local_image_streams_to_the_host_over_ssh(
         assert local_id in loaded
         assert engine.image_id(bench_image) == local_id
     assert sent > 50 << 20  # the whole image went through, not a reference
+
+
+def test_a_containers_log_reaches_us_with_the_runs_secrets_masked(
+    ssh_host: SshTestHost, bench_image: str
+) -> None:
+    """Issue 48: the engine is provisioning's door for a server's log (the excerpt of a
+    failed start, the bundle's server.log): every form of a secret it knows is masked."""
+    key = f"sk-log-canary-{uuid.uuid4().hex}"
+    b64 = base64.b64encode(f"Bearer {key}".encode()).decode()
+    host = inventory.resolve(ssh_host.alias)
+    run_id = f"t{uuid.uuid4().hex[:10]}"
+    lines: list[str] = []
+    script = 'echo "args: api_key=$K"; echo "auth: $B"; echo "url: $U"; sleep 2'
+    with DockerEngine(host, secrets=KnownSecrets([key])) as engine:
+        try:
+            cid = engine.start(
+                ContainerSpec(image=bench_image, command=("sh", "-c", script), run_id=run_id,
+                              role="server", environment={"K": key, "B": b64,
+                              "U": urllib.parse.quote(key, safe="")})
+            )  # fmt: skip
+            engine.follow_logs(cid, lines.append)
+            assert engine.wait(cid, timeout_s=60) == 0
+            tail = engine.log_tail(cid)
+        finally:
+            engine.remove_run(run_id)
+    for text in (tail, "\n".join(lines)):
+        assert text.count("********") == 3, text
+        assert key not in text and b64[12:-4] not in text and "canary" not in text, text
