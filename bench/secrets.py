@@ -153,6 +153,16 @@ class KnownSecrets:
     def found_in(self, text: str) -> bool:
         return self._pattern is not None and self._pattern.search(text) is not None
 
+    def could_hide_in(self, raw: bytes) -> bool:
+        """Whether a JSON text may hold a secret in one of its strings: one of its forms is
+        in the bytes, or an escape that could hide one (a backslash, a '%', a '+'). A large
+        /tokenize answer (digits, commas) is not walked for nothing."""
+        if self._pattern is None:
+            return False
+        if b"\\" in raw or b"%" in raw or b"+" in raw:
+            return True
+        return self._pattern.search(raw.decode("utf-8", "replace")) is not None
+
     def mask_tree(self, value: Any) -> Any:
         """A copy of a parsed JSON value with every string in it (keys too) masked.
         Iterative: as deep as the parser allowed."""

@@ -187,7 +187,7 @@ class Client:
             answer = json.loads(raw)
         except (ValueError, RecursionError):
             return status, None
-        return status, self.secrets.mask_tree(answer)
+        return status, self.secrets.mask_tree(answer) if self.secrets.could_hide_in(raw) else answer
 
     async def _small(
         self,

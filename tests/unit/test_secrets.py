@@ -137,3 +137,16 @@ def test_the_client_hands_on_no_secret_from_any_answer() -> None:
     for secret in (KEY, HF, base64.b64encode(f"Bearer {KEY}".encode()).decode()[12:24]):
         assert secret not in everything, secret
     assert tokenized == {"count": 3, "echo": f"Bearer {MASK}", "hf": MASK}
+
+
+def test_a_json_text_is_walked_only_when_it_could_hide_a_secret() -> None:
+    masks = KnownSecrets([KEY])
+    assert not masks.could_hide_in(b'{"tokens": [1, 2, 3], "count": 3}')
+    assert not KnownSecrets().could_hide_in(KEY.encode())
+    for raw in (
+        KEY,
+        "s\\u006b" + KEY[2:],
+        "sk%2D" + KEY[3:],
+        base64.b64encode(KEY.encode()).decode(),
+    ):
+        assert masks.could_hide_in(json.dumps({"m": raw}).encode()), raw
