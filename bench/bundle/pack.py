@@ -3,7 +3,9 @@
 Opening never calls tarfile's extract: each member is checked first (a plain relative
 path, a regular file or directory, bounded size and count, no duplicate) and written by
 us with O_EXCL|O_NOFOLLOW under a fresh target, so an archive cannot write outside it,
-plant a link, or fill the disk. On any refusal everything written so far is removed.
+plant a link, or fill the disk. What follows the last member, in the tar and in the file,
+must be the end-of-archive marker and nothing else (bench.bundle.archive_stream). On any
+refusal everything written so far is removed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
 
 from bench import writes
+from bench.bundle import archive_stream
 from bench.bundle.manifest import MANIFEST_NAME, NOT_LISTED, bundle_files
 from bench.errors import DiskError, UsageError, VerifyFailed
 
@@ -111,6 +114,8 @@ _REFUSED_KINDS: tuple[tuple[Callable[[tarfile.TarInfo], bool], str], ...] = (
     (lambda m: m.ischr() or m.isblk(), "is a device file"),
     (tarfile.TarInfo.isfifo, "is a FIFO"),
     (tarfile.TarInfo.issparse, "is a sparse file"),
+    # tarfile steps over no data after a directory's header, other readers may: refused.
+    (lambda m: m.isdir() and m.size > 0, "is a directory that carries data"),
     (lambda m: not (m.isreg() or m.isdir()), "is not a regular file or directory"),
 )
 
@@ -131,74 +136,71 @@ def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> 
             remaining -= len(chunk)
 
 
-class _BoundedReader:
-    """The decompressed stream, cut off past a limit: tar headers (PAX ones can be huge)
-    are read before any member can be checked, so the bound must sit under tarfile."""
-
-    def __init__(self, raw: gzip.GzipFile, limit_bytes: int, archive: Path) -> None:
-        self._raw = raw
-        self._left = limit_bytes
-        self._limit = limit_bytes
-        self._archive = archive
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._raw.read(size if size >= 0 else self._left + 1)
-        self._left -= len(chunk)
-        if self._left < 0:
-            raise VerifyFailed(
-                f"{self._archive.name}: refused, it unpacks to over {self._limit} bytes"
-            )
-        return chunk
-
-
 def _extract(archive: Path, target: Path, limits: OpenLimits) -> None:
-    seen: set[str] = set()
-    total_bytes = 0
     # Room for the members' own headers on top of their contents.
     stream_limit = limits.max_total_bytes + (limits.max_members + 2) * (
         8 * 1024 + limits.max_header_bytes
     )
-    with (
-        gzip.open(archive, "rb") as raw,
-        tarfile.open(
-            None,
-            "r|",
-            fileobj=cast(IO[bytes], _BoundedReader(raw, stream_limit, archive)),
-            tarinfo=_bounded_tarinfo(limits.max_header_bytes, archive),
-        ) as tar,
-    ):
-        for count, member in enumerate(tar, start=1):
-            name = member.name.rstrip("/")
-            if count > limits.max_members:
-                raise VerifyFailed(f"{archive.name}: more than {limits.max_members} members")
-            reason = _refuse_reason(member)
-            if reason is not None:
-                raise VerifyFailed(f"{name or '(empty name)'}: refused, the member {reason}")
-            if name in seen:
-                raise VerifyFailed(f"{name}: refused, the archive holds it twice")
-            seen.add(name)
-            dest = target.joinpath(*PurePosixPath(name).parts)
-            if not dest.resolve().is_relative_to(target):
-                raise VerifyFailed(f"{name}: refused, it would land outside the target")
-            if member.isdir():
-                _make_dir(dest, name)
-                continue
-            if member.size > limits.max_member_bytes:
-                raise VerifyFailed(
-                    f"{name}: refused, {member.size} bytes is over the "
-                    f"{limits.max_member_bytes}-byte limit per file"
-                )
-            total_bytes += member.size
-            if total_bytes > limits.max_total_bytes:
-                raise VerifyFailed(
-                    f"{name}: refused, the archive unpacks to over {limits.max_total_bytes} bytes"
-                )
-            try:
-                _write_member(tar, member, dest)
-            except OSError as exc:
-                if exc.errno == errno.ENOSPC:
-                    raise DiskError(f"{name}: no space left to unpack it") from None
-                raise VerifyFailed(f"{name}: refused, cannot be written ({exc.strerror})") from None
+    seen: set[str] = set()
+    total_bytes = 0
+    end_of_members = 0  # in the tar: where its end-of-archive marker must start
+    headers = _bounded_tarinfo(limits.max_header_bytes, archive)
+    with archive.open("rb") as raw:
+        stream = archive_stream.OneGzipMember(raw, archive.name, stream_limit)
+        with tarfile.open(None, "r|", fileobj=cast(IO[bytes], stream), tarinfo=headers) as tar:
+            # tarfile stops at a zero block or an unreadable header without a word, so
+            # whatever follows the last member it gave is checked after the loop.
+            for count, member in enumerate(tar, start=1):
+                if count > limits.max_members:
+                    raise VerifyFailed(f"{archive.name}: more than {limits.max_members} members")
+                total_bytes = _take(tar, member, target, seen, limits, total_bytes=total_bytes)
+                end_of_members = archive_stream.member_end(member)
+            archive_stream.check_end(stream, end_of_members)
+
+
+def _take(
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    target: Path,
+    seen: set[str],
+    limits: OpenLimits,
+    *,
+    total_bytes: int,
+) -> int:
+    """Check one member and write it under target: the total of contents written so far."""
+    name = member.name.rstrip("/")
+    reason = _refuse_reason(member)
+    if reason is not None:
+        raise VerifyFailed(f"{name or '(empty name)'}: refused, the member {reason}")
+    if name in seen:
+        raise VerifyFailed(
+            f"{name}: refused, the archive holds it twice (the second copy at byte "
+            f"{member.offset} of the tar)"
+        )
+    seen.add(name)
+    dest = target.joinpath(*PurePosixPath(name).parts)
+    if not dest.resolve().is_relative_to(target):
+        raise VerifyFailed(f"{name}: refused, it would land outside the target")
+    if member.isdir():
+        _make_dir(dest, name)
+        return total_bytes
+    if member.size > limits.max_member_bytes:
+        raise VerifyFailed(
+            f"{name}: refused, {member.size} bytes is over the "
+            f"{limits.max_member_bytes}-byte limit per file"
+        )
+    total_bytes += member.size
+    if total_bytes > limits.max_total_bytes:
+        raise VerifyFailed(
+            f"{name}: refused, the archive unpacks to over {limits.max_total_bytes} bytes"
+        )
+    try:
+        _write_member(tar, member, dest)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskError(f"{name}: no space left to unpack it") from None
+        raise VerifyFailed(f"{name}: refused, cannot be written ({exc.strerror})") from None
+    return total_bytes
 
 
 def _make_dir(dest: Path, name: str) -> None:
@@ -219,7 +221,7 @@ def open_bundle(archive: Path, target: Path, limits: OpenLimits | None = None) -
     target = target.resolve()
     try:
         _extract(archive, target, limits)
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
         _clear(target)
         raise VerifyFailed(f"{archive.name}: not a readable .tar.gz ({exc})") from None
     except (VerifyFailed, DiskError):

@@ -107,7 +107,9 @@ def closing_lines(
         "verify the bundle:",
         f"  {verify} {q(str(bundle))} --allowed-signers {q(str(allowed))}",
         "or with stock OpenSSH and coreutils, in a new directory:",
-        f"  mkdir {q(str(check))} && tar -xzf {q(str(bundle))} -C {q(str(check))}"
+        # -i (--ignore-zeros): read past zero blocks, so that whatever was appended to the
+        # signed archive lands too and the hash check below sees it (issue 49).
+        f"  mkdir {q(str(check))} && tar -xzif {q(str(bundle))} -C {q(str(check))}"
         f" && cd {q(str(check / top))}",
         f"  ssh-keygen -Y verify -f {q(str(allowed))} -I {q(principal)} -n {sign.NAMESPACE}"
         " -s manifest.json.sig < manifest.json",

@@ -86,10 +86,12 @@ def open_and_verify(
     # open_bundle wants an empty folder and puts the bundle's own top folder in it
     staging = local_root.with_name(f".opening-{run_id}")
     shutil.rmtree(staging, ignore_errors=True)
-    inner = open_bundle(local_archive, staging)
-    shutil.rmtree(local_root, ignore_errors=True)
-    inner.replace(local_root)
-    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        inner = open_bundle(local_archive, staging)
+        shutil.rmtree(local_root, ignore_errors=True)
+        inner.replace(local_root)
+    finally:  # a refused bundle leaves not even its empty folder
+        shutil.rmtree(staging, ignore_errors=True)
     leaked = find_secret(local_root, secrets)
     if leaked:
         raise RunFailed(

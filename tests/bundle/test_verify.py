@@ -65,7 +65,7 @@ def test_round_trip_directory_and_archive(run_dir: Path, keys: Keys, tmp_path: P
 
 def test_stock_openssh_checks_a_packed_bundle(run_dir: Path, keys: Keys, tmp_path: Path) -> None:
     archive = pack(_signed(run_dir, keys), tmp_path / "bundle.tar.gz")
-    subprocess.run(["tar", "-xzf", str(archive), "-C", str(tmp_path)], check=True)
+    subprocess.run(["tar", "-xzif", str(archive), "-C", str(tmp_path)], check=True)
     opened = tmp_path / run_dir.name
     with (opened / MANIFEST_NAME).open("rb") as fh:
         done = subprocess.run(

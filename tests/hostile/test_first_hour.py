@@ -62,8 +62,8 @@ def test_bench_local_ends_saying_where_the_bundle_key_and_page_are_and_how_to_ve
     assert "bench verify /r/run1.tar.gz --allowed-signers /k/allowed_signers" in text
     assert "verdict against the card, as a page: /r/run1-reproduce.html" in text
     assert (
-        "  mkdir /r/run1-check && tar -xzf /r/run1.tar.gz -C /r/run1-check && cd /r/run1-check/run1"
-        in text
+        "  mkdir /r/run1-check && tar -xzif /r/run1.tar.gz -C /r/run1-check"
+        " && cd /r/run1-check/run1" in text
     )
     assert "  ssh-keygen -Y verify -f /k/allowed_signers -I me@host -n vllm-bench-bundle@v1" in text
 
