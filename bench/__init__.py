@@ -10,6 +10,7 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     bounds          the ranges every number from outside passes before use
     escape          text from outside escaped where it is rendered (tables, terminal, CSV)
     secrets         the run's secrets, and the one door a server's text passes to a record
+    rehearsal_model  the rehearsal's small model, built offline in the hub layout (cpu-vllm)
     answers         the answer fingerprint's records in results.json
     settings        `BENCH_*` settings, built once in the CLI
     results         the schema of results.json

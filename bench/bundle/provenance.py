@@ -78,7 +78,8 @@ def weights_line(env: Any, *, twin: bool) -> str:
     w = weights_of(env)
     if w.get("model") and w.get("revision"):
         pin = "pinned" if w.get("pinned") else "not pinned"
-        return f"weights: {w['model']} at {w['revision']}, {pin}"
+        made = ", generated on the host" if w.get("source") == "generated" else ""
+        return f"weights: {w['model']} at {w['revision']}, {pin}{made}"
     if twin:
         return "weights: not applicable (twin)"
     if w.get("note"):

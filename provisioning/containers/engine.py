@@ -126,6 +126,18 @@ class DockerEngine:
         except TRANSPORT_ERRORS as exc:
             raise wrap(f"looking up image {ref}", exc) from None
 
+    def registry_problem(self, ref: str) -> str | None:
+        """Why the host's engine cannot reach the registry REF lives in (one line), or None
+        when it can: the engine asks for REF's manifest, as a pull would, and pulls nothing."""
+        try:
+            self._client.api.inspect_distribution(ref)  # type: ignore[no-untyped-call]
+        except docker.errors.APIError as exc:
+            why = str(exc.explanation or exc).strip().splitlines()
+            return why[0][:200] if why else "the registry did not answer"
+        except TRANSPORT_ERRORS as exc:
+            raise wrap(f"asking the registry for {ref}", exc) from None
+        return None
+
     def load(self, chunks: Iterable[bytes]) -> list[str]:
         """`docker load` from a stream of tar chunks; returns the loaded image ids."""
         try:

@@ -74,7 +74,18 @@ class ServerStarter:
             return dict(NO_WEIGHTS)
         self.shell.run(f"mkdir -p {shlex.quote(cache)}", check=True)
         with self.steps("weights"):
-            if req.download_weights:
+            if req.weights_generated:
+                ensure.generate_weights(
+                    self.engine,
+                    image=self.image,
+                    model=req.hf_model,
+                    scope=self.scope,
+                    cache_dir=cache,
+                    user=self.where.uid_gid,
+                    host=self.host,
+                    out=self.out,
+                )
+            elif req.download_weights:
                 ensure.fetch_weights(
                     self.engine,
                     image=self.image,
@@ -89,7 +100,10 @@ class ServerStarter:
                 )
             if req.model_revision is not None:
                 weights.pin_main(self.shell, cache, req.hf_model, req.model_revision)
-            found = weights.record(self.shell, cache, req.hf_model, req.model_revision)
+            found = weights.record(
+                self.shell, cache, req.hf_model, req.model_revision,
+                source="generated" if req.weights_generated else "hub",
+            )  # fmt: skip
             if found is None:
                 raise RunFailed(
                     f"{req.hf_model} is not in {cache} on {self.host} after the weights step",

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 COMMIT_LABEL = "bench.vllm.commit"
 SOURCES = ("auto", "build", "stream")
+WHEELS_TARGET = "vllm-cpu"  # the stage that installs from .wheelhouse/ of the context
 # The Dockerfile as the engine reads it travels in the context under this name (the
 # generated .dockerignore of the context keeps it out of COPY).
 _CONTEXT_DOCKERFILE = ".dockerfile.provision"
@@ -114,6 +115,23 @@ def spec_for(
     return BuildSpec(target=target, tag=tag, commit=chosen, build_args=args)
 
 
+# The stages' base images, as build arguments the Dockerfile gives a default (a digest).
+_BASE_ARGS = {"vllm": ("CUDA_DEVEL_IMAGE", "CUDA_RUNTIME_IMAGE")}
+_PYTHON_BASE_ARGS = ("PYTHON_BASE",)
+
+
+def base_images(spec: BuildSpec) -> tuple[str, ...]:
+    """The images SPEC's stage is built FROM: its build arguments, else the Dockerfile's."""
+    text = (spec.root / "Dockerfile").read_text()
+    found = []
+    for name in _BASE_ARGS.get(spec.target, _PYTHON_BASE_ARGS):
+        default = re.search(rf"^ARG {name}=(\S+)\s*$", text, re.M)
+        value = spec.build_args.get(name) or (default.group(1) if default else None)
+        if value:
+            found.append(value)
+    return tuple(found)
+
+
 def engine_dockerfile(text: str) -> str:
     """The Dockerfile for the engine's builtin frontend: without its `# syntax=` line."""
     first, _, rest = text.partition("\n")
@@ -140,7 +158,7 @@ def build_on_host(engine: DockerEngine, spec: BuildSpec, *, host: str, out: Text
         tail.append(line)
         print(f"[{host}] {line}", file=out, flush=True)
 
-    wheels = spec.target == "vllm-cpu"
+    wheels = spec.target == WHEELS_TARGET
     with build_context(spec.root, _CONTEXT_DOCKERFILE, text, wheels=wheels) as context:
         for message in engine.build(context, params):
             if message.get("id") == buildkit.TRACE_ID:

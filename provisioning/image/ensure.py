@@ -12,9 +12,12 @@ comes from is the image source:
     auto    (default) as stream, but an image that is neither here nor on the host is
             built on the host instead of being an error
 
-Weights: `huggingface-cli download` in a container of the run's image, into the host's
-Hugging Face cache, so that server start-up time is not download time. huggingface_hub
-resumes partial files, so a rerun after a failure continues where it stopped.
+Weights: `hf download` in a container of the run's image, into the host's Hugging Face
+cache, so that server start-up time is not download time. huggingface_hub resumes partial
+files, so a rerun after a failure continues where it stopped. A launch profile whose weights
+are generated (the cpu-vllm rehearsal's tiny model, which no hub has) gets them built in a
+container of the run's image instead (bench.rehearsal_model) and placed in the same cache
+in the hub layout.
 """
 
 from __future__ import annotations
@@ -29,13 +32,17 @@ from provisioning.containers.docker_sdk import ContainerFailed, ImageMissing
 from provisioning.containers.engine import ContainerSpec, DockerEngine, Mount
 from provisioning.containers.engine_side import EngineSide
 from provisioning.containers.local_images import local_image_chunks, local_image_id
-from provisioning.image.build import BuildSpec, build_on_host
+from provisioning.image import wheelhouse
+from provisioning.image.build import WHEELS_TARGET, BuildSpec, base_images, build_on_host
 
 HF_IN_CONTAINER = "/hf"
 # Containers run as the SSH user's uid:gid (so what they write on the host is that user's);
 # that uid has no home in the image, and tools (pip, HF) want a writable one.
 CONTAINER_HOME = "/tmp"  # noqa: S108
 _PROGRESS_STEP_BYTES = 64 << 20
+# Building the rehearsal's model: about 20 s of tokenizer training and weights on two cores
+# (measured in the vllm-cpu image); a loaded host gets thirty times that.
+GENERATE_TIMEOUT_S = 600.0
 
 
 def ensure_image(
@@ -83,9 +90,32 @@ def _build(engine: DockerEngine, build: BuildSpec, host: str, out: TextIO) -> st
         file=out,
         flush=True,
     )
+    _check_bases(engine, build, host)  # before anything is fetched or built
+    if build.target == WHEELS_TARGET:  # installed from the context: a fresh clone has none
+        wheelhouse.ensure(build.root, out)
     image_id = build_on_host(engine, build, host=host, out=out)
     print(f"[{host}] built {build.tag} ({image_id[:19]})", file=out, flush=True)
     return image_id
+
+
+def _check_bases(engine: DockerEngine, build: BuildSpec, host: str) -> None:
+    """Each base image of the build on the host, or a registry its engine reaches; else one
+    line saying what to do, before any build or download starts."""
+    for base in base_images(build):
+        if engine.image_id(base) is not None:
+            continue
+        why = engine.registry_problem(base)
+        if why is None:
+            continue
+        name = "PYTHON_BASE" if build.target != "vllm" else "the CUDA base images"
+        raise ImageMissing(
+            f"cannot build {build.tag} on {host}: its base image {base} is not there and "
+            f"{host}'s Docker engine cannot reach the registry ({why})",
+            hint=f"give {host} a base of its own ({name}): `make base-image` on it builds one "
+            "from Debian packages (it prints its tag), then pass "
+            "BUILD_ARGS='PYTHON_BASE=<that tag>'; or build the image here and let the run "
+            "stream it (IMAGE_SOURCE=stream)",
+        )
 
 
 def fetch_weights(
@@ -125,6 +155,53 @@ def fetch_weights(
             f"fetching {model} on {host} failed (exit {code}); last lines:\n{tail}",
             log_tail=tail,
             hint="check HF_TOKEN (gated models) and the disk; a rerun resumes the download",
+        )
+
+
+# The interpreter that has torch, transformers and tokenizers in the vllm-cpu image (the
+# Dockerfile's `python3 -m venv --without-pip /opt/vllm`; tests/image/test_dockerfile.py
+# holds it); bench's own venv (first on PATH) tells where the builder's file is.
+GENERATOR_PYTHON = "/opt/vllm/bin/python"
+_GENERATE = (
+    'exec {python} -P "$(python -c "import bench.rehearsal_model as m; print(m.__file__)")" '
+    'hub {hf} "$0"'
+)
+
+
+def generate_weights(
+    engine: EngineSide,
+    *,
+    image: str,
+    model: str,
+    scope: str,
+    cache_dir: str,
+    user: str,
+    host: str,
+    out: TextIO,
+) -> None:
+    """Build the rehearsal's model (bench.rehearsal_model) in a container of the run's image
+    and place it as MODEL in the host's cache, in the hub layout; a rerun reuses the build."""
+    script = _GENERATE.format(python=GENERATOR_PYTHON, hf=HF_IN_CONTAINER)
+    cid = engine.start(
+        ContainerSpec(
+            image=image,
+            command=("sh", "-c", script, model),
+            run_id=scope,
+            role="weights",
+            environment={"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME},
+            mounts=(Mount(cache_dir, HF_IN_CONTAINER),),
+            user=user,
+        )
+    )
+    engine.follow_logs(cid, lambda line: print(f"[{host}] {line}", file=out, flush=True))
+    code = engine.wait(cid, timeout_s=GENERATE_TIMEOUT_S)
+    if code != 0:
+        tail = engine.log_tail(cid)
+        raise ContainerFailed(
+            f"building {model} on {host} failed (exit {code}); last lines:\n{tail}",
+            log_tail=tail,
+            hint="the image must be the launch profile's (vllm-cpu: torch, transformers and "
+            "tokenizers in /opt/vllm); rerun once the cause above is fixed",
         )
 
 

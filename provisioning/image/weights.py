@@ -34,18 +34,23 @@ class Weights:
     revision: str
     pinned: bool
     files: dict[str, str] = field(default_factory=dict)  # path in the snapshot -> sha256
+    # "hub": downloaded (or found) in the cache; "generated": built on the host by the
+    # weights step (bench.rehearsal_model), its revision the hash of its files' listing.
+    source: str = "hub"
 
     def as_json(self) -> dict[str, object]:
         return {
             "model": self.model,
             "revision": self.revision,
             "pinned": self.pinned,
+            "source": self.source,
             "files": dict(sorted(self.files.items())),
         }
 
     def banner(self) -> str:
         pin = "pinned by the launch profile" if self.pinned else "not pinned by the profile"
-        return f"weights: {self.model} at {self.revision}, {pin}"
+        made = ", built on the host (generated)" if self.source == "generated" else ""
+        return f"weights: {self.model} at {self.revision}, {pin}{made}"
 
 
 def model_dir(cache: str, model: str) -> str:
@@ -96,7 +101,9 @@ def snapshot_hashes(probe: Probe, cache: str, model: str, revision: str) -> dict
     return files
 
 
-def record(probe: Probe, cache: str, model: str, pinned_revision: str | None) -> Weights | None:
+def record(
+    probe: Probe, cache: str, model: str, pinned_revision: str | None, *, source: str = "hub"
+) -> Weights | None:
     """What the run's weights are, after the weights step (None: the cache has no answer)."""
     revision = pinned_revision or resolved_main(probe, cache, model)
     if revision is None or not has_snapshot(probe, cache, model, revision):
@@ -106,4 +113,5 @@ def record(probe: Probe, cache: str, model: str, pinned_revision: str | None) ->
         revision=revision,
         pinned=pinned_revision is not None,
         files=snapshot_hashes(probe, cache, model, revision),
+        source=source,
     )

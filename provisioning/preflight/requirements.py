@@ -11,6 +11,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +36,9 @@ class _Entry(BaseModel):
     image_gib: float = Field(default=0.0, ge=0)
     hf_model: str | None = None
     hf_token_required: bool = False
+    # "hub": downloaded from the Hugging Face hub; "generated": built on the host by the
+    # weights step (bench.rehearsal_model, in a container of the run's image).
+    weights_source: Literal["hub", "generated"] = "hub"
     host_memory_gib: float = Field(default=0.0, ge=0, le=1 << 20)
     host_memory_why: str = ""
 
@@ -58,6 +62,7 @@ class Requirements:
     image_cuda: CudaRequirement | None = None
     model_revision: str | None = None  # the launch profile's pinned hub commit
     download_weights: bool = True  # False: the weights must already be in the host's cache
+    weights_generated: bool = False  # built on the host, never downloaded (the rehearsal's)
     memory_bytes: int = 0  # the host's RAM (MemTotal) the launch needs
     memory_why: str = ""  # and why, in a few words (host_requirements.toml)
 
@@ -92,6 +97,7 @@ def load_requirements(
         image_cuda=image_cuda,
         model_revision=model_revision,
         download_weights=download_weights,
+        weights_generated=entry.weights_source == "generated",
         memory_bytes=int(entry.host_memory_gib * GIB),
         memory_why=entry.host_memory_why,
     )

@@ -93,6 +93,8 @@ def check_weights(probe: Probe, req: Requirements, model_cache: str) -> Check:
     name = "weights"
     if not (req.weights_bytes and req.hf_model):
         return Check(name, Status.SKIP, "not applicable (the launch profile loads no weights)")
+    if req.weights_generated:  # no hub has them: nothing to pin, nothing to download
+        return Check(name, Status.OK, f"{req.hf_model}: built on the host by the weights step")
     cache = model_cache
     if cache.startswith("~"):
         cache = probe.run('printf %s "$HOME"').stdout.strip() + cache[1:]

@@ -39,8 +39,8 @@ def test_kept_flags_keep_the_published_values_but_the_models_length() -> None:
         assert cpu.flag(flag) == published.flag(flag) is not None, flag
     assert switches <= set(cpu.argv) & set(published.argv)
     assert cpu.flag("--reasoning-parser") == "qwen3" and cpu.flag("--host") == "0.0.0.0"
-    # The tiny model's max_position_embeddings (tests/vllm/make_model.py).
-    make_model = (ROOT / "tests/vllm/make_model.py").read_text()
+    # The tiny model's max_position_embeddings (bench/rehearsal_model.py).
+    make_model = (ROOT / "bench/rehearsal_model.py").read_text()
     assert f"MAX_POSITIONS = {int(cpu.flag('--max-model-len') or 0):_}" in make_model
     assert (cpu.image, cpu.gpus, cpu.port, cpu.served_model_name) == ("vllm-cpu", 0, 8000, "qwen")
     assert "--api-key" not in cpu.argv and "VLLM_API_KEY" in cpu.secret_env

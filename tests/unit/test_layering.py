@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bench.bounds",
         "bench.answers",
         "bench.secrets",
+        "bench.rehearsal_model",
     ),
     ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),
