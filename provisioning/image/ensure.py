@@ -27,7 +27,7 @@ from typing import TextIO
 
 from pydantic import SecretStr
 
-from bench.errors import RunFailed
+from bench.errors import HostCheckFailed, RunFailed
 from provisioning.containers.docker_sdk import ContainerFailed, ImageMissing
 from provisioning.containers.engine import ContainerSpec, DockerEngine, Mount
 from provisioning.containers.engine_side import EngineSide
@@ -84,13 +84,13 @@ def _need(build: BuildSpec | None, ref: str) -> BuildSpec:
 
 
 def _build(engine: DockerEngine, build: BuildSpec, host: str, out: TextIO) -> str:
+    _check_bases(engine, build, host)  # before anything is fetched or built
     print(
         f"[{host}] building {build.tag} (target {build.target}, vLLM commit {build.commit}) "
         "on the host ...",
         file=out,
         flush=True,
     )
-    _check_bases(engine, build, host)  # before anything is fetched or built
     if build.target == WHEELS_TARGET:  # installed from the context: a fresh clone has none
         wheelhouse.ensure(build.root, out)
     image_id = build_on_host(engine, build, host=host, out=out)
@@ -107,14 +107,18 @@ def _check_bases(engine: DockerEngine, build: BuildSpec, host: str) -> None:
         why = engine.registry_problem(base)
         if why is None:
             continue
-        name = "PYTHON_BASE" if build.target != "vllm" else "the CUDA base images"
-        raise ImageMissing(
+        if build.target == "vllm":
+            what = ("load the CUDA base images there (docker save on a machine that has them, "
+                    "docker load on the host), or build the image where the registry is "
+                    "reachable and let the run stream it (IMAGE_SOURCE=stream)")  # fmt: skip
+        else:
+            what = ("`make base-image` on it builds a Python base from Debian packages and "
+                    "prints its tag: pass it as BUILD_ARGS='PYTHON_BASE=<that tag>'; or build "
+                    "the image here and let the run stream it (IMAGE_SOURCE=stream)")  # fmt: skip
+        raise HostCheckFailed(
             f"cannot build {build.tag} on {host}: its base image {base} is not there and "
             f"{host}'s Docker engine cannot reach the registry ({why})",
-            hint=f"give {host} a base of its own ({name}): `make base-image` on it builds one "
-            "from Debian packages (it prints its tag), then pass "
-            "BUILD_ARGS='PYTHON_BASE=<that tag>'; or build the image here and let the run "
-            "stream it (IMAGE_SOURCE=stream)",
+            hint=what,
         )
 
 

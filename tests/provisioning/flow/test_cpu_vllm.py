@@ -31,6 +31,7 @@ import pytest
 from pydantic import SecretStr
 
 from bench.bundle.verify import verify_bundle
+from bench.errors import Exit
 from bench.launch_profile import load_launch_profile
 from bench.report.command import PLOTS_DIR, REPORT_NAME
 from bench.run.capacity import _LOG_LINE
@@ -249,10 +250,12 @@ REHEARSAL = (
 
 
 def _fresh_clone(target: Path) -> Path:
-    """This tree as a fresh clone of it has it (tracked files and new ones git does not
-    ignore, mtimes kept): no .venv, no .wheelhouse, no results."""
+    """A fresh clone of this tree: `git clone` (bench's version is git's), then the working
+    tree's changes git does not ignore laid over it (none on CI's clean clone): no .venv,
+    no .wheelhouse, no results."""
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(target)], check=True, timeout=300)
     listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        ["git", "ls-files", "-z", "--modified", "--others", "--exclude-standard"],
         cwd=ROOT, capture_output=True, check=True,
     ).stdout.split(b"\0")  # fmt: skip
     for rel in filter(None, (name.decode() for name in listed)):
@@ -319,9 +322,11 @@ def test_the_documented_rehearsal_from_a_fresh_clone_ends_in_a_verified_bundle(
     )
     refused = _make(bare, clone, 900)
     assert refused.returncode != 0, refused.stdout[-2000:]
-    said = [line for line in refused.stderr.splitlines() if line.startswith("provision: error")]
+    said = [line for line in refused.stderr.splitlines() if "cannot build" in line]
     assert len(said) == 1 and "its base image python:3.11-slim" in said[0], refused.stderr[-3000:]
     assert "cannot reach the registry" in said[0] and "make base-image" in said[0], said
+    assert f"exited {int(Exit.HOST_CHECK)} (" in refused.stderr
+    assert "building bench-vllm-cpu" not in refused.stdout + refused.stderr
     assert not (clone / ".wheelhouse").exists() and not any(cache.glob("hub/*"))
 
     started = time.monotonic()
@@ -376,7 +381,10 @@ def test_the_documented_rehearsal_from_a_fresh_clone_ends_in_a_verified_bundle(
         if path.is_file():
             assert API_KEY.encode() not in path.read_bytes(), path
     assert "image bench-vllm-cpu:0.32.0" not in done.stdout or "built" in done.stdout
-    print(f"cpu-vllm rehearsal, one command from a fresh clone: {took:.0f} s")
+    said = (done.stdout + done.stderr).splitlines()
+    steps = [line for line in said if line.startswith(f"[{ssh_host.alias}]")]
+    print("\n".join(["", *steps[:60], f"cpu-vllm rehearsal, one command from a fresh clone: "
+                     f"{took:.0f} s"]))  # fmt: skip
 
 
 @pytest.mark.ssh
