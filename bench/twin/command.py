@@ -127,6 +127,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     f.add_argument("--fault-no-metrics", action="store_true", help="/metrics answers 404")
     f.add_argument(
+        "--fault-echo-auth",
+        action="store_true",
+        help="an injected error's body and the log repeat the request's Authorization "
+        "header, verbatim, URL-encoded and in base64 (a server that echoes its key)",
+    )
+    f.add_argument(
         "--fault-unparsed-paths",
         action="store_true",
         help="the reasoning and tool-call parsers are broken: the reasoning and the call "
@@ -173,6 +179,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         stall_fraction=args.fault_stall_fraction,
         malformed_fraction=args.fault_malformed_fraction,
         no_metrics=args.fault_no_metrics,
+        echo_auth=args.fault_echo_auth,
     )
     with contextlib.ExitStack() as stack:
         gt: IO[str] | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import random
+import urllib.parse
 from dataclasses import dataclass
 
 
@@ -16,6 +18,16 @@ class Faults:
     stall_fraction: float = 1.0
     malformed_fraction: float = 0.0  # streams that emit one invalid JSON chunk
     no_metrics: bool = False  # /metrics answers 404
+    # An injected error's message and the log repeat the request's Authorization header, in
+    # the forms a server or a library re-encodes it (bench.secrets must mask every one).
+    echo_auth: bool = False
+
+
+def echoed(authorization: str) -> str:
+    """What an echoing server says of the Authorization header it was sent."""
+    url = urllib.parse.quote(authorization, safe="")
+    b64 = base64.b64encode(authorization.encode()).decode()
+    return f"{authorization} (url {url}; basic {b64})"
 
 
 @dataclass(frozen=True)

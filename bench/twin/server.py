@@ -21,7 +21,7 @@ from typing import IO, Any
 from bench.twin import flavors, metrics, paths, requests
 from bench.twin.answers import DEFAULT_DTYPE, Answerer
 from bench.twin.engine import Request, StepResult, TwinScheduler
-from bench.twin.faults import FaultDice, Faults
+from bench.twin.faults import FaultDice, Faults, echoed
 from bench.twin.frontend import Frontend
 from bench.twin.http import HttpRequest, TwinConnection
 from bench.twin.paths import Paths
@@ -365,6 +365,10 @@ class Twin:
         fate = self.dice.roll(spec.max_tokens)
         if fate.error:
             status = self.config.faults.error_status
+            if self.config.faults.echo_auth:
+                said = echoed(http.headers.get("authorization", ""))
+                print(f"twin: refusing a request from {said}", file=sys.stderr, flush=True)
+                raise BadRequest(f"injected fault: HTTP {status} for {said}", status=status)
             raise BadRequest(f"injected fault: HTTP {status}", status=status)
         prefix = "chatcmpl" if chat else "cmpl"
         rid = f"{prefix}-{uuid.uuid4().hex[:24]}"

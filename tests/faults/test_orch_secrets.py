@@ -1,6 +1,11 @@
 """Secrets in the orchestrated flow: `provision bench` against the real test host.
 
 The API key and an HF token are recognisable canaries in the workstation's environment.
+The server echoes the key (issue 48): the twin profile with `--fault-echo-auth` and half
+of its answers injected errors, whose bodies and the server's log repeat the request's
+`Authorization` header verbatim, URL-encoded and in base64; bench's client inside the
+container and the engine's reading of the server's log (bench.secrets, the one door) must
+mask every form.
 While the flow runs (image, container, sweep inside it, signing, pull-back) the test
 samples the process list of this machine (the test host's sshd and the containers run
 here too, so their command lines are in it) and the command lines of the run's
@@ -10,6 +15,7 @@ pulled-back bundle and every line of output. Zero hits anywhere.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -18,6 +24,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -58,6 +65,22 @@ class Sampler(threading.Thread):
             self.stop.wait(0.1)
 
 
+def _echoing_twin(tmp_path: Path) -> Path:
+    """The shipped twin profile, its server echoing the key into errors and its log."""
+    text = (ROOT / "bench" / "launch_profiles" / "twin.toml").read_text()
+    end = '    "--port", "8000",\n]'
+    assert end in text
+    flags = '    "--fault-error-fraction", "0.5", "--fault-echo-auth",\n'
+    path = tmp_path / "twin-echo.toml"
+    path.write_text(text.replace(end, end[:-1] + flags + "]"))
+    return path
+
+
+def _forms(key: str) -> list[str]:
+    said = f"Bearer {key}"
+    return [key, quote(said, safe=""), base64.b64encode(said.encode()).decode()[12:-4]]
+
+
 def test_orchestrated_flow_leaks_no_secret(
     ssh_host: SshTestHost, bench_image: str, tmp_path: Path
 ) -> None:
@@ -66,7 +89,7 @@ def test_orchestrated_flow_leaks_no_secret(
            "BENCH_LOG_FORMAT": "json", "BENCH_LOG_LEVEL": "debug"}  # fmt: skip
     argv = [
         sys.executable, "-m", "provisioning", "bench", ssh_host.alias,
-        "--image", bench_image, "--run-id", run_id, "--profile", "twin",
+        "--image", bench_image, "--run-id", run_id, "--profile", str(_echoing_twin(tmp_path)),
         "--results", str(tmp_path / "results"),
         "--allowed-signers", str(tmp_path / "allowed_signers"),
         "--no-verdict",  # a one-cell sweep is not meant to reproduce the card
@@ -96,5 +119,13 @@ def test_orchestrated_flow_leaks_no_secret(
         *((str(p.relative_to(bundle)), p.read_bytes()) for p in files),
         ("archive", gzip.decompress(bundle.with_name(f"{run_id}.tar.gz").read_bytes())),
     ]
-    hits = [where for where, data in texts for c in (API_KEY, HF_TOKEN) if c.encode() in data]
+    canaries = [*_forms(API_KEY), HF_TOKEN]
+    hits = [where for where, data in texts for c in canaries if c.encode() in data]
     assert hits == []
+    # The server did echo, and what reached the bundle was masked.
+    log = (bundle / "server.log").read_text()
+    assert "twin: refusing a request from Bearer ******** (url Bearer%20********" in log
+    results = json.loads((bundle / "results.json").read_text())
+    answers = results["fingerprint"]["answers"]
+    reasons = [c.get("reason") or "" for c in results["cells"] + results["prefill"] + answers]
+    assert any("for Bearer ********" in r for r in reasons), reasons

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from bench.secrets import MASK, KnownSecrets, forms_of
 from bench.stream.client import Client
 from bench.stream.records import RequestRecord
+from bench.twin.faults import echoed
 from tests.support.scripted import ScriptedClock
 
 KEY = "sk-abc/+x=Z-1234567890"
@@ -150,3 +151,14 @@ def test_a_json_text_is_walked_only_when_it_could_hide_a_secret() -> None:
         base64.b64encode(KEY.encode()).decode(),
     ):
         assert masks.could_hide_in(json.dumps({"m": raw}).encode()), raw
+
+
+def test_what_the_twins_echo_fault_says_is_masked_whole() -> None:
+    """bench twin serve --fault-echo-auth (the orchestrated secrets test's server) repeats the
+    header verbatim, URL-encoded and in base64: the door leaves none of it."""
+    said = echoed(f"Bearer {KEY}")
+    assert KEY in said and base64.b64encode(f"Bearer {KEY}".encode()).decode() in said
+    masked = KnownSecrets([KEY]).mask(said)
+    assert masked.startswith(f"Bearer {MASK} (url Bearer%20{MASK}; basic ")
+    assert KEY not in masked and urllib.parse.quote(KEY, safe="") not in masked
+    assert base64.b64encode(f"Bearer {KEY}".encode()).decode()[12:-4] not in masked
