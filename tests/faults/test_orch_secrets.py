@@ -15,7 +15,6 @@ pulled-back bundle and every line of output. Zero hits anywhere.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import os
@@ -24,12 +23,12 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
 from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.support.echo import echoing_twin_profile, key_forms
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
 
@@ -65,31 +64,16 @@ class Sampler(threading.Thread):
             self.stop.wait(0.1)
 
 
-def _echoing_twin(tmp_path: Path) -> Path:
-    """The shipped twin profile, its server echoing the key into errors and its log."""
-    text = (ROOT / "bench" / "launch_profiles" / "twin.toml").read_text()
-    end = '    "--port", "8000",\n]'
-    assert end in text
-    flags = '    "--fault-error-fraction", "0.5", "--fault-echo-auth",\n'
-    path = tmp_path / "twin-echo.toml"
-    path.write_text(text.replace(end, end[:-1] + flags + "]"))
-    return path
-
-
-def _forms(key: str) -> list[str]:
-    said = f"Bearer {key}"
-    return [key, quote(said, safe=""), base64.b64encode(said.encode()).decode()[12:-4]]
-
-
 def test_orchestrated_flow_leaks_no_secret(
     ssh_host: SshTestHost, bench_image: str, tmp_path: Path
 ) -> None:
     run_id = f"sec-{uuid.uuid4().hex[:8]}"
+    profile = echoing_twin_profile(tmp_path)
     env = {**os.environ, "VLLM_API_KEY": API_KEY, "HF_TOKEN": HF_TOKEN,
            "BENCH_LOG_FORMAT": "json", "BENCH_LOG_LEVEL": "debug"}  # fmt: skip
     argv = [
         sys.executable, "-m", "provisioning", "bench", ssh_host.alias,
-        "--image", bench_image, "--run-id", run_id, "--profile", str(_echoing_twin(tmp_path)),
+        "--image", bench_image, "--run-id", run_id, "--profile", str(profile),
         "--results", str(tmp_path / "results"),
         "--allowed-signers", str(tmp_path / "allowed_signers"),
         "--no-verdict",  # a one-cell sweep is not meant to reproduce the card
@@ -119,7 +103,7 @@ def test_orchestrated_flow_leaks_no_secret(
         *((str(p.relative_to(bundle)), p.read_bytes()) for p in files),
         ("archive", gzip.decompress(bundle.with_name(f"{run_id}.tar.gz").read_bytes())),
     ]
-    canaries = [*_forms(API_KEY), HF_TOKEN]
+    canaries = [*key_forms(API_KEY), HF_TOKEN]
     hits = [where for where, data in texts for c in canaries if c.encode() in data]
     assert hits == []
     # The server did echo, and what reached the bundle was masked.

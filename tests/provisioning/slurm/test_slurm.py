@@ -27,6 +27,7 @@ from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT
 from tests.provisioning.flow.test_flow import _containers
 from tests.provisioning.slurm.conftest import SlurmCluster
+from tests.support.echo import echoing_twin_profile, key_forms
 from tests.support.procs import stderr_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slurm]
@@ -43,7 +44,13 @@ API_KEY = "sk-slurm-test-" + uuid.uuid4().hex
 
 
 def _submit(
-    cluster: SlurmCluster, tmp_path: Path, image: str, run_id: str, *extra: str, nodes: int = 2
+    cluster: SlurmCluster,
+    tmp_path: Path,
+    image: str,
+    run_id: str,
+    *extra: str,
+    nodes: int = 2,
+    profile: str = "twin",
 ) -> subprocess.Popen[str]:
     env = {**os.environ, **cluster.env, "VLLM_API_KEY": API_KEY, "BENCH_LOG_FORMAT": "json"}
     # The job's HOME (sbatch exports this environment): the nodes' signing keys go there.
@@ -51,7 +58,7 @@ def _submit(
     argv = [
         sys.executable, "-m", "provisioning", "bench",
         "--slurm", cluster.partition, "--nodes", str(nodes),
-        "--profile", "twin", "--image", image, "--run-id", run_id, "--no-verdict",
+        "--profile", profile, "--image", image, "--run-id", run_id, "--no-verdict",
         "--shared-dir", str(tmp_path / "shared"),
         "--results", str(tmp_path / "results"),
         "--allowed-signers", str(tmp_path / "allowed_signers"),
@@ -141,6 +148,34 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
         hosts = conn.query("SELECT host FROM runs ORDER BY host")
     assert hosts == [(node,) for node in sorted(slurm_cluster.nodes)]
     print(f"two-node Slurm job, submit to verified bundles: {took:.1f} s")
+
+
+def test_a_node_whose_server_echoes_the_key_leaks_no_form_of_it(
+    slurm_cluster: SlurmCluster, bench_image: str, tmp_path: Path
+) -> None:
+    """Issue 48 on a fleet: the node's server repeats the key in its errors and its log; the
+    node's bench (the HTTP client) and its engine (the log) mask every form, so the bundle,
+    the shared folder and the submitter's output hold none."""
+    run_id = f"echo-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "shared").mkdir()
+    profile = echoing_twin_profile(tmp_path / "shared")
+    proc = _submit(slurm_cluster, tmp_path, bench_image, run_id, *SMALL_SWEEP, nodes=1,
+                   profile=str(profile))  # fmt: skip
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, (out + err)[-4000:]
+    (node,) = (d.name for d in (tmp_path / "results").iterdir() if d.is_dir())
+    bundle = tmp_path / "results" / node / run_id
+    verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
+    assert (
+        "twin: refusing a request from Bearer ******** (url " in (bundle / "server.log").read_text()
+    )
+    hits = [
+        f"{path.relative_to(tmp_path)}: {form[:12]}"
+        for path in tmp_path.rglob("*") if path.is_file()
+        for form in key_forms(API_KEY) if form.encode() in path.read_bytes()
+    ]  # fmt: skip
+    hits += [f"printed: {form[:12]}" for form in key_forms(API_KEY) if form in out + err]
+    assert hits == []
 
 
 def test_ctrl_c_cancels_the_job_and_brings_back_the_finished_cells_of_every_node(
