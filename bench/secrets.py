@@ -15,8 +15,10 @@ replaced by MASK there, in every form a server or a library is known to re-encod
                                       decides; at most two at each end come from its
                                       neighbours, and those are left
 
-A value shorter than MIN_SECRET_CHARS is no secret worth the name and would match by chance
-(bench.bundle.seal refuses to sign a run holding one of these forms, the same list).
+A value shorter than MIN_SECRET_CHARS (a demo's key, `EMPTY`) is masked verbatim only, as the
+key always was: its encoded forms would match ordinary text by chance. bench.bundle.seal
+refuses to sign a run holding any form of a longer one (`forms_of`, the same list) and looks
+for no shorter one.
 
 The HTTP client (bench.stream.client) passes everything it hands on through here: the
 bodies of the small calls, the measured streams' failure messages and captured text;
@@ -107,8 +109,10 @@ class KnownSecrets:
 
     def __init__(self, values: Iterable[str | SecretStr | None] = ()) -> None:
         plain = {v.get_secret_value() if isinstance(v, SecretStr) else v for v in values}
-        self.values = tuple(sorted(v for v in plain if v and len(v) >= MIN_SECRET_CHARS))
-        forms = set().union(*(forms_of(v) for v in self.values)) if self.values else set()
+        self.values = tuple(sorted(v for v in plain if v))
+        # A short value verbatim only (the module docstring says why).
+        forms = {v for v in self.values if len(v) < MIN_SECRET_CHARS}
+        forms |= set().union(*(forms_of(v) for v in self.values))
         self.forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))  # longest first
         self._pattern = re.compile("|".join(map(re.escape, self.forms))) if forms else None
 
