@@ -68,7 +68,7 @@ def run(program: str, args: argparse.Namespace, *, logger: str | None = None) ->
     masks = KnownSecrets.of(environ=os.environ)
     try:
         settings = load_settings()
-        masks = KnownSecrets.of(settings.api_key, settings.tokenizer_api_key, environ=os.environ)
+        masks = settings.known_secrets(os.environ)
         logs.configure(settings.log_format, settings.log_level)
         signal.signal(signal.SIGTERM, _raise_on_sigterm)
         handler: Handler = args.func

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -17,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bench.errors import SettingsError, first_problem
 from bench.logs import LogFormat
+from bench.secrets import KnownSecrets
 
 
 class HistorySettings(BaseModel):
@@ -127,6 +129,11 @@ class Settings(BaseSettings):
         if value is not None:
             ca_problem(value)
         return value
+
+    def known_secrets(self, environ: Mapping[str, str]) -> KnownSecrets:
+        """Every secret the run knows (the server's key, the tokenizer's, the Hugging Face
+        token from ENVIRON), for bench.secrets to mask in what a server says."""
+        return KnownSecrets.of(self.api_key, self.tokenizer_api_key, environ=environ)
 
     def redacted(self) -> dict[str, Any]:
         """The resolved settings as recorded in bundles: secrets as ********."""

@@ -16,7 +16,6 @@ from bench.bundle import schema, seal, sign
 from bench.bundle.pack import pack
 from bench.bundle.verify import verify_bundle
 from bench.errors import UsageError, VerifyFailed
-from bench.secrets import KnownSecrets
 from bench.settings import Settings
 
 
@@ -73,7 +72,7 @@ def _keygen(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sign(args: argparse.Namespace, settings: Settings) -> int:
-    known = KnownSecrets.of(settings.api_key, settings.tokenizer_api_key, environ=os.environ)
+    known = settings.known_secrets(os.environ)
     made = seal.seal(args.dir, args.key, now=datetime.now(UTC), secrets=known.values)
     print(f"signed {args.dir}: run {made.run_id}, {len(made.files)} files in manifest.json")
     return 0

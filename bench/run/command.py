@@ -26,7 +26,6 @@ from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
 from bench.run.server_info import detect, engine_setup
-from bench.secrets import KnownSecrets
 from bench.settings import Settings
 from bench.stream import event_loop, tokens
 from bench.stream.client import Client
@@ -59,7 +58,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
     # Every secret the run knows, masked in all that either server answers (issue 48).
-    masks = KnownSecrets.of(settings.api_key, settings.tokenizer_api_key, environ=os.environ)
+    masks = settings.known_secrets(os.environ)
     tokenizer_client = (
         Client(  # the server's key goes to the server only (issue 29, S2)
             args.tokenizer_url,

@@ -74,30 +74,17 @@ class ServerStarter:
             return dict(NO_WEIGHTS)
         self.shell.run(f"mkdir -p {shlex.quote(cache)}", check=True)
         with self.steps("weights"):
+            job = ensure.WeightsJob(
+                image=self.image, model=req.hf_model, scope=self.scope, cache_dir=cache,
+                user=self.where.uid_gid, host=self.host, out=self.out,
+            )  # fmt: skip
             if req.weights_generated:
-                ensure.generate_weights(
-                    self.engine,
-                    image=self.image,
-                    model=req.hf_model,
-                    scope=self.scope,
-                    cache_dir=cache,
-                    user=self.where.uid_gid,
-                    host=self.host,
-                    out=self.out,
-                )
+                ensure.generate_weights(self.engine, job)
             elif req.download_weights:
                 ensure.fetch_weights(
-                    self.engine,
-                    image=self.image,
-                    model=req.hf_model,
-                    revision=req.model_revision,
-                    scope=self.scope,
-                    cache_dir=cache,
-                    user=self.where.uid_gid,
+                    self.engine, job, revision=req.model_revision,
                     hf_token=self.opts.secrets.hf_token,
-                    host=self.host,
-                    out=self.out,
-                )
+                )  # fmt: skip
             if req.model_revision is not None:
                 weights.pin_main(self.shell, cache, req.hf_model, req.model_revision)
             found = weights.record(

@@ -23,6 +23,7 @@ in the hub layout.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TextIO
 
 from pydantic import SecretStr
@@ -122,44 +123,34 @@ def _check_bases(engine: DockerEngine, build: BuildSpec, host: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class WeightsJob:
+    """Where the weights step's container runs and writes: the run's image, the model, the
+    host's cache (mounted as HF_HOME), the run's scope and user, and where progress goes."""
+
+    image: str
+    model: str
+    scope: str
+    cache_dir: str
+    user: str
+    host: str
+    out: TextIO
+
+
 def fetch_weights(
-    engine: EngineSide,
-    *,
-    image: str,
-    model: str,
-    revision: str | None,
-    scope: str,
-    cache_dir: str,
-    user: str,
-    hf_token: SecretStr | None,
-    host: str,
-    out: TextIO,
+    engine: EngineSide, job: WeightsJob, *, revision: str | None, hf_token: SecretStr | None
 ) -> None:
+    """`hf download` of the model (at REVISION) into the host's cache."""
     env = {"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME}
     if hf_token is not None:
         env["HF_TOKEN"] = hf_token.get_secret_value()
-    cid = engine.start(
-        ContainerSpec(
-            image=image,
-            # `hf` is huggingface_hub's CLI since 1.0 (vLLM needs >= 1.31, which no longer
-            # ships `huggingface-cli`); it shows progress and resumes a partial download.
-            command=("hf", "download", model, *(("--revision", revision) if revision else ())),
-            run_id=scope,
-            role="weights",
-            environment=env,
-            mounts=(Mount(cache_dir, HF_IN_CONTAINER),),
-            user=user,
-        )
-    )
-    engine.follow_logs(cid, lambda line: print(f"[{host}] {line}", file=out, flush=True))
-    code = engine.wait(cid, timeout_s=24 * 3600)
-    if code != 0:
-        tail = engine.log_tail(cid)
-        raise ContainerFailed(
-            f"fetching {model} on {host} failed (exit {code}); last lines:\n{tail}",
-            log_tail=tail,
-            hint="check HF_TOKEN (gated models) and the disk; a rerun resumes the download",
-        )
+    # `hf` is huggingface_hub's CLI since 1.0 (vLLM needs >= 1.31, which no longer ships
+    # `huggingface-cli`); it shows progress and resumes a partial download.
+    command = ("hf", "download", job.model, *(("--revision", revision) if revision else ()))
+    _weights_container(
+        engine, job, command, env, timeout_s=24 * 3600, doing="fetching",
+        hint="check HF_TOKEN (gated models) and the disk; a rerun resumes the download",
+    )  # fmt: skip
 
 
 # The interpreter that has torch, transformers and tokenizers in the vllm-cpu image (the
@@ -172,40 +163,52 @@ _GENERATE = (
 )
 
 
-def generate_weights(
-    engine: EngineSide,
-    *,
-    image: str,
-    model: str,
-    scope: str,
-    cache_dir: str,
-    user: str,
-    host: str,
-    out: TextIO,
-) -> None:
+def generate_weights(engine: EngineSide, job: WeightsJob) -> None:
     """Build the rehearsal's model (bench.rehearsal_model) in a container of the run's image
-    and place it as MODEL in the host's cache, in the hub layout; a rerun reuses the build."""
+    and place it as the job's model in the host's cache, in the hub layout; a rerun reuses
+    the build."""
     script = _GENERATE.format(python=GENERATOR_PYTHON, hf=HF_IN_CONTAINER)
+    _weights_container(
+        engine, job, ("sh", "-c", script, job.model),
+        {"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME},
+        timeout_s=GENERATE_TIMEOUT_S, doing="building",
+        hint="the image must be the launch profile's (vllm-cpu: torch, transformers and "
+        "tokenizers in /opt/vllm); rerun once the cause above is fixed",
+    )  # fmt: skip
+
+
+def _weights_container(
+    engine: EngineSide,
+    job: WeightsJob,
+    command: tuple[str, ...],
+    env: dict[str, str],
+    *,
+    timeout_s: float,
+    doing: str,
+    hint: str,
+) -> None:
+    """One container of the weights step, the host's cache mounted, its log followed; a
+    failure is ContainerFailed with the log's last lines."""
     cid = engine.start(
         ContainerSpec(
-            image=image,
-            command=("sh", "-c", script, model),
-            run_id=scope,
+            image=job.image,
+            command=command,
+            run_id=job.scope,
             role="weights",
-            environment={"HF_HOME": HF_IN_CONTAINER, "HOME": CONTAINER_HOME},
-            mounts=(Mount(cache_dir, HF_IN_CONTAINER),),
-            user=user,
+            environment=env,
+            mounts=(Mount(job.cache_dir, HF_IN_CONTAINER),),
+            user=job.user,
         )
     )
+    host, out = job.host, job.out
     engine.follow_logs(cid, lambda line: print(f"[{host}] {line}", file=out, flush=True))
-    code = engine.wait(cid, timeout_s=GENERATE_TIMEOUT_S)
+    code = engine.wait(cid, timeout_s=timeout_s)
     if code != 0:
         tail = engine.log_tail(cid)
         raise ContainerFailed(
-            f"building {model} on {host} failed (exit {code}); last lines:\n{tail}",
+            f"{doing} {job.model} on {host} failed (exit {code}); last lines:\n{tail}",
             log_tail=tail,
-            hint="the image must be the launch profile's (vllm-cpu: torch, transformers and "
-            "tokenizers in /opt/vllm); rerun once the cause above is fixed",
+            hint=hint,
         )
 
 

@@ -20,6 +20,18 @@ FORGED_RESULTS = b'{"forged": true}\n'
 BLOCK_BYTES = 512
 
 
+def signed_like(tmp_path: Path, samples: str = "{}\n" * 100) -> Path:
+    """A run folder shaped like a signed one (manifest, signature, results, samples), its
+    contents placeholders: what pack and open_bundle see, no signature checked."""
+    root = tmp_path / "run-1"
+    (root / "samples").mkdir(parents=True)
+    (root / "manifest.json").write_text("{}\n")
+    (root / "manifest.json.sig").write_text("sig\n")
+    (root / "results.json").write_text('{"a": 1}\n')
+    (root / "samples" / "requests.jsonl").write_text(samples)
+    return root
+
+
 def tar_of(*members: tuple[str, bytes]) -> bytes:
     """A whole tar (end-of-archive marker and record padding included) of these files."""
     buf = io.BytesIO()

@@ -16,25 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.bundle.pack import open_bundle, pack
 from bench.errors import VerifyFailed
 from tests.bundle import forgeries as f
+from tests.support.budget import fixed_budget
 
 NAME = "run-1.tar.gz"
 BLOCK = f.BLOCK_BYTES
 
 
 def _signed_like(tmp_path: Path) -> Path:
-    root = tmp_path / "run-1"
-    (root / "samples").mkdir(parents=True)
-    (root / "manifest.json").write_text("{}\n")
-    (root / "manifest.json.sig").write_text("sig\n")
-    (root / "results.json").write_text('{"a": 1}\n')
-    (root / "samples" / "requests.jsonl").write_text('{"ttft_s": 0.25}\n' * 300)
-    return root
+    return f.signed_like(tmp_path, '{"ttft_s": 0.25}\n' * 300)
 
 
 @pytest.fixture
@@ -249,13 +244,7 @@ def test_a_directory_that_carries_data_is_refused(tmp_path: Path) -> None:
 
 # -- any bytes after the end -------------------------------------------------------------
 
-BUDGET = settings(
-    max_examples=100,
-    deadline=5000,  # ms per example: a hang or a quadratic blow-up fails, a busy CPU does not
-    derandomize=True,  # the same examples every run: a fixed budget, reproducible
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+BUDGET = fixed_budget(100)
 
 
 @pytest.fixture(scope="module")

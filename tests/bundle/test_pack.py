@@ -13,25 +13,16 @@ import pytest
 
 from bench.bundle.pack import OpenLimits, open_bundle, pack
 from bench.errors import UsageError, VerifyFailed
+from tests.bundle.forgeries import signed_like
 
 
 def _tree(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*")}
 
 
-def _signed_like_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "run-1"
-    (root / "samples").mkdir(parents=True)
-    (root / "manifest.json").write_text("{}\n")
-    (root / "manifest.json.sig").write_text("sig\n")
-    (root / "results.json").write_text('{"a": 1}\n')
-    (root / "samples" / "requests.jsonl").write_text("{}\n" * 100)
-    return root
-
-
 @pytest.mark.subprocess
 def test_pack_then_open_gives_back_the_same_files(tmp_path: Path) -> None:
-    root = _signed_like_dir(tmp_path)
+    root = signed_like(tmp_path)
     archive = pack(root, tmp_path / "run-1.tar.gz")
     listing = subprocess.run(
         ["tar", "-tzvf", str(archive)], capture_output=True, text=True, check=True
@@ -45,7 +36,7 @@ def test_pack_then_open_gives_back_the_same_files(tmp_path: Path) -> None:
 
 
 def test_pack_is_byte_for_byte_repeatable(tmp_path: Path) -> None:
-    root = _signed_like_dir(tmp_path)
+    root = signed_like(tmp_path)
     first = pack(root, tmp_path / "a.tar.gz").read_bytes()
     second = pack(root, tmp_path / "b.tar.gz").read_bytes()
     assert first == second
@@ -57,7 +48,7 @@ def test_pack_refuses_an_unsigned_directory_and_a_symlink_inside(tmp_path: Path)
     (root / "results.json").write_text("{}")
     with pytest.raises(UsageError, match=r"has no manifest\.json"):
         pack(root, tmp_path / "bare.tar.gz")
-    root = _signed_like_dir(tmp_path)
+    root = signed_like(tmp_path)
     (root / "passwd").symlink_to("/etc/passwd")
     with pytest.raises(VerifyFailed, match="passwd: is a symbolic link"):
         pack(root, tmp_path / "x.tar.gz")

@@ -10,21 +10,16 @@ import json
 import math
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.engines import llamacpp, sglang, trtllm
 from bench.engines.base import EngineKind
 from bench.engines.detect import family
 from bench.stream import tokens
+from tests.support.budget import fixed_budget
 
-BUDGET = settings(
-    max_examples=200,
-    deadline=5000,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+BUDGET = fixed_budget(200)
 NAMES = [
     "sglang:num_running_reqs",
     "sglang:num_queue_reqs",

@@ -17,7 +17,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.bundle.pack import OpenLimits, open_bundle
@@ -26,6 +26,7 @@ from bench.stream import metrics
 from bench.stream.records import RequestRecord
 from bench.stream.response import MAX_CHUNK_LINE, MAX_CHUNK_SIZE_DIGITS, Exchange
 from bench.stream.sse import Events
+from tests.support.budget import fixed_budget
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,13 +50,7 @@ def _earlier_garbage_collected_first() -> None:
     return
 
 
-BUDGET = settings(
-    max_examples=200,
-    deadline=5000,  # ms per example: a hang or a quadratic blow-up fails, a busy CPU does not
-    derandomize=True,  # the same examples every run: a fixed budget, reproducible
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+BUDGET = fixed_budget(200)
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 HEX = set(b"0123456789abcdefABCDEF")
 
