@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -25,10 +26,21 @@ def _bench(*args: str) -> tuple[int, str, str]:
 
 
 # These tests judge answers. Their figures come from one run a side, whose trials share the
-# run and so cannot see a shift between runs; on a loaded CI machine one such shift was
-# flagged (TTFT +1.3 % [+0.7, +1.8], p = 0.003, two runs of one twin). The figures are
-# therefore judged at a level that keeps a false alarm from deciding an answers test.
+# run and so cannot see a shift between runs; on a loaded CI machine such shifts were
+# flagged (TTFT +1.3 % [+0.7, +1.8], p = 0.003, two runs of one twin; TTFT at 1K −27.7 %
+# [−29.8, −26.8], p = 1.7e-06, while a vLLM test ran beside it). The figures are judged at
+# a level that keeps most such alarms away, and the exit is checked against what the
+# figures' own headline says: what is asserted is that the answers do not decide it.
 FIGURES_ALPHA = ("--alpha", "1e-4")
+
+
+def _figures_exit(out: str) -> int:
+    """The exit `bench compare` owes when only its figures decide: 1 if its headline
+    (the last line) counts changed cells, 0 if it says no cell changed."""
+    last = out.rstrip().splitlines()[-1]
+    changed = re.search(r"(\d+) OF \d+ CELLS CHANGED", last)
+    assert changed is not None or "NO CELL CHANGED" in last, last
+    return 1 if changed is not None and int(changed.group(1)) > 0 else 0
 
 
 def _run(url: str, out: pathlib.Path) -> pathlib.Path:
@@ -80,7 +92,7 @@ def test_one_launch_and_a_second_launch_answer_alike(runs: dict[str, pathlib.Pat
     rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["a2"]), *FIGURES_ALPHA)
     assert "outputs identical on 5 of 5 prompts." in out, out
     assert "ANSWERS DIFFERENTLY" not in out
-    assert rc == 0, out[-3000:]
+    assert rc == _figures_exit(out), out[-3000:]
 
 
 def test_another_dtype_is_refused_without_accept_answers(runs: dict[str, pathlib.Path]) -> None:
@@ -96,7 +108,7 @@ def test_another_dtype_is_refused_without_accept_answers(runs: dict[str, pathlib
     rc, out, _ = _bench("compare", str(runs["a1"]), str(runs["b"]), *accepted)
     assert "The figures are compared anyway (--accept answers)." in out
     assert "B ANSWERS DIFFERENTLY (ACCEPTED" in out
-    assert rc == 0, out[-3000:]
+    assert rc == _figures_exit(out), out[-3000:]
 
 
 def test_the_twins_retrieval_is_recorded_and_never_judged(runs: dict[str, pathlib.Path]) -> None:
