@@ -12,6 +12,8 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     secrets         the run's secrets, and the one door a server's text passes to a record
     rehearsal_model  the rehearsal's small model, built offline in the hub layout (cpu-vllm)
     answers         the answer fingerprint's records in results.json
+    workload_spec   a workload as data: arrivals, lengths, shared prefix, SLO (bench/workloads/)
+    workload_points  a workload run's records in results.json: each point's figures
     settings        `BENCH_*` settings, built once in the CLI
     results         the schema of results.json
     launch_profile  launch profiles: how a server under test is started
@@ -24,6 +26,7 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     card            published cards parsed into a reference
     cards           the shipped card
     engines         which engine serves, and its facts
+    workload        a workload's schedule, its sending, a point's figures, the SLO rules
     run             `bench run`: from a plan of cells to results.json
     bundle          manifest, signature, pack, verify, provenance, recipe
     twin            the simulated vLLM server

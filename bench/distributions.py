@@ -238,3 +238,30 @@ def nct_ncp_for_power(alpha: float, power: float, df: float) -> float:
                 f_lo /= 2.0
             side = 1
     return (lo + hi) / 2.0
+
+
+def binom_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), summed exactly in log space over the shorter tail
+    (MLPerf's early stopping and the order-statistic intervals of `bench.stats` need it
+    for n up to a million, k anywhere in 0..n)."""
+    if n < 0 or not 0.0 <= p <= 1.0:
+        raise ValueError(f"binom_cdf needs n >= 0 and 0 <= p <= 1, got n={n}, p={p}")
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    if p in (0.0, 1.0):
+        return 1.0 if p == 0.0 else 0.0
+    lp, lq = math.log(p), math.log1p(-p)
+    log_n = math.lgamma(n + 1)
+
+    def term(i: int) -> float:
+        return math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
+
+    # Terms beyond 40 standard deviations from the mean are below e^-800: each tail is summed
+    # over the part of it inside that window only (O(sqrt n) terms, not O(n)).
+    mean, sd = n * p, math.sqrt(n * p * (1.0 - p))
+    lo, hi = max(0, math.floor(mean - 40 * sd - 1)), min(n, math.ceil(mean + 40 * sd + 1))
+    if k < mean:  # the lower tail is the small one: summed directly
+        return min(1.0, math.fsum(term(i) for i in range(max(lo, 0), k + 1)))
+    return max(0.0, 1.0 - math.fsum(term(i) for i in range(k + 1, hi + 1)))

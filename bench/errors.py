@@ -189,8 +189,18 @@ def first_problem(exc: ValidationError, whole: str = "") -> tuple[str, str]:
     if not errors:
         return whole, "not valid"
     first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or whole
+    # A key is the input's own text (a TOML key may hold a newline): escaped to one line.
+    where = ".".join(one_line(str(p)) for p in first["loc"]) or whole
     return where, " ".join(str(first["msg"]).removeprefix("Value error, ").split())
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (\\n, \\x1b): one line, whatever it held."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
 
 
 def validation_message(exc: ValidationError, whole: str = "") -> str:

@@ -11,6 +11,8 @@ this bench reads every version in `READABLE_SCHEMA_VERSIONS`:
 - 4: the long-context retrieval check (`Fingerprint.retrieval`, bench.answers): the code
   planted in the fingerprint's context prompts and whether each long context's answer gave
   it; None in a fingerprint made before it.
+- 5: a workload run (`Results.workload`, bench.workload_points): the workload as run and
+  its points' figures; None in a run of the card's matrix.
 
 Speed convention. A twin can run N times faster than real time (`speed_factor` N, read
 from its `/version` or given with `--speed-factor`; 1 for a real server). `bench run`
@@ -33,9 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench import bounds
 from bench.answers import Fingerprint
 from bench.failures import ErrorKind
+from bench.workload_points import WorkloadRun
 
-SCHEMA_VERSION = 4
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 Api = Literal["chat", "completions"]
 # valid: measured, numbers reported. invalid: a request failed (stream cut, HTTP error,
@@ -347,6 +350,8 @@ class Results(_ResultsModel):
     aggregates: tuple[CellAggregate, ...] = ()
     # What the server answered before the sweep (schema 3; None before it, or not yet sent).
     fingerprint: Fingerprint | None = None
+    # What `bench run --workload` ran and measured (schema 5; None: the card's matrix).
+    workload: WorkloadRun | None = None
 
     @property
     def speed_factor(self) -> float:

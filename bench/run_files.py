@@ -3,6 +3,7 @@ writes into it, and the one bounded reader of its JSON files.
 
 results.json         the Results model (`bench.results`), replaced after every cell
 samples.jsonl        one line per request of every finished cell (raw timings)
+schedule.jsonl       a workload run's schedule: each request's due time, lengths, prompt hash
 metrics.jsonl        the /metrics samples of every window
 gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
 tables.md            the card's three tables, re-rendered with results.json
@@ -30,6 +31,9 @@ from bench.results import READABLE_SCHEMA_VERSIONS, Results
 
 RESULTS = "results.json"
 SAMPLES = "samples.jsonl"
+# A workload run's schedule: one line per request of every point (when it was due, its drawn
+# lengths, its prompt's sha256): the traffic A and B of a compare must share.
+SCHEDULE = "schedule.jsonl"
 METRICS = "metrics.jsonl"
 GPU_TELEMETRY = "gpu_telemetry.jsonl"
 TABLES = "tables.md"

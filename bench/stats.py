@@ -23,7 +23,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.distributions import f_sf, nct_ncp_for_power, norm_ppf, t_cdf, t_quantile, trigamma
+from bench.distributions import (
+    binom_cdf,
+    f_sf,
+    nct_ncp_for_power,
+    norm_ppf,
+    t_cdf,
+    t_quantile,
+    trigamma,
+)
 from bench.results import Distribution, Estimate
 
 # Two-sided 95 % Student t critical values by degrees of freedom (1..30); 1.96 beyond.
@@ -353,3 +361,46 @@ def pooled_noise(groups: Sequence[Sequence[float]], alpha: float = 0.01) -> Pool
                 sound = False
                 break
     return PooledNoise(sd, df, sound, len(usable), prior_df(groups))
+
+
+def quantile_interval(
+    values: Sequence[float], q: float, level: float = 0.95
+) -> tuple[float, float] | None:
+    """A distribution-free `level` interval for the q-quantile (q in (0, 1)) of the population
+    `values` were drawn from: order statistics X(l) <= X(u) with equal binomial tails,
+    P(l <= B < u) >= level for B ~ Binomial(n, q). None when n is too small for one (a p99
+    needs about 370 values at 95 %): the point estimate stands alone then, said so."""
+    n = len(values)
+    if n < 2 or not 0.0 < q < 1.0:
+        return None
+    tail = (1.0 - level) / 2.0
+    # l: the largest rank with P(B <= l - 1) <= tail;
+    # u: the smallest with P(B <= u - 1) >= 1 - tail.
+    lo = _rank_with_cdf(n, q, tail, below=True)
+    hi = _rank_with_cdf(n, q, 1.0 - tail, below=False)
+    if lo is None or hi is None or lo < 1 or hi > n:
+        return None
+    s = sorted(values)
+    return s[lo - 1], s[hi - 1]
+
+
+def _rank_with_cdf(n: int, q: float, target: float, *, below: bool) -> int | None:
+    """Bisection on r in 0..n+1 over the monotone F(r - 1) = P(B <= r - 1)."""
+    lo, hi = 0, n + 1
+    if below:  # largest r with F(r-1) <= target
+        if binom_cdf(-1, n, q) > target:
+            return None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if binom_cdf(mid - 1, n, q) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    while lo < hi:  # smallest r with F(r-1) >= target
+        mid = (lo + hi) // 2
+        if binom_cdf(mid - 1, n, q) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -23,5 +23,7 @@ resume        which cells a resumed run may keep
 rundir        the run directory: results.json and its INCOMPLETE marker, the records
 card_tables   the card's three tables rendered from results.json (tables.md)
 decode_notes  notes under those tables (spec-decode acceptance, prefix-cache hits)
+workload_run  `bench run --workload`: the workload's points instead of the matrix
+workload_text  a workload request's prompt, drawn length and seed to text
 gpu_validity  which cells' windows saw GPU throttling or a sagging clock (the gpu_throttled flag)
 """

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from bench import escape
 from bench.results import CellFigures, CellResult, PrefillSample, Results
 from bench.run import decode_notes
+from bench.workload import tables as workload_tables
 
 DASH = "—"
 OVER = "Over capacity"
@@ -123,6 +124,8 @@ def _cell_groups(results: Results) -> dict[tuple[str, int], list[CellResult]]:
 
 
 def render(results: Results) -> str:
+    if results.workload is not None:  # a workload run: its points, not the card's matrix
+        return workload_tables.render(results.workload, results.speed_factor)
     speed = results.speed_factor
     groups = _cell_groups(results)
     decode = [c for c in results.plan.contexts if c.decode]

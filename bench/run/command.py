@@ -17,10 +17,10 @@ import uuid
 from pathlib import Path
 
 from bench import __version__, escape
-from bench.errors import Interrupted
+from bench.errors import Interrupted, UsageError
 from bench.host import environment, telemetry
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
-from bench.run import launch_paths, options, plan, resume, sweep
+from bench.run import launch_paths, options, plan, resume, sweep, workload_run
 from bench.run.capacity import kv_capacity
 from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
@@ -128,6 +128,15 @@ async def _run(
 ) -> int:
     """Detect the server, plan, then measure into `rundir` (new, or the run resumed)."""
     clock = time.perf_counter
+    # A workload's problems are said before the server is asked anything.
+    workload = (
+        None if args.workload is None else workload_run.load(args.workload, args.rates, args.slo)
+    )
+    if previous is not None and previous.workload is not None:
+        raise UsageError(
+            f"{rundir.path} is a workload run, and a workload run cannot be resumed",
+            hint="run the workload again into a new --out",
+        )
     info, snapshot, engine_kv = await detect(
         client, model=run_settings.model, speed_factor=run_settings.speed_factor, now_s=clock()
     )
@@ -138,15 +147,19 @@ async def _run(
         resume.check_same_capacity(previous, kv, info.url, str(rundir.path))
     info, engine_parse, tokenize = await engine_setup(client, info, kv, engine_kv, tokenizer_client)
     sizing = "tokenize" if info.has_tokenize else "usage_calibrated"
+    if workload is not None:
+        workload_run.check_fits(workload.workload, info.max_model_len)
+        workload = workload.model_copy(update={"prompt_sizing": sizing})
     the_plan = plan.make_plan(run_settings, info, kv, prompt_sizing=sizing)
     # The model id and version are the server's words: no control character reaches the
     # terminal raw (issue 29, M3).
-    shown = plan.render(the_plan, info, run_settings).splitlines()
+    shown = plan.render(the_plan, info, run_settings, workload).splitlines()
     print("\n".join(escape.terminal(line) for line in shown), flush=True)
     anchor_s, anchor_unix_s = clock(), time.time()
     if previous is None:
         rundir.create()
         results = _new_results(run_settings, info, kv, the_plan, client)
+        results = results.model_copy(update={"workload": workload})
     else:
         # Finished entries are kept as they are; `interrupted` ones are measured again.
         results, finished = resume.carry_on(previous)
@@ -192,7 +205,10 @@ async def _run(
         gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
         launch=launch,
     )
-    results = await runner.measure(results)
+    if results.workload is not None:
+        results = await runner.measure(results, workload_run.measure)
+    else:
+        results = await runner.measure(results)
     sweep.save(rundir, results)
     print(f"results: {rundir.path}", flush=True)
     tables = (rundir.path / "tables.md").read_text().splitlines()

@@ -125,6 +125,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "then cannot tell whether the runs answered alike",
     )
     p.add_argument(
+        "--workload",
+        default=None,
+        metavar="NAME|FILE",
+        help="measure a workload instead of the card's matrix: a shipped preset's name or a "
+        "TOML file (docs/workloads.md); --contexts, --concurrencies and --duration then do "
+        "not apply",
+    )
+    p.add_argument(
+        "--rates",
+        default=None,
+        metavar="R,R,...",
+        help="the workload's offered rates, requests/s in server time (inf: all at once), "
+        "instead of its own",
+    )
+    p.add_argument(
+        "--slo",
+        default=None,
+        metavar="BOUNDS",
+        help="p99 bounds each workload point is judged against, instead of the workload's "
+        "own, e.g. 'ttft_p99<=2s,tpot_p99<=80ms' (figures ttft, tpot, e2el)",
+    )
+    p.add_argument(
         "--request-timeout",
         type=float,
         default=600.0,
@@ -175,7 +197,10 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
             )
         cells.append((ctx.strip(), int(conc)))
     contexts = tuple(parse_tokens(c) for c in _split(args.contexts))
-    if not contexts and not _split(args.prefill_only_contexts):
+    if getattr(args, "workload", None) is not None:  # the workload's points, no matrix
+        contexts, concurrencies, cells = (), [], []
+        args.prefill_only_contexts = []
+    elif not contexts and not _split(args.prefill_only_contexts):
         raise UsageError(
             "nothing to measure: no --contexts and no --prefill-only-contexts",
             hint="e.g. --contexts 8K 16K",
@@ -216,6 +241,9 @@ _KEPT_BY_RESUME = (
     "speed_factor",
     "seed",
     "request_timeout",
+    "workload",
+    "rates",
+    "slo",
 )
 
 

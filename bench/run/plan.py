@@ -6,10 +6,13 @@ over-capacity cell with its reason, and an estimated duration.
 
 from __future__ import annotations
 
+import math
+
 from bench.errors import UsageError
 from bench.results import KvCapacity, Plan, PlannedCell, PlannedContext, RunSettings, ServerInfo
 from bench.run.capacity import kv_needed, over_capacity_reason
 from bench.run.prompts import context_label, fit
+from bench.workload_points import WorkloadRun
 
 # The published card's matrix: `bench run`'s defaults (K = 1024 tokens).
 PUBLISHED_CONTEXTS = ("8K", "16K", "32K", "64K", "128K", "256K")
@@ -155,7 +158,30 @@ def _engine_lines(server: ServerInfo) -> list[str]:
     return [f"Engine: {server.engine} ({how})"] + ([f"Facts from: {shown}"] if shown else [])
 
 
-def render(plan: Plan, server: ServerInfo, settings: RunSettings) -> str:
+def _workload_lines(run: WorkloadRun, settings: RunSettings) -> list[str]:
+    w, a = run.workload, run.workload.arrivals
+    if a.kind == "rate":
+        rates = ", ".join("inf" if math.isinf(r) else f"{r:g}" for r in a.rates)
+        points = f"open loop ({a.process}) at {rates} requests/s, {a.requests} requests a point"
+    else:
+        cs = ", ".join(str(c) for c in a.concurrencies)
+        points = f"closed loop at C = {cs}, {a.requests_per_stream} x C prompts a point"
+    return [
+        f"Workload: {w.name} from {run.source} (sha256 {run.sha256[:12]}): {points}, "
+        f"{settings.trials} trial(s); request time-out {settings.request_timeout_s:g} s",
+    ]
+
+
+def render(
+    plan: Plan, server: ServerInfo, settings: RunSettings, workload: WorkloadRun | None = None
+) -> str:
+    head = [
+        f"Plan: {server.model} at {server.url} (max_model_len {server.max_model_len:,}, "
+        f"{settings.api} API, speed factor {server.speed_factor:g} from {server.speed_source})",
+        *_engine_lines(server),
+    ]
+    if workload is not None:  # its points, not the matrix
+        return "\n".join([*head, *_workload_lines(workload, settings)])
     out = [
         f"Plan: {server.model} at {server.url} (max_model_len {server.max_model_len:,}, "
         f"{settings.api} API, speed factor {server.speed_factor:g} from {server.speed_source})",

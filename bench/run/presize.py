@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from bench import bounds
 from bench.errors import ServerError
 from bench.results import PlannedContext, Results
-from bench.run import prompts
+from bench.run import prompts, workload_text
 from bench.run.cell import Sleep
 from bench.stream import metrics
 from bench.stream.client import Client, Clock
@@ -275,6 +275,18 @@ class Presizer:
         if self._line is None:  # the line is the tokenizer's: fitted once per run
             self._line = await self._calibrate(results)
         return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
+
+    async def word_line(self, results: Results) -> tuple[float, float]:
+        """tokens = a + b x words for this server's tokenizer: from /tokenize where it has
+        one (bench.run.workload_text.fit_line), else the usage line of `_calibrate`."""
+        if not results.server.has_tokenize:
+            if self._line is None:
+                self._line = await self._calibrate(results)
+            return self._line
+        try:
+            return await workload_text.fit_line(self.counter(results, "the workload's prompts"))
+        except ValueError as exc:
+            raise ServerError(f"/tokenize cannot size the workload's prompts: {exc}") from None
 
     def counter(self, results: Results, label: str) -> prompts.Counter:
         """The tokens of a prompt text as the server's /tokenize counts them (chat template

@@ -45,7 +45,7 @@ _FILLER = (
     "record paper space ground form event official matter center couple site project activity "
     "star table need court oil situation cost industry figure street image phone data picture"
 )
-_WORDS = tuple(_FILLER.split())
+FILLER_WORDS = tuple(_FILLER.split())
 
 
 def context_label(nominal_tokens: int, prompt_tokens: int) -> str:
@@ -69,7 +69,7 @@ class PromptText:
 
     def text(self, n_words: int) -> str:
         if n_words > len(self._words):
-            self._words += self._rng.choices(_WORDS, k=n_words - len(self._words) + 1024)
+            self._words += self._rng.choices(FILLER_WORDS, k=n_words - len(self._words) + 1024)
         return self.prefix + " ".join(self._words[:n_words])
 
 

@@ -15,7 +15,7 @@ time is `invalid`; the sweep goes on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,20 @@ class SweepRunner:
             update={"state": "complete", "aggregates": outcome.aggregate(results)}
         )
 
+    async def before_workload(self, results: Results) -> tuple[Results, tuple[float, float]]:
+        """A workload run's start (bench.run.workload_run): the warm-up, the answer
+        fingerprint (unless turned off) and the line that sizes its prompts, tokens = a + b x
+        words (/tokenize where the server has it, else two probes' usage)."""
+        try:
+            if results.settings.fingerprint and results.fingerprint is None:
+                results = await self._fingerprint(results)
+            elif not self._warmed_up:
+                await self._warm_up(results)
+            line = await self._presize.word_line(results)
+        finally:
+            await self._presize.aclose()
+        return results, line
+
     async def _row(self, results: Results, ctx: PlannedContext, trial: int) -> Results:
         """One context row of one trial: its prompt, its prefill scout, then its cells."""
         cells = [p for p in results.plan.cells if p.context_label == ctx.label]
@@ -146,7 +160,7 @@ class SweepRunner:
         # still run for a while (vLLM aborts them a few steps after the disconnect).
         try:
             drain_note = await self.server.drain(
-                *self._drain_timing(s.readiness_hold_s, info.speed_factor)
+                *self.drain_timing(s.readiness_hold_s, info.speed_factor)
             )
         except CellStopped as exc:  # a /metrics that stopped answering: no number from it
             drain_note = str(exc)
@@ -252,12 +266,17 @@ class SweepRunner:
             origin_s=origin_s, anchor_s=self.anchor_s, anchor_unix_s=self.anchor_unix_s,
         )  # fmt: skip
 
-    async def measure(self, results: Results) -> Results:
-        """`run`; when it stops early, results.json says how: `failed` (the cells a vanished
-        server cut marked `interrupted`, for --resume to measure again) or `interrupted`."""
+    async def measure(
+        self,
+        results: Results,
+        how: Callable[[SweepRunner, Results], Awaitable[Results]] | None = None,
+    ) -> Results:
+        """`run` (or `how`: a workload's points, bench.run.workload_run.measure); when it
+        stops early, results.json says how: `failed` (the cells a vanished server cut
+        marked `interrupted`, for --resume to measure again) or `interrupted`."""
         rundir = self.rundir
         try:
-            results = await self.run(results)
+            results = await (self.run(results) if how is None else how(self, results))
             if resume.cut_at_the_end(results):
                 # The last cells failed at the transport level: did the server go away?
                 await self.server.client.get("/v1/models")  # ServerUnreachable if so
@@ -309,7 +328,7 @@ class SweepRunner:
         return 2 * _READY_BASE_S / results.server.speed_factor + 30.0
 
     @staticmethod
-    def _drain_timing(hold_s: float, speed: float) -> tuple[float, float]:
+    def drain_timing(hold_s: float, speed: float) -> tuple[float, float]:
         """(time-out, poll) of a drain barrier in client seconds, the same as a cell's."""
         hold_s /= speed
         return _DRAIN_TIMEOUT_S / speed + 5.0, max(0.01, min(0.25, hold_s / 6))

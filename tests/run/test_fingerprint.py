@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from bench.answers import MAX_ANSWER_CHARS, Answer, Fingerprint, answer_sha256
-from bench.results import KvCapacity, Results, RunSettings, ServerInfo
+from bench.results import SCHEMA_VERSION, KvCapacity, Results, RunSettings, ServerInfo
 from bench.run import answer_body, plan, retrieval
 from bench.run.fingerprint import FingerprintProbe, load_prompt_set
 from bench.run.presize import Presizer
@@ -313,7 +313,7 @@ def test_a_fingerprint_round_trips_through_results_json(tmp_path: Path) -> None:
     fp = Fingerprint(version="v1", max_tokens=64, seed=1, answers=(answer,), requests=3)
     results = _results().model_copy(update={"fingerprint": fp})
     again = Results.model_validate_json(results.model_dump_json())
-    assert again.fingerprint == fp and again.schema_version == 4
+    assert again.fingerprint == fp and again.schema_version == SCHEMA_VERSION
     old = json.loads(results.model_dump_json())
     del old["fingerprint"]
     old["schema_version"] = 2

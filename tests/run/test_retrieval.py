@@ -12,7 +12,7 @@ import httpx
 
 from bench.answers import MAX_HEAD_CHARS, Fingerprint, Retrieval
 from bench.report.retrieval import retrieval_section
-from bench.results import READABLE_SCHEMA_VERSIONS, Results
+from bench.results import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, Results
 from bench.run import retrieval
 from bench.run.fingerprint import load_prompt_set
 from tests.run.test_fingerprint import _chat, _probe, _results, _take
@@ -135,7 +135,7 @@ def test_the_check_round_trips_and_older_results_still_load() -> None:
     fp = Fingerprint(version="v2", max_tokens=64, seed=1, retrieval=got)
     results = _results().model_copy(update={"fingerprint": fp})
     again = Results.model_validate_json(results.model_dump_json())
-    assert again.fingerprint == fp and again.schema_version == 4
+    assert again.fingerprint == fp and again.schema_version == SCHEMA_VERSION
     old = json.loads(results.model_dump_json())
     del old["fingerprint"]["retrieval"]
     old["schema_version"] = 3

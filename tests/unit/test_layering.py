@@ -30,10 +30,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bench.secrets",
         "bench.rehearsal_model",
     ),
+    ("bench.workload_spec",),  # a workload as data (its errors are bench.errors')
+    ("bench.workload_points",),  # results.json's workload records, beneath results
     ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),
     ("bench.stream", "bench.host", "bench.card", "bench.cards"),
-    ("bench.engines",),
+    ("bench.engines", "bench.workload"),
     ("bench.run", "bench.bundle"),
     ("bench.twin", "bench.report"),
     ("bench.verdict",),

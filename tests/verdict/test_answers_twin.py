@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from bench.results import Results
+from bench.results import SCHEMA_VERSION, Results
 from tests.support import procs
 from tests.support.twinproc import start_twin
 
@@ -72,7 +72,7 @@ def _fingerprint(run: pathlib.Path) -> Results:
 def test_every_run_records_its_answers_and_their_cost(runs: dict[str, pathlib.Path]) -> None:
     r = _fingerprint(runs["a1"])
     fp = r.fingerprint
-    assert fp is not None and fp.version == "v2" and r.schema_version == 4
+    assert fp is not None and fp.version == "v2" and r.schema_version == SCHEMA_VERSION
     assert [a.name for a in fp.answers] == ["short 1", "short 2", "short 3", "256", "1K"]
     assert {a.status for a in fp.answers} == {"answered"}
     assert {a.ids_from for a in fp.answers} == {"logprobs"}  # the twin speaks vLLM

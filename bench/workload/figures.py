@@ -1,0 +1,232 @@
+"""A point's figures from its requests (docs/workloads.md defines each; vLLM's `vllm bench
+serve` is the reference where a definition is shared):
+
+    completed       ended normally, no failure, not cancelled
+    duration        first send to the last end of any request of the point
+    TTFT            request written to its first token chunk
+    TPOT            per request (last chunk - first chunk) / (tokens - 1), tokens > 1
+                    (vLLM's (E2EL - TTFT) / (output - 1))
+    ITL             every gap between consecutive token chunks (a chunk may carry several
+                    tokens, as vLLM's ITL list is per chunk)
+    E2EL            request written to its last token chunk
+    throughput      output tokens / duration; total: (input + output) / duration
+    achieved rate   completed / duration
+    goodput         completed requests within every SLO bound / duration (vLLM's --goodput;
+                    a request of one token has TPOT 0 there)
+    lateness        dispatched - due (open loop): the client's own delay
+
+The SLO checks count a failed request as over every bound (its latency is unknown, and a
+server that fails requests does not meet an SLO by failing them).
+
+Validity (`status`, first that applies): `failed` when over FAILURE_SHARE of the requests
+failed; `late_client` when the client's lateness p99 exceeded LATE_P99_S or its sent rate
+missed the schedule's by over RATE_TOLERANCE; `overloaded` when requests were still
+running at the point's bound, or the backlog grew through the second half of the
+arrivals (in flight at the last send > 1.5 x at the middle send + 4, and fewer than
+OVERLOAD_SHARE of that half's arrivals completed in it): a finding about the server, not
+noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from bench import stats
+from bench.failures import ErrorKind
+from bench.stream.records import RequestRecord
+from bench.workload import slo as slo_rules
+from bench.workload.runner import PointRun
+from bench.workload.schedule import Planned
+from bench.workload_points import PointResult, PointStatus, Quantiles
+from bench.workload_spec import Slo
+
+FAILURE_SHARE = 0.01
+LATE_P99_S = 0.010  # client seconds
+RATE_TOLERANCE = 0.02
+OVERLOAD_SHARE = 0.9
+MIN_FOR_OVERLOAD = 20  # requests a point needs before its backlog is judged
+
+
+def quantiles(values: Sequence[float]) -> Quantiles | None:
+    if not values:
+        return None
+    ci = {f"p{q}_ci": stats.quantile_interval(values, q / 100) for q in (50, 90, 99)}
+    return Quantiles(
+        n=len(values),
+        mean=math.fsum(values) / len(values),
+        p50=stats.percentile(values, 50),
+        p90=stats.percentile(values, 90),
+        p99=stats.percentile(values, 99),
+        min=min(values),
+        max=max(values),
+        **ci,
+    )
+
+
+def _completed(r: RequestRecord) -> bool:
+    return r.finished and r.failure is None and not r.cancelled
+
+
+def _e2el(r: RequestRecord) -> float | None:
+    last = r.last_token_s
+    return None if last is None else last - r.ttft_from_s
+
+
+def in_flight_at(records: Sequence[RequestRecord], t: float) -> int:
+    return sum(
+        1
+        for r in records
+        if not math.isnan(r.start_s) and r.start_s <= t and (r.end_s is None or r.end_s > t)
+    )
+
+
+def point_result(
+    run: PointRun,
+    planned: Sequence[Planned],
+    *,
+    index: int,
+    trial: int,
+    offered_rate: float | None,
+    concurrency: int | None,
+    slo: Slo | None,
+    speed: float,
+    ignore_eos: bool,
+    warmups: int,
+    started_at_s: float | None,
+) -> PointResult:
+    recs = run.records
+    sent = [r for r in recs if not math.isnan(r.start_s)]
+    done = [r for r in recs if _completed(r)]
+    failed = [r for r in recs if r.failure is not None]
+    kinds: dict[ErrorKind, int] = {}
+    for r in failed:
+        kinds[r.failure.kind] = kinds.get(r.failure.kind, 0) + 1  # type: ignore[union-attr]
+    first = min((r.start_s for r in sent), default=run.t0_s)
+    last_end = max((r.end_s for r in recs if r.end_s is not None), default=first)
+    duration = max(last_end - first, 1e-9)
+    open_loop = not math.isnan(run.due_s[0]) if run.due_s else False
+    span = (run.due_s[-1] - run.due_s[0]) if open_loop else (
+        max((r.start_s for r in sent), default=first) - first
+    )  # fmt: skip
+    input_tokens = sum(r.prompt_tokens or 0 for r in done)
+    output_tokens = sum(r.tokens for r in done)
+    by_figure = {
+        "ttft": [v for r in done if (v := r.ttft_s) is not None],
+        "tpot": [v for r in done if (v := r.tbt_s) is not None],
+        "e2el": [v for r in done if (v := _e2el(r)) is not None],
+    }
+    itl = [g for r in done for g in r.gaps_s()]
+    lateness = [d - due for d, due in zip(run.dispatched_s, run.due_s, strict=True)
+                if open_loop and not math.isnan(d)]  # fmt: skip
+    held = [h for h in run.held_s if h > 0]
+    finite_rate = offered_rate is not None and math.isfinite(offered_rate)
+    mid_t = run.due_s[len(run.due_s) // 2] if open_loop and run.due_s else None
+    backlog_mid = in_flight_at(recs, mid_t) if mid_t is not None else None
+    backlog_end = in_flight_at(recs, run.due_s[-1]) if open_loop and run.due_s else None
+    sent_rate = _rate(len(sent), [r.start_s for r in sent]) if open_loop else None
+    scheduled_rate = _rate(len(run.due_s), run.due_s) if open_loop else None
+
+    checks = []
+    bounds = {} if slo is None else {k: v / speed for k, v in slo.bounds().items()}
+    hard_failed = [r for r in failed if not r.cancelled]
+    for figure, bound in bounds.items():
+        values = by_figure[figure] + [math.inf] * len(hard_failed)
+        checks.append(slo_rules.judge(figure, values, bound))
+    good = sum(1 for r in done if _within(r, bounds)) if bounds else None
+
+    reasons: list[str] = []
+    status: PointStatus = "valid"
+    if len(failed) > FAILURE_SHARE * max(len(recs), 1):
+        status = "failed"
+        reasons.append(f"{len(failed)} of {len(recs)} requests failed (bound {FAILURE_SHARE:.0%})")
+    if finite_rate and lateness:
+        p99 = stats.percentile(lateness, 99)
+        if p99 > LATE_P99_S:
+            reasons.append(f"the client sent late: lateness p99 {p99 * 1e3:.1f} ms > "
+                           f"{LATE_P99_S * 1e3:g} ms")  # fmt: skip
+        if sent_rate and scheduled_rate and abs(sent_rate / scheduled_rate - 1) > RATE_TOLERANCE:
+            reasons.append(f"the client sent at {sent_rate:.3g}/s against a schedule of "
+                           f"{scheduled_rate:.3g}/s")  # fmt: skip
+        if reasons and status == "valid":
+            status = "late_client"
+    overload = _overloaded(run, recs, backlog_mid, backlog_end) if finite_rate else None
+    if run.unfinished:
+        overload = f"{run.unfinished} request(s) still running at the point's bound"
+    if overload is not None:
+        reasons.append(overload)
+        status = "overloaded" if status == "valid" else status
+    notes = _notes(recs, planned, ignore_eos)
+    return PointResult(
+        index=index, trial=trial, offered_rate=offered_rate, concurrency=concurrency,
+        status=status, reasons=tuple(reasons), notes=tuple(notes),
+        requests=len(recs), completed=len(done), failures_by_kind=kinds, warmups=warmups,
+        stopped_early=_stopped_early(recs, planned) if ignore_eos else 0,
+        unfinished=run.unfinished, duration_s=duration, arrival_span_s=max(span, 0.0),
+        sent_rate=sent_rate, scheduled_rate=scheduled_rate, achieved_rate=len(done) / duration,
+        input_tokens=input_tokens, output_tokens=output_tokens,
+        output_tok_s=output_tokens / duration,
+        total_tok_s=(input_tokens + output_tokens) / duration,
+        ttft=quantiles(by_figure["ttft"]), tpot=quantiles(by_figure["tpot"]),
+        itl=quantiles(itl), e2el=quantiles(by_figure["e2el"]),
+        lateness=quantiles(lateness), held=quantiles(held),
+        backlog_mid=backlog_mid, backlog_end=backlog_end,
+        goodput_rate=None if good is None else good / duration,
+        slo=tuple(checks), started_at_s=started_at_s,
+    )  # fmt: skip
+
+
+def _rate(n: int, times: Sequence[float]) -> float | None:
+    if n < 2:
+        return None
+    span = max(times) - min(times)
+    return (n - 1) / span if span > 0 else None
+
+
+def _within(r: RequestRecord, bounds: dict[str, float]) -> bool:
+    values = {"ttft": r.ttft_s, "tpot": r.tbt_s if r.tokens > 1 else 0.0, "e2el": _e2el(r)}
+    return all((v := values[k]) is not None and v <= b for k, b in bounds.items())
+
+
+def _overloaded(
+    run: PointRun, recs: Sequence[RequestRecord], mid: int | None, end: int | None
+) -> str | None:
+    due = run.due_s
+    if mid is None or end is None or len(due) < MIN_FOR_OVERLOAD:
+        return None
+    t_mid, t_end = due[len(due) // 2], due[-1]
+    arrived = len(due) - len(due) // 2
+    completed = sum(1 for r in recs if r.end_s is not None and t_mid < r.end_s <= t_end)
+    if end > 1.5 * mid + 4 and completed < OVERLOAD_SHARE * arrived:
+        return (
+            f"overloaded: requests in flight grew from {mid} to {end} over the second half "
+            f"of the arrivals, and {completed} of its {arrived} arrivals' worth completed in it"
+        )
+    return None
+
+
+def _stopped_early(recs: Sequence[RequestRecord], planned: Sequence[Planned]) -> int:
+    """Completed requests (records in schedule order) with fewer tokens than drawn."""
+    return sum(
+        1
+        for r, p in zip(recs, planned, strict=True)
+        if _completed(r) and r.tokens < p.output_tokens
+    )
+
+
+def _notes(
+    recs: Sequence[RequestRecord], planned: Sequence[Planned], ignore_eos: bool
+) -> list[str]:
+    notes = []
+    done = [r for r in recs if _completed(r)]
+    if done:
+        asked = math.fsum(p.input_tokens for p in planned) / len(planned)
+        got = math.fsum(r.prompt_tokens or 0 for r in done) / len(done)
+        notes.append(f"prompts: drawn mean {asked:,.0f} tokens, measured mean {got:,.0f}")
+    early = _stopped_early(recs, planned) if ignore_eos else 0
+    if early:
+        notes.append(
+            f"{early} request(s) ended before their drawn output length under ignore_eos: "
+            "the server stopped them early (its max_model_len, or ignore_eos not honoured)"
+        )
+    return notes

@@ -1,0 +1,90 @@
+"""A workload run's points as a markdown table (tables.md's workload section), at server
+speed (durations x speed factor, rates / speed factor: identical for a real server).
+
+Every text from outside (reasons quote the server) is escaped where it is rendered."""
+
+from __future__ import annotations
+
+import math
+
+from bench import escape
+from bench.workload_points import PointResult, Quantiles, WorkloadRun
+
+
+def _ms(q: Quantiles | None, attr: str, speed: float) -> str:
+    if q is None:
+        return "-"
+    return f"{getattr(q, attr) * speed * 1e3:,.1f}"
+
+
+def _rate(value: float | None, speed: float) -> str:
+    if value is None:
+        return "-"
+    return "inf" if math.isinf(value) else f"{value / speed:,.2f}"
+
+
+def _point_name(p: PointResult, speed: float) -> str:
+    if p.concurrency is not None:
+        return f"C = {p.concurrency}"
+    return f"{_rate(p.offered_rate, speed)}/s"
+
+
+def _slo(p: PointResult) -> str:
+    if not p.slo:
+        return "-"
+    return ", ".join(f"{c.figure} {c.verdict}" for c in p.slo)
+
+
+def _describe(run: WorkloadRun) -> str:
+    w = run.workload
+    a, ln = w.arrivals, w.lengths
+    if a.kind == "rate":
+        shape = f"{a.process} arrivals, {a.requests} requests a point"
+        shape += f", burstiness {a.burstiness:g}" if a.process == "gamma" else ""
+        shape += f", at most {a.max_in_flight} in flight" if a.max_in_flight else ""
+    else:
+        shape = (
+            f"closed loop, {a.requests_per_stream} x C prompts after "
+            f"{a.warmups_per_stream} x C warm-ups"
+        )
+    prefix = (
+        f"; a {w.prefix.tokens:,}-token prefix shared by {w.prefix.group_size}"
+        if w.prefix.tokens
+        else ""
+    )
+    return (
+        f"{shape}; input {ln.input_tokens:,} and output {ln.output_tokens:,} tokens, range "
+        f"ratio {ln.range_ratio:g} ({ln.semantics}'s rule){prefix}; seed {w.seed}; "
+        f"ignore_eos {'on' if ln.ignore_eos else 'off'}."
+    )
+
+
+def render(run: WorkloadRun, speed: float) -> str:
+    w = run.workload
+    lines = [
+        f"## Workload {escape.md_cell(w.name)}",
+        "",
+        _describe(run),
+        "",
+        "| Point | Trial | Status | Done/sent | Achieved req/s | Output tok/s | Total tok/s "
+        "| TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | TPOT p99 ms | ITL p50 ms | E2EL p99 ms "
+        "| Goodput req/s | SLO |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in run.points:
+        lines.append(
+            f"| {_point_name(p, speed)} | {p.trial + 1} | {p.status} | {p.completed}/{p.requests} "
+            f"| {_rate(p.achieved_rate, speed)} | {p.output_tok_s / speed:,.1f} "
+            f"| {p.total_tok_s / speed:,.1f} | {_ms(p.ttft, 'p50', speed)} "
+            f"| {_ms(p.ttft, 'p99', speed)} | {_ms(p.tpot, 'p50', speed)} "
+            f"| {_ms(p.tpot, 'p99', speed)} | {_ms(p.itl, 'p50', speed)} "
+            f"| {_ms(p.e2el, 'p99', speed)} | {_rate(p.goodput_rate, speed)} | {_slo(p)} |"
+        )
+    said = [
+        f"- {_point_name(p, speed)}, trial {p.trial + 1}: {escape.md_cell(text)}"
+        for p in run.points
+        for text in (*p.reasons, *p.notes)
+    ]
+    if said:
+        lines += ["", *said]
+    return "\n".join(lines)
