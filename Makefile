@@ -419,6 +419,10 @@ HISTORY_POWER_ARGS ?=
 history-power: setup ## false alarms per series, detection and delay of bench history changes, in virtual time
 	$(call measured,history-power,md,$(HISTORY_POWER_ARGS)) $(BIN)/python -m tools.history_power $(HISTORY_POWER_ARGS) | $(call keep,md)
 
+.PHONY: workload-samples
+workload-samples: setup ## rewrite the shipped workload presets' generated data files (bench/workloads/data/) from their fixed seeds
+	$(BIN)/python -m tools.workload_samples
+
 .PHONY: fingerprint-cost
 fingerprint-cost: setup ## the answer fingerprint's share (long-context retrieval check included) of a card sweep's server time on the twin, in virtual time
 	$(BIN)/python -m tools.fingerprint_cost

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.failures import ErrorKind
-from bench.workload_spec import Workload
+from bench.workload_spec import Rate, Workload
 
 # valid: measured and kept to its schedule. overloaded: the backlog grew to the end of the
 # arrivals (a finding about the server: it cannot serve this rate). late_client: the client
@@ -60,7 +60,7 @@ class SloCheck(_PointModel):
 class PointResult(_PointModel):
     index: int  # the point's place in the workload (0, 1, ...)
     trial: int = 0
-    offered_rate: float | None = None  # requests per client second; inf: all at once
+    offered_rate: Rate | None = None  # requests per client second; inf: all at once
     concurrency: int | None = None  # closed-count points
     status: PointStatus
     reasons: tuple[str, ...] = ()  # why not valid, one line each
@@ -93,6 +93,32 @@ class PointResult(_PointModel):
     started_at_s: float | None = None  # seconds since the run's clock anchor
 
 
+class CapacitySearch(_PointModel):
+    """One search for the SLO capacity (bench.workload.search): every point it tried, in
+    order, with its verdict, and the bracket it ended with. Rates in client requests/s."""
+
+    repeat: int
+    tried: tuple[tuple[float, SloVerdict], ...] = ()
+    met: float | None = None  # the highest point shown to meet, below every other
+    missed: float | None = None  # the lowest point not shown to meet
+    note: str | None = None
+
+
+class CapacityRun(_PointModel):
+    """`bench capacity`: the searches, and the capacity over them (client units; rates
+    divide by the speed factor for server time, concurrencies do not)."""
+
+    by: Literal["rate", "concurrency"]
+    slo: str  # the bounds searched against, as given (server time)
+    method: str  # the search, in words (bracketing factor, tolerance, bounds)
+    searches: tuple[CapacitySearch, ...] = ()
+    # The geometric mean of the searches' `met`, and its 95 % t-interval over searches
+    # (two or more that found one); None when none did.
+    estimate: float | None = None
+    interval: tuple[float, float] | None = None
+    server_s: float = 0.0  # server seconds the searches' points took, warm-ups included
+
+
 class WorkloadRun(_PointModel):
     """What `bench run --workload` ran and measured."""
 
@@ -105,3 +131,4 @@ class WorkloadRun(_PointModel):
     prompt_sizing: Literal["tokenize", "usage_calibrated"] = "tokenize"
     tokens_per_word: float | None = None  # the fitted line's slope
     gpus: int | None = None  # for per-GPU figures, as given or seen by nvidia-smi
+    capacity: CapacityRun | None = None  # a `bench capacity` run's search

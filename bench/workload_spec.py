@@ -1,40 +1,17 @@
 """A workload: the traffic `bench run --workload` offers a server, as data.
 
 Shipped presets live in bench/workloads/*.toml (`bench run --workload NAME`); any TOML file
-of the same shape works (`--workload FILE`). The definitions of every field, and which
-publisher's client each model matches, are in docs/workloads.md. In short:
+of the same shape works (`--workload FILE`). docs/workloads.md defines every field and names
+the client each rule matches: [arrivals] (open-loop rates, InferenceX's closed count, or a
+mooncake trace replayed: bench.workload.trace), [lengths] and [prefix] (drawn lengths, a
+shared prefix), [prompts] (filler text, or a ShareGPT file's conversations:
+bench.workload.datasets) and [slo] (p99 bounds, MLPerf's early stopping). The same seed
+gives the same arrival times, lengths and prompt bytes.
 
-    name, description        what the workload is called, one line for humans
-    seed                     the schedule's and the prompts' seed: the same seed gives the
-                             same arrival times, lengths and prompt bytes (A and B of a
-                             compare see identical traffic)
-    [arrivals]
-      kind                   "rate": open loop, one point per offered rate;
-                             "closed-count": C streams, a fixed count of prompts (InferenceX)
-      rates                  requests/s in server time, per point (inf: all at once)
-      process                "constant" | "poisson" | "gamma" (gaps of a rate point)
-      burstiness             the gamma gaps' shape (1 = Poisson; < 1 burstier), vLLM's
-      requests               prompts per rate point
-      max_in_flight          a cap on requests in flight (0: none), vLLM's --max-concurrency
-      concurrencies          C per closed-count point
-      requests_per_stream    closed-count prompts = this x C (InferenceX: 10)
-      warmups_per_stream     closed-count warm-ups = this x C (InferenceX: 2)
-      warmups                warm-up requests before a rate point (not measured)
-    [lengths]
-      input_tokens, output_tokens   the nominal lengths L_in, L_out
-      range_ratio            r: how far lengths spread around (vllm: 0 = exactly L) or
-                             below (sglang: lengths from rL to L; 0 = from 1 to L) L
-      semantics              whose client's rule draws them: "vllm" (uniform on
-                             [L(1-r), L(1+r)]) or "sglang" (uniform on [rL, L]: InferenceX's);
-                             docs/workloads.md gives each rule and its source
-      ignore_eos             the server generates exactly the drawn output length
-    [prefix]
-      tokens, group_size     P tokens shared by each group of G consecutive requests
-    [slo]                    optional: p99 bounds a point is judged against (MLPerf's
-                             early-stopping rule), and the goodput's per-request bounds
-
-Every number passes a range here: a rate that is 0, negative or NaN, a count past a
-million, a length past the bound: a `UsageError` naming the file and the field (exit 2).
+A data file's `sha256` is filled in when the workload is loaded (given, another file is
+refused): results.json's workload names the bytes it ran. Every number passes a range
+here: a rate that is 0, negative or NaN, a count past a million, a length past the bound: a
+`UsageError` naming the file and the field (exit 2).
 """
 
 from __future__ import annotations
@@ -42,9 +19,19 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from bench.errors import UsageError, one_line, validation_message
 
@@ -57,8 +44,28 @@ MAX_LENGTH_TOKENS = 1 << 21  # 2 M tokens: past any served context
 MAX_RATE = 1e6  # requests/s; `inf` is allowed on its own (all at once)
 MAX_CONCURRENCY = 65_536
 
+
+def _rate_in(value: object) -> object:
+    """JSON has no infinity: results.json writes an all-at-once rate as "inf"."""
+    return math.inf if value == "inf" else value
+
+
+def _rate_out(value: float) -> float | str:
+    return "inf" if math.isinf(value) else value
+
+
+# A rate in requests/s, or inf (every request at once): "inf" in JSON, read back as inf.
+Rate = Annotated[
+    float,
+    BeforeValidator(_rate_in),
+    PlainSerializer(_rate_out, when_used="json"),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"const": "inf"}]}),
+]
 Process = Literal["constant", "poisson", "gamma"]
 LengthRule = Literal["vllm", "sglang"]
+_PATH = r"^[^\x00-\x1f\x7f]*$"  # a data file's path or shipped name: one line
+_SHA256 = r"^[0-9a-f]{64}$"
+_REQUESTS = 200
 
 
 class _Spec(BaseModel):
@@ -66,16 +73,20 @@ class _Spec(BaseModel):
 
 
 class Arrivals(_Spec):
-    kind: Literal["rate", "closed-count"] = "rate"
-    rates: tuple[float, ...] = ()
+    kind: Literal["rate", "closed-count", "trace"] = "rate"
+    rates: tuple[Rate, ...] = ()  # inf (all at once) is "inf" in JSON (`Rate`)
     process: Process = "poisson"
     burstiness: float = Field(1.0, gt=0.0, le=1000.0)
-    requests: int = Field(200, ge=1, le=MAX_REQUESTS)
+    requests: int = Field(_REQUESTS, ge=1, le=MAX_REQUESTS)
     max_in_flight: int = Field(0, ge=0, le=MAX_CONCURRENCY)
     warmups: int = Field(0, ge=0, le=MAX_REQUESTS)
     concurrencies: tuple[int, ...] = ()
     requests_per_stream: int = Field(10, ge=1, le=MAX_REQUESTS)
     warmups_per_stream: int = Field(2, ge=0, le=MAX_REQUESTS)
+    path: str = Field("", max_length=4096, pattern=_PATH)  # trace: the file
+    speedup: float = Field(1.0, gt=0.0, le=MAX_RATE)  # trace: timestamps / speedup
+    max_requests: int = Field(0, ge=0, le=MAX_REQUESTS)  # trace: its first requests (0: all)
+    sha256: str | None = Field(None, pattern=_SHA256)  # trace: the file's (filled when loaded)
 
     @field_validator("rates", "concurrencies", mode="before")
     @classmethod
@@ -105,6 +116,20 @@ class Arrivals(_Spec):
 
     @model_validator(mode="after")
     def _points(self) -> Arrivals:
+        if self.process != "gamma" and self.burstiness != 1.0:
+            raise ValueError("burstiness is the gamma process's shape: set process = 'gamma'")
+        if self.kind == "trace":
+            if not self.path:
+                raise ValueError("trace arrivals need path: a mooncake JSONL file")
+            drawn = self.process != "poisson" or self.requests != _REQUESTS
+            if self.rates or self.concurrencies or drawn:
+                raise ValueError(
+                    "a trace's arrivals are its timestamps: rates, concurrencies, process and "
+                    "requests do not apply (max_requests takes its first ones)"
+                )
+            return self
+        if self.path or self.sha256 or self.max_requests or self.speedup != 1.0:
+            raise ValueError("path, speedup, max_requests and sha256 belong to trace arrivals")
         points = self.rates if self.kind == "rate" else self.concurrencies
         field = "rates" if self.kind == "rate" else "concurrencies"
         if not points:
@@ -115,11 +140,12 @@ class Arrivals(_Spec):
             raise ValueError("concurrencies belong to closed-count arrivals; use max_in_flight")
         if self.kind == "closed-count" and self.rates:
             raise ValueError("rates belong to rate arrivals")
-        if self.process != "gamma" and self.burstiness != 1.0:
-            raise ValueError("burstiness is the gamma process's shape: set process = 'gamma'")
         return self
 
     def points(self) -> tuple[float, ...] | tuple[int, ...]:
+        """One value a point: its rate, its concurrency, or (a trace: one point) speedup."""
+        if self.kind == "trace":
+            return (self.speedup,)
         return self.rates if self.kind == "rate" else self.concurrencies
 
 
@@ -142,6 +168,22 @@ class Prefix(_Spec):
     group_size: int = Field(1, ge=1, le=MAX_REQUESTS)
 
 
+class Prompts(_Spec):
+    """Where prompts come from: drawn lengths of filler text, or a dataset's conversations."""
+
+    source: Literal["random", "sharegpt"] = "random"
+    path: str = Field("", max_length=4096, pattern=_PATH)  # a file, or a shipped name
+    sha256: str | None = Field(None, pattern=_SHA256)  # the file's (filled when loaded)
+
+    @model_validator(mode="after")
+    def _path(self) -> Prompts:
+        if self.source == "random" and (self.path or self.sha256):
+            raise ValueError("path and sha256 belong to a dataset source ('sharegpt')")
+        if self.source != "random" and not self.path:
+            raise ValueError(f"source {self.source!r} needs path (a file or 'sharegpt-sample')")
+        return self
+
+
 class Slo(_Spec):
     """p99 bounds in server seconds; None: not bounded."""
 
@@ -162,10 +204,24 @@ class Workload(_Spec):
     arrivals: Arrivals
     lengths: Lengths = Field(default_factory=Lengths)
     prefix: Prefix = Field(default_factory=Prefix)
+    prompts: Prompts = Field(default_factory=Prompts)
     slo: Slo | None = None
+
+    def data_driven(self) -> bool:
+        """Lengths (and prompts) from a file: a dataset, or a trace."""
+        return self.prompts.source != "random" or self.arrivals.kind == "trace"
 
     @model_validator(mode="after")
     def _prefix_fits(self) -> Workload:
+        if self.data_driven():
+            what = "the trace" if self.arrivals.kind == "trace" else "the dataset"
+            if self.arrivals.kind == "trace" and self.prompts.source != "random":
+                raise ValueError("a trace builds its own prompts: no [prompts] source with it")
+            if self.prefix != Prefix():
+                raise ValueError(f"shared prefixes come from {what}: no [prefix] with it")
+            if self.lengths.model_copy(update={"ignore_eos": True}) != Lengths():
+                raise ValueError(f"lengths come from {what}: [lengths] takes only ignore_eos")
+            return self
         shortest = _shortest_input(self.lengths)
         if self.prefix.tokens and self.prefix.tokens >= shortest:
             raise ValueError(
@@ -212,12 +268,18 @@ def load_workload(ref: str | Path) -> Workload:
         )
     data = _toml(raw, shown)
     try:
-        return Workload.model_validate(data)
+        workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise UsageError(
             f"workload {shown} is invalid: {validation_message(exc)}",
             hint="docs/workloads.md lists every field",
         ) from None
+    if not workload.data_driven():
+        return workload
+    # Deferred: the data files' readers (bench.workload) build on this module.
+    from bench.workload.schedule import with_data
+
+    return with_data(workload, path.parent)
 
 
 def _toml(raw: bytes, shown: str) -> dict[str, object]:

@@ -12,6 +12,8 @@
     fleet_calibrate  the multipliers of `bench fleet`'s rule (`make fleet-calibrate`)
     twin_calibrate   the `published` twin profile fitted to the card (`make twin-fit`)
     gpu_check        the first thing run on a real GPU machine (`make gpu-check`)
+    workload_samples  the presets' generated ShareGPT sample and mooncake trace
+                     (`make workload-samples`)
     commands_doc     docs/commands.md from the Makefile and the parsers (`make commands-doc`)
     independent_reference  the methodology written a second time, sharing nothing with
                      bench.run, against the twin (`make twin-calibration`)

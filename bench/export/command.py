@@ -1,7 +1,9 @@
 """`bench export DIR|BUNDLE --format csv|parquet|jsonl [--out PATH] [--requests]`.
 
-Writes the run's figures (bench.export.rows) to PATH (default `<run id>.<format>` here)
-and, with --requests, its requests to the same name with `.requests` before the extension.
+Writes the run's figures (bench.export.rows) to PATH (default `<run id>.<format>` here);
+for a workload run (`bench run --workload`) also its points (bench.export.points) to the
+same name with `.points` before the extension; with --requests, its requests to the same
+name with `.requests` before it.
 A bundle is verified first, as `bench compare` verifies it (--allowed-signers, or
 --unverified to read it anyway); a run directory is read as it is.
 """
@@ -13,14 +15,14 @@ from pathlib import Path
 
 from bench import run_files
 from bench.errors import UsageError
-from bench.export import rows, writers
+from bench.export import points, rows, writers
 from bench.settings import Settings
 from bench.verdict import run_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "export", help="a run's figures (and requests) as CSV, Parquet or JSON lines"
+        "export", help="a run's figures (its points, requests) as CSV, Parquet or JSON lines"
     )
     p.add_argument("source", type=Path, metavar="DIR|BUNDLE",
                    help="run directory, bundle .tar.gz or results.json")  # fmt: skip
@@ -34,16 +36,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--requests",
         action="store_true",
-        help="also one row per request, to PATH with .requests before the extension",
+        help="also one row per request, to PATH with .requests before the extension (a "
+        "workload run's points always go to PATH with .points before it)",
     )
     run_source.add_verification_args(p, "the bundle")
     p.set_defaults(func=_export)
 
 
-def requests_path(out: Path, fmt: writers.Format) -> Path:
+def beside(out: Path, fmt: writers.Format, part: str) -> Path:
+    """The file of `part` ("requests", "points") beside the figures' file `out`."""
     ext = writers.EXTENSIONS[fmt]
     stem = out.name.removesuffix(ext)
-    return out.with_name(f"{stem}.requests{ext}")
+    return out.with_name(f"{stem}.{part}{ext}")
+
+
+def requests_path(out: Path, fmt: writers.Format) -> Path:
+    return beside(out, fmt, "requests")
 
 
 def export(
@@ -60,6 +68,7 @@ def export(
         results = run_files.load_results(directory)
         env = run_source.read_environment(directory)
         figures = rows.figure_rows(results, env)
+        workload = points.point_rows(results, env) if results.workload is not None else None
         requests = rows.request_rows(results, directory) if with_requests else None
     if requests is not None and not requests:
         raise UsageError(
@@ -70,6 +79,11 @@ def export(
     if target.is_dir():
         raise UsageError(f"--out {target}: is a directory", hint="give a file name")
     written = [writers.write(figures, rows.FIGURE_COLUMNS, target, fmt)]
+    if workload is not None:
+        where = beside(target, fmt, "points")
+        written.append(
+            writers.write(workload, points.POINT_COLUMNS, where, fmt, points.POINT_KINDS)
+        )
     if requests is not None:
         second = requests_path(target, fmt)
         written.append(writers.write(requests, rows.REQUEST_COLUMNS, second, fmt))

@@ -55,7 +55,8 @@ _MAX_LINE_BYTES = 64 * 1024 * 1024  # one request's line: its chunk times, bound
 Row = dict[str, Any]
 
 
-def _identity(results: Results, env: Any) -> Row:
+def identity(results: Results, env: Any) -> Row:
+    """The run's columns of every row: its id, bench's commit, the image, the server version."""
     return {
         "run_id": results.run_id,
         "bench_commit": sources.bench_commit(results.bench_version),
@@ -80,7 +81,7 @@ def _prefill_values(sample: PrefillSample, speed: float) -> dict[str, float | No
 
 def figure_rows(results: Results, env: Any = None) -> list[Row]:
     """Every cell's figures, trial by trial, in the order of the card's tables."""
-    ident = _identity(results, env)
+    ident = identity(results, env)
     speed = results.speed_factor
     rows: list[Row] = []
 

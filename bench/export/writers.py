@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ from bench import escape, writes
 from bench.errors import ToolMissing
 
 Format = Literal["csv", "parquet", "jsonl"]
+Kind = Literal["float", "int", "bool", "str"]  # a Parquet column's declared type
 FORMATS: tuple[Format, ...] = ("csv", "parquet", "jsonl")
 EXTENSIONS: dict[Format, str] = {"csv": ".csv", "parquet": ".parquet", "jsonl": ".jsonl"}
 Row = dict[str, Any]
@@ -41,7 +42,11 @@ def _jsonl(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
             f.write(json.dumps({k: row.get(k) for k in columns}, allow_nan=False) + "\n")
 
 
-def _arrow_type(pa: Any, values: list[Any]) -> Any:
+def _arrow_type(pa: Any, values: list[Any], kind: Kind | None = None) -> Any:
+    """The column's declared type, else the one its values share (text when none)."""
+    if kind is not None:
+        return {"float": pa.float64(), "int": pa.int64(), "bool": pa.bool_(),
+                "str": pa.string()}[kind]  # fmt: skip
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, bool) for v in present):
         return pa.bool_()
@@ -52,7 +57,9 @@ def _arrow_type(pa: Any, values: list[Any]) -> Any:
     return pa.string()
 
 
-def _parquet(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
+def _parquet(
+    rows: Sequence[Row], columns: Sequence[str], path: Path, kinds: Mapping[str, Kind]
+) -> None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -64,7 +71,7 @@ def _parquet(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
     fields, arrays = [], []
     for name in columns:
         values = [row.get(name) for row in rows]
-        kind = _arrow_type(pa, values)
+        kind = _arrow_type(pa, values, kinds.get(name))
         if kind == pa.float64():
             values = [None if v is None else float(v) for v in values]
         fields.append(pa.field(name, kind))
@@ -72,8 +79,18 @@ def _parquet(rows: Sequence[Row], columns: Sequence[str], path: Path) -> None:
     pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), str(path))
 
 
-def write(rows: Sequence[Row], columns: Sequence[str], path: Path, fmt: Format) -> Path:
-    writer = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt]
+def write(
+    rows: Sequence[Row],
+    columns: Sequence[str],
+    path: Path,
+    fmt: Format,
+    kinds: Mapping[str, Kind] | None = None,
+) -> Path:
+    """`rows` to `path`; `kinds` fixes Parquet columns' types (a column of a run where every
+    value is missing keeps its type), others take the type their values share."""
     with writes.atomic_path(path) as partial:
-        writer(rows, columns, partial)
+        if fmt == "parquet":
+            _parquet(rows, columns, partial, kinds or {})
+        else:
+            {"csv": _csv, "jsonl": _jsonl}[fmt](rows, columns, partial)
     return path

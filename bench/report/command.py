@@ -10,7 +10,7 @@ from typing import Any
 from bench import run_files, writes
 from bench.errors import DiskError
 from bench.host import telemetry
-from bench.report import data, frontier, page, plots
+from bench.report import data, frontier, page, plots, workload_page
 from bench.report.page import Plot
 from bench.results import Results
 from bench.settings import Settings
@@ -23,28 +23,14 @@ def write_report(run_dir: Path) -> Path:
     results = run_files.load_results(run_dir)
     # Wrong-shaped parts ("gpu": [1], "host": "h") read as not recorded (issue 29, H8).
     env = run_files.read_environment(run_dir)
-    cells = data.decode_cells(results)
     label = f"{results.server.model} · {results.run_id}"
-    figures = [
-        Plot(
-            "decode_heatmap.png",
-            "Sustained decode: total tok/s (TTFT below) by context and concurrency",
-            plots.decode_heatmap(cells, f"Sustained decode, total tok/s · {label}"),
-        ),
-        Plot(
-            "prefill_vs_context.png",
-            "Prefill throughput against context (TTFT below each point)",
-            plots.prefill_vs_context(data.prefill_points(results), f"Prefill · {label}"),
-        ),
-        Plot(
-            "latency_vs_concurrency.png",
-            "TTFT and time between tokens against concurrency, per context",
-            plots.latency_vs_concurrency(cells, f"Latency · {label}"),
-        ),
-        frontier_plot(results, env, cells, label),
-    ]
     windows = telemetry.read_windows(run_dir / run_files.GPU_TELEMETRY)
-    text = page.report_page(results, figures, env, windows)
+    if results.workload is not None:  # a workload's points, not the card's cells
+        figures = workload_page.workload_plots_of(results, label)
+        text = workload_page.workload_report_page(results, figures, env, windows)
+    else:
+        figures = card_plots(results, env, label)
+        text = page.report_page(results, figures, env, windows)
     plots_dir = run_dir / PLOTS_DIR
     made = not plots_dir.exists()
     try:
@@ -63,6 +49,29 @@ def write_report(run_dir: Path) -> Path:
                 plots_dir.rmdir()
         raise
     return out
+
+
+def card_plots(results: Results, env: dict[str, Any] | None, label: str) -> list[Plot]:
+    """The card's four plots: decode heatmap, prefill, latency, frontier."""
+    cells = data.decode_cells(results)
+    return [
+        Plot(
+            "decode_heatmap.png",
+            "Sustained decode: total tok/s (TTFT below) by context and concurrency",
+            plots.decode_heatmap(cells, f"Sustained decode, total tok/s · {label}"),
+        ),
+        Plot(
+            "prefill_vs_context.png",
+            "Prefill throughput against context (TTFT below each point)",
+            plots.prefill_vs_context(data.prefill_points(results), f"Prefill · {label}"),
+        ),
+        Plot(
+            "latency_vs_concurrency.png",
+            "TTFT and time between tokens against concurrency, per context",
+            plots.latency_vs_concurrency(cells, f"Latency · {label}"),
+        ),
+        frontier_plot(results, env, cells, label),
+    ]
 
 
 def frontier_plot(

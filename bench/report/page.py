@@ -94,8 +94,9 @@ def markdown_to_html(markdown: str) -> str:
             rows.append(cells)
             continue
         flush()
-        if stripped.startswith("## "):
-            out.append(f"<h2>{html.escape(stripped[3:])}</h2>")
+        if stripped.startswith(("## ", "### ")):
+            level = 3 if stripped.startswith("### ") else 2
+            out.append(f"<h{level}>{html.escape(stripped[level + 1 :])}</h{level}>")
         elif stripped:
             out.append(f'<p class="note">{html.escape(stripped)}</p>')
     flush()
@@ -193,9 +194,8 @@ def report_page(
     environment: Mapping[str, Any] | None = None,
     gpu_windows: Sequence[WindowRecord] = (),
 ) -> str:
+    """The card's page: facts, plots, its three tables (a workload's: workload_page)."""
     s = results.settings
-    speed = results.speed_factor
-    title = f"{results.server.model} · {results.server.version or 'unknown version'}"
     facts = {
         "Run": results.run_id,
         "Started": results.created_at,
@@ -214,29 +214,39 @@ def report_page(
         ),
         "Benchmark tool": f"bench {results.bench_version}",
     }
+    images = "".join(p.html() for p in plots)
+    body = f"<h2>Plots</h2>\n{images}\n{markdown_to_html(tables.render(results))}"
+    return document(
+        results, "Speed test matrix", facts, body, environment=environment, gpu_windows=gpu_windows
+    )
+
+
+def document(results: Results, heading: str, facts: Mapping[str, object], body: str, *,
+             environment: Mapping[str, Any] | None,
+             gpu_windows: Sequence[WindowRecord]) -> str:  # fmt: skip
+    """The page around `body`: title, facts, then answers, retrieval, telemetry, environment."""
+    speed = results.speed_factor
+    title = f"{results.server.model} · {results.server.version or 'unknown version'}"
     speed_note = (
         f'<p class="warn">The server ran {speed:g}&times; faster than real time (a twin); every '
         "figure below is shown at server speed, as a real server would have measured it.</p>"
         if speed != 1
         else ""
     )
-    images = "".join(p.html() for p in plots)
     env_html = _environment_section(environment) if environment else ""
     if gpu_windows:
         env_html = _telemetry_section(gpu_windows) + env_html
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Speed test matrix · {html.escape(title)}</title>
+<title>{html.escape(heading)} · {html.escape(title)}</title>
 <style>{_CSS}</style></head>
 <body>
-<h1>Speed test matrix</h1>
+<h1>{html.escape(heading)}</h1>
 <p class="sub">{html.escape(title)}</p>
 {speed_note}
 {_facts(facts)}
-<h2>Plots</h2>
-{images}
-{markdown_to_html(tables.render(results))}
+{body}
 {answers_section(results.fingerprint)}
 {retrieval_section(results.fingerprint)}
 {env_html}

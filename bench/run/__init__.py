@@ -25,5 +25,6 @@ card_tables   the card's three tables rendered from results.json (tables.md)
 decode_notes  notes under those tables (spec-decode acceptance, prefix-cache hits)
 workload_run  `bench run --workload`: the workload's points instead of the matrix
 workload_text  a workload request's prompt, drawn length and seed to text
+slo_capacity  `bench capacity`: searches for the highest rate within an SLO, their estimate
 gpu_validity  which cells' windows saw GPU throttling or a sagging clock (the gpu_throttled flag)
 """

@@ -20,7 +20,7 @@ from bench import __version__, escape
 from bench.errors import Interrupted, UsageError
 from bench.host import environment, telemetry
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
-from bench.run import launch_paths, options, plan, resume, sweep, workload_run
+from bench.run import launch_paths, options, plan, resume, slo_capacity, sweep, workload_run
 from bench.run.capacity import kv_capacity
 from bench.run.cell import ServerView
 from bench.run.progress import SweepProgress
@@ -40,6 +40,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     options.add_arguments(p)
     p.set_defaults(func=handle, run_parser=p)
+    c = sub.add_parser(
+        "capacity",
+        help="find the highest rate (or concurrency) a server serves within an SLO",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    options.add_arguments(c)
+    slo_capacity.add_arguments(c)
+    c.set_defaults(func=handle, run_parser=c, capacity=True)
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
@@ -129,9 +137,7 @@ async def _run(
     """Detect the server, plan, then measure into `rundir` (new, or the run resumed)."""
     clock = time.perf_counter
     # A workload's problems are said before the server is asked anything.
-    workload = (
-        None if args.workload is None else workload_run.load(args.workload, args.rates, args.slo)
-    )
+    workload, searching = slo_capacity.prepared(args)
     if previous is not None and previous.workload is not None:
         raise UsageError(
             f"{rundir.path} is a workload run, and a workload run cannot be resumed",
@@ -205,7 +211,14 @@ async def _run(
         gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
         launch=launch,
     )
-    if results.workload is not None:
+    if searching is not None:
+        opts = searching
+
+        async def search(r: sweep.SweepRunner, res: Results) -> Results:
+            return await slo_capacity.measure(r, res, opts)
+
+        results = await runner.measure(results, search)
+    elif results.workload is not None:
         results = await runner.measure(results, workload_run.measure)
     else:
         results = await runner.measure(results)

@@ -163,6 +163,8 @@ def _workload_lines(run: WorkloadRun, settings: RunSettings) -> list[str]:
     if a.kind == "rate":
         rates = ", ".join("inf" if math.isinf(r) else f"{r:g}" for r in a.rates)
         points = f"open loop ({a.process}) at {rates} requests/s, {a.requests} requests a point"
+    elif a.kind == "trace":
+        points = f"a trace's arrivals ({a.path}, timestamps / {a.speedup:g})"
     else:
         cs = ", ".join(str(c) for c in a.concurrencies)
         points = f"closed loop at C = {cs}, {a.requests_per_stream} x C prompts a point"

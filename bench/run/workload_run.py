@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,7 +32,7 @@ from bench.run.workload_text import WorkloadTexts
 from bench.run_files import SAMPLES, SCHEDULE
 from bench.workload import figures, runner
 from bench.workload import slo as slo_rules
-from bench.workload.schedule import Planned, length_bounds, plan_point
+from bench.workload.schedule import Planned, longest_request, plan_point
 from bench.workload_points import PointResult, WorkloadRun
 from bench.workload_spec import Workload, load_workload
 
@@ -45,7 +46,10 @@ def load(ref: str, rates: str | None, slo_text: str | None) -> WorkloadRun:
     data = workload.model_dump()
     if rates is not None:
         if workload.arrivals.kind != "rate":
-            raise UsageError(f"--rates applies to rate arrivals; {workload.name} is closed-count")
+            raise UsageError(
+                f"--rates applies to rate arrivals; {workload.name} has "
+                f"{workload.arrivals.kind} arrivals"
+            )
         data["arrivals"]["rates"] = [_rate(word) for word in rates.split(",") if word.strip()]
     if slo_text is not None:
         data["slo"] = slo_rules.parse(slo_text).model_dump()
@@ -75,15 +79,13 @@ def _rate(word: str) -> float:
 
 
 def check_fits(workload: Workload, max_model_len: int) -> None:
-    """The longest prompt the lengths can draw, plus the longest output, must fit."""
-    lengths = workload.lengths
-    _, top_in = length_bounds(lengths.input_tokens, lengths.range_ratio, lengths.semantics)
-    _, top_out = length_bounds(lengths.output_tokens, lengths.range_ratio, lengths.semantics)
+    """The longest request the workload can send (prompt and output) must fit."""
+    top_in, top_out = longest_request(workload)
     if top_in + top_out > max_model_len:
         raise UsageError(
             f"workload {workload.name}: a prompt of up to {top_in:,} tokens and an output of "
             f"up to {top_out:,} exceed the server's max_model_len {max_model_len:,}",
-            hint="lower input_tokens, output_tokens or range_ratio",
+            hint="lower the lengths (input_tokens, output_tokens, range_ratio) or use shorter data",
         )
 
 
@@ -100,7 +102,8 @@ async def measure(runner_: sweep.SweepRunner, results: Results) -> Results:
     sweep.save(runner_.rundir, results)
     for trial in range(results.settings.trials):
         for point in range(len(workload.arrivals.points())):
-            got = await _point(runner_, results, workload, point=point, trial=trial, line=line)
+            step = PointStep(workload, point=point, trial=trial, index=point)
+            got = await measure_point(runner_, results, step, line)
             wl = results.workload
             assert wl is not None
             results = results.model_copy(
@@ -123,19 +126,26 @@ def _bodies(
     return out
 
 
-async def _point(
-    runner_: sweep.SweepRunner,
-    results: Results,
-    workload: Workload,
-    *,
-    point: int,
-    trial: int,
-    line: tuple[float, float],
+@dataclass(frozen=True)
+class PointStep:
+    """One point to measure: drawn from `workload`'s point `point` (its rates' or
+    concurrencies' index) in trial `trial`, recorded as the run's point `index`."""
+
+    workload: Workload
+    point: int
+    trial: int
+    index: int
+
+
+async def measure_point(
+    runner_: sweep.SweepRunner, results: Results, step: PointStep, line: tuple[float, float]
 ) -> PointResult:
+    """One point: drain, warm-ups, its schedule sent, its lines written, its figures."""
     s, speed = results.settings, results.server.speed_factor
+    workload, point, trial = step.workload, step.point, step.trial
     texts = WorkloadTexts(workload, point, trial, line)
-    name = f"point {point + 1}" + (f" trial {trial + 1}" if s.trials > 1 else "")
-    runner_.progress.note("workload_point", point=point + 1, trial=trial + 1)
+    name = f"point {step.index + 1}" + (f" trial {trial + 1}" if s.trials > 1 else "")
+    runner_.progress.note("workload_point", point=step.index + 1, trial=trial + 1)
     try:  # alone on the server: the previous point's cancelled requests may linger
         await runner_.server.drain(*runner_.drain_timing(s.readiness_hold_s, speed))
     except CellStopped as exc:
@@ -143,22 +153,22 @@ async def _point(
     warm = plan_point(workload, point, trial, warmup=True)
     if warm:
         warm_texts = [texts.text(p, "warmup") for p in warm]
-        await _send(runner_, results, point, warm, warm_texts, warmup=True)
+        await _send(runner_, results, step, warm, warm_texts, warmup=True)
     planned = plan_point(workload, point, trial)
     text = [texts.text(p) for p in planned]
     runner_.rundir.append(SCHEDULE, [
-        {"point": point, "trial": trial, "index": p.index, "at_s": round(p.at_s, 9),
+        {"point": step.index, "trial": trial, "index": p.index, "at_s": round(p.at_s, 9),
          "input_tokens": p.input_tokens, "output_tokens": p.output_tokens, "group": p.group,
          "prompt_sha256": hashlib.sha256(t.encode()).hexdigest()}
         for p, t in zip(planned, text, strict=True)
     ])  # fmt: skip
     started = runner_.clock() - runner_.anchor_s
-    run = await _send(runner_, results, point, planned, text, warmup=False)
-    runner_.rundir.append(SAMPLES, _lines(runner_, run, point, trial))
+    run = await _send(runner_, results, step, planned, text, warmup=False)
+    runner_.rundir.append(SAMPLES, _lines(runner_, run, step.index, trial))
     a = workload.arrivals
     rate = a.rates[point] if a.kind == "rate" else None
     got = figures.point_result(
-        run, planned, index=point, trial=trial,
+        run, planned, index=step.index, trial=trial,
         offered_rate=None if rate is None else rate * speed,
         concurrency=a.concurrencies[point] if a.kind == "closed-count" else None,
         slo=workload.slo, speed=speed, ignore_eos=workload.lengths.ignore_eos,
@@ -175,7 +185,7 @@ async def _point(
 async def _send(
     runner_: sweep.SweepRunner,
     results: Results,
-    point: int,
+    step: PointStep,
     planned: list[Planned],
     texts: list[str],
     *,
@@ -184,14 +194,12 @@ async def _send(
     """`planned` sent: warm-ups as a closed loop, measured requests by the workload's
     arrivals."""
     s, speed = results.settings, results.server.speed_factor
-    assert results.workload is not None
-    workload = results.workload.workload
-    a = workload.arrivals
-    bodies = _bodies(results, texts, planned, workload.lengths.ignore_eos)
+    a = step.workload.arrivals
+    bodies = _bodies(results, texts, planned, step.workload.lengths.ignore_eos)
     client, path = runner_.server.client, prompts.endpoint(s.api)
     clock, bound_s = runner_.clock, s.request_timeout_s
     if a.kind == "closed-count" or warmup:
-        streams = a.concurrencies[point] if a.kind == "closed-count" else WARMUP_STREAMS
+        streams = a.concurrencies[step.point] if a.kind == "closed-count" else WARMUP_STREAMS
         return await runner.run_closed(client, path, bodies, streams, clock=clock, bound_s=bound_s)
     return await runner.run_open(
         client, path, bodies, [p.at_s for p in planned], speed=speed,

@@ -11,6 +11,13 @@ compare send identical prompts). Repeated runs against one live server with one 
 send prompts it has seen; the orchestrator starts a server per run, and a user running
 twice by hand gives another seed (docs/workloads.md).
 
+A dataset's prompt (`[prompts] source = "sharegpt"`) is its conversation's first turn,
+verbatim: no tag, so a conversation drawn twice (within a point, or by two points) is the
+same text, and a prefix cache may serve it, as under vLLM. A trace's prompt is built from
+its blocks: each hash id stands for BLOCK_TOKENS tokens of words seeded by that id (and the
+trial), so requests whose leading ids are equal share that text; what its ids do not cover
+is a tag and filler of its own. Its warm-ups are tag and filler only.
+
 Words become tokens by a line fitted once per run, tokens = a + b x words (a: the chat
 template's and the tag's share): from the server's /tokenize where it has one, else from
 usage.prompt_tokens of two probe requests. What each request really carried is read back
@@ -19,12 +26,15 @@ from its usage and recorded; a point reports requested and measured means.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Awaitable, Callable
 
 from bench.run.prompts import FILLER_WORDS, PromptText
-from bench.workload.schedule import Planned, point_seed
+from bench.workload.datasets import ShareGptData
+from bench.workload.schedule import Planned, dataset_of, point_seed, trace_of
+from bench.workload.trace import BLOCK_TOKENS, MooncakeTrace
 from bench.workload_spec import Workload
 
 PROBE_WORDS = (64, 1024)
@@ -59,6 +69,7 @@ class WorkloadTexts:
         self.workload, self.point, self.trial = workload, point, trial
         self.a, self.b = line
         self._prefixes: dict[int, list[str]] = {}
+        self._block = functools.lru_cache(maxsize=4096)(self._block_words)
 
     def _prefix(self, group: int) -> list[str]:
         tokens = self.workload.prefix.tokens
@@ -69,11 +80,40 @@ class WorkloadTexts:
             self._prefixes[group] = _words(seed, max(round(tokens / self.b), 1))
         return self._prefixes[group]
 
+    @functools.cached_property
+    def _dataset(self) -> ShareGptData:
+        return dataset_of(self.workload)
+
+    @functools.cached_property
+    def _trace(self) -> MooncakeTrace:
+        return trace_of(self.workload)
+
+    def _block_words(self, block: int) -> list[str]:
+        seed = point_seed(self.workload, self.point, self.trial, f"block/{block}")
+        return _words(seed, max(round(BLOCK_TOKENS / self.b), 1))
+
+    def _blocks(self, planned: Planned, total: int) -> list[str]:
+        """The words of a trace request's blocks, at most `total`."""
+        out: list[str] = []
+        for block in self._trace.blocks(planned.index):
+            if len(out) >= total:
+                break
+            out += self._block(block)[: total - len(out)]
+        return out
+
     def text(self, planned: Planned, stream: str = "measured") -> str:
         """The prompt of `planned`, `stream` "measured" or "warmup" (their own texts)."""
-        seed = point_seed(self.workload, self.point, self.trial, f"{stream}/prompt/{planned.index}")
+        w = self.workload
+        if w.prompts.source == "sharegpt":
+            return self._dataset.prompt(planned.group)
+        total = max(round((planned.input_tokens - self.a) / self.b), 0)
+        shared = self._blocks(planned, total) if w.arrivals.kind == "trace" and (
+            stream == "measured"
+        ) else []  # fmt: skip
+        if shared and len(shared) == total:
+            return " ".join(shared)
+        seed = point_seed(w, self.point, self.trial, f"{stream}/prompt/{planned.index}")
         tag = [f"[{hashlib.sha256(seed.encode()).hexdigest()[:8]}", "request",
                f"{self.point}.{self.trial}.{planned.index}]"]  # fmt: skip
-        head = [*self._prefix(planned.group), *tag]
-        total = max(round((planned.input_tokens - self.a) / self.b), 0)
+        head = [*shared, *self._prefix(planned.group), *tag]
         return " ".join([*head, *_words(seed, max(total - len(head), 0))])

@@ -17,5 +17,7 @@ server     routes, API-key check, the real-time loop driving the engine
 faults     fault injection for reliability tests, with seeded dice
 process    the twin as a child process on 127.0.0.1, its port read back
 virtual    the published methodology against the engine in virtual time
+openloop   open-loop arrivals through the engine in virtual time: each request's truth
+capacity   the true SLO capacity (p99 bounds, Poisson rate) by bisection in virtual time
 command    `bench twin serve`
 """

@@ -3,6 +3,8 @@
 cells        what a verdict compares: per cell, figures at server speed, one value per trial
 run_source   a run's results (bundle, directory or results.json) opened, verified, read
 run_figures  a run's results.json (and environment.json) as `RunFigures`
+workload_cells  a workload run's points as cells (phase "workload") at server speed
+capacity_delta  the change in SLO capacity from A to B (`bench capacity` runs), its interval
 card_source  a published card as `RunFigures`, the reference side of reproduce
 vllm_saved   runs saved by `vllm bench serve --save-result` as `RunFigures`
 settings     the settings both sides must share, and which of them differ

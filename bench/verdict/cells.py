@@ -29,7 +29,8 @@ from typing import Literal
 from bench import bounds
 from bench.answers import Fingerprint
 
-Phase = Literal["prefill", "decode"]
+# "workload": a point of a workload run (bench.workload_points), keyed (phase, its label, C).
+Phase = Literal["prefill", "decode", "workload"]
 Status = Literal[
     "valid",
     "over_capacity",
@@ -84,6 +85,13 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("tbt_s", "Time between tokens", "decode", "latency", False, "ms"),
     MetricSpec("prefill_tok_s", "Prefill tok/s", "prefill", "throughput", True, "tok/s"),
     MetricSpec("prefill_ttft_s", "Prefill TTFT", "prefill", "latency", False, "ms", 0),
+    # A workload point's figures (docs/workloads.md): output tok/s over the point, and the
+    # p50 and p99 over its completed requests.
+    MetricSpec("wl_output_tok_s", "Output tok/s", "workload", "throughput", True, "tok/s"),
+    MetricSpec("wl_ttft_p50_s", "TTFT p50", "workload", "latency", False, "ms", 0),
+    MetricSpec("wl_ttft_p99_s", "TTFT p99", "workload", "latency", False, "ms", 0),
+    MetricSpec("wl_tpot_p50_s", "TPOT p50", "workload", "latency", False, "ms"),
+    MetricSpec("wl_tpot_p99_s", "TPOT p99", "workload", "latency", False, "ms"),
 )
 BY_NAME = {m.name: m for m in METRICS}
 
@@ -158,6 +166,10 @@ class RunFigures:
     # run without a fingerprint (made before schema 3, or with --no-fingerprint); () for a
     # card or another tool's results.
     fingerprints: tuple[Fingerprint | None, ...] = ()
+    # A `bench capacity` run's searches: what was searched ("rate at ttft_p99<=2s"; "" for
+    # any other input) and each search's capacity at server speed (bench.verdict.capacity_delta).
+    capacity_of: str = ""
+    capacity: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         # The one door every input's figures pass (bundle, run directory, card, vLLM's
@@ -205,15 +217,23 @@ def accepting(run: RunFigures, accept: Iterable[str]) -> RunFigures:
     return replace(run, cells=cells)
 
 
-def context_order(labels: Iterable[str]) -> tuple[str, ...]:
-    def size(label: str) -> float:
-        scale = {"K": 1024.0, "M": 1024.0 * 1024.0}.get(label[-1:], 1.0)
+def label_size(label: str) -> float:
+    """Where a row sorts: a context's tokens ("8K" -> 8192), a workload point's rate
+    ("4/s" -> 4, "inf/s" -> inf); anything else last."""
+    if label.endswith("/s"):
         try:
-            return float(label[:-1]) * scale
+            return float(label[:-2])
         except ValueError:
             return math.inf
+    scale = {"K": 1024.0, "M": 1024.0 * 1024.0}.get(label[-1:], 1.0)
+    try:
+        return float(label[:-1]) * scale
+    except ValueError:
+        return math.inf
 
-    return tuple(sorted(set(labels), key=size))
+
+def context_order(labels: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(labels), key=label_size))
 
 
 def median_rse(n: int, p50: float, p90: float) -> float | None:

@@ -234,7 +234,7 @@ def compare_exit(comparisons: list[Comparison]) -> Exit:
         return Exit.NOT_COMPARABLE
     if any(c.answers.refused for c in comparisons):
         return Exit.NOT_REPRODUCED
-    if any(c.flagged for c in comparisons):
+    if any(c.flagged or (c.capacity is not None and c.capacity.changed) for c in comparisons):
         return Exit.NOT_REPRODUCED
     if any(c.cannot_compare or c.raw_only for c in comparisons):
         return Exit.PARTIAL

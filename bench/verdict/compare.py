@@ -37,7 +37,7 @@ from typing import Literal
 
 from bench import stats
 from bench.verdict import answers as answers_mod
-from bench.verdict import runlevel
+from bench.verdict import capacity_delta, runlevel
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import (
     UNMEASURED,
@@ -47,6 +47,7 @@ from bench.verdict.cells import (
     MetricSpec,
     RunFigures,
     accepting,
+    label_size,
     metrics_of,
 )
 from bench.verdict.reproduce import delta_pct, pooled_noise
@@ -138,6 +139,8 @@ class Comparison:
     answers: answers_mod.AnswersCheck = field(
         default_factory=lambda: answers_mod.AnswersCheck(absent="not checked")
     )
+    # Two `bench capacity` runs: the change in SLO capacity (bench.verdict.capacity_delta).
+    capacity: capacity_delta.CapacityDelta | None = None
 
     @property
     def level_for_one(self) -> float:
@@ -180,6 +183,11 @@ class Comparison:
                 f"every cell {'slower' if slower else 'faster'} by "
                 f"{abs(self.whole.delta_pct):.1f} % (a change of the whole run)"
             )
+        if self.capacity is not None:
+            found = capacity_delta.headline(self.capacity)
+            parts.append(found or "SLO capacity: no change shown")
+            if not self.cells:  # a capacity search has no cells to speak of
+                return "; ".join(parts).upper()
         if self.raw_only:
             parts.append("CANNOT TELL NOISE FROM CHANGE (one trial a side): raw Δ only")
         elif flagged:
@@ -194,7 +202,7 @@ class Comparison:
 
     def summaries(self) -> list[str]:
         lines = []
-        for metric in (m for phase in ("decode", "prefill") for m in metrics_of(phase)):
+        for metric in (m for phase in ("decode", "prefill", "workload") for m in metrics_of(phase)):
             ds = [f for c in self.cells for f in c.figures if f.metric is metric]
             deltas = [f.delta_pct for f in ds if f.delta_pct is not None]
             if not deltas:
@@ -373,11 +381,15 @@ def _reason(a: Cell | None, b: Cell | None) -> str | None:
     return None
 
 
+# Table order: prefill rows, then decode cells, then workload points.
+_PHASE_ORDER = {"prefill": 0, "decode": 1, "workload": 2}
+
+
 def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     a, b = accepting(a, policy.accept), accepting(b, policy.accept)
     keys = sorted(
         set(a.cells) | set(b.cells),
-        key=lambda k: (k[0] != "prefill", _size(k[1]), k[2]),
+        key=lambda k: (_PHASE_ORDER[k[0]], label_size(k[1]), k[2]),
     )
     found = runlevel.items(a, b)
     whole: WholeRun | None = None
@@ -444,8 +456,9 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
         a.fingerprints, b.fingerprints, accepted=settings_mod.ANSWERS in policy.accept
     )
     return Comparison(
-        a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole, answers
-    )
+        a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole, answers,
+        capacity_delta.judge(a, b, policy.alpha),
+    )  # fmt: skip
 
 
 def _own(f: FigureDelta, a: Cell, b: Cell, whole: WholeRun | None) -> FigureDelta:
@@ -466,14 +479,6 @@ def _figure_mark(f: FigureDelta, rejected: bool, whole: WholeRun | None, policy:
     if rejected and not everywhere and f.own_pct is not None:
         return _mark(f.metric, f.own_pct, big)
     return _mark(f.metric, f.delta_pct, (rejected or everywhere) and big)
-
-
-def _size(label: str) -> float:
-    scale = {"K": 1024.0, "M": 1048576.0}.get(label[-1:], 1.0)
-    try:
-        return float(label[:-1]) * scale
-    except ValueError:
-        return math.inf
 
 
 def metadata_diff(a: RunFigures, b: RunFigures) -> tuple[tuple[str, str, str], ...]:

@@ -17,6 +17,7 @@ from typing import Any
 from bench.bundle import provenance
 from bench.results import CellResult, PrefillSample, Results
 from bench.verdict import settings as run_settings
+from bench.verdict import workload_cells
 from bench.verdict.cells import (
     Cell,
     Key,
@@ -200,6 +201,8 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         by_context.setdefault(p.context_label, []).append(p)
     for label, samples in by_context.items():
         cells[("prefill", label, 1)] = _prefill_cell(label, samples, n)
+    if results.workload is not None:
+        cells.update(workload_cells.cells(results.workload, n))
     twin = run_settings.is_twin(results)
     return RunFigures(
         settings=run_settings.from_run(results, env),
@@ -219,8 +222,10 @@ def from_results(results: Results, env: Any = None, *, name: str = "run") -> Run
         concurrencies=tuple(sorted({k[2] for k in cells if k[0] == "decode"})),
         server_s=() if (spent := sweep_server_s(results)) is None else (spent,),
         start_s=() if (start := server_start_s(env)) is None else (start,),
+        **workload_cells.capacity_of(results),
         planned=frozenset(
             [("decode", c.context_label, c.concurrency) for c in results.plan.cells]
             + [("prefill", c.label, 1) for c in results.plan.contexts]
+            + [k for k in cells if k[0] == "workload"]
         ),
     )

@@ -9,8 +9,9 @@ differently, bench.verdict.answers). `all` is every setting, never a flag nor `a
 those are accepted by their name only.
 
 Names: window_s, max_tokens, api, model, engine_version, engine_commit, launch_flags,
-gpu_count, gpu_model. A twin simulates the GPUs and the launch of the card it models, so on
-a twin those two are not checked.
+gpu_count, gpu_model, workload (a workload run's name and hash; none for the matrix). A twin
+simulates the GPUs and the launch of the card it models, so on a twin those two are not
+checked.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ NAMES: tuple[str, ...] = (
     "launch_flags",
     "gpu_count",
     "gpu_model",
+    "workload",
 )
 # What compare checks between its two sides: not the engine (that is what is compared).
 COMPARE_NAMES: tuple[str, ...] = (
@@ -44,6 +46,7 @@ COMPARE_NAMES: tuple[str, ...] = (
     "launch_flags",
     "gpu_count",
     "gpu_model",
+    "workload",
 )
 # Accepted by name only, like a cell flag (`all` leaves it out): B's answers differ from A's
 # beyond each side's own differences, and its figures are compared anyway (bench.verdict.answers).
@@ -132,6 +135,12 @@ def from_run(results: Any, env: Any) -> dict[str, str]:
     }
     if results.server.version:
         out["engine_version"] = results.server.version
+    # A workload run's traffic: its name and the hash of the workload as run (the same name
+    # with other rates or lengths differs). A run of the card's matrix records none, so the
+    # settings (and the history's settings hash) of such runs are what they were.
+    w = getattr(results, "workload", None)
+    if w is not None:
+        out["workload"] = f"{w.workload.name} ({w.sha256[:12]})"
     if isinstance(env, dict):
         labels = (env.get("image") or {}).get("labels") or {}
         commit = labels.get("bench.vllm.commit")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench import dirty_note
 from bench.bundle import provenance
-from bench.verdict import budget
+from bench.verdict import budget, capacity_delta
 from bench.verdict.cells import Key, MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta, mde_shown
 from bench.verdict.reproduce import (
@@ -35,8 +35,20 @@ class VerdictTable:
     rows: list[list[TCell]]
 
 
+_PHASES = (("prefill", "Prefill"), ("decode", "Sustained decode"), ("workload", "Workload points"))
+
+
+def _key_header(phase: str) -> list[str]:
+    if phase == "workload":
+        return ["Point", "Streams"]
+    return ["Context"] + (["Requests"] if phase == "decode" else [])
+
+
 def key_cells(key: Key) -> list[TCell]:
-    """Where a row of a cell's table starts: its context, and a decode cell's concurrency."""
+    """Where a row of a cell's table starts: its context, and a decode cell's concurrency
+    (a workload point: its offered rate or "closed", and its streams, "-" for open loop)."""
+    if key[0] == "workload":
+        return [TCell(key[1]), TCell(str(key[2]) if key[2] else "-")]
     return [TCell(key[1])] + ([TCell(str(key[2]))] if key[0] == "decode" else [])
 
 
@@ -80,9 +92,9 @@ def _verdict_css(check: CellCheck) -> str:
 
 def reproduce_tables(r: Reproduction) -> list[VerdictTable]:
     out = []
-    for phase, title in (("prefill", "Prefill"), ("decode", "Sustained decode")):
+    for phase, title in _PHASES:
         metrics = metrics_of(phase)
-        header = ["Context"] + (["Requests"] if phase == "decode" else [])
+        header = _key_header(phase)
         for m in metrics:
             header += [f"{m.label} (ours / card)", "Δ"]
         header.append("Verdict")
@@ -136,9 +148,9 @@ def _status_text(cell: CellDelta) -> str:
 
 def compare_tables(c: Comparison) -> list[VerdictTable]:
     out = []
-    for phase, title in (("prefill", "Prefill"), ("decode", "Sustained decode")):
+    for phase, title in _PHASES:
         metrics = metrics_of(phase)
-        header = ["Context"] + (["Requests"] if phase == "decode" else [])
+        header = _key_header(phase)
         header += [f"{m.label} Δ" for m in metrics] + ["Cell"]
         rows = []
         for cell in (x for x in c.cells if x.key[0] == phase):
@@ -365,5 +377,7 @@ def compare_markdown(c: Comparison) -> str:
         lines += [f"- {x.key[0]} {x.key[1]} x {x.key[2]}: {x.reason}" for x in c.cannot_compare]
     lines.append("")
     lines += c.summaries()
+    if c.capacity is not None:
+        lines += ["", *capacity_delta.lines(c.capacity, c.policy.alpha)]
     body = [markdown(t) for t in compare_tables(c)]
     return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{c.verdict()}\n"

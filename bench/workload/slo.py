@@ -51,6 +51,11 @@ def parse(text: str) -> Slo:
     return Slo(**{f"{k}_p99_s": v for k, v in bounds.items()})
 
 
+def text(slo: Slo) -> str:
+    """The bounds as `--slo` takes them: 'ttft_p99<=2s,tpot_p99<=0.08s'."""
+    return ",".join(f"{k}_p99<={v:g}s" for k, v in slo.bounds().items())
+
+
 def verdict(n: int, over: int, p: float = PERCENTILE, c: float = CONFIDENCE) -> str:
     """met, missed or undecided (module docstring)."""
     if n <= 0:

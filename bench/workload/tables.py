@@ -42,10 +42,25 @@ def _describe(run: WorkloadRun) -> str:
         shape = f"{a.process} arrivals, {a.requests} requests a point"
         shape += f", burstiness {a.burstiness:g}" if a.process == "gamma" else ""
         shape += f", at most {a.max_in_flight} in flight" if a.max_in_flight else ""
+    elif a.kind == "trace":
+        shape = (
+            f"a trace's arrivals and lengths ({escape.md_cell(a.path)}, timestamps / {a.speedup:g})"
+        )
     else:
         shape = (
             f"closed loop, {a.requests_per_stream} x C prompts after "
             f"{a.warmups_per_stream} x C warm-ups"
+        )
+    if w.prompts.source != "random":
+        lengths = (
+            f"prompts and output lengths from {escape.md_cell(w.prompts.path)} ({w.prompts.source})"
+        )
+    elif a.kind == "trace":
+        lengths = "lengths from the trace"
+    else:
+        lengths = (
+            f"input {ln.input_tokens:,} and output {ln.output_tokens:,} tokens, range "
+            f"ratio {ln.range_ratio:g} ({ln.semantics}'s rule)"
         )
     prefix = (
         f"; a {w.prefix.tokens:,}-token prefix shared by {w.prefix.group_size}"
@@ -53,10 +68,39 @@ def _describe(run: WorkloadRun) -> str:
         else ""
     )
     return (
-        f"{shape}; input {ln.input_tokens:,} and output {ln.output_tokens:,} tokens, range "
-        f"ratio {ln.range_ratio:g} ({ln.semantics}'s rule){prefix}; seed {w.seed}; "
-        f"ignore_eos {'on' if ln.ignore_eos else 'off'}."
+        f"{shape}; {lengths}{prefix}; seed {w.seed}; ignore_eos {'on' if ln.ignore_eos else 'off'}."
     )
+
+
+def _capacity(run: WorkloadRun, speed: float) -> list[str]:
+    """The SLO capacity's section: the estimate, its interval, each search's path."""
+    cap = run.capacity
+    assert cap is not None
+    per = speed if cap.by == "rate" else 1.0
+    unit = "requests/s" if cap.by == "rate" else "streams"
+
+    def shown(x: float) -> str:
+        return f"{x / per:,.3g}"
+
+    head = f"### SLO capacity ({escape.md_cell(cap.slo)}, by {cap.by})"
+    if cap.estimate is None:
+        found = "no search found a point that meets the SLO"
+    else:
+        found = f"**{shown(cap.estimate)} {unit}**"
+        if cap.interval is not None:
+            found += f", 95 % interval [{shown(cap.interval[0])}, {shown(cap.interval[1])}]"
+        found += f" over {sum(s.met is not None for s in cap.searches)} search(es)"
+    lines = [head, "", f"Capacity: {found}; server time {cap.server_s:,.0f} s.",
+             f"Search: {escape.md_cell(cap.method)}.", ""]  # fmt: skip
+    for s in cap.searches:
+        path = ", ".join(f"{shown(x)} {v}" for x, v in s.tried)
+        bracket = (
+            f"met {shown(s.met) if s.met is not None else '-'}, "
+            f"not {shown(s.missed) if s.missed is not None else '-'}"
+        )
+        note = f" ({escape.md_cell(s.note)})" if s.note else ""
+        lines.append(f"- search {s.repeat + 1}: {path}; {bracket}{note}")
+    return lines
 
 
 def render(run: WorkloadRun, speed: float) -> str:
@@ -80,6 +124,8 @@ def render(run: WorkloadRun, speed: float) -> str:
             f"| {_ms(p.tpot, 'p99', speed)} | {_ms(p.itl, 'p50', speed)} "
             f"| {_ms(p.e2el, 'p99', speed)} | {_rate(p.goodput_rate, speed)} | {_slo(p)} |"
         )
+    if run.capacity is not None:
+        lines += ["", *_capacity(run, speed)]
     said = [
         f"- {_point_name(p, speed)}, trial {p.trial + 1}: {escape.md_cell(text)}"
         for p in run.points
