@@ -315,7 +315,15 @@ class TwinScheduler:
         cached = cached // bs * bs
         hit_blocks = cached // bs
         need = -(-target // bs) - hit_blocks
-        if need > self.pool.available():
+        # Its own cached blocks, when nobody else holds them, are among the available ones:
+        # acquiring them takes them out, so they count against the room too (a preempted
+        # request's prompt blocks grew the pool past its size before this). A request larger
+        # than the whole pool could then never start: it keeps the old rule and runs over
+        # the pool, as it always did (a vLLM whose max_model_len exceeds its KV cache does
+        # not start at all; the `tiny` profile has one, for short tests).
+        oversized = -(-target // bs) > self.pool.num_blocks
+        taken = 0 if oversized else self.pool.evictable_among(req.hashes[:hit_blocks])
+        if need + taken > self.pool.available():
             return False
         self.pool.acquire(req.hashes[:hit_blocks])
         self.pool.allocate(need)

@@ -65,6 +65,11 @@ class BlockPool:
     def available(self) -> int:
         return self.free_plain + len(self._evictable)
 
+    def evictable_among(self, hashes: Sequence[int]) -> int:
+        """How many of `hashes` are cached and unreferenced: counted in `available`, they
+        stop being available once acquired."""
+        return sum(1 for h in hashes if self._refs.get(h) == 0)
+
     def acquire(self, hashes: Sequence[int]) -> None:
         for h in hashes:
             refs = self._refs[h]

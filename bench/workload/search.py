@@ -73,6 +73,10 @@ class CapacitySearchState:
     def next_point(self) -> float | None:
         if len(self.tried) >= self.max_points:
             return None
+        return self._candidate()
+
+    def _candidate(self) -> float | None:
+        """The point the rules ask for next, whatever max_points says."""
         if not self.tried:
             return self._fit(self.start)
         met, missed = self.met, self.missed
@@ -109,6 +113,6 @@ class CapacitySearchState:
                 f"not monotone: {', '.join(f'{x:g}' for x in sorted(above))} met above "
                 f"{missed:g}, which did not; the bracket is below {missed:g}"
             )
-        if self.next_point() is not None:  # stopped by max_points
+        if len(self.tried) >= self.max_points and self._candidate() is not None:
             return f"stopped after {self.max_points} points with the bracket still wider than asked"
         return None
