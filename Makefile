@@ -27,7 +27,7 @@ USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUN
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
 	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL \
-	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD
+	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD WORKLOAD RATES SLO
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -61,6 +61,10 @@ lint: setup ## ruff format + lint, mypy --strict
 # ACCOUNT=..., SHARED_DIR=<folder every node sees>, IMAGE_TAR=<docker save on it>;
 # from a workstation: SLURM_LOGIN=<login node, as for HOST> CLUSTER_CHECKOUT=<this checkout there>;
 # CLUSTER=<name>: those from hosts.toml's [clusters.<name>] (what is given here wins).
+# WORKLOAD=NAME|FILE: a workload instead of the card's matrix (docs/workloads.md): a preset
+# shipped in bench/workloads/, or a TOML file here (on a host: copied into the run's
+# container with the data file it names; not with SLURM); RATES=1,4,inf and
+# SLO='ttft_p99<=2s,tpot_p99<=80ms' instead of its own. Checked here before anything starts.
 SPEED ?= 5
 NODES ?= 1
 # The results history (docs/history.md): with HISTORY=<postgresql://user@host/db or a SQLite
@@ -68,18 +72,20 @@ NODES ?= 1
 # record every verified bundle in it as their runs finish; NO_HISTORY=1 records nothing.
 HISTORY_FLAGS = $(if $(call set,HISTORY),--history $(call q,HISTORY)) \
 	$(if $(call set,NO_HISTORY),--no-history)
-bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] the published sweep end to end (the twin without)
+WORKLOAD_FLAGS = $(if $(call set,WORKLOAD),--workload $(call q,WORKLOAD)) \
+	$(if $(call set,RATES),--rates $(call q,RATES)) $(if $(call set,SLO),--slo $(call q,SLO))
+bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] [WORKLOAD=NAME|FILE] the published sweep (or a workload) end to end (the twin without)
 ifneq ($(call set,SLURM)$(call set,CLUSTER),)
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench \
 		$(if $(call set,SLURM),--slurm $(call q,SLURM)) \
 		$(if $(call set,CLUSTER),--cluster $(call q,CLUSTER)) --nodes $(call q,NODES) \
-		$(SLURM_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(SLURM_FLAGS) $(WORKLOAD_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 else ifeq ($(call set,HOST),)
 	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) $(HISTORY_FLAGS) \
-		-- $(call qw,RUN_ARGS)
+		$(WORKLOAD_FLAGS) -- $(call qw,RUN_ARGS)
 else
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
-		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(WORKLOAD_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
 # The tiers (docs/testing.md). unit: every test that opens no socket and starts no process or
@@ -305,9 +311,10 @@ compare-images: setup ## HOST=.. A=<image> B=<image>  two images on one host, th
 # An image per vLLM commit, built on the host from this checkout (VLLM_COMMIT build argument,
 # also the image label bench.vllm.commit), both sweeps, then `bench compare` B against A:
 # make compare-commits HOST=gpu01 A=<commit> B=<commit> [PROFILE=..] [BUILD_ARGS='N=V ...']
-# [BUILD_ARGS_A='NAME=VALUE ...'] [BUILD_ARGS_B=...] [RUN_ARGS='...'].
+# [BUILD_ARGS_A='NAME=VALUE ...'] [BUILD_ARGS_B=...] [RUN_ARGS='...']
+# [WORKLOAD=NAME|FILE [RATES=..] [SLO=..]]: every sweep measures that workload (as for bench).
 .PHONY: compare-commits
-compare-commits: setup ## HOST=.. A=<commit> B=<commit>  an image per vLLM commit built on the host, then compare
+compare-commits: setup ## HOST=.. A=<commit> B=<commit> [WORKLOAD=..]  an image per vLLM commit built on the host, then compare
 	@test -n $(call q,HOST) -a -n $(call q,A) -a -n $(call q,B) || \
 		{ echo "make compare-commits needs HOST=... A=<vLLM commit> B=<vLLM commit>" >&2; exit 2; }
 	BENCH_MAKE_TARGET=compare-commits $(BIN)/python -m provisioning compare-commits $(call q,HOST) --commit-a $(call q,A) \
@@ -315,7 +322,7 @@ compare-commits: setup ## HOST=.. A=<commit> B=<commit>  an image per vLLM commi
 		$(if $(call set,TRUST_NEW_HOST),--trust-new-host) $(BUILD_FLAGS) \
 		$(foreach arg,$(call qw,BUILD_ARGS_A),--build-arg-a $(arg)) \
 		$(foreach arg,$(call qw,BUILD_ARGS_B),--build-arg-b $(arg)) $(PAIR_FLAGS) \
-		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(WORKLOAD_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 
 # The first vLLM commit between GOOD and BAD that moved one cell's figure beyond the noise:
 # make bisect HOST=gpu01[,gpu02,...] GOOD=<commit> BAD=<commit> CELL=64x8K VLLM_REPO=<clone>

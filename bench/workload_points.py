@@ -44,9 +44,10 @@ class Quantiles(_PointModel):
 
 
 class SloCheck(_PointModel):
-    """One p99 bound judged by MLPerf's early-stopping rule at `confidence`."""
+    """One percentile's bound judged by MLPerf's early-stopping rule at `confidence`."""
 
     figure: Literal["ttft", "tpot", "e2el"]
+    percentile: int = 99  # the bound is on this percentile (MLPerf's: 99)
     bound_s: float  # client seconds (the workload's server-time bound / speed factor)
     n: int  # requests judged (those with the figure)
     over: int  # of them, over the bound
@@ -111,6 +112,13 @@ class CapacityRun(_PointModel):
     by: Literal["rate", "concurrency"]
     slo: str  # the bounds searched against, as given (server time)
     method: str  # the search, in words (bracketing factor, tolerance, bounds)
+    # The search's options as given (`bench capacity`'s flags; a recipe repeats them).
+    start: float = 1.0
+    lowest: float = 0.01
+    highest: float = 1e4
+    tolerance: float = 0.05
+    repeats: int = 1
+    max_points: int = 12
     searches: tuple[CapacitySearch, ...] = ()
     # The geometric mean of the searches' `met`, and its 95 % t-interval over searches
     # (two or more that found one); None when none did.

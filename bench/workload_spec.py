@@ -184,17 +184,45 @@ class Prompts(_Spec):
         return self
 
 
-class Slo(_Spec):
-    """p99 bounds in server seconds; None: not bounded."""
+SLO_FIGURES = ("ttft", "tpot", "e2el")
+SLO_PERCENTILES = (50, 90, 95, 99)
+_BOUND = Field(None, gt=0.0, le=86400.0)
 
-    ttft_p99_s: float | None = Field(None, gt=0.0, le=86400.0)
-    tpot_p99_s: float | None = Field(None, gt=0.0, le=86400.0)
-    e2el_p99_s: float | None = Field(None, gt=0.0, le=86400.0)
+
+class Slo(_Spec):
+    """Percentile bounds in server seconds, `{figure}_p{q}_s` (figure ttft, tpot or e2el;
+    q 50, 90, 95 or 99); None: not bounded. MLPerf's own are p99 bounds."""
+
+    ttft_p50_s: float | None = _BOUND
+    ttft_p90_s: float | None = _BOUND
+    ttft_p95_s: float | None = _BOUND
+    ttft_p99_s: float | None = _BOUND
+    tpot_p50_s: float | None = _BOUND
+    tpot_p90_s: float | None = _BOUND
+    tpot_p95_s: float | None = _BOUND
+    tpot_p99_s: float | None = _BOUND
+    e2el_p50_s: float | None = _BOUND
+    e2el_p90_s: float | None = _BOUND
+    e2el_p95_s: float | None = _BOUND
+    e2el_p99_s: float | None = _BOUND
+
+    def terms(self) -> list[tuple[str, int, float]]:
+        """(figure, percentile, bound) of every bound given."""
+        out = []
+        for figure in SLO_FIGURES:
+            for q in SLO_PERCENTILES:
+                bound = getattr(self, f"{figure}_p{q}_s")
+                if bound is not None:
+                    out.append((figure, q, float(bound)))
+        return out
 
     def bounds(self) -> dict[str, float]:
-        """figure name ('ttft', 'tpot', 'e2el') -> its p99 bound, for those given."""
-        named = {"ttft": self.ttft_p99_s, "tpot": self.tpot_p99_s, "e2el": self.e2el_p99_s}
-        return {k: v for k, v in named.items() if v is not None}
+        """figure name ('ttft', 'tpot', 'e2el') -> its tightest bound, for those bounded:
+        what one request must stay within (goodput's rule)."""
+        out: dict[str, float] = {}
+        for figure, _, bound in self.terms():
+            out[figure] = min(bound, out.get(figure, bound))
+        return out
 
 
 class Workload(_Spec):

@@ -18,6 +18,7 @@ tree is marked, since no commit is exactly its code.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,8 @@ from bench import is_dirty, writes
 from bench.bundle import provenance
 from bench.errors import VerifyFailed, validation_message
 from bench.results import Results, RunSettings
+from bench.workload.slo import text as slo_text
+from bench.workload_points import WorkloadRun
 
 RECIPE_NAME = "recipe.json"
 RECIPE_SCHEMA_VERSION = 1
@@ -87,14 +90,39 @@ def _tokens(n: int) -> str:
     return f"{n // 1024}K" if n % 1024 == 0 else str(n)
 
 
-def run_args(s: RunSettings) -> list[str]:
-    """The `bench run` arguments that give these settings (less --url and --out)."""
+def _workload_args(w: WorkloadRun) -> list[str]:
+    """--workload as given, with the workload as run's rates and SLO (what --rates and
+    --slo made of it), and a capacity search's own options."""
+    out = ["--workload", w.source]
+    a = w.workload.arrivals
+    if a.kind == "rate":
+        out += ["--rates", ",".join("inf" if math.isinf(r) else f"{r:g}" for r in a.rates)]
+    if w.workload.slo is not None and w.workload.slo.terms():
+        out += ["--slo", slo_text(w.workload.slo)]
+    c = w.capacity
+    if c is not None:
+        out += ["--by", c.by, "--start", f"{c.start:g}", "--lowest", f"{c.lowest:g}",
+                "--highest", f"{c.highest:g}", "--tolerance", f"{c.tolerance:g}",
+                "--repeats", str(c.repeats), "--max-points", str(c.max_points)]  # fmt: skip
+    return out
+
+
+def run_args(
+    s: RunSettings, workload: WorkloadRun | None = None, *, names_workload: bool = True
+) -> list[str]:
+    """The `bench run` (or, for a capacity search, `bench capacity`) arguments that give
+    these settings (less --url and --out). A workload run has no matrix; its --workload
+    and what goes with it are left to the orchestrator's own flags when `names_workload`
+    is False (`provision bench --workload` passes them on)."""
     out = ["--api", s.api]
     if s.model is not None:
         out += ["--model", s.model]
-    out += ["--contexts", *(_tokens(c) for c in s.contexts)]
-    out += ["--prefill-only-contexts", *(_tokens(c) for c in s.prefill_only_contexts)]
-    out += ["--concurrencies", *(str(c) for c in s.concurrencies)]
+    if workload is not None:
+        out += _workload_args(workload) if names_workload else []
+    else:
+        out += ["--contexts", *(_tokens(c) for c in s.contexts)]
+        out += ["--prefill-only-contexts", *(_tokens(c) for c in s.prefill_only_contexts)]
+        out += ["--concurrencies", *(str(c) for c in s.concurrencies)]
     if s.cells:
         out += ["--cells", *(f"{ctx}:{c}" for ctx, c in s.cells)]
     out += ["--duration", f"{s.duration_s:g}", "--max-tokens", str(s.max_tokens)]
@@ -134,7 +162,7 @@ def _join(words: Sequence[str]) -> str:
 
 def for_twin(results: Results, *, profile: str, speed: float) -> Recipe:
     src = bench_source(results.bench_version)
-    args = run_args(results.settings)
+    args = run_args(results.settings, results.workload)
     local = [".venv/bin/bench", "local", "--profile", profile, "--speed", f"{speed:g}", "--"]
     return Recipe(
         run_id=results.run_id,
@@ -148,10 +176,11 @@ def for_twin(results: Results, *, profile: str, speed: float) -> Recipe:
 
 def for_external(results: Results) -> Recipe:
     src = bench_source(results.bench_version)
-    args = run_args(results.settings)
+    args = run_args(results.settings, results.workload)
     server = results.server
     note = f"# the server at {server.url} ({server.model}, version {server.version or '?'})"
-    run = [".venv/bin/bench", "run", "--url", results.settings.url, *args]
+    verb = "capacity" if results.workload is not None and results.workload.capacity else "run"
+    run = [".venv/bin/bench", verb, "--url", results.settings.url, *args]
     return Recipe(
         run_id=results.run_id,
         bench=src,
@@ -178,7 +207,7 @@ def for_image(
     ref), `orchestrate` is the `python -m provisioning bench ...` command without its
     `-- <bench run args>` tail, which is added here."""
     src = bench_source(results.bench_version)
-    args = run_args(results.settings)
+    args = run_args(results.settings, results.workload, names_workload=False)
     commands = _checkout(src)
     if build_command is not None:
         commands.append(_join(build_command))

@@ -33,9 +33,10 @@ from bench.bundle import pack as pack_mod
 from bench.bundle import seal, sign
 from bench.bundle.verify import verify_bundle
 from bench.command_line import bench_program
-from bench.errors import Exit, RunFailed
+from bench.errors import Exit, RunFailed, UsageError
 from bench.history import recording
 from bench.host import procs
+from bench.run import workload_run
 from bench.settings import Settings
 from bench.twin.process import start_twin
 
@@ -80,18 +81,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="card to judge against (when not given: the published card)",
     )
+    p.add_argument(
+        "--workload",
+        default=None,
+        metavar="NAME|FILE",
+        help="measure a workload instead of the card's matrix (bench run --workload; "
+        "docs/workloads.md); no verdict against a card then unless --card names one",
+    )
+    p.add_argument(
+        "--rates",
+        default=None,
+        metavar="R,R,...",
+        help="the workload's offered rates instead of its own (bench run --rates)",
+    )
+    p.add_argument(
+        "--slo",
+        default=None,
+        metavar="BOUNDS",
+        help="p99 bounds instead of the workload's own (bench run --slo)",
+    )
     recording.add_args(p)
     p.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: extra `bench run` args")
     p.set_defaults(func=handle)
 
 
 def closing_lines(
-    bundle: Path, files: int, principal: str, *, key: Path, allowed: Path, page: Path
+    bundle: Path, files: int, principal: str, *, key: Path, allowed: Path, page: Path | None
 ) -> list[str]:
     """Where everything is, and how to check the bundle, as commands with this run's paths
-    (docs/first-hour.md follows them; a test runs them as printed)."""
+    (docs/first-hour.md follows them; a test runs them as printed). PAGE: the verdict's
+    (None: no verdict was made)."""
     q = shlex.quote
-    bundle, allowed, key, page = bundle.resolve(), allowed.resolve(), key.resolve(), page.resolve()
+    bundle, allowed, key = bundle.resolve(), allowed.resolve(), key.resolve()
     check = bundle.with_name(bundle.name.removesuffix(".tar.gz") + "-check")
     top = bundle.name.removesuffix(".tar.gz")
     hashes = (
@@ -103,7 +124,7 @@ def closing_lines(
         "",
         f"bundle: {bundle} ({files} files, signed by {principal})",
         f"signing key: {key} (made on first use; public half {key}.pub, trusted in {allowed})",
-        f"verdict against the card, as a page: {page}",
+        *([] if page is None else [f"verdict against the card, as a page: {page.resolve()}"]),
         "verify the bundle:",
         f"  {verify} {q(str(bundle))} --allowed-signers {q(str(allowed))}",
         "or with stock OpenSSH and coreutils, in a new directory:",
@@ -148,9 +169,37 @@ def _bench(args: list[str], env: dict[str, str], *, partial_on_interrupt: bool =
         raise
 
 
+def _workload_args(args: argparse.Namespace) -> list[str]:
+    """--workload, --rates, --slo as `bench run` arguments, checked as `bench run` checks
+    them (a bad one: UsageError, exit 2, before the twin starts)."""
+    if args.workload is None:
+        if args.rates is not None or args.slo is not None:
+            raise UsageError(
+                "--rates and --slo apply to a workload, and none was given",
+                hint="give WORKLOAD=NAME|FILE (--workload) as well",
+            )
+        return []
+    for word in args.run_args:
+        flag = word.split("=", 1)[0]
+        if flag in ("--workload", "--rates", "--slo"):
+            raise UsageError(
+                f"{flag} is given twice: as an option and after -- (RUN_ARGS)",
+                hint="give the workload as WORKLOAD=, RATES=, SLO= (--workload, --rates, "
+                "--slo) only",
+            )
+    workload_run.load(args.workload, args.rates, args.slo)
+    out = ["--workload", args.workload]
+    if args.rates is not None:
+        out += ["--rates", args.rates]
+    if args.slo is not None:
+        out += ["--slo", args.slo]
+    return out
+
+
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     log = structlog.get_logger("bench.local")
     started = time.monotonic()
+    workload = _workload_args(args)  # checked before anything is made or started
     history = recording.choice(args.history, settings.history.url, off=args.no_history)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-twin"
     out: Path = args.out or Path("results") / "local" / run_id
@@ -159,7 +208,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     ensure_signing_key(args.key, args.allowed_signers)
     api_key = secrets.token_urlsafe(24)
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "BENCH_API_KEY")}
-    run_args = [a for a in args.run_args if a != "--"]
+    run_args = [a for a in args.run_args if a != "--"] + workload
     with start_twin(
         args.profile, speed=args.speed, api_key=api_key, timeout_s=60, die_with_parent=True
     ) as twin:
@@ -181,11 +230,17 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     verified = verify_bundle(bundle, args.allowed_signers)
     if rc != Exit.OK:  # a finished `bench run` printed the tables already
         print((out / run_files.TABLES).read_text(encoding="utf-8"))
-    card = args.card or published_card()
-    page = out.with_name(out.name + "-reproduce.html")
-    verdict = _bench(["reproduce", str(bundle), "--card", str(card),
-                      "--allowed-signers", str(args.allowed_signers), "--html", str(page)],
-                     env)  # fmt: skip
+    page: Path | None = None
+    verdict = int(Exit.OK)
+    if args.workload is None or args.card is not None:  # a workload is not the card's matrix
+        card = args.card or published_card()
+        page = out.with_name(out.name + "-reproduce.html")
+        verdict = _bench(["reproduce", str(bundle), "--card", str(card),
+                          "--allowed-signers", str(args.allowed_signers), "--html", str(page)],
+                         env)  # fmt: skip
+    else:
+        print("\nno verdict against a card: a workload is not the card's matrix "
+              "(--card CARD judges it anyway)")  # fmt: skip
     print(
         "\n".join(
             closing_lines(

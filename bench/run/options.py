@@ -16,6 +16,7 @@ from bench.results import KvCapacity, RunSettings, ServerInfo
 from bench.run import plan
 from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
 from bench.stream.urls import check_url
+from bench.workload_spec import load_workload
 
 
 def parse_tokens(text: str) -> int:
@@ -295,7 +296,33 @@ def estimate_s(argv: list[str]) -> float:
     if unknown:
         raise UsageError(f"bench run arguments not understood: {' '.join(unknown)}")
     settings = settings_from(args)
+    if args.workload is not None:
+        return _workload_estimate_s(args, settings)
     longest = max((*settings.contexts, *settings.prefill_only_contexts)) + settings.max_tokens
     server = ServerInfo(url=settings.url, model="-", max_model_len=longest)
     kv = KvCapacity(tokens=None, source="unknown", detail="not known before the server starts")
     return plan.make_plan(settings, server, kv, prompt_sizing="tokenize").estimated_duration_s
+
+
+# Server seconds a workload point is allowed beyond its schedule: its warm-ups, the drain
+# before it and the tail of its last requests (a bound for a scheduler, not a forecast).
+POINT_SLACK_S = 120.0
+
+
+def _workload_estimate_s(args: argparse.Namespace, settings: RunSettings) -> float:
+    """A scheduler's bound for `bench run --workload` (or `bench capacity`): each rate
+    point's schedule (requests / rate) plus POINT_SLACK_S; a point with no schedule of its
+    own (all at once, closed count, a trace) the request time-out, each request's own bound;
+    a capacity search its --max-points points of the slowest kind, --repeats times."""
+    workload = load_workload(args.workload)
+    a = workload.arrivals
+    per_point: list[float] = []
+    for x in a.points():
+        open_loop = a.kind == "rate" and math.isfinite(x)
+        per_point.append(
+            (a.requests / x if open_loop else settings.request_timeout_s) + POINT_SLACK_S
+        )
+    total = math.fsum(per_point)
+    if getattr(args, "capacity", False):
+        total = max(per_point) * args.max_points * args.repeats
+    return total * settings.trials

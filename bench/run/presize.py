@@ -280,9 +280,7 @@ class Presizer:
         """tokens = a + b x words for this server's tokenizer: from /tokenize where it has
         one (bench.run.workload_text.fit_line), else the usage line of `_calibrate`."""
         if not results.server.has_tokenize:
-            if self._line is None:
-                self._line = await self._calibrate(results)
-            return self._line
+            return await self._calibrate(results, workload_text.probe_text)
         try:
             return await workload_text.fit_line(self.counter(results, "the workload's prompts"))
         except ValueError as exc:
@@ -313,18 +311,21 @@ class Presizer:
 
         return count
 
-    async def _calibrate(self, results: Results) -> tuple[float, float]:
-        """tokens = a + b x words from usage.prompt_tokens of two small probe requests.
+    async def _calibrate(
+        self, results: Results, text: Callable[[int], str] | None = None
+    ) -> tuple[float, float]:
+        """tokens = a + b x words from usage.prompt_tokens of two small probe requests
+        (`text(words)` their texts: the card prompts' tagged filler by default).
 
         The probes' text is the same in every run (no run id in it): the line, and so every
         prompt sized by it, depends only on the server's tokenizer and the seed. The answer
         fingerprint's prompts are sized by it, and must be the same text from run to run."""
         s = results.settings
-        probe = prompts.PromptText("sizing", -1, "probe", s.seed)
+        probe = text or prompts.PromptText("sizing", -1, "probe", s.seed).text
         counts = []
         for words in (64, 1024):
             self.requests += 1
-            record = await self.single(results, probe.text(words), 1, "a sizing probe")
+            record = await self.single(results, probe(words), 1, "a sizing probe")
             if record.prompt_tokens is None:
                 raise ServerError(
                     "cannot size prompts: no /tokenize and no usage.prompt_tokens in the stream",

@@ -74,7 +74,9 @@ def prepared(args: argparse.Namespace) -> tuple[WorkloadRun | None, SearchOption
         by="rate" if opts.by == "rate" else "concurrency",
         slo=slo_rules.text(workload.workload.slo),
         method=method(opts),
-    )
+        start=opts.start, lowest=opts.lowest, highest=opts.highest, tolerance=opts.tolerance,
+        repeats=opts.repeats, max_points=opts.max_points,
+    )  # fmt: skip
     return workload.model_copy(update={"capacity": found}), opts
 
 
@@ -114,16 +116,17 @@ def options(args: argparse.Namespace, workload: Workload) -> SearchOptions:
 
 
 def _enough_requests(workload: Workload, by: str, lowest: float) -> None:
-    """A point of fewer requests than MLPerf's rule needs to show a p99 met (459 with none
-    over, at 0.99) is undecided whatever the server does: a search of such points could
-    only go down. Refused before the server is asked anything."""
-    need = slo_rules.more_needed(0, 0) or 0
+    """A point of fewer requests than MLPerf's rule needs to show its strictest bound met
+    (a p99: 459 with none over, at 0.99; a p90: 44) is undecided whatever the server does:
+    a search of such points could only go down. Refused before the server is asked."""
+    assert workload.slo is not None
+    need = max(slo_rules.more_needed(0, 0, q / 100.0) or 0 for _, q, _ in workload.slo.terms())
     a = workload.arrivals
     fewest = a.requests if by == "rate" else a.requests_per_stream * max(int(lowest), 1)
     if fewest < need:
         what = "requests" if by == "rate" else "requests_per_stream x --lowest"
         raise UsageError(
-            f"with {fewest} requests a point no p99 bound can be shown met: MLPerf's early "
+            f"with {fewest} requests a point the SLO's bounds cannot be shown met: MLPerf's early "
             f"stopping needs at least {need} (with none over the bound) at confidence "
             f"{slo_rules.CONFIDENCE:g}",
             hint=f"raise the workload's {what} to {need} or more",

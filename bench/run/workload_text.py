@@ -31,7 +31,7 @@ import hashlib
 import random
 from collections.abc import Awaitable, Callable
 
-from bench.run.prompts import FILLER_WORDS, PromptText
+from bench.run.prompts import FILLER_WORDS
 from bench.workload.datasets import ShareGptData
 from bench.workload.schedule import Planned, dataset_of, point_seed, trace_of
 from bench.workload.trace import BLOCK_TOKENS, MooncakeTrace
@@ -41,12 +41,18 @@ PROBE_WORDS = (64, 1024)
 Count = Callable[[str], Awaitable[int]]
 
 
+def probe_text(words: int) -> str:
+    """A probe of `words` filler words and nothing else: a workload prompt is words, so the
+    line's intercept is the chat template's alone (a card prompt's probe starts with its
+    tag, whose tokens would move the intercept: 25 % short on 128-token prompts)."""
+    return " ".join(_words("bench-workload/sizing-probe", words))
+
+
 async def fit_line(count: Count) -> tuple[float, float]:
     """(a, b) of tokens = a + b x words, from the token counts of two probe texts; a
     ValueError when the counts do not grow with the text."""
-    probe = PromptText("sizing", -1, "probe", 0)
-    small = await count(probe.text(PROBE_WORDS[0]))
-    large = await count(probe.text(PROBE_WORDS[1]))
+    small = await count(probe_text(PROBE_WORDS[0]))
+    large = await count(probe_text(PROBE_WORDS[1]))
     if large <= small:
         raise ValueError(
             f"the token count does not grow with the text ({small:,} tokens for "

@@ -4,7 +4,8 @@ Each side's searches give one capacity each (the highest point shown to meet the
 server speed; a search that found none gives none). With two or more a side, Welch's test
 on their logarithms gives B/A as Δ % with a (1 - alpha) interval, the same test compare
 applies to a cell's trials; the capacity CHANGED when the interval excludes 0. With one a
-side the Δ is shown raw: no interval, never "changed". Two sides searched against different
+side, or a side whose searches all ended at one point (no spread), the Δ is shown raw: no
+interval, never "changed". Two sides searched against different
 SLOs, or by different axes (rate, concurrency), are not compared.
 """
 
@@ -49,6 +50,15 @@ def judge(a: RunFigures, b: RunFigures, alpha: float) -> CapacityDelta | None:
     delta = stats.pct_of_log(math.log(_geo(b.capacity)) - math.log(_geo(a.capacity)))
     if len(a.capacity) < 2 or len(b.capacity) < 2:
         why = "one search on a side: no interval; repeat the search (--repeats, or more bundles)"
+        return replace(base, delta_pct=delta, note=why)
+    if len(set(a.capacity)) == 1 or len(set(b.capacity)) == 1:
+        # Searches end on a grid (the bracketing's doublings, then bisection): a side whose
+        # searches all ended on one point shows no spread, and a test would read any
+        # difference as certain. Its noise is unknown: shown raw, as with one search.
+        why = (
+            "a side's searches all ended at one point: their spread, and so an interval, is "
+            "unknown; more repeats or a finer --tolerance"
+        )
         return replace(base, delta_pct=delta, note=why)
     r = stats.welch_log(a.capacity, b.capacity, level=1.0 - alpha)
     changed = r.low_pct > 0 or r.high_pct < 0

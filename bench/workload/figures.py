@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bench import stats
 from bench.failures import ErrorKind
@@ -107,7 +108,7 @@ def point_result(
     first = min((r.start_s for r in sent), default=run.t0_s)
     last_end = max((r.end_s for r in recs if r.end_s is not None), default=first)
     duration = max(last_end - first, 1e-9)
-    open_loop = not math.isnan(run.due_s[0]) if run.due_s else False
+    open_loop = bool(run.due_s) and not math.isnan(run.due_s[0])
     span = (run.due_s[-1] - run.due_s[0]) if open_loop else (
         max((r.start_s for r in sent), default=first) - first
     )  # fmt: skip
@@ -119,64 +120,95 @@ def point_result(
         "e2el": [v for r in done if (v := _e2el(r)) is not None],
     }
     itl = [g for r in done for g in r.gaps_s()]
-    lateness = [d - due for d, due in zip(run.dispatched_s, run.due_s, strict=True)
-                if open_loop and not math.isnan(d)]  # fmt: skip
-    held = [h for h in run.held_s if h > 0]
-    finite_rate = offered_rate is not None and math.isfinite(offered_rate)
-    mid_t = run.due_s[len(run.due_s) // 2] if open_loop and run.due_s else None
-    backlog_mid = in_flight_at(recs, mid_t) if mid_t is not None else None
-    backlog_end = in_flight_at(recs, run.due_s[-1]) if open_loop and run.due_s else None
-    sent_rate = _rate(len(sent), [r.start_s for r in sent]) if open_loop else None
-    scheduled_rate = _rate(len(run.due_s), run.due_s) if open_loop else None
-
+    untimed = _untimed(done, by_figure["tpot"])
+    if untimed is not None:  # no time per token can be read from these streams
+        by_figure["tpot"], itl = [], []
+    load = _load(run, sent)
     checks = []
     bounds = {} if slo is None else {k: v / speed for k, v in slo.bounds().items()}
     hard_failed = [r for r in failed if not r.cancelled]
-    for figure, bound in bounds.items():
+    for figure, q, bound in [] if slo is None else slo.terms():
         values = by_figure[figure] + [math.inf] * len(hard_failed)
-        checks.append(slo_rules.judge(figure, values, bound))
+        checks.append(slo_rules.judge(figure, values, bound / speed, q))
     good = sum(1 for r in done if _within(r, bounds)) if bounds else None
-
-    reasons: list[str] = []
-    status: PointStatus = "valid"
-    if len(failed) > FAILURE_SHARE * max(len(recs), 1):
-        status = "failed"
-        reasons.append(f"{len(failed)} of {len(recs)} requests failed (bound {FAILURE_SHARE:.0%})")
-    if finite_rate and lateness:
-        p99 = stats.percentile(lateness, 99)
-        late = _late_bound(scheduled_rate)
-        if p99 > late:
-            reasons.append(f"the client sent late: lateness p99 {p99 * 1e3:.1f} ms > "
-                           f"{late * 1e3:.3g} ms")  # fmt: skip
-        if sent_rate and scheduled_rate and abs(sent_rate / scheduled_rate - 1) > RATE_TOLERANCE:
-            reasons.append(f"the client sent at {sent_rate:.3g}/s against a schedule of "
-                           f"{scheduled_rate:.3g}/s")  # fmt: skip
-        if reasons and status == "valid":
-            status = "late_client"
-    overload = _overloaded(run, recs, backlog_mid, backlog_end) if finite_rate else None
-    if run.unfinished:
-        overload = f"{run.unfinished} request(s) still running at the point's bound"
-    if overload is not None:
-        reasons.append(overload)
-        status = "overloaded" if status == "valid" else status
-    notes = _notes(recs, planned, ignore_eos)
+    finite_rate = offered_rate is not None and math.isfinite(offered_rate)
+    status, reasons = _validity(run, failed, load, finite_rate=finite_rate)
+    notes = _notes(recs, planned, ignore_eos) + ([untimed] if untimed else [])
     return PointResult(
         index=index, trial=trial, offered_rate=offered_rate, concurrency=concurrency,
         status=status, reasons=tuple(reasons), notes=tuple(notes),
         requests=len(recs), completed=len(done), failures_by_kind=kinds, warmups=warmups,
         stopped_early=_stopped_early(recs, planned) if ignore_eos else 0,
         unfinished=run.unfinished, duration_s=duration, arrival_span_s=max(span, 0.0),
-        sent_rate=sent_rate, scheduled_rate=scheduled_rate, achieved_rate=len(done) / duration,
+        sent_rate=load.sent_rate, scheduled_rate=load.scheduled_rate,
+        achieved_rate=len(done) / duration,
         input_tokens=input_tokens, output_tokens=output_tokens,
         output_tok_s=output_tokens / duration,
         total_tok_s=(input_tokens + output_tokens) / duration,
         ttft=quantiles(by_figure["ttft"]), tpot=quantiles(by_figure["tpot"]),
         itl=quantiles(itl), e2el=quantiles(by_figure["e2el"]),
-        lateness=quantiles(lateness), held=quantiles(held),
-        backlog_mid=backlog_mid, backlog_end=backlog_end,
+        lateness=quantiles(load.lateness), held=quantiles([h for h in run.held_s if h > 0]),
+        backlog_mid=load.backlog_mid, backlog_end=load.backlog_end,
         goodput_rate=None if good is None else good / duration,
         slo=tuple(checks), started_at_s=started_at_s,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Load:
+    """How an open-loop point's schedule was kept (all None or empty for a closed one)."""
+
+    lateness: list[float]
+    sent_rate: float | None
+    scheduled_rate: float | None
+    backlog_mid: int | None
+    backlog_end: int | None
+
+
+def _load(run: PointRun, sent: Sequence[RequestRecord]) -> _Load:
+    due, recs = run.due_s, run.records
+    if not due or math.isnan(due[0]):
+        return _Load([], None, None, None, None)
+    lateness = [d - t for d, t in zip(run.dispatched_s, due, strict=True) if not math.isnan(d)]
+    return _Load(
+        lateness,
+        # When the client sent, whatever a max_in_flight cap then held it for.
+        _rate(len(sent), [d for d in run.dispatched_s if not math.isnan(d)]),
+        _rate(len(due), due),
+        in_flight_at(recs, due[len(due) // 2]),
+        in_flight_at(recs, due[-1]),
+    )
+
+
+def _validity(
+    run: PointRun, failed: Sequence[RequestRecord], load: _Load, *, finite_rate: bool
+) -> tuple[PointStatus, list[str]]:
+    """The point's status and its reasons (module docstring, "Validity")."""
+    recs = run.records
+    reasons: list[str] = []
+    status: PointStatus = "valid"
+    if len(failed) > FAILURE_SHARE * max(len(recs), 1):
+        status = "failed"
+        reasons.append(f"{len(failed)} of {len(recs)} requests failed (bound {FAILURE_SHARE:.0%})")
+    if finite_rate and load.lateness:
+        p99 = stats.percentile(load.lateness, 99)
+        late = _late_bound(load.scheduled_rate)
+        if p99 > late:
+            reasons.append(f"the client sent late: lateness p99 {p99 * 1e3:.1f} ms > "
+                           f"{late * 1e3:.3g} ms")  # fmt: skip
+        sent, planned = load.sent_rate, load.scheduled_rate
+        if sent and planned and abs(sent / planned - 1) > RATE_TOLERANCE:
+            reasons.append(f"the client sent at {sent:.3g}/s against a schedule of "
+                           f"{planned:.3g}/s")  # fmt: skip
+        if reasons and status == "valid":
+            status = "late_client"
+    overload = _overloaded(run, recs, load.backlog_mid, load.backlog_end) if finite_rate else None
+    if run.unfinished:
+        overload = f"{run.unfinished} request(s) still running at the point's bound"
+    if overload is not None:
+        reasons.append(overload)
+        status = "overloaded" if status == "valid" else status
+    return status, reasons
 
 
 def _late_bound(scheduled_rate: float | None) -> float:
@@ -185,6 +217,24 @@ def _late_bound(scheduled_rate: float | None) -> float:
     TTFT counts from the send, so lateness never enters it)."""
     gap = 1.0 / scheduled_rate if scheduled_rate else 0.0
     return max(LATE_P99_S, LATE_GAP_SHARE * gap)
+
+
+def _untimed(done: Sequence[RequestRecord], tpots: Sequence[float]) -> str | None:
+    """Why TPOT and ITL cannot be read from these requests, or None when they can: text
+    without a token count (its tokens credited later, when made unknown), or each request's
+    tokens in one read (bursts), the card's cells' rules (bench.run.figures)."""
+    blind = sum(1 for r in done if r.unattributed)
+    if blind:
+        return (
+            f"TPOT and ITL not measurable: {blind} request(s) streamed text without a token "
+            "count (the server must send usage on every chunk)"
+        )
+    if tpots and stats.median(tpots) <= 0:
+        return (
+            "TPOT and ITL not measurable: tokens arrived in bursts (the server, or a starved "
+            "client, delivered most requests' tokens in one read)"
+        )
+    return None
 
 
 def _rate(n: int, times: Sequence[float]) -> float | None:

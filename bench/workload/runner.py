@@ -25,6 +25,8 @@ from bench.stream.records import RequestRecord
 
 WORKER_STOP_S = 5.0
 MAX_WAKES = 8
+SPIN_S = 0.0015  # the last stretch before a due time, spent yielding
+SPIN_TURNS = 100_000
 LEAD_S = 0.02  # client seconds between planning the point and its first due send
 
 
@@ -91,13 +93,21 @@ async def run_open(
 
 
 async def _until(due_s: float, clock: Clock) -> None:
-    """Sleep until `due_s` on `clock`. A timer may fire early (uvloop rounds to the
-    millisecond): it sleeps again for what is left, at most MAX_WAKES times."""
+    """Return at `due_s` on `clock`, never before it. The loop's timers are coarse (uvloop
+    rounds to the millisecond, and may fire early): it sleeps until SPIN_S before the due
+    time, at most MAX_WAKES times, then yields to the loop until the time has come (at most
+    SPIN_S of turns: under a millisecond of CPU a request)."""
     for _ in range(MAX_WAKES):
-        wait = due_s - clock()
+        wait = due_s - clock() - SPIN_S
         if wait <= 0:
-            return
+            break
         await asyncio.sleep(wait)
+    # Yield until due: a bounded count of loop turns (each at least a few microseconds),
+    # never an unbounded wait.
+    for _ in range(SPIN_TURNS):
+        if clock() >= due_s:
+            return
+        await asyncio.sleep(0)
 
 
 async def run_closed(

@@ -25,7 +25,9 @@ from bench.workload_spec import Slo
 PERCENTILE = 0.99
 CONFIDENCE = 0.99
 _FIGURES = ("ttft", "tpot", "e2el")
-_TERM = re.compile(r"^(ttft|tpot|e2el)_p99\s*<=\s*([0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)\s*(ms|s)$")
+_TERM = re.compile(
+    r"^(ttft|tpot|e2el)_p(50|90|95|99)\s*<=\s*([0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)\s*(ms|s)$"
+)
 MAX_MORE = 10_000_000  # past this many requests more, "more than" is said instead
 
 
@@ -38,22 +40,23 @@ def parse(text: str) -> Slo:
         if m is None:
             raise UsageError(
                 f"--slo term {term[:60]!r} does not parse",
-                hint="write FIGURE_p99<=VALUE(s|ms) with FIGURE one of ttft, tpot, e2el, "
-                "comma-separated: ttft_p99<=2s,tpot_p99<=80ms",
+                hint="write FIGURE_pQ<=VALUE(s|ms), FIGURE one of ttft, tpot, e2el and Q one "
+                "of 50, 90, 95, 99, comma-separated: ttft_p99<=2s,tpot_p99<=80ms",
             )
-        figure, value, unit = m.groups()
+        figure, q, value, unit = m.groups()
         seconds = float(value) / (1000.0 if unit == "ms" else 1.0)
         if not 0.0 < seconds <= 86400.0:
             raise UsageError(f"--slo bound {term!r} must be above 0 and at most a day")
-        if figure in bounds:
-            raise UsageError(f"--slo names {figure}_p99 twice")
-        bounds[figure] = seconds
-    return Slo(**{f"{k}_p99_s": v for k, v in bounds.items()})
+        key = f"{figure}_p{q}"
+        if key in bounds:
+            raise UsageError(f"--slo names {key} twice")
+        bounds[key] = seconds
+    return Slo(**{f"{k}_s": v for k, v in bounds.items()})
 
 
 def text(slo: Slo) -> str:
     """The bounds as `--slo` takes them: 'ttft_p99<=2s,tpot_p99<=0.08s'."""
-    return ",".join(f"{k}_p99<={v:g}s" for k, v in slo.bounds().items())
+    return ",".join(f"{f}_p{q}<={v:g}s" for f, q, v in slo.terms())
 
 
 def verdict(n: int, over: int, p: float = PERCENTILE, c: float = CONFIDENCE) -> str:
@@ -93,16 +96,18 @@ def more_needed(n: int, over: int, p: float = PERCENTILE, c: float = CONFIDENCE)
     return hi
 
 
-def judge(figure: str, values: list[float], bound_s: float) -> SloCheck:
-    """One figure's per-request values against its p99 bound (client seconds)."""
+def judge(figure: str, values: list[float], bound_s: float, q: int = 99) -> SloCheck:
+    """One figure's per-request values against its q-th percentile's bound (client
+    seconds): at most a share 1 - q/100 of requests may lie over it."""
     over = sum(v > bound_s for v in values)
-    n = len(values)
+    n, p = len(values), q / 100.0
     return SloCheck(
         figure=figure,
+        percentile=q,
         bound_s=bound_s,
         n=n,
         over=over,
-        verdict=verdict(n, over),
-        more_needed=more_needed(n, over),
+        verdict=verdict(n, over, p),
+        more_needed=more_needed(n, over, p),
         confidence=CONFIDENCE,
     )

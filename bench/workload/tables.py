@@ -32,7 +32,7 @@ def _point_name(p: PointResult, speed: float) -> str:
 def _slo(p: PointResult) -> str:
     if not p.slo:
         return "-"
-    return ", ".join(f"{c.figure} {c.verdict}" for c in p.slo)
+    return ", ".join(f"{c.figure} p{c.percentile} {c.verdict}" for c in p.slo)
 
 
 def _describe(run: WorkloadRun) -> str:

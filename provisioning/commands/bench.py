@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,18 +22,22 @@ from bench.command_line import SubParsers
 from bench.errors import UsageError
 from bench.history import recording
 from bench.history.database import Target
+from bench.launch_profile import LaunchProfile
 from bench.settings import Settings
 from provisioning.commands import slurm
 from provisioning.commands.options import (
     SWEEP_ARGS_EPILOG,
     add_build_args,
     add_common,
+    add_workload_args,
     history_choice,
     target_choice,
+    workload_choice,
 )
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.options import Options, Secrets
+from provisioning.flow.workload import WorkloadChoice
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image.build import SOURCES
@@ -83,6 +88,7 @@ def register(sub: SubParsers) -> None:
         "stream, or build on the host when neither has the image",
     )
     add_build_args(p)
+    add_workload_args(p)
     recording.add_args(p)
     slurm.add_slurm(p)
     p.set_defaults(func=_bench)
@@ -105,12 +111,25 @@ class BenchChoice:
     build_args: tuple[str, ...] = ()
     bench_args: tuple[str, ...] = ()
     history: Target | None = None
+    workload: WorkloadChoice | None = None  # None: the card's matrix
+
+    def verdict_card(self, profile: LaunchProfile) -> Path | None:
+        """The card each bundle is judged against: none with --no-verdict, and none for a
+        workload unless --card names one (a workload is not the card's matrix)."""
+        if self.no_verdict or (self.workload is not None and self.card is None):
+            return None
+        return self.card or default_card(profile)
 
 
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.slurm or args.cluster:
         if args.host:
             raise UsageError("give HOST or --slurm PARTITION, not both")
+        if (args.workload, args.rates, args.slo) != (None, None, None):
+            raise UsageError(
+                "--workload, --rates and --slo are not supported with --slurm or --cluster",
+                hint="run the workload on hosts over ssh: HOST=gpu01,gpu02",
+            )
         return bench_slurm(slurm.slurm_choice(args, settings), settings)
     if not args.host:
         raise UsageError("no host given", hint="HOST=gpu01, or SLURM=partition NODES=2")
@@ -129,6 +148,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         build_args=tuple(args.build_arg),
         bench_args=tuple(args.bench_args),
         history=history_choice(args, settings),
+        workload=workload_choice(args),
     )
     return bench_hosts(choice, settings)
 
@@ -155,8 +175,12 @@ def bench_hosts(choice: BenchChoice, settings: Settings) -> int:
             image_source=choice.image_source,
             build=build_spec(t, source=choice.image_source, build_args=choice.build_args),
             history=choice.history,
+            workload=choice.workload,
         )
         workers.append(Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     run_all(workers)
-    card = None if choice.no_verdict else choice.card or default_card(targets[0].profile)
+    card = choice.verdict_card(targets[0].profile)
+    if card is None and choice.workload is not None and not choice.no_verdict:
+        print("no verdict against a card: a workload is not the card's matrix "
+              "(--card CARD judges it anyway)", file=sys.stderr)  # fmt: skip
     return summarise(workers, allowed, card, fleet_of=True)

@@ -30,13 +30,16 @@ from provisioning.commands.options import (
     add_build_args,
     add_common,
     add_pair_outputs,
+    add_workload_args,
     history_choice,
     target_choice,
+    workload_choice,
 )
 from provisioning.containers.engine import DockerEngine
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.options import Options, Secrets
+from provisioning.flow.workload import WorkloadChoice
 from provisioning.hosts import inventory
 from provisioning.hosts.remote import Remote
 from provisioning.image import build, ensure
@@ -61,6 +64,7 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--image-a", required=True, help="image of run A (the baseline)")
     p.add_argument("--image-b", required=True, help="image of run B")
     add_pair_outputs(p)
+    add_workload_args(p)
     p.set_defaults(func=_compare)
 
     p = sub.add_parser(
@@ -81,6 +85,7 @@ def register(sub: SubParsers) -> None:
             help=f"a build argument for image {side.upper()} only (e.g. an exact VLLM_VERSION)",
         )
     add_pair_outputs(p)
+    add_workload_args(p)
     p.set_defaults(func=_compare_commits)
 
 
@@ -99,6 +104,7 @@ class PairChoice:
     history: Target | None = None  # where each sweep's bundle is recorded (None: nowhere)
     accept: frozenset[str] = frozenset()  # --accept: what the verdict lets differ (bench compare's)
     alpha: float = ALPHA  # --alpha: what the verdict spends under no change (bench compare's)
+    workload: WorkloadChoice | None = None  # every sweep's (None: the card's matrix)
 
     def policy(self) -> Policy:
         return Policy(self.alpha, accept=self.accept)
@@ -116,6 +122,7 @@ def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
         history=history_choice(args, settings),
         accept=parse_accept(args.accept),
         alpha=checked_alpha(args.alpha),
+        workload=workload_choice(args),
     )
 
 
@@ -217,10 +224,11 @@ def sweep_options(
     run_id: str,
     extra: tuple[str, ...] = (),
     history: Target | None = None,
+    workload: WorkloadChoice | None = None,
 ) -> Options:
     """One sweep of a comparison or a bisection on TARGET: the user's `bench run` arguments
-    (BENCH_ARGS) and then EXTRA (the last occurrence of a flag wins); its verified bundle
-    recorded in HISTORY when one is configured."""
+    (BENCH_ARGS) and then EXTRA (the last occurrence of a flag wins), measuring WORKLOAD
+    when given; its verified bundle recorded in HISTORY when one is configured."""
     return Options(
         profile=target.profile,
         requirements=target.requirements,
@@ -231,6 +239,7 @@ def sweep_options(
         bench_args=(*bench_args, *extra),
         secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(dict(os.environ))),
         history=history,
+        workload=workload,
     )
 
 
@@ -261,7 +270,7 @@ class Sweeps:
             results=self.pair.results, bench_args=self.pair.bench_args,
             image_ref=self.images[0] if label == "a" else self.images[1],
             run_id=f"{self.base}-{label}{trial}" if self.numbered else f"{self.base}-{label}",
-            extra=extra, history=self.pair.history,
+            extra=extra, history=self.pair.history, workload=self.pair.workload,
         )  # fmt: skip
         worker = Worker(HostRun(self.target.host, opts, remote=Remote(self.target.host)))
         stopped = run_all([worker]) or worker.error is not None

@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.errors import UsageError
 from bench.history import recording
 from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict.command import add_alpha_arg
 from bench.verdict.settings import add_accept_arg
+from provisioning.flow import workload
+from provisioning.flow.workload import WorkloadChoice
 from provisioning.hosts import inventory
 from provisioning.runs.targets import TargetChoice
 
@@ -109,3 +112,45 @@ def add_build_args(p: argparse.ArgumentParser) -> None:
         help="a Dockerfile build argument for builds on the host (repeatable), "
         "e.g. PYTHON_BASE=bench-base:latest on an offline host",
     )
+
+
+# What --workload, --rates and --slo are to `bench run`: given both ways, which would win
+# is argparse's business, not the user's; so they are refused together.
+_WORKLOAD_FLAGS = ("--workload", "--rates", "--slo")
+
+
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    """--workload NAME|FILE, --rates, --slo: for every sweep's `bench run` in the container."""
+    p.add_argument(
+        "--workload",
+        metavar="NAME|FILE",
+        help="measure a workload instead of the card's matrix (docs/workloads.md): a preset "
+        "shipped in the image's bench, or a TOML file here, copied into the run's container "
+        "with the data file it names; checked here before any host is touched",
+    )
+    p.add_argument(
+        "--rates",
+        metavar="R,R,...",
+        help="the workload's offered rates instead of its own (bench run --rates)",
+    )
+    p.add_argument(
+        "--slo",
+        metavar="BOUNDS",
+        help="p99 bounds instead of the workload's own, e.g. 'ttft_p99<=2s,tpot_p99<=80ms' "
+        "(bench run --slo)",
+    )
+
+
+def workload_choice(args: argparse.Namespace) -> WorkloadChoice | None:
+    """add_workload_args' options as the workload of every sweep (None: the card's matrix),
+    checked as `bench run` checks them; a bad one is a UsageError (exit 2) here."""
+    if any(getattr(args, flag[2:]) is not None for flag in _WORKLOAD_FLAGS):
+        for word in args.bench_args:
+            flag = word.split("=", 1)[0]
+            if flag in _WORKLOAD_FLAGS:
+                raise UsageError(
+                    f"{flag} is given twice: as an option and after -- (RUN_ARGS)",
+                    hint="give the workload as WORKLOAD=, RATES=, SLO= (--workload, --rates, "
+                    "--slo) only",
+                )
+    return workload.choose(args.workload, args.rates, args.slo)

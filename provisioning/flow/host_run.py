@@ -43,6 +43,7 @@ from provisioning.flow.sealing import RunFacts, Sealer
 from provisioning.flow.seams import Placement, ServerContainer, Steps, Workspace
 from provisioning.flow.server_start import ServerStarter
 from provisioning.flow.sweep_exec import INTERRUPT_GRACE_S, SweepExec
+from provisioning.flow.workload import remove_inputs, stage
 from provisioning.hosts.inventory import ResolvedHost
 from provisioning.hosts.remote import Remote
 from provisioning.hosts.shell import Shell
@@ -132,6 +133,7 @@ class HostRun:
                 self.host.name, self.remote, self.engine, out=self.out, sleep=self.sleep
             )
             where = self._prepare_host()
+            self._stage_workload(where)
             self._check_stop()
             with self.step("image"):
                 self.facts.image_id = self.outcome.image_id = self.placement.ensure_image(self.out)
@@ -180,6 +182,16 @@ class HostRun:
         model_cache = home + cache[1:] if cache.startswith("~") else cache
         self.workspace = Workspace(home, uid_gid, run_dir, model_cache, key)
         return self.workspace
+
+    def _stage_workload(self, where: Workspace) -> None:
+        """A workload file (and its data) into the run's inputs folder, which the server
+        container mounts (provisioning.flow.workload); nothing for a preset or none."""
+        workload = self.opts.workload
+        if workload is None or not workload.staged:
+            return
+        self._check_stop()
+        with self.step("workload"):
+            stage(self.remote, workload, where.run_dir)
 
     def _until_ready(self, engine: EngineSide, where: Workspace) -> None:
         """Self-test, weights, server start, readiness."""
@@ -262,6 +274,9 @@ class HostRun:
                     f"127.0.0.1:{self.server.port}",
                     file=self.out,
                 )
+            workload, where = self.opts.workload, self.workspace
+            if workload is not None and workload.staged and where is not None and not keep:
+                remove_inputs(self.remote, where.run_dir)  # kept with a kept server
             log.info("cleaned_up", host=self.host.name, removed=len(removed))
         except BenchError as exc:  # the first error is the one to report; this one is logged
             log.warning("clean_up_failed", host=self.host.name, error=exc.one_line())

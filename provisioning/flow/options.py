@@ -11,6 +11,7 @@ from bench import secrets
 from bench.errors import BenchError
 from bench.history.database import Target
 from bench.launch_profile import LaunchProfile
+from provisioning.flow.workload import WorkloadChoice
 from provisioning.image.build import BuildSpec
 from provisioning.preflight.requirements import Requirements
 
@@ -39,6 +40,7 @@ class Options:
     build: BuildSpec | None = None
     secrets: Secrets = field(default_factory=Secrets)
     history: Target | None = None  # where the verified bundle is recorded (None: nowhere)
+    workload: WorkloadChoice | None = None  # `bench run --workload` (None: the card's matrix)
 
 
 @dataclass

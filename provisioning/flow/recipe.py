@@ -86,6 +86,8 @@ def recipe_for(
                 orchestrate += ["--build-arg", f"{name}={value}"]
     if not req.download_weights:
         orchestrate.append("--no-weights-download")
+    if opts.workload is not None:  # as given here: a preset's name or this machine's file
+        orchestrate += opts.workload.command_args()
     return recipe_mod.for_image(
         results,
         server=server,

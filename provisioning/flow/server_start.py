@@ -22,6 +22,7 @@ from provisioning.flow.seams import (
     Steps,
     Workspace,
 )
+from provisioning.flow.workload import INPUTS_IN_CONTAINER, inputs_dir
 from provisioning.hosts.shell import Shell
 from provisioning.image import ensure, weights
 from provisioning.image.ensure import CONTAINER_HOME, HF_IN_CONTAINER
@@ -104,6 +105,9 @@ class ServerStarter:
         p, where = self.opts.profile, self.where
         env = {"HOME": CONTAINER_HOME, "HF_HOME": HF_IN_CONTAINER}
         mounts = [Mount(where.run_dir, RUN_IN_CONTAINER), Mount(where.model_cache, HF_IN_CONTAINER)]
+        if self.opts.workload is not None and self.opts.workload.staged:
+            inputs = inputs_dir(where.run_dir)  # the workload file, staged by the flow
+            mounts.append(Mount(inputs, INPUTS_IN_CONTAINER, read_only=True))
         if self.opts.requirements.weights_bytes:
             # The weights step fetched them: a start that would download is a failure.
             env["HF_HUB_OFFLINE"] = "1"

@@ -66,6 +66,8 @@ class SweepExec:
             "bench", "run", "--url", f"http://127.0.0.1:{opts.profile.port}",
             "--out", RUN_IN_CONTAINER, *opts.bench_args,
         )  # fmt: skip
+        if opts.workload is not None:
+            command += opts.workload.run_args()
         if server.log:
             try:
                 self.shell.write_text(f"{where.run_dir}/server.log", "\n".join(server.log) + "\n")

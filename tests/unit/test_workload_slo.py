@@ -84,7 +84,7 @@ def test_parse_reads_seconds_milliseconds_and_spaces() -> None:
     ("text", "named"),
     [
         ("", "does not parse"),
-        ("ttft_p95<=2s", "does not parse"),  # only p99 is judged
+        ("ttft_p97<=2s", "does not parse"),  # percentiles 50, 90, 95 and 99 only
         ("foo_p99<=2s", "does not parse"),
         ("ttft_p99<2s", "does not parse"),
         ("ttft_p99<=2", "does not parse"),  # no unit
@@ -136,3 +136,17 @@ def _parse_or_line(text: str) -> Slo | str:
         return slo.parse(text)
     except UsageError as exc:
         return exc.one_line()
+
+
+def test_other_percentiles_parse_and_are_judged_by_their_own_share() -> None:
+    """A p90 bound allows a tenth of the requests over it: 44 requests with none over
+    already show it met (0.9^44 < 0.01), where a p99 needs 459; MLPerf's rule with its
+    percentile in place of 0.99."""
+    got = slo.parse("ttft_p90<=1s, tpot_p95<=50ms, ttft_p99<=3s")
+    assert got.terms() == [("ttft", 90, 1.0), ("ttft", 99, 3.0), ("tpot", 95, 0.05)]
+    assert got.bounds() == {"ttft": 1.0, "tpot": 0.05}  # a request's tightest
+    assert slo.more_needed(0, 0, 0.9) == 44 and slo.more_needed(0, 0, 0.95) == 90
+    assert slo.verdict(44, 0, 0.9) == "met" and slo.verdict(43, 0, 0.9) == "undecided"
+    assert slo.verdict(100, 25, 0.9) == "missed"
+    check = slo.judge("ttft", [0.5] * 40 + [2.0] * 4, 1.0, 90)
+    assert (check.percentile, check.n, check.over, check.verdict) == (90, 44, 4, "undecided")
