@@ -12,22 +12,11 @@ import pytest
 from bench.results import Results
 from tests.llamacpp.server import LlamaServer
 from tests.run.test_run_twin import bench, finish
+from tests.support.workloads import rate_toml
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 
-SWEEP = """name = "llamacpp-sweep"
-seed = 5
-[arrivals]
-kind = "rate"
-rates = [1.0, 2.0, 4.0]
-process = "poisson"
-requests = 20
-[lengths]
-input_tokens = 64
-output_tokens = 128
-range_ratio = 0.5
-semantics = "vllm"
-"""
+SWEEP = rate_toml("llamacpp-sweep", (1, 2, 4), 20, (64, 128), seed=5, range_ratio=0.5)
 
 
 def test_a_rate_sweep_measures_every_point_of_llama_cpp(

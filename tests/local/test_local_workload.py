@@ -13,23 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.workloads import rate_toml
+
 pytestmark = pytest.mark.integration
 
-SMALL = """name = "local-small"
-description = "3 rates, 40 requests a point, 256 in, 32 out"
-seed = 3
-
-[arrivals]
-kind = "rate"
-rates = [1.0, 2.0, 4.0]
-process = "poisson"
-requests = 40
-
-[lengths]
-input_tokens = 256
-output_tokens = 32
-range_ratio = 0.5
-"""
+SMALL = rate_toml("local-small", (1, 2, 4), 40, (256, 32), seed=3, range_ratio=0.5,
+                  description="3 rates, 40 requests a point, 256 in, 32 out")  # fmt: skip
 
 
 def _env(home: Path) -> dict[str, str]:

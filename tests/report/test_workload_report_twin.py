@@ -24,30 +24,14 @@ from bench.report import workload_page
 from bench.report.workload_data import workload_plot_data
 from tests.support.procs import bench_cli
 from tests.support.twinproc import start_twin
+from tests.support.workloads import rate_toml
 
 pytestmark = pytest.mark.integration  # a real twin and `bench` processes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DESCRIPTION = '<script>alert("description")</script> & <b>bold</b>'
-WORKLOAD = f"""
-name = "report-twin"
-description = '{DESCRIPTION}'
-seed = 7
-
-[arrivals]
-kind = "rate"
-rates = [2.0, 4.0, 8.0]
-process = "poisson"
-requests = 40
-
-[lengths]
-input_tokens = 256
-output_tokens = 32
-
-[slo]
-ttft_p99_s = 0.5
-tpot_p99_s = 0.05
-"""
+WORKLOAD = rate_toml("report-twin", (2, 4, 8), 40, (256, 32), seed=7, description=DESCRIPTION,
+                     slo={"ttft_p99_s": 0.5, "tpot_p99_s": 0.05})  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -22,35 +22,13 @@ import pytest
 
 from bench.results import Results
 from tests.support.priority import prioritized
+from tests.support.workloads import rate_toml
 from tests.vllm.server import VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration]
 
-SWEEP = """name = "vllm-sweep"
-seed = 7
-[arrivals]
-kind = "rate"
-rates = [2.0, 4.0, 8.0]
-process = "poisson"
-requests = 30
-[lengths]
-input_tokens = 128
-output_tokens = 16
-range_ratio = 0.5
-semantics = "vllm"
-"""
-CAPACITY = """name = "vllm-capacity"
-seed = 3
-[arrivals]
-kind = "rate"
-rates = [8.0]
-requests = 60
-[lengths]
-input_tokens = 128
-output_tokens = 16
-[slo]
-ttft_p90_s = 0.25
-"""
+SWEEP = rate_toml("vllm-sweep", (2, 4, 8), 30, (128, 16), seed=7, range_ratio=0.5)
+CAPACITY = rate_toml("vllm-capacity", (8,), 60, (128, 16), seed=3, slo={"ttft_p90_s": 0.25})
 
 
 def _bench(
