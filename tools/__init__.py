@@ -4,7 +4,11 @@
     reproduce_twin   the published sweep against the twin (`make reproduce-twin`)
     compare_twin     `bench compare` on twin runs (`make compare-twin`)
     verdict_power    `bench compare`'s error rates in virtual time (`make verdict-power`)
+    capacity_power   `bench capacity`'s accuracy, its compare's false alarms and power
+                     (`make capacity-power`)
     fleet_power      `bench fleet`'s error rates on the twin (`make fleet-power`)
+    peers            ours, `vllm bench serve` and AIPerf on one twin against its truth log
+                     (`make peers`)
     history_power    `bench history changes`' false alarms and delay (`make history-power`)
     fingerprint_cost  the answer fingerprint's share of a card sweep (`make fingerprint-cost`)
     noise_corpus     identical runs against real engines, a server start each (`make noise-corpus`)

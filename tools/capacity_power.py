@@ -1,0 +1,557 @@
+"""`make capacity-power`: does `bench capacity` find the twin's SLO capacity, and does
+`bench compare` tell a 10 % slower decode from the searches' own noise? In virtual time.
+
+Everything runs the product's own code on the twin's engine, without sockets or sleeps:
+
+1. The truth: `bench.twin.capacity.capacity_truth` (the highest Poisson rate whose pooled
+   p99 of each bounded figure is within its bound) on `--truth-sets` disjoint sets of
+   `--truth-seeds` streams of `--truth-requests` requests a rate; the truth is the sets'
+   mean, its noise their sd / sqrt(sets) (the sets are independent).
+2. A search: `bench.workload.search.CapacitySearchState` from `--start` with `bench
+   capacity`'s defaults (x2 bracketing between 0.01 and 10^4 req/s, bisection to
+   high / low <= 1.05, at most 12 points). Each point is drawn as `bench capacity` draws it
+   (`bench.run.slo_capacity.step_workload`: the workload's seed, the rate and the repeat
+   make the point's seed; `bench.workload.schedule.plan_point`: its Poisson arrivals, R of
+   them, no warm-ups), played through the twin's engine from idle
+   (`bench.twin.openloop.simulate`, the engine's draws seeded by the point's seed) and
+   judged as `bench.workload.search.point_verdict` judges a point: missed when overloaded
+   (`bench.workload.figures`' backlog rule, with its constants), else each bound by
+   `bench.workload.slo.judge` (MLPerf's early stopping). On the twin every request ends and
+   the client keeps its schedule, so a point is valid or overloaded, nothing else;
+   tests/tools/test_capacity_power.py checks this verdict against `point_verdict` of the
+   full `bench.workload.figures.point_result`.
+3. Accuracy: `--searches` searches at each R of `--accuracy-requests` (requests a point):
+   the share whose capacity (the search's `met`) lies within 5 % of the truth, and
+   found / truth's median and 5th / 95th percentiles. A met point is one whose p99 is shown
+   within the bound at 99 % confidence (MLPerf's early stopping), so a search's capacity
+   sits below the population-p99 truth, by less as R grows.
+4. Sides of K = `--repeats` searches (one `bench capacity --repeats K` run: a workload seed
+   of its own, repeats 0..K-1), `--compares` of them on the profile (A) and as many on
+   B = `bench.twin.openloop.slower_decode(profile, 1.10)`, every side its own seed (two
+   runs of one server differ so). Each pair is judged by
+   `bench.verdict.capacity_delta.judge` (Welch on the logs; CHANGED when the interval
+   excludes 0) at `--alpha` and at `bench compare`'s own alpha.
+   A/A: sides 2j and 2j + 1 of A, and of B (one profile each), `--compares` in all: the
+   share flagged CHANGED. Power: side i of A against side i of B: the share where B is
+   found lower (CHANGED, Δ < 0).
+
+The same command gives the same table: every seed is fixed, and the work is split over
+`--workers` processes with the results put back in order. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bench import stats
+from bench.run.slo_capacity import step_workload
+from bench.twin import profile as profiles
+from bench.twin.capacity import capacity_truth
+from bench.twin.openloop import VirtualRequest, simulate, slower_decode
+from bench.twin.profile import Profile
+from bench.verdict.capacity_delta import CapacityDelta, judge
+from bench.verdict.cells import RunFigures
+from bench.verdict.compare import ALPHA as COMPARE_ALPHA
+from bench.workload import figures
+from bench.workload import slo as slo_rules
+from bench.workload.schedule import Planned, plan_point
+from bench.workload.search import CapacitySearchState, Verdict
+from bench.workload_spec import Arrivals, Lengths, Slo, Workload
+
+PROFILE = "tiny"
+INPUT_TOKENS, OUTPUT_TOKENS = 256, 64
+SLO_TEXT = "ttft_p99<=0.5s,tpot_p99<=0.01s"
+SLOWER = 1.10  # B's decode steps, x A's
+WITHIN = 0.05  # accuracy: |found / truth - 1| <= this
+SEED_BASE = {"A": 1, "B": 100_001}  # side i's workload seed: SEED_BASE[side] + i
+
+
+# --- one point, one search ----------------------------------------------------------------
+
+
+def workload(seed: int, requests: int, slo: Slo, start: float) -> Workload:
+    """The workload `bench capacity` is given: Poisson, fixed lengths, no warm-ups."""
+    return Workload(
+        name="capacity-power",
+        seed=seed,
+        arrivals=Arrivals(kind="rate", rates=(start,), requests=requests),
+        lengths=Lengths(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS),
+        slo=slo,
+    )
+
+
+def play(
+    profile: Profile, wl: Workload, rate: float, repeat: int
+) -> tuple[list[Planned], list[VirtualRequest]]:
+    """One point of a search: its schedule as `bench capacity` draws it, served by the twin
+    from idle (server seconds)."""
+    step = step_workload(wl, "rate", rate, repeat)
+    planned = plan_point(step, 0, 0)
+    arrivals = [(p.at_s, p.input_tokens, p.output_tokens) for p in planned]
+    return planned, simulate(profile, arrivals, seed=step.seed)
+
+
+def overloaded(records: Sequence[VirtualRequest]) -> bool:
+    """`bench.workload.figures`' backlog rule on a point's requests, each sent when due: in
+    flight at the last due send > 1.5 x at the middle one + 4, and fewer than
+    OVERLOAD_SHARE of the second half's arrivals' worth completed within it."""
+    due = [r.arrival_s for r in records]
+    if len(due) < figures.MIN_FOR_OVERLOAD:
+        return False
+    t_mid, t_end = due[len(due) // 2], due[-1]
+
+    def in_flight(t: float) -> int:
+        return sum(1 for r in records if r.arrival_s <= t < r.finish_s)
+
+    mid, end = in_flight(t_mid), in_flight(t_end)
+    arrived = len(due) - len(due) // 2
+    completed = sum(1 for r in records if t_mid < r.finish_s <= t_end)
+    return end > 1.5 * mid + 4 and completed < figures.OVERLOAD_SHARE * arrived
+
+
+def judged(records: Sequence[VirtualRequest], slo: Slo) -> tuple[Verdict, dict[str, str]]:
+    """The point's verdict as `point_verdict` gives it, and each bound's (or
+    {"overloaded": "missed"})."""
+    if overloaded(records):
+        return "missed", {"overloaded": "missed"}
+    each: dict[str, str] = {}
+    for figure, bound in slo.bounds().items():
+        # TPOT of a request of one token is not defined (bench.workload.figures' rule).
+        done = [r for r in records if figure != "tpot" or r.tokens > 1]
+        each[figure] = slo_rules.judge(figure, [getattr(r, figure) for r in done], bound).verdict
+    got = set(each.values())
+    if "missed" in got:
+        return "missed", each
+    return ("met" if got == {"met"} else "undecided"), each
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every search of a run shares."""
+
+    profile: str
+    slo: Slo
+    start: float
+
+    def of(self, side: str) -> Profile:
+        base = profiles.load(self.profile)
+        return base if side == "A" else slower_decode(base, SLOWER)
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """One search: the profile ("A", or "B": decode SLOWER x slower), R requests a point,
+    the workload's seed and the repeat (`bench capacity`'s point seeds come from both)."""
+
+    side: str
+    requests: int
+    seed: int
+    repeat: int
+
+
+@dataclass(frozen=True)
+class SearchFound:
+    spec: SearchSpec
+    met: float | None  # the search's capacity (None: no point met)
+    tried: tuple[tuple[float, Verdict], ...]
+    binding: tuple[str, ...]  # what did not meet at the lowest point that did not
+
+
+def search(spec: SearchSpec, setup: Setup) -> SearchFound:
+    """One seeded search (module docstring, 2)."""
+    profile = _profile(setup, spec.side)
+    wl = workload(spec.seed, spec.requests, setup.slo, setup.start)
+    state = CapacitySearchState(start=setup.start, lowest=0.01, highest=1e4)
+    why: dict[float, tuple[str, ...]] = {}
+    while (x := state.next_point()) is not None:
+        _, records = play(profile, wl, x, spec.repeat)
+        v, each = judged(records, setup.slo)
+        why[x] = tuple(sorted(k for k, w in each.items() if w != "met"))
+        state.record(x, v)
+    lowest = state.missed
+    return SearchFound(spec, state.met, tuple(state.tried), () if lowest is None else why[lowest])
+
+
+_PROFILES: dict[tuple[Setup, str], Profile] = {}
+
+
+def _profile(setup: Setup, side: str) -> Profile:
+    if (setup, side) not in _PROFILES:
+        _PROFILES[(setup, side)] = setup.of(side)
+    return _PROFILES[(setup, side)]
+
+
+# --- the truth --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TruthSpec:
+    side: str
+    requests: int
+    seeds: tuple[int, ...]
+
+
+def truth(spec: TruthSpec, setup: Setup) -> float:
+    return capacity_truth(
+        _profile(setup, spec.side),
+        setup.slo.bounds(),
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        requests_per_point=spec.requests,
+        seeds=spec.seeds,
+    )
+
+
+# --- running the jobs ---------------------------------------------------------------------
+
+Job = SearchSpec | TruthSpec
+_SETUP: list[Setup] = []
+
+
+def _init(setup: Setup) -> None:
+    _SETUP[:] = [setup]
+
+
+def _task(job: Job) -> SearchFound | float:
+    setup = _SETUP[0]
+    return search(job, setup) if isinstance(job, SearchSpec) else truth(job, setup)
+
+
+def run_all(setup: Setup, jobs: Sequence[Job], workers: int) -> list[SearchFound | float]:
+    """Every job's result, in the jobs' order; progress on stderr."""
+    t0 = time.monotonic()
+    every = max(len(jobs) // 40, 1)
+    out: list[SearchFound | float] = []
+
+    def note() -> None:
+        done = len(out)
+        if done % every == 0 or done == len(jobs):
+            wall = time.monotonic() - t0
+            left = wall / done * (len(jobs) - done)
+            print(f"  {done}/{len(jobs)} jobs, {wall:.0f} s, about {left:.0f} s left",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    _init(setup)
+    if workers <= 1:
+        for job in jobs:
+            out.append(_task(job))
+            note()
+        return out
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(workers, initializer=_init, initargs=(setup,)) as pool:
+        for got in pool.imap(_task, jobs, chunksize=1):
+            out.append(got)
+            note()
+    return out
+
+
+# --- compares ---------------------------------------------------------------------------
+
+
+def run_of(name: str, what: str, found: Iterable[float | None]) -> RunFigures:
+    """A `bench capacity` run as `bench compare` reads it: its searches' capacities."""
+    return RunFigures(
+        name=name,
+        kind="run",
+        speed_factor=1.0,
+        metadata={},
+        cells={},
+        contexts=(),
+        concurrencies=(),
+        capacity_of=what,
+        capacity=tuple(x for x in found if x is not None and x > 0),
+    )
+
+
+def delta(what: str, a: Sequence[SearchFound], b: Sequence[SearchFound], alpha: float) -> CapacityDelta:
+    """`bench compare`'s judgement of two sides' capacities."""
+    got = judge(run_of("A", what, (f.met for f in a)), run_of("B", what, (f.met for f in b)), alpha)
+    assert got is not None
+    return got
+
+
+@dataclass(frozen=True)
+class Tally:
+    n: int
+    flagged: int  # CHANGED (A/A); CHANGED with B lower (power)
+    other: int  # A/A: flagged with both sides' searches all equal; power: B found higher
+
+
+def aa(what: str, pairs: Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]], alpha: float) -> Tally:
+    flagged = flat = 0
+    for a, b in pairs:
+        d = delta(what, a, b, alpha)
+        flagged += d.changed
+        flat += d.changed and len({f.met for f in a}) == 1 and len({f.met for f in b}) == 1
+    return Tally(len(pairs), flagged, flat)
+
+
+def power(
+    what: str, pairs: Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]], alpha: float
+) -> Tally:
+    lower = higher = 0
+    for a, b in pairs:
+        d = delta(what, a, b, alpha)
+        lower += d.changed and (d.delta_pct or 0.0) < 0
+        higher += d.changed and (d.delta_pct or 0.0) > 0
+    return Tally(len(pairs), lower, higher)
+
+
+# --- the table --------------------------------------------------------------------------
+
+
+def share(k: int, n: int) -> str:
+    """k of n with its 95 % Wilson interval."""
+    if n == 0:
+        return "—"
+    z = 1.96
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    low, high = max(centre - half, 0.0), min(centre + half, 1.0)
+    return f"{k}/{n} = {p:.1%} ({low:.1%}–{high:.1%})"
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    return stats.percentile(list(xs), q)
+
+
+def median(found: Sequence[SearchFound]) -> float:
+    return pct([f.met or 0.0 for f in found], 50)
+
+
+def sd_log(xs: Iterable[float | None]) -> float:
+    logs = [math.log(x) for x in xs if x]
+    return statistics.stdev(logs) if len(logs) > 1 else math.nan
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    requests: int
+    ratios: tuple[float, ...]  # found / truth (0.0: the search found none)
+    points: float  # points a search measured, mean
+
+    def within(self) -> int:
+        return sum(abs(r - 1.0) <= WITHIN for r in self.ratios)
+
+    def row(self) -> str:
+        r = self.ratios
+        return (
+            f"| {self.requests:,} | {share(self.within(), len(r))} | {pct(r, 50):.3f} | "
+            f"{pct(r, 5):.3f} – {pct(r, 95):.3f} | {self.points:.1f} |"
+        )
+
+
+def accuracy(requests: int, found: Sequence[SearchFound], truth_a: float) -> Accuracy:
+    return Accuracy(
+        requests,
+        tuple((f.met or 0.0) / truth_a for f in found),
+        statistics.fmean(len(f.tried) for f in found),
+    )
+
+
+def binding(found: Sequence[SearchFound]) -> str:
+    """How often each figure (or the backlog) stopped a search, at its lowest point that did
+    not meet."""
+    counts: dict[str, int] = {}
+    for f in found:
+        key = " and ".join(f.binding) or "none (no point failed)"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+# --- main -------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tools.capacity_power")
+    p.add_argument("--profile", default=PROFILE, help="the twin's profile (A)")
+    p.add_argument("--slo", default=SLO_TEXT, help="the SLO searched")
+    p.add_argument("--start", type=float, default=2.0, help="bench capacity's --start")
+    p.add_argument("--accuracy-requests", type=int, nargs="+", default=[500, 2000, 5000],
+                   metavar="R", help="R (requests a point) of the accuracy rows")  # fmt: skip
+    p.add_argument("--searches", type=int, default=200, help="searches an accuracy row")
+    p.add_argument("--requests", type=int, default=5000, help="R of the compares")
+    p.add_argument("--compares", type=int, default=60,
+                   help="sides a profile: as many A/A and as many A/B compares (even)")  # fmt: skip
+    p.add_argument("--repeats", type=int, default=3, help="K, searches a side")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--truth-requests", type=int, default=5000, help="requests a truth stream")
+    p.add_argument("--truth-seeds", type=int, default=2, help="streams a truth set")
+    p.add_argument("--truth-sets", type=int, default=6, help="disjoint truth sets a profile")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--quick", action="store_true",
+                   help="a few small searches: the harness end to end in seconds")  # fmt: skip
+    return p
+
+
+QUICK = {
+    "accuracy_requests": [1000],
+    "searches": 4,
+    "requests": 1000,
+    "compares": 2,
+    "repeats": 2,
+    "truth_requests": 1000,
+    "truth_seeds": 1,
+    "truth_sets": 2,
+}
+
+
+@dataclass(frozen=True)
+class PowerReport:
+    """What `main` prints, for a caller (the unit test) to read."""
+
+    truth_a: float
+    truth_b: float
+    accuracy: tuple[Accuracy, ...]
+    aa: dict[float, Tally]
+    power: dict[float, Tally]
+    lines: tuple[str, ...]
+
+
+def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
+    t0 = time.monotonic()
+    slo = slo_rules.parse(args.slo)
+    setup = Setup(args.profile, slo, args.start)
+    what = f"rate at {slo_rules.text(slo)}"
+    k, n, r0 = args.repeats, args.compares, args.requests
+    if n < 2 or n % 2:
+        raise SystemExit("--compares must be even and at least 2 (A/A pairs the sides)")
+    rows = sorted(set(args.accuracy_requests))
+
+    truth_jobs = [
+        TruthSpec(side, args.truth_requests,
+                  tuple(range(s * args.truth_seeds, (s + 1) * args.truth_seeds)))
+        for side in ("A", "B")
+        for s in range(args.truth_sets)
+    ]  # fmt: skip
+    sides = {
+        name: [[SearchSpec(name, r0, SEED_BASE[name] + i, j) for j in range(k)] for i in range(n)]
+        for name in ("A", "B")
+    }
+    # Accuracy row R: searches of A's sides' seeds and repeats, in order; at the compares' R
+    # they are A's sides' searches, run once.
+    acc = {
+        r: [SearchSpec("A", r, SEED_BASE["A"] + i // k, i % k) for i in range(args.searches)]
+        for r in rows
+    }
+    jobs: list[Job] = list(truth_jobs)
+    seen: set[SearchSpec] = set()
+    for spec in [*(s for name in sides for side in sides[name] for s in side),
+                 *(s for r in rows for s in acc[r])]:  # fmt: skip
+        if spec not in seen:
+            seen.add(spec)
+            jobs.append(spec)
+    print(f"{len(truth_jobs)} truth sets and {len(jobs) - len(truth_jobs)} searches on "
+          f"{args.workers} worker(s)", file=sys.stderr, flush=True)  # fmt: skip
+    results = run_all(setup, jobs, args.workers)
+    truths = [x for x in results[: len(truth_jobs)] if isinstance(x, float)]
+    by = {f.spec: f for f in results[len(truth_jobs) :] if isinstance(f, SearchFound)}
+
+    t_a, t_b = truths[: args.truth_sets], truths[args.truth_sets :]
+    truth_a, truth_b = statistics.fmean(t_a), statistics.fmean(t_b)
+    accs = tuple(accuracy(r, [by[s] for s in acc[r]], truth_a) for r in rows)
+    got = {name: [[by[s] for s in side] for side in v] for name, v in sides.items()}
+    aa_pairs = [(x[i], x[i + 1]) for x in (got["A"], got["B"]) for i in range(0, n, 2)]
+    ab_pairs = list(zip(got["A"], got["B"], strict=True))
+    alphas = sorted({args.alpha, COMPARE_ALPHA}, reverse=True)
+    aas = {x: aa(what, aa_pairs, x) for x in alphas}
+    pws = {x: power(what, ab_pairs, x) for x in alphas}
+    deltas = [
+        d.delta_pct
+        for a, b in ab_pairs
+        if (d := delta(what, a, b, alphas[0])).delta_pct is not None
+    ]
+    flat_a = [f for side in got["A"] for f in side]
+    flat_b = [f for side in got["B"] for f in side]
+    wall = time.monotonic() - t0
+
+    why_r = (
+        " (the largest R above: its searches the least biased and the least noisy, which the "
+        "power needs)"
+        if r0 >= max(rows)
+        else ""
+    )
+
+    def se(xs: Sequence[float]) -> str:
+        return f"{statistics.stdev(xs) / math.sqrt(len(xs)):.3f}" if len(xs) > 1 else "?"
+
+    def sets(xs: Sequence[float]) -> str:
+        return ", ".join(f"{x:.3f}" for x in xs)
+
+    lines = [
+        f"`{shlex.join(['python', '-m', 'tools.capacity_power', *argv])}`",
+        "",
+        f"Twin profile `{args.profile}` (A) and A with every decode step x {SLOWER:g} (B), "
+        f"input {INPUT_TOKENS} / output {OUTPUT_TOKENS} tokens, Poisson arrivals, SLO "
+        f"`{slo_rules.text(slo)}`, in virtual time. A search: bench capacity's from "
+        f"--start {args.start:g} (x2 bracketing, bisection to high / low <= 1.05, at most 12 "
+        "points), each point R requests from idle, judged by MLPerf's early stopping.",
+        "",
+        f"True capacity (capacity_truth on {args.truth_sets} disjoint sets of "
+        f"{args.truth_seeds} stream(s) x {args.truth_requests:,} requests a rate; mean ± "
+        "standard error):",
+        "",
+        f"- A: {truth_a:.3f} ± {se(t_a)} req/s (sets: {sets(t_a)}; sd of a set's log "
+        f"{sd_log(t_a):.1%})",
+        f"- B: {truth_b:.3f} ± {se(t_b)} req/s (sets: {sets(t_b)}; {sd_log(t_b):.1%}); "
+        f"B against A {truth_b / truth_a - 1:+.1%}",
+        "",
+        f"Accuracy on A: {args.searches} searches a row (workload seeds "
+        f"{SEED_BASE['A']}–{SEED_BASE['A'] + (args.searches - 1) // k}, repeats "
+        f"0–{k - 1}); found / truth against A's truth above.",
+        "",
+        "| R (requests a point) | capacity within 5 % of the truth | found / truth, median "
+        "| 5th – 95th percentile | points a search |",
+        "|---|---|---|---|---|",
+        *(a.row() for a in accs),
+        "",
+        f"Compares at R = {r0:,}{why_r}: {n} sides of K = {k} searches a profile, each side its "
+        f"own workload seed; A/A: sides 2j and 2j + 1 of one profile ({n // 2} on A, "
+        f"{n // 2} on B); power: side i of A against side i of B; "
+        "bench.verdict.capacity_delta.judge (Welch on the logs).",
+        "",
+        "| alpha | A/A: flagged CHANGED | of them, both sides' K searches all equal | "
+        "power: B found lower | B found higher |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {x:g}{' (bench compare)' if x == COMPARE_ALPHA else ''} | "
+            f"{share(aas[x].flagged, aas[x].n)} | {aas[x].other} | "
+            f"{share(pws[x].flagged, pws[x].n)} | {share(pws[x].other, pws[x].n)} |"
+            for x in alphas
+        ),
+        "",
+        f"The searches at R = {r0:,}: A's capacity median {median(flat_a):.3f} req/s, sd of "
+        f"its log {sd_log(f.met for f in flat_a):.1%}; B's {median(flat_b):.3f}, "
+        f"{sd_log(f.met for f in flat_b):.1%}; "
+        f"B against A in a compare: median {pct(deltas, 50):+.1f} % "
+        f"(5th – 95th percentile {pct(deltas, 5):+.1f} – {pct(deltas, 95):+.1f} %).",
+        f"What stopped each search (not met at its lowest point that did not meet): "
+        f"A: {binding(flat_a)}; B: {binding(flat_b)}.",
+        "",
+        f"{len(jobs) - len(truth_jobs)} searches and {len(truth_jobs)} truth sets in "
+        f"{wall:.0f} s on {args.workers} worker(s).",
+    ]
+    return PowerReport(truth_a, truth_b, accs, aas, pws, tuple(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    print("\n".join(measure(args, argv).lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
