@@ -271,7 +271,9 @@ def run_of(name: str, what: str, found: Iterable[float | None]) -> RunFigures:
     )
 
 
-def delta(what: str, a: Sequence[SearchFound], b: Sequence[SearchFound], alpha: float) -> CapacityDelta:
+def delta(
+    what: str, a: Sequence[SearchFound], b: Sequence[SearchFound], alpha: float
+) -> CapacityDelta:
     """`bench compare`'s judgement of two sides' capacities."""
     got = judge(run_of("A", what, (f.met for f in a)), run_of("B", what, (f.met for f in b)), alpha)
     assert got is not None
@@ -285,7 +287,9 @@ class Tally:
     other: int  # A/A: flagged with both sides' searches all equal; power: B found higher
 
 
-def aa(what: str, pairs: Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]], alpha: float) -> Tally:
+def aa(
+    what: str, pairs: Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]], alpha: float
+) -> Tally:
     flagged = flat = 0
     for a, b in pairs:
         d = delta(what, a, b, alpha)
