@@ -71,12 +71,12 @@ def test_a_search_is_seeded_and_stays_in_the_bracket() -> None:
 
 
 def test_quick_mode_runs_end_to_end_with_a_plausible_accuracy() -> None:
-    t0 = time.monotonic()
+    t0 = time.process_time()  # CPU seconds: a loaded machine does not fail it
     args = cp._parser().parse_args(["--quick", "--workers", "1"])
     for key, value in cp.QUICK.items():
         setattr(args, key, value)
     report = cp.measure(args, ["--quick", "--workers", "1"])
-    assert time.monotonic() - t0 < 20
+    assert time.process_time() - t0 < 20
     assert 2.0 < report.truth_b < report.truth_a < 5.0  # the slower decode's is lower
     [row] = report.accuracy
     assert len(row.ratios) == cp.QUICK["searches"]
