@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.host import procs
+from bench.results import SCHEMA_VERSION
 from tests.support.procs import bench_cli
 
 pytestmark = pytest.mark.integration
@@ -168,7 +169,7 @@ def test_every_measured_window_has_gpu_telemetry_and_energy_per_token(
     # The stand-in's GPU has its power cap active in every sample: every measured cell is
     # flagged, with why, and the tables say so. It refuses the energy counter's field
     # (answers no number), so energy came from the power samples, and the bundle says so.
-    assert results["schema_version"] == 4
+    assert results["schema_version"] == SCHEMA_VERSION
     for cell in results["cells"]:
         if cell["figures"] is not None:
             assert cell["flags"] == {
