@@ -343,7 +343,11 @@ def test_each_scout_waits_for_the_previous_rows_lingering_streams(tmp_path: Path
     from bench.twin import profile
 
     prof = tmp_path / "linger.json"
-    data = profile.load("tiny").model_dump() | {"name": "linger", "abort_delay_s": 1.0}
+    tiny = profile.load("tiny").model_dump()
+    # Decode 4x slower than tiny's: a request cut at the window's end has seconds of tokens
+    # left, so the abort (1 s of server time later) ends it, not its own last token.
+    slow = [[4 * s for s in row] for row in tiny["decode_step_s"]]
+    data = tiny | {"name": "linger", "abort_delay_s": 1.0, "decode_step_s": slow}
     prof.write_text(json.dumps(data))
     log = tmp_path / "truth.jsonl"
     with start_twin(str(prof), speed=2.0, extra_args=["--ground-truth-log", str(log)]) as t:
@@ -363,10 +367,12 @@ def test_each_scout_waits_for_the_previous_rows_lingering_streams(tmp_path: Path
         before = [g for g in cancelled if g["arrival"] < scout["arrival"]]
         assert all(g["released"] <= scout["arrival"] for g in before)
     # The second scout follows the first row's cells: their streams really lingered (1 s of
-    # server time is 0.5 s here) and the scout waited for that.
+    # server time is 0.5 s here; no chunk is written after the twin saw the client go, so
+    # the last chunk bounds that moment from below) and the scout waited for that.
     first_row = [g for g in cancelled if g["arrival"] < scouts[1]["arrival"]]
-    last_cut = max(g["chunks"][-1][0] for g in first_row)
-    assert scouts[1]["arrival"] - last_cut >= 0.45
+    assert first_row
+    assert all(g["released"] - g["chunks"][-1][0] >= 0.45 for g in first_row)
+    assert scouts[1]["arrival"] >= max(g["released"] for g in first_row)
     warmups = [g for g in truth if g["output_tokens"] == 16]
     assert len(warmups) == 1 and warmups[0]["arrival"] < scouts[0]["arrival"]
 
