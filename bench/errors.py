@@ -43,7 +43,7 @@ class Exit(IntEnum):
     DISK = 8  # results could not be written (disk full, permissions)
     PARTIAL = 9  # a verdict on part only: cells of the card not measured, cells not comparable
     NOT_COMPARABLE = 10  # settings differ from the card's / between the runs (not --accept-ed)
-    INCONCLUSIVE = 11  # reproduce with trials: an interval straddles the tolerance band
+    INCONCLUSIVE = 11  # reproduce: an interval straddles the band; compare: not resolved
     HISTORY = 12  # the results history's database could not be opened, read or written
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; finished cells are kept
 
@@ -66,7 +66,8 @@ MEANING: dict[Exit, str] = {
     "compare some cells",
     Exit.NOT_COMPARABLE: "settings differ from the card's (or between compared runs) and were "
     "not `--accept`-ed",
-    Exit.INCONCLUSIVE: "reproduce with trials: a cell's 95 % interval straddles the tolerance band",
+    Exit.INCONCLUSIVE: "reproduce with trials: a cell's 95 % interval straddles the tolerance "
+    "band; compare: NOT RESOLVED, neither a change nor equivalence within the margin",
     Exit.HISTORY: "the results history's database could not be opened, read or written",
     Exit.INTERRUPTED: "Ctrl-C or SIGTERM; finished cells are kept",
 }

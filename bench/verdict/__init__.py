@@ -10,6 +10,8 @@ vllm_saved   runs saved by `vllm bench serve --save-result` as `RunFigures`
 settings     the settings both sides must share, and which of them differ
 reproduce    a run against a card, cell by cell, a verdict per cell
 compare      runs against each other: Δ % per cell and figure, and whether it is real
+equivalence  the third outcome: equivalent within ±margin (two one-sided tests), or not resolved
+headline     a compare's outcome (changed, equivalent, not resolved) and its last line
 answers      the runs' answer fingerprints, compared before the figures (within-side rule)
 retrieval    the long-context retrieval check of A's runs against B's
 runlevel     the run-level model: a factor shared by every cell of a run, and each cell's own

@@ -5,7 +5,9 @@ server speed; a search that found none gives none). With two or more a side, Wel
 on their logarithms gives B/A as Δ % with a (1 - alpha) interval, the same test compare
 applies to a cell's trials; the capacity CHANGED when the interval excludes 0. With one a
 side, or a side whose searches all ended at one point (no spread), the Δ is shown raw: no
-interval, never "changed". Two sides searched against different
+interval, never "changed". Not changed, it is EQUIVALENT within ±margin when the (1 - 2
+alpha) interval lies inside the band (two one-sided tests, as compare's figures), else not
+resolved. Two sides searched against different
 SLOs, or by different axes (rate, concurrency), are not compared.
 """
 
@@ -29,13 +31,16 @@ class CapacityDelta:
     p_value: float | None = None
     changed: bool = False
     note: str | None = None
+    margin_pct: float | None = None  # set when the capacity is shown equivalent within it
 
 
 def _geo(xs: tuple[float, ...]) -> float:
     return math.exp(math.fsum(math.log(x) for x in xs) / len(xs))
 
 
-def judge(a: RunFigures, b: RunFigures, alpha: float) -> CapacityDelta | None:
+def judge(
+    a: RunFigures, b: RunFigures, alpha: float, margin_pct: float = 5.0
+) -> CapacityDelta | None:
     """None unless both sides are capacity searches."""
     if not a.capacity_of or not b.capacity_of:
         return None
@@ -62,9 +67,11 @@ def judge(a: RunFigures, b: RunFigures, alpha: float) -> CapacityDelta | None:
         return replace(base, delta_pct=delta, note=why)
     r = stats.welch_log(a.capacity, b.capacity, level=1.0 - alpha)
     changed = r.low_pct > 0 or r.high_pct < 0
+    tost = stats.welch_log(a.capacity, b.capacity, level=1.0 - 2.0 * alpha)
+    inside = -margin_pct < tost.low_pct and tost.high_pct < margin_pct and not changed
     return replace(
         base, delta_pct=r.delta_pct, ci_pct=(r.low_pct, r.high_pct), p_value=r.p_value,
-        changed=changed,
+        changed=changed, margin_pct=margin_pct if inside else None,
     )  # fmt: skip
 
 
@@ -83,15 +90,25 @@ def lines(d: CapacityDelta, alpha: float) -> list[str]:
         if d.ci_pct is not None:
             text += f", {100 * (1 - alpha):g} % interval [{d.ci_pct[0]:+.1f}, {d.ci_pct[1]:+.1f}] %"
             text += f", p = {d.p_value:.2g}" if d.p_value is not None else ""
-            text += ": CHANGED" if d.changed else ": no change shown"
+            text += ": CHANGED" if d.changed else _unchanged(d)
         out.append(text.replace("-", "−").replace("− B", "- B", 1))
     if d.note:
         out.append(f"- {d.note}")
     return out
 
 
-def headline(d: CapacityDelta) -> str | None:
-    """The verdict line's part, when the capacity changed."""
-    if not d.changed or d.delta_pct is None:
-        return None
-    return f"SLO capacity {'higher' if d.delta_pct > 0 else 'lower'} by {abs(d.delta_pct):.1f} %"
+def _unchanged(d: CapacityDelta) -> str:
+    if d.margin_pct is not None:
+        return f": equivalent within ±{d.margin_pct:g} %"
+    return ": not resolved (neither a change nor within the margin)"
+
+
+def headline(d: CapacityDelta) -> str:
+    """The verdict line's part."""
+    if d.changed and d.delta_pct is not None:
+        return (
+            f"SLO capacity {'higher' if d.delta_pct > 0 else 'lower'} by {abs(d.delta_pct):.1f} %"
+        )
+    if d.margin_pct is not None:
+        return f"SLO capacity equivalent within ±{d.margin_pct:g} %"
+    return "SLO capacity not resolved"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -13,9 +14,9 @@ from bench.card.model import Card
 from bench.card.parse import read_card
 from bench.errors import CardError, Exit, UsageError, validation_message
 from bench.settings import Settings
-from bench.verdict import page
+from bench.verdict import equivalence, headline, page
 from bench.verdict.card_source import from_card
-from bench.verdict.cells import RunFigures
+from bench.verdict.cells import METRICS, RunFigures
 from bench.verdict.compare import ALPHA, Comparison, Policy, compare
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import (
@@ -114,6 +115,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PCT",
         help="smallest |Δ %%| of a latency that counts as a change (default 0)",
     )
+    add_margin_arg(cmp_)
     cmp_.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     _add_verification(cmp_)
     cmp_.set_defaults(func=run_compare)  # fmt: skip
@@ -193,6 +195,7 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
         args.min_effect_throughput,
         args.min_effect_latency,
         accept=parse_accept(args.accept),
+        **margins(args.margin),
     )
     how = verification(args)
     runs = [load_run(p, how) for p in args.runs]
@@ -226,10 +229,43 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     return int(compare_exit(comparisons))
 
 
+def add_margin_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--margin",
+        action="append",
+        default=[],
+        metavar="PCT|FIGURE=PCT",
+        help="the equivalence margin: a figure not changed is EQUIVALENT when its change is "
+        "shown within ±PCT %% (default 5), else NOT RESOLVED; FIGURE=PCT sets one figure's "
+        f"({', '.join(m.name for m in METRICS)}); repeatable",
+    )
+
+
+def margins(given: list[str]) -> dict[str, Any]:
+    """Policy's margin fields from --margin values (UsageError naming a bad one)."""
+    known = {m.name for m in METRICS}
+    every, per = equivalence.DEFAULT_MARGIN_PCT, {}
+    for text in given:
+        try:
+            name, pct = equivalence.parse_margin(text)
+        except ValueError as e:
+            raise UsageError(str(e), hint="--margin 5, or --margin ttft_s=10") from None
+        if name is None:
+            every = pct
+        elif name not in known:
+            raise UsageError(
+                f"margin {text!r}: no figure named {name!r}",
+                hint=f"one of {', '.join(sorted(known))}",
+            )
+        else:
+            per[name] = pct
+    return {"margin_pct": every, "figure_margins": tuple(sorted(per.items()))}
+
+
 def compare_exit(comparisons: list[Comparison]) -> Exit:
     """10 settings differ, 1 a change (or B answers differently and --accept answers was
     not given), 9 cells that cannot be compared or no noise estimate (one trial a side),
-    else 0."""
+    11 not resolved (neither a change nor equivalence within the margin), 0 equivalent."""
     if any(not c.settings.comparable for c in comparisons):
         return Exit.NOT_COMPARABLE
     if any(c.answers.refused for c in comparisons):
@@ -238,4 +274,6 @@ def compare_exit(comparisons: list[Comparison]) -> Exit:
         return Exit.NOT_REPRODUCED
     if any(c.cannot_compare or c.raw_only for c in comparisons):
         return Exit.PARTIAL
+    if any(headline.outcome(c) != "equivalent" for c in comparisons):
+        return Exit.INCONCLUSIVE
     return Exit.OK

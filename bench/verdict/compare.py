@@ -38,6 +38,7 @@ from typing import Literal
 from bench import stats
 from bench.verdict import answers as answers_mod
 from bench.verdict import capacity_delta, runlevel
+from bench.verdict import equivalence as eqv
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import (
     UNMEASURED,
@@ -83,6 +84,13 @@ class Policy:
     # Tell a factor shared by every cell of a run from each cell's own noise
     # (`bench.verdict.runlevel`) when there are 2 runs a side and 3 cells or more.
     run_level: bool = True
+    # Equivalence (bench.verdict.equivalence): the band ±margin_pct a figure not changed
+    # must be shown inside; (figure name, percent) pairs override it per figure.
+    margin_pct: float = eqv.DEFAULT_MARGIN_PCT
+    figure_margins: tuple[tuple[str, float], ...] = ()
+
+    def margin(self, metric: str) -> float:
+        return dict(self.figure_margins).get(metric, self.margin_pct)
 
     def min_effect(self, metric: MetricSpec) -> float:
         if metric.kind == "throughput":
@@ -106,6 +114,16 @@ class FigureDelta:
     # With the run-level model: this cell's Δ % beyond the change of the whole run, which
     # the interval, p and MDE are about (delta_pct stays the change B shows against A).
     own_pct: float | None = None
+    # Two one-sided tests of the change as measured against the figure's margin.
+    equivalence: eqv.Equivalence | None = None
+
+    @property
+    def outcome(self) -> eqv.Outcome:
+        if self.mark in ("improved", "regressed"):
+            return "changed"
+        if self.equivalence is not None and self.equivalence.equivalent:
+            return "equivalent"
+        return "not resolved"
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,17 @@ class CellDelta:
     @property
     def flagged(self) -> bool:
         return self.mark in ("improved", "regressed", "mixed", "status changed")
+
+    @property
+    def outcome(self) -> eqv.Outcome | None:
+        """Changed, equivalent (every figure judged is) or not resolved; None when the
+        cell was not compared (cannot compare, not measured)."""
+        if self.flagged:
+            return "changed"
+        if self.mark in ("cannot compare", "not measured"):
+            return None
+        judged = {f.outcome for f in self.figures if f.delta_pct is not None}
+        return "equivalent" if judged == {"equivalent"} else "not resolved"
 
 
 @dataclass(frozen=True)
@@ -167,39 +196,6 @@ class Comparison:
         figs = [f for c in self.cells for f in c.figures if f.delta_pct is not None]
         return bool(figs) and all(f.method == "raw" for f in figs)
 
-    def verdict(self) -> str:
-        parts = []
-        if not self.settings.comparable:
-            names = ",".join(d.name for d in self.settings.blocking)
-            parts.append(f"NOT COMPARABLE ({names} differ)")
-        if (answered := self.answers.headline()) is not None:
-            parts.append(answered)
-        if self.answers.refused:  # the figures are not judged: nothing to say of them
-            return "; ".join(parts).upper()
-        flagged = len(self.flagged)
-        if self.whole is not None and self.whole.changed:
-            slower = self.whole.delta_pct > 0
-            parts.append(
-                f"every cell {'slower' if slower else 'faster'} by "
-                f"{abs(self.whole.delta_pct):.1f} % (a change of the whole run)"
-            )
-        if self.capacity is not None:
-            found = capacity_delta.headline(self.capacity)
-            parts.append(found or "SLO capacity: no change shown")
-            if not self.cells:  # a capacity search has no cells to speak of
-                return "; ".join(parts).upper()
-        if self.raw_only:
-            parts.append("CANNOT TELL NOISE FROM CHANGE (one trial a side): raw Δ only")
-        elif flagged:
-            parts.append(f"{flagged} of {len(self.cells) - len(self.unmeasured)} cells changed")
-        else:
-            parts.append("no cell changed")
-        if self.cannot_compare:
-            parts.append(f"cannot compare {len(self.cannot_compare)} cells")
-        if self.unmeasured:
-            parts.append(f"not measured by either side: {len(self.unmeasured)}")
-        return "; ".join(parts).upper()
-
     def summaries(self) -> list[str]:
         lines = []
         for metric in (m for phase in ("decode", "prefill", "workload") for m in metrics_of(phase)):
@@ -207,9 +203,9 @@ class Comparison:
             deltas = [f.delta_pct for f in ds if f.delta_pct is not None]
             if not deltas:
                 continue
-            count = {
-                m: sum(f.mark == m for f in ds) for m in ("improved", "regressed", "unchanged")
-            }
+            count = {m: sum(f.mark == m for f in ds) for m in ("improved", "regressed")}
+            for m in ("equivalent", "not resolved"):
+                count[m] = sum(f.mark == "unchanged" and f.outcome == m for f in ds)
             mdes = sorted(f.mde_pct for f in ds if f.mde_pct is not None)
             mde = (
                 f"; MDE median {mde_shown(statistics.median(mdes))}, worst {mde_shown(mdes[-1])}"
@@ -218,7 +214,8 @@ class Comparison:
             )
             lines.append(
                 f"{metric.label}: {count['improved']} improved, {count['regressed']} regressed, "
-                f"{count['unchanged']} unchanged of {len(deltas)}; median Δ "
+                f"{count['equivalent']} equivalent, {count['not resolved']} not resolved "
+                f"of {len(deltas)}; median Δ "
                 f"{_signed(statistics.median(deltas))} % "
                 f"(range {_signed(min(deltas))} to {_signed(max(deltas))}){mde}"
             )
@@ -443,7 +440,8 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     rejected = stats.benjamini_hochberg([p for _, _, p in tested], policy.alpha * share)
     for (k, i, _), rej in zip(tested, rejected, strict=True):
         f = figures_by_key[k][i]
-        figures_by_key[k][i] = replace(f, mark=_figure_mark(f, rej, whole, policy))
+        f = replace(f, mark=_figure_mark(f, rej, whole, policy))
+        figures_by_key[k][i] = _judged_equivalence(f, a.cells[k], b.cells[k], whole, policy)
     cells = []
     for key in keys:
         ca, cb = a.cell(key), b.cell(key)
@@ -457,7 +455,7 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     )
     return Comparison(
         a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole, answers,
-        capacity_delta.judge(a, b, policy.alpha),
+        capacity_delta.judge(a, b, policy.alpha, policy.margin_pct),
     )  # fmt: skip
 
 
@@ -468,6 +466,21 @@ def _own(f: FigureDelta, a: Cell, b: Cell, whole: WholeRun | None) -> FigureDelt
         return f
     va, vb = a.value(f.metric.name), b.value(f.metric.name)
     return replace(f, a=va, b=vb, delta_pct=delta_pct(vb, va), own_pct=f.delta_pct)
+
+
+def _judged_equivalence(
+    f: FigureDelta, a: Cell, b: Cell, whole: WholeRun | None, policy: Policy
+) -> FigureDelta:
+    """F with its two one-sided tests against its margin (`equivalence`), on the change as
+    measured: its own noise and, with the run-level model, the run levels'."""
+    if f.delta_pct is None or f.sd_log is None or f.df is None or f.mark == "raw":
+        return f
+    n = eqv.trials(a, b, f.metric.name)
+    if min(n) == 0:
+        return f
+    runs = None if whole is None else (whole.sd_log, whole.df, whole.runs)
+    s = eqv.spread(f.delta_pct, f.sd_log, f.df, n, runs)
+    return replace(f, equivalence=eqv.tost(s, policy.margin(f.metric.name), policy.alpha))
 
 
 def _figure_mark(f: FigureDelta, rejected: bool, whole: WholeRun | None, policy: Policy) -> Mark:

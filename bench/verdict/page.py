@@ -11,7 +11,7 @@ from bench import writes
 from bench.report import frontier
 from bench.report import plots as report_plots
 from bench.stats import mean_ci
-from bench.verdict import budget, plots
+from bench.verdict import budget, headline, plots
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
@@ -242,7 +242,7 @@ def compare_parts(c: Comparison) -> list[str]:
     for line in lines:
         if line:
             parts.append(f"<p>{html.escape(line)}</p>")
-    parts.append(f'<p class="verdict {word}">{html.escape(c.verdict())}</p>')
+    parts.append(f'<p class="verdict {word}">{html.escape(headline.verdict(c))}</p>')
     if c.answers.refused:  # what B's figures say is not judged
         return parts
     said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]

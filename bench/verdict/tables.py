@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench import dirty_note
 from bench.bundle import provenance
-from bench.verdict import budget, capacity_delta
+from bench.verdict import budget, capacity_delta, headline
 from bench.verdict.cells import Key, MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import CellDelta, Comparison, FigureDelta, mde_shown
 from bench.verdict.reproduce import (
@@ -127,8 +127,11 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
         text += f" [{f.ci_pct[0]:+.1f}, {f.ci_pct[1]:+.1f}]".replace("-", "−")
     if f.p_value is not None:
         text += f" p={f.p_value:.2g}"
-    if f.mark == "unchanged" and f.mde_pct is not None:
-        text += f"; no change larger than {mde_shown(f.mde_pct)}"
+    if f.mark == "unchanged" and (e := f.equivalence) is not None and e.equivalent:
+        text += f"; equivalent within ±{e.margin_pct:g} % [{e.low_pct:+.1f}, {e.high_pct:+.1f}]"
+    elif f.mark == "unchanged":
+        mde = f"; MDE {mde_shown(f.mde_pct)}" if f.mde_pct is not None else ""
+        text += f"; not resolved{mde}"
     if f.mark == "raw":
         text += " (raw, no noise estimate)"
     css = {"improved": "better", "regressed": "worse"}.get(f.mark, "")
@@ -166,7 +169,8 @@ def compare_tables(c: Comparison) -> list[VerdictTable]:
                 row += [_cmp_figure(by_metric.get(m.name)) for m in metrics]
             css = {"improved": "better", "regressed": "worse", "mixed": "warn",
                    "status changed": "warn"}.get(cell.mark, "")  # fmt: skip
-            row.append(TCell(cell.mark, css))
+            shown = cell.outcome if cell.mark == "unchanged" else cell.mark
+            row.append(TCell(shown or cell.mark, css))
             rows.append(row)
         if rows:
             out.append(VerdictTable(title, header, rows))
@@ -356,7 +360,7 @@ def compare_markdown(c: Comparison) -> str:
     # What the runs answered comes before what their figures say (bench.verdict.answers).
     lines += [*c.answers.lines(), ""]
     if c.answers.refused:
-        return "\n".join(lines) + f"\n{c.verdict()}\n"
+        return "\n".join(lines) + f"\n{headline.verdict(c)}\n"
     if c.raw_only:
         lines.append(
             "One trial a side: run-to-run noise is unknown, so noise cannot be told from change."
@@ -380,4 +384,4 @@ def compare_markdown(c: Comparison) -> str:
     if c.capacity is not None:
         lines += ["", *capacity_delta.lines(c.capacity, c.policy.alpha)]
     body = [markdown(t) for t in compare_tables(c)]
-    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{c.verdict()}\n"
+    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + f"\n\n{headline.verdict(c)}\n"

@@ -9,7 +9,7 @@ import pytest
 from bench.answers import Fingerprint
 from bench.card.model import Card
 from bench.errors import Exit, UsageError
-from bench.verdict import answers, page
+from bench.verdict import answers, headline, page
 from bench.verdict.answers import PromptCheck, check, first_difference
 from bench.verdict.cells import RunFigures
 from bench.verdict.command import compare_exit
@@ -146,7 +146,7 @@ def test_compare_refuses_the_figures_of_b_answering_differently(card: Card) -> N
     b = _side(card, 2, fp_of(k=ids_at(22)))
     c = compare(a, b, Policy())
     assert c.answers.refused
-    assert c.verdict() == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"
+    assert headline.verdict(c) == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"
     assert compare_exit([c]) == Exit.NOT_REPRODUCED
     text = compare_markdown(c)
     assert text.index("Answers (fingerprint v1") < text.index("B ANSWERS DIFFERENTLY")
@@ -159,7 +159,9 @@ def test_accept_answers_compares_the_figures_anyway_and_says_so(card: Card) -> N
     b = _side(card, 1, fp_of(k=ids_at(22)))  # the same figures
     c = compare(a, b, Policy(accept=parse_accept(["answers"])))
     assert c.answers.different and not c.answers.refused
-    assert c.verdict().startswith("B ANSWERS DIFFERENTLY (ACCEPTED: ITS FIGURES ARE COMPARED")
+    assert headline.verdict(c).startswith(
+        "B ANSWERS DIFFERENTLY (ACCEPTED: ITS FIGURES ARE COMPARED"
+    )
     assert compare_exit([c]) == compare_exit([compare(a, _side(card, 1, fp_of(k=BASE)), Policy())])
     assert "The figures are compared anyway (--accept answers)." in compare_markdown(c)
 
@@ -169,7 +171,9 @@ def test_same_answers_leave_the_figures_verdict_as_it_was(card: Card) -> None:
     b = _side(card, 1, fp_of(k=BASE))
     c = compare(a, b, Policy())
     without = compare(_side(card, 1, None), _side(card, 1, None), Policy())
-    assert c.verdict() == without.verdict() and compare_exit([c]) == compare_exit([without])
+    assert headline.verdict(c) == headline.verdict(without) and compare_exit([c]) == compare_exit(
+        [without]
+    )
     assert "outputs identical on 1 of 1 prompts" in compare_markdown(c)
     assert "Answers: fingerprints absent (A and B)" in compare_markdown(without)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bench.answers import Answer, Fingerprint, Promise, answer_sha256
 from bench.card.model import Card
+from bench.verdict import headline
 from bench.verdict.answers import check
 from bench.verdict.compare import Policy, compare
 from bench.verdict.tables import compare_markdown
@@ -97,4 +98,4 @@ def test_compare_refuses_the_figures_when_bs_tool_call_broke(card: Card) -> None
     assert c.answers.refused
     text = compare_markdown(c)
     assert "B: the tool call no longer parses" in text
-    assert c.verdict() == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"
+    assert headline.verdict(c) == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"

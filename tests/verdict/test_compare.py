@@ -9,6 +9,7 @@ import pytest
 from bench.card.model import Card
 from bench.errors import Exit
 from bench.results import Results
+from bench.verdict import headline
 from bench.verdict.cells import BY_NAME, Cell
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
@@ -78,16 +79,31 @@ def test_one_trial_a_side_cannot_tell_noise_from_change(card: Card) -> None:
     assert compare_exit([c]) == Exit.PARTIAL
 
 
-def test_unchanged_is_printed_as_no_change_larger_than_the_mde(card: Card) -> None:
+def test_unchanged_at_1_percent_noise_is_equivalent_within_5_percent(card: Card) -> None:
     a = from_results(make_results(card, trials=3, noise=0.01, seed=1), name="a")
     b = from_results(make_results(card, trials=3, noise=0.01, seed=2), name="b")
     c = compare(a, b, Policy())
     f = next(f for x in c.cells for f in x.figures if f.metric.name == "total_tok_s")
-    assert f.mark == "unchanged" and f.mde_pct is not None
+    assert f.mark == "unchanged" and f.mde_pct is not None and f.equivalence is not None
     # pooled sd ~1 %, 3 trials a side, the cells' alpha / 2 = 0.02 over m at 80 % power: 4.1 %.
     assert 2.5 < f.mde_pct < 5.0
-    assert f"no change larger than {f.mde_pct:.1f} %" in compare_markdown(c)
-    assert "MDE median" in compare_markdown(c)
+    e = f.equivalence
+    assert f.outcome == "equivalent" and -5.0 < e.low_pct < e.high_pct < 5.0
+    text = compare_markdown(c)
+    assert f"equivalent within ±5 % [{e.low_pct:+.1f}, {e.high_pct:+.1f}]" in text
+    assert "MDE median" in text
+    assert text.rstrip().endswith(
+        "EVERY CELL EQUIVALENT WITHIN ±5 % (3 + 3 TRIALS, ONE SERVER START A SIDE); "
+        "NOT MEASURED BY EITHER SIDE: 15"
+    )
+    assert compare_exit([c]) == Exit.OK
+    # A margin narrower than the noise allows leaves them not resolved: exit 11, and the line
+    # says what would resolve it.
+    tight = compare(a, b, Policy(margin_pct=0.5))
+    line = headline.verdict(tight)
+    assert line.startswith("NOT RESOLVED: CHANGES UNDER ") and "±0.5 % NEEDS ABOUT " in line
+    assert compare_exit([tight]) == Exit.INCONCLUSIVE
+    assert "; not resolved; MDE " in compare_markdown(tight)
 
 
 def test_benjamini_hochberg_controls_false_alarms_over_the_matrix(card: Card) -> None:
@@ -139,7 +155,8 @@ def test_not_valid_cells_cannot_be_compared_and_are_listed(card: Card) -> None:
     text = compare_markdown(c)
     assert "- decode 8K x 8: not ready in B: 3 of 3 trials not ready: gate never held" in text
     assert text.rstrip().endswith(
-        "NO CELL CHANGED; CANNOT COMPARE 1 CELLS; NOT MEASURED BY EITHER SIDE: 15"
+        "EVERY CELL EQUIVALENT WITHIN ±5 % (3 + 3 TRIALS, ONE SERVER START A SIDE); "
+        "CANNOT COMPARE 1 CELLS; NOT MEASURED BY EITHER SIDE: 15"
     )
     assert compare_exit([c]) == Exit.PARTIAL
 
@@ -168,8 +185,10 @@ def test_status_change_and_metadata_are_listed(card: Card) -> None:
     assert ("server version", "0.30.1rc1.dev452+g73a583112", "0.31.0") in c.metadata_diff
     text = compare_markdown(c)
     assert "- server version: 0.30.1rc1.dev452+g73a583112 → 0.31.0" in text
-    assert "Total tok/s: 0 improved, 0 regressed, 32 unchanged of 32" in text
-    assert "1 OF 40 CELLS CHANGED; NOT MEASURED BY EITHER SIDE: 15" in text
+    assert "Total tok/s: 0 improved, 0 regressed, 32 equivalent, 0 not resolved of 32" in text
+    assert (
+        "1 OF 40 CELLS CHANGED, 39 EQUIVALENT WITHIN ±5 %; NOT MEASURED BY EITHER SIDE: 15" in text
+    )
     assert c.settings.comparable  # the engine is what compare compares
     assert dataclasses.replace(c, cells=()).flagged == []
 
@@ -217,7 +236,7 @@ def test_cells_neither_side_measured_are_not_counted_as_compared(card: Card) -> 
     assert len(c.cells) == 55 and len(c.unmeasured) == 15
     assert {x.a.status for x in c.unmeasured if x.a} == {"over_capacity"}
     assert {x.key for x in c.flagged} == {("decode", "8K", 64)}
-    verdict = c.verdict()
+    verdict = headline.verdict(c)
     assert verdict.startswith("1 OF 40 CELLS CHANGED")
     assert "NOT MEASURED BY EITHER SIDE: 15" in verdict
     text = compare_markdown(c)

@@ -9,7 +9,7 @@ import dataclasses
 from bench.answers import Answer, Fingerprint, Retrieval, RetrievalContext, answer_sha256
 from bench.card.model import Card
 from bench.errors import Exit
-from bench.verdict import retrieval
+from bench.verdict import headline, retrieval
 from bench.verdict.answers import check
 from bench.verdict.cells import RunFigures
 from bench.verdict.command import compare_exit
@@ -118,7 +118,7 @@ def _side(card: Card, seed: int, fp: Fingerprint) -> RunFigures:
 def test_compare_refuses_the_figures_and_accept_answers_compares_them(card: Card) -> None:
     a, b = _side(card, 1, _fp("yyyyyy")), _side(card, 1, _fp("yynnnn"))
     c = compare(a, b, Policy())
-    assert c.verdict() == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"
+    assert headline.verdict(c) == "B ANSWERS DIFFERENTLY: ITS SPEED IS NOT COMPARABLE"
     assert compare_exit([c]) == Exit.NOT_REPRODUCED
     assert "Retrieval found A 6/6, B 2/6" in compare_markdown(c)
     accepted = compare(a, b, Policy(accept=parse_accept(["answers"])))

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.verdict import budget
+from bench.verdict import budget, headline
 from bench.verdict.cells import Cell, Key, RunFigures
 from bench.verdict.compare import ALPHA, Policy, compare, mde_shown
 from bench.verdict.run_figures import server_start_s
@@ -87,7 +87,7 @@ def test_every_cell_twice_as_slow_is_a_change_of_the_whole_run() -> None:
     c = compare(a, b, Policy())
     assert c.whole is not None and c.whole.changed and c.whole.delta_pct > 50.0
     assert {x.mark for x in c.cells} == {"regressed"}
-    assert c.verdict().startswith("EVERY CELL SLOWER BY")
+    assert headline.verdict(c).startswith("EVERY CELL SLOWER BY")
 
 
 def test_compare_prints_the_runs_a_side_and_the_server_time_they_would_take() -> None:
