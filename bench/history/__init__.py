@@ -1,8 +1,10 @@
-"""The results history: every verified bundle in one database, a trend per cell, change points.
+"""The results history: every verified bundle in one database, a trend per cell (and per
+workload point), change points.
 
 database   the one door to the database: SQLite (sqlite3, one file) or PostgreSQL (psycopg)
 schema     the tables, their versions and the upgrade from each earlier one
 rows       what a bundle becomes: its run row (provenance, comparable settings), cells, figures
+workload_rows  a workload run's row, its points (or capacity searches) as cells and figures
 ingest     verified bundles in, once each (keyed by the manifest's sha256), one transaction each
 trend      one cell's figure run after run, as series of runs with the same settings
 changes    change points in one series of values (binary segmentation, permutation threshold)

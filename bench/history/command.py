@@ -1,6 +1,7 @@
 """`bench history ingest BUNDLE|DIR... [--db URL] [--unverified]` and
 `bench history trend --cell 8K:64 [--figure total_tok_s] [--host H] [--profile P] [--db URL]`
 and `bench history changes [--cell 8K:64] [--figure F] [--host H] [--profile P] [--db URL]`
+(a workload's point is a cell too: `--cell 4/s`, `closed:8`, `trace`, `capacity`)
 and `bench history report --html OUT [--figure F] [--host H] [--profile P] [--baseline RUN]
 [--db URL]`.
 
@@ -43,15 +44,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.set_defaults(func=_ingest)
 
     t = words.add_parser("trend", help="one cell's figure, run after run")
-    t.add_argument("--cell", required=True, metavar="CTX:C", help="8K:64, or 8K:prefill")
-    t.add_argument("--figure", default="total_tok_s", help="default total_tok_s")
+    t.add_argument("--cell", required=True, metavar="CTX:C|POINT",
+                   help="8K:64, or 8K:prefill; a workload's point: 4/s, inf/s, closed:8, "
+                   "trace; or capacity")  # fmt: skip
+    t.add_argument("--figure", help="default total_tok_s (prefill_tok_s of a prefill sample, "
+                   "output_tok_s of a workload's point, capacity)")  # fmt: skip
     t.add_argument("--host", help="only runs on this host")
     t.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
     db_arg(t)
     t.set_defaults(func=_trend)
 
     c = words.add_parser("changes", help="change points in every series, with the make bisect")
-    c.add_argument("--cell", metavar="CTX:C", help="only this cell (8K:64, or 8K:prefill)")
+    c.add_argument("--cell", metavar="CTX:C|POINT",
+                   help="only this cell (8K:64, or 8K:prefill; a workload's point 4/s, "
+                   "closed:8, trace; or capacity)")  # fmt: skip
     c.add_argument("--figure", help="only this figure (default: the ones a verdict is about)")
     c.add_argument("--host", help="only runs on this host")
     c.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
@@ -62,7 +68,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "report", help="one HTML page: every cell's trend, changes, the latest run"
     )
     r.add_argument("--html", required=True, type=Path, metavar="OUT", help="the page to write")
-    r.add_argument("--figure", default="total_tok_s", help="default total_tok_s")
+    r.add_argument("--figure", default="total_tok_s", help="default total_tok_s (a workload's: "
+                   "output_tok_s, ttft_p99_s, ...; capacity)")  # fmt: skip
     r.add_argument("--host", help="only runs on this host")
     r.add_argument("--profile", help="only runs of this launch profile (twin:NAME on a twin)")
     r.add_argument(
@@ -103,7 +110,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def _trend(args: argparse.Namespace, settings: Settings) -> int:
     cell = trend.parse_cell(args.cell)
-    figure = trend.check_figure(cell, args.figure)
+    figure = trend.check_figure(cell, args.figure or trend.default_figure(cell))
     target = database.locate(args.db, settings.history.url)
     with schema.opened(target, create=False) as conn:
         found = trend.points(conn, cell, figure, host=args.host, profile=args.profile)

@@ -7,7 +7,10 @@ verify is refused (VerifyFailed, exit 5) unless `--unverified`, which records it
 
 Idempotent: a run is keyed by its manifest's sha256, and its rows are written in one
 transaction that starts by inserting the run with ON CONFLICT DO NOTHING; when that inserts
-nothing the bundle is already there and nothing else is written. Two ingests at once are
+nothing the bundle is already there and nothing else is written, but for a workload run
+recorded before the history kept workload points (schema 3): its `workloads` row is
+inserted the same way and, when that is new, its points with it ("workload points
+recorded"). Two ingests at once are
 two transactions: on SQLite the second waits for the file's write lock (busy time-out), on
 PostgreSQL for the first's key; either way the run is recorded once.
 """
@@ -25,11 +28,11 @@ from bench import run_files
 from bench.bundle import recipe as recipe_mod
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.errors import UsageError, VerifyFailed
-from bench.history import rows
+from bench.history import rows, workload_rows
 from bench.history.database import Connection
 from bench.verdict import run_source
 
-Outcome = Literal["recorded", "already recorded"]
+Outcome = Literal["recorded", "already recorded", "workload points recorded"]
 
 
 @dataclass(frozen=True)
@@ -109,17 +112,32 @@ def _insert(table: str, columns: tuple[str, ...], tail: str = "") -> str:
 INSERT_RUN = _insert("runs", rows.RUN_COLUMNS, " ON CONFLICT (manifest_sha256) DO NOTHING")
 INSERT_CELL = _insert("cells", rows.CELL_COLUMNS)
 INSERT_FIGURE = _insert("figures", rows.FIGURE_COLUMNS)
+INSERT_WORKLOAD = _insert(
+    "workloads", workload_rows.WORKLOAD_COLUMNS, " ON CONFLICT (manifest_sha256) DO NOTHING"
+)
+
+
+def _rows(conn: Connection, record: rows.Record) -> None:
+    if record.workload is not None:
+        conn.execute(INSERT_WORKLOAD, record.workload)
+    conn.executemany(INSERT_CELL, record.cells)
+    conn.executemany(INSERT_FIGURE, record.figures)
 
 
 def write(conn: Connection, record: rows.Record) -> Outcome:
-    """The record's rows in one transaction, unless its run is there already."""
+    """The record's rows in one transaction, unless its run is there already (a workload
+    run recorded without its points gets them)."""
     with conn.transaction():
         inserted = conn.execute(INSERT_RUN, [record.run[c] for c in rows.RUN_COLUMNS])
-        if inserted == 0:
+        if inserted:
+            _rows(conn, record)
+            return "recorded"
+        if record.workload is None or conn.execute(INSERT_WORKLOAD, record.workload) == 0:
             return "already recorded"
-        conn.executemany(INSERT_CELL, record.cells)
-        conn.executemany(INSERT_FIGURE, record.figures)
-    return "recorded"
+        points = record.of_workload()
+        conn.executemany(INSERT_CELL, points.cells)
+        conn.executemany(INSERT_FIGURE, points.figures)
+    return "workload points recorded"
 
 
 def ingest(

@@ -1,13 +1,15 @@
 """`bench history report --html OUT`: the history as one self-contained HTML page.
 
-What it shows: the card's matrix (bench.history.matrix) where each cell holds a trend line
+What it shows: the card's matrix (bench.history.matrix), and for a workload's figure the
+workloads' (a row per workload, a column per point), where each cell holds a trend line
 per series (bench.history.sparkline: the latest value under it, change points marked); a
 click on a cell opens its panel (each series as a table: date, run, host, commit, image,
 value with its interval, status; and its change points with the `make bisect` line, as
 `bench history changes` prints them); two selects that filter every series, panel and
 comparison by host and launch profile in the browser (a few lines of plain script, nothing
 fetched); and the latest run against its baseline as the compare page shows it
-(bench.verdict.page.compare_parts over bench.history.runs' figures).
+(bench.verdict.page.compare_parts over bench.history.runs' figures; two workload runs as
+compare's lines and points' table, their runs having no decode cell to draw).
 
 Every string from the database is hostile: it reaches the page through html.escape (text
 and attributes; bench.verdict.page's table_html for the tables), after
@@ -22,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench import escape
-from bench.history import changes, matrix, runs, shifts, sparkline
+from bench.history import changes, matrix, runs, shifts, sparkline, trend
 from bench.history.database import Connection
 from bench.history.matrix import Line, Matrix, Square
 from bench.history.trend import Point
-from bench.verdict import compare, page
+from bench.verdict import capacity_delta, compare, headline, page, tables
 from bench.verdict.tables import TCell, VerdictTable
 
 MAX_TEXT = runs.MAX_TEXT  # characters of one string from the database
@@ -112,7 +114,7 @@ def _cell(square: Square | None, n: int) -> str:
         if len(square.lines) > 1:  # which line is whose
             latest = f"{escape.clipped(_name(line.host), 16)}: {latest}"
         latest += f" · {found} change{'s' if found != 1 else ''}" if found else ""
-        label = f"{shown(square.cell)}, {_series_name(line)}: {len(line.valued)} runs drawn"
+        label = f"{shown(square.title)}, {_series_name(line)}: {len(line.valued)} runs drawn"
         if values:
             label += f", from {min(values):,.4g} to {max(values):,.4g}"
         empty = shown(line.points[-1].status.replace("_", " "))  # e.g. over capacity
@@ -160,17 +162,18 @@ def _change_text(line: Line) -> str:
 
 def _panel(square: Square, n: int, figure: str) -> str:
     parts = [f'<div class="panel" id="panel-{n}" hidden>',
-             f"<h2>{html.escape(shown(square.cell))}: {html.escape(figure)}</h2>"]  # fmt: skip
+             f"<h2>{html.escape(shown(square.title))}: {html.escape(figure)}</h2>"]  # fmt: skip
     for line in square.lines:
         parts += [f'<div class="series" {_where(line.host, line.profile)}>',
                   _series_table(line, figure), _change_text(line), "</div>"]  # fmt: skip
     return "".join([*parts, "</div>"])
 
 
-def _matrix(m: Matrix) -> tuple[str, list[str]]:
-    """The matrix as a table, and the panels of its cells."""
+def _matrix(m: Matrix, n: int = 0) -> tuple[str, list[str], int]:
+    """The matrix as a table, the panels of its cells, and the next free number of a
+    cell (its element ids: cell-N, panel-N), from N on."""
     head = "".join(f"<th>{html.escape(shown(c))}</th>" for c in m.columns)
-    rows, panels, n = [], [], 0
+    rows, panels = [], []
     for context in m.rows:
         cells = []
         for column in m.columns:
@@ -181,10 +184,10 @@ def _matrix(m: Matrix) -> tuple[str, list[str]]:
             n += 1
         rows.append(f"<tr><th>{html.escape(shown(context))}</th>{''.join(cells)}</tr>")
     table = (
-        f'<table class="matrix"><tr><th>Context \\ requests at once</th>{head}</tr>'
+        f'<table class="matrix"><tr><th>{html.escape(m.corner)}</th>{head}</tr>'
         f"{''.join(rows)}</table>"
     )
-    return table, panels
+    return table, panels, n
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,24 @@ def _compare(conn: Connection, pair: Pair) -> str:
         return f"{head}<h2>{name}</h2><p>The baseline is the latest run itself.</p></section>"
     a, b = runs.figures(conn, pair.baseline), runs.figures(conn, pair.latest)
     c = compare.compare(a, b, compare.Policy())
-    return head + "".join(page.compare_parts(c)) + "</section>"
+    of_card = any(k[0] in ("decode", "prefill") for r in (a, b) for k in r.cells)
+    parts = page.compare_parts(c) if of_card else _workload_parts(c)
+    return head + "".join(parts) + "</section>"
+
+
+def _workload_parts(c: compare.Comparison) -> list[str]:
+    """Two workload runs (points, or a capacity's searches) as compare judges them: its
+    lines, the SLO capacity's change and the points' table. The card's heatmaps, curves and
+    frontier draw decode cells, which these runs have none of."""
+    parts = [f"<h2>{html.escape(c.b.name)} against {html.escape(c.a.name)}</h2>"]
+    lines = [*c.settings.lines("A", "B"), headline.verdict(c), *c.summaries()]
+    if c.capacity is not None:
+        lines += capacity_delta.lines(c.capacity, c.policy.alpha)
+    for line in filter(None, lines):
+        heading = line.startswith("### ")
+        tag = "h3" if heading else "p"
+        parts.append(f"<{tag}>{html.escape(line.removeprefix('### '))}</{tag}>")
+    return parts + [page.table_html(t) for t in tables.compare_tables(c)]
 
 
 def _select(ident: str, label: str, names: Sequence[str]) -> str:
@@ -234,8 +254,8 @@ def _select(ident: str, label: str, names: Sequence[str]) -> str:
     )
 
 
-def _notes(m: Matrix, found: Sequence[runs.Run], where: str) -> list[str]:
-    cut = sum(1 for line in m.lines if line.cut)
+def _notes(m: Matrix, points: Matrix | None, found: Sequence[runs.Run], where: str) -> list[str]:
+    cut = sum(1 for x in (m, points) if x for line in x.lines if line.cut)
     notes = [
         f"History {shown(where)}: {len(found)} runs; figure {m.figure} at server speed, each "
         "run's value the geometric mean of its valid trials. A cell holds one line per "
@@ -253,7 +273,30 @@ def _notes(m: Matrix, found: Sequence[runs.Run], where: str) -> list[str]:
     ]
     if m.more_rows or m.more_columns:
         notes.append(f"Not shown: {m.more_rows} more contexts and {m.more_columns} more columns.")
+    if points is not None:
+        notes.append(
+            f"Workloads: {points.figure} of a workload run's points (bench run --workload) or "
+            "of a capacity search's (bench capacity, each search a trial), at server speed: a "
+            "row per workload (its name and the hash of the workload as run), a column per "
+            "point (its offered rate, closed:C, trace), drawn as the cells' series."
+        )
+        if points.more_rows or points.more_columns:
+            notes.append(
+                f"Not shown: {points.more_rows} more workloads and {points.more_columns} more "
+                "points."
+            )
     return notes
+
+
+def _drawn(card: Matrix, points: Matrix | None) -> list[Matrix]:
+    """The card's matrix for a figure of the card's cells (drawn when empty too), the
+    workloads' for a figure of a workload's points: both for a figure of both (total_tok_s)
+    when a workload has it."""
+    of_card = any(card.figure in trend.PHASE_FIGURES[p] for p in ("decode", "prefill"))
+    out = [card] if of_card else []
+    if points is not None and (points.squares or not of_card):
+        out.append(points)
+    return out
 
 
 def report(
@@ -269,13 +312,24 @@ def report(
     found = runs.all_runs(conn, host=host, profile=profile)
     compared = pairs(found, baseline)
     m = matrix.build(conn, figure, host=host, profile=profile)
-    table, panels = _matrix(m)
-    lines = m.lines
+    wm = matrix.points(conn, figure, host=host, profile=profile)
+    drawn = _drawn(m, wm)
+    if wm not in drawn:
+        wm = None
+    tables: list[str] = []
+    panels: list[str] = []
+    n = 0
+    for each in drawn:
+        table, more, n = _matrix(each, n)
+        tables.append(table)
+        panels += more
+    lines = [line for each in drawn for line in each.lines]
     hosts = sorted({_name(x.host) for x in lines} | {_name(p.latest.host) for p in compared})
     profiles = sorted(
         {_name(x.profile) for x in lines} | {_name(p.latest.profile) for p in compared}
     )
-    parts = [_STYLE, *(f'<p class="note">{html.escape(t)}</p>' for t in _notes(m, found, where))]
+    notes = _notes(m, wm, found, where)
+    parts = [_STYLE, *(f'<p class="note">{html.escape(t)}</p>' for t in notes)]
     parts.append(
         '<p class="filters">'
         + _select("host-filter", "Host", hosts)
@@ -284,7 +338,7 @@ def report(
     )
     if not found:
         parts.append("<p>No run in the history (on the host and profile asked for).</p>")
-    parts += [table, *panels]
+    parts += [*tables, *panels]
     if compared:
         parts.append("<h2>The latest run against its baseline</h2>")
         parts += [_compare(conn, p) for p in compared]

@@ -40,7 +40,7 @@ from bench.history import database, ingest, schema
 from bench.history.database import Connection, Target
 from bench.verdict.run_source import Verification
 
-Outcome = Literal["recorded", "already recorded", "not recorded"]
+Outcome = Literal["recorded", "already recorded", "workload points recorded", "not recorded"]
 Ingest = Callable[[Connection, Path, Verification], ingest.Ingested]
 
 

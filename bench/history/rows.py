@@ -11,7 +11,9 @@ as JSON with its sha256.
 
 Cells and figures are bench.export.rows' figure rows (at server speed, the bounds of every
 number from outside applied: a figure out of range makes its cell invalid with the reason),
-so the history and an export of the same bundle hold the same numbers.
+so the history and an export of the same bundle hold the same numbers. A workload run adds
+its `workloads` row and its points (or a capacity run's searches) as cells and figures of
+their own phases (bench.history.workload_rows).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bench import is_dirty
 from bench.bundle import provenance as prov
 from bench.bundle.recipe import ImageServer, Recipe, TwinServer
 from bench.export import rows as export_rows
+from bench.history import workload_rows
 from bench.results import Results
 from bench.verdict import settings as comparable
 
@@ -59,6 +62,17 @@ class Record:
     run: dict[str, Any]
     cells: tuple[tuple[Any, ...], ...]  # in CELL_COLUMNS order
     figures: tuple[tuple[Any, ...], ...]  # in FIGURE_COLUMNS order
+    # A workload run's `workloads` row (workload_rows.WORKLOAD_COLUMNS order); None else.
+    workload: tuple[Any, ...] | None = None
+
+    def of_workload(self) -> Record:
+        """This record's rows of its workload alone (its points or capacity searches)."""
+        return Record(
+            self.run,
+            tuple(c for c in self.cells if workload_rows.is_point(c[1])),
+            tuple(f for f in self.figures if workload_rows.is_point(f[1])),
+            self.workload,
+        )
 
 
 def _sha256(text: str) -> str:
@@ -171,4 +185,10 @@ def record(b: Bundle) -> Record:
             )  # fmt: skip
         if row["value"] is not None:
             figures.append((manifest_sha256, *key, row["figure"], float(row["value"]), row["unit"]))
-    return Record(run_row(b), tuple(cells.values()), tuple(figures))
+    point_cells, point_figures = workload_rows.rows_of(results, manifest_sha256)
+    return Record(
+        run_row(b),
+        (*cells.values(), *point_cells),
+        (*figures, *point_figures),
+        workload_rows.workload_row(results, manifest_sha256),
+    )

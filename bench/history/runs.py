@@ -8,6 +8,11 @@ invalid, not ready) with its reasons, else gpu_throttled when a valid trial carr
 flag, else valid. The figures are the history's (at server speed, as recorded); a prefill
 sample's `ttft_s` is the verdict's `prefill_ttft_s`. The history keeps no spread inside a
 run, so a single trial has no noise estimate of its own: its compare shows the raw Δ.
+
+A workload's point is the verdict's cell of it (bench.verdict.workload_cells: the same key,
+output tok/s and TTFT and TPOT at p50 and p99; an overloaded point or a late client
+`invalid`, with its status said); a capacity run's searches are its capacity
+(`RunFigures.capacity`, searched by what `workloads` records).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from bench import escape
 from bench.errors import UsageError
 from bench.history import trend
+from bench.history import workload_rows as wl
 from bench.history.database import Connection
 from bench.verdict.cells import (
     Cell,
@@ -33,13 +39,22 @@ from bench.verdict.cells import (
 
 MAX_TEXT = 80  # characters of a string from the database in what a verdict shows
 MAX_CELLS = 400  # cells of one run read for a compare (a card has 55), smallest first
-_UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
+# "failed": a workload's point with more failed requests than its bound allows.
+_UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready", "failed")
 _UNMEASURED: tuple[Status, ...] = ("over_capacity", "not_run")
 # The history's figure name -> the verdict's metric name, per phase.
 _METRIC = {
     "decode": {m.name: m.name for m in metrics_of("decode")},
     "prefill": {"prefill_tok_s": "prefill_tok_s", "ttft_s": "prefill_ttft_s"},
-}
+    wl.WORKLOAD_PHASE: {
+        name: f"wl_{name}" for name in ("output_tok_s", "ttft_p50_s", "ttft_p99_s",
+                                        "tpot_p50_s", "tpot_p99_s")
+    },
+}  # fmt: skip
+# A point's status that is not one of a cell's, as compare names it (the point's own status
+# said in the reason).
+_POINT_STATUS = {"overloaded": "invalid", "late_client": "invalid"}
+_CAPACITY = "SELECT capacity_by, capacity_slo FROM workloads WHERE manifest_sha256 = ?"
 _RUN_COLUMNS = (
     "manifest_sha256", "run_id", "created_at", "host", "launch_profile", "settings_sha256",
     "settings_json", "trust", "trust_detail", "signer", "image_id", "engine_version",
@@ -160,7 +175,9 @@ class _Trials:
 
 
 def _cell(key: Key, t: _Trials) -> Cell:
-    phase: Phase = "prefill" if key[0] == "prefill" else "decode"
+    phase: Phase = "decode"
+    if key[0] == "prefill" or key[0] == wl.WORKLOAD_PHASE:
+        phase = "prefill" if key[0] == "prefill" else "workload"
     context, conc = key[1], key[2]
     statuses = set(t.statuses.values())
     reasons = "; ".join(sorted({_clip(t.reasons.get(i) or "no reason") for i in t.statuses}))
@@ -188,11 +205,17 @@ def _cell(key: Key, t: _Trials) -> Cell:
 def figures(conn: Connection, run: Run) -> RunFigures:
     """RUN's cells and figures as bench compare reads a bundle's."""
     found: dict[Key, _Trials] = {}
-    for phase, context, conc, trial, status, reason, flags, figure, value in conn.query(
+    capacity: dict[int, float] = {}
+    for phase, context, conc, trial, recorded, said, flags, figure, value in conn.query(
         _CELLS, [run.manifest_sha256]
     ):
+        if phase == wl.CAPACITY_PHASE and recorded == "valid" and figure == "capacity":
+            capacity[int(trial)] = float(value)
         if phase not in _METRIC:
             continue
+        status, reason = recorded, said
+        if phase == wl.WORKLOAD_PHASE and recorded in _POINT_STATUS:
+            status, reason = _POINT_STATUS[str(recorded)], f"{recorded}: {said or 'no reason'}"
         key: Key = (str(phase), str(context), int(conc))
         t = found.setdefault(key, _Trials({}, {}, {}, {}))
         t.statuses[int(trial)] = str(status)
@@ -204,7 +227,8 @@ def figures(conn: Connection, run: Run) -> RunFigures:
         if metric is not None and value is not None:
             t.values.setdefault(metric, {})[int(trial)] = float(value)
     order = {c: i for i, c in enumerate(context_order(k[1] for k in found))}
-    keys = sorted(found, key=lambda k: (k[0] != "prefill", order[k[1]], k[2]))
+    phases = ("prefill", "decode", wl.WORKLOAD_PHASE)
+    keys = sorted(found, key=lambda k: (phases.index(k[0]), order[k[1]], k[2]))
     cells = {key: _cell(key, found[key]) for key in keys[:MAX_CELLS]}
     r = run.row
     trust: Trust = "signed" if r["trust"] == "signed" else "unverified"
@@ -225,4 +249,18 @@ def figures(conn: Connection, run: Run) -> RunFigures:
         model_revision=None if r["weights_revision"] is None else _clip(r["weights_revision"]),
         weights=_weights(r),
         identities=frozenset({f"manifest sha256 {run.manifest_sha256[:16]}"}),
+        **_capacity(conn, run, capacity),
     )
+
+
+def _capacity(conn: Connection, run: Run, found: dict[int, float]) -> dict[str, Any]:
+    """RunFigures' capacity of a capacity run (what was searched, each search's capacity
+    in trial order), as bench.verdict.workload_cells.capacity_of gives a bundle's."""
+    searched = conn.query(_CAPACITY, [run.manifest_sha256])
+    if not searched or searched[0][0] is None:
+        return {}
+    by, slo = searched[0]
+    return {
+        "capacity_of": _clip(f"{by} at {slo}"),
+        "capacity": tuple(found[t] for t in sorted(found)),
+    }

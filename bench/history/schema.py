@@ -6,6 +6,12 @@ Versions (the `schema_version` table has one row per version applied, with when)
   status) and `figures` (each figure of a cell and trial, at server speed).
 - 2: the views dashboards read (`series_per_cell`, `latest_per_cell`) and the index the
   trend of one cell reads through.
+- 3: workload runs (`bench run --workload`, `bench capacity`): `workloads` (one per run of a
+  workload: its name, hash, arrival kind, seed, the workload as run; a capacity search's
+  SLO, method and capacity with its interval), and the views `series_per_point` and
+  `latest_per_point`. The points themselves are rows of `cells` and `figures` (phase
+  `workload`, context the point's label; phase `capacity`, one row per search), so the
+  trend, the change points and the page read them as they read cells.
 
 An upgrade applies every missing version in order, in one transaction (PostgreSQL: under an
 advisory lock, so that two processes opening an old database upgrade it once). A database
@@ -130,7 +136,51 @@ V2 = Version(
     ),
 )
 
-VERSIONS: tuple[Version, ...] = (V1, V2)
+V3 = Version(
+    3,
+    "workload runs: table workloads, views series_per_point and latest_per_point",
+    (
+        """CREATE TABLE workloads (
+            manifest_sha256 TEXT PRIMARY KEY
+                REFERENCES runs (manifest_sha256) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            seed BIGINT NOT NULL,
+            source TEXT NOT NULL,
+            workload_json TEXT NOT NULL,
+            prompt_sizing TEXT NOT NULL,
+            capacity_by TEXT,
+            capacity_slo TEXT,
+            capacity_method TEXT,
+            capacity_estimate DOUBLE PRECISION,
+            capacity_low DOUBLE PRECISION,
+            capacity_high DOUBLE PRECISION,
+            capacity_server_s DOUBLE PRECISION
+        )""",
+        "CREATE INDEX workloads_by_sha256 ON workloads (sha256)",
+        """CREATE VIEW series_per_point AS
+        SELECT s.*, w.name AS workload, w.sha256 AS workload_sha256, w.kind AS workload_kind,
+               w.seed AS workload_seed
+        FROM series_per_cell s
+        JOIN workloads w ON w.manifest_sha256 = s.manifest_sha256
+        WHERE s.phase IN ('workload', 'capacity')""",
+        """CREATE VIEW latest_per_point AS
+        SELECT s.* FROM series_per_point s
+        JOIN (SELECT phase, context, concurrency, workload_sha256,
+                     COALESCE(host, '') AS host_key,
+                     COALESCE(launch_profile, '') AS profile_key, MAX(created_at) AS latest
+              FROM series_per_point
+              GROUP BY phase, context, concurrency, workload_sha256, COALESCE(host, ''),
+                       COALESCE(launch_profile, '')) m
+        ON s.phase = m.phase AND s.context = m.context AND s.concurrency = m.concurrency
+            AND s.workload_sha256 = m.workload_sha256
+            AND COALESCE(s.host, '') = m.host_key
+            AND COALESCE(s.launch_profile, '') = m.profile_key AND s.created_at = m.latest""",
+    ),
+)
+
+VERSIONS: tuple[Version, ...] = (V1, V2, V3)
 LATEST = VERSIONS[-1].number
 
 

@@ -6,7 +6,9 @@ A series is one (cell, figure, host, launch profile, comparable settings): the r
 `bench history trend` draws on one line. A run's value is the geometric mean of its valid
 trials (a run without one is left out of the series). Without --figure the figures
 searched are those a verdict is about: total_tok_s, per_request_tok_s, ttft_s, tbt_s for
-a decode cell, prefill_tok_s and ttft_s for a prefill sample.
+a decode cell, prefill_tok_s and ttft_s for a prefill sample, output_tok_s and TTFT and
+TPOT at p50 and p99 for a workload's point, and a capacity search's capacity. A workload's
+points are series of their own workload (its name and hash are among the settings).
 """
 
 from __future__ import annotations
@@ -18,15 +20,20 @@ from dataclasses import dataclass
 
 from bench import escape
 from bench.errors import UsageError
-from bench.export.rows import DECODE_FIGURES, PREFILL_FIGURES
 from bench.history import changes, trend
+from bench.history import workload_rows as wl
 from bench.history.database import Connection
-from bench.history.trend import CellChoice, Point
+from bench.history.trend import PHASE_FIGURES, CellChoice, Point
+from bench.verdict.cells import label_size
 
 SEARCHED = {
     "decode": ("total_tok_s", "per_request_tok_s", "ttft_s", "tbt_s"),
     "prefill": ("prefill_tok_s", "ttft_s"),
+    # compare's figures of a point (bench.verdict.workload_cells)
+    wl.WORKLOAD_PHASE: ("output_tok_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"),
+    wl.CAPACITY_PHASE: ("capacity",),
 }
+_PHASES = tuple(SEARCHED)  # the order cells are listed in
 # make bisect's FIGURE= for the figures it can follow (provisioning bisect --figure).
 BISECT_FIGURE = {"total_tok_s": "total", "per_request_tok_s": "per-request",
                  "ttft_s": "ttft", "tbt_s": "tbt"}  # fmt: skip
@@ -50,8 +57,13 @@ def _context_tokens(context: str) -> int:
     return int(digits) * scale if digits.isdigit() else 0
 
 
+def _size(c: CellChoice) -> float:
+    return label_size(c.context) if c.phase == wl.WORKLOAD_PHASE else _context_tokens(c.context)
+
+
 def cells(conn: Connection) -> list[CellChoice]:
-    """Every cell the history has, decode cells first, by context and concurrency."""
+    """Every cell the history has: decode cells first, by context and concurrency, then
+    prefill samples, then workload points by rate (closed ones by C), then capacities."""
     found = [
         CellChoice(str(phase), str(context), int(conc))
         for phase, context, conc in conn.query(
@@ -59,19 +71,18 @@ def cells(conn: Connection) -> list[CellChoice]:
         )
         if phase in SEARCHED
     ]
-    return sorted(found, key=lambda c: (c.phase != "decode", _context_tokens(c.context),
-                                        c.context, c.concurrency))  # fmt: skip
+    return sorted(found, key=lambda c: (_PHASES.index(c.phase), _size(c), c.context,
+                                        c.concurrency))  # fmt: skip
 
 
 def _figures(cell: CellChoice, figure: str | None) -> tuple[str, ...]:
     if figure is None:
         return SEARCHED[cell.phase]
-    known = {n for n, _ in (PREFILL_FIGURES if cell.phase == "prefill" else DECODE_FIGURES)}
-    return (figure,) if figure in known else ()
+    return (figure,) if figure in PHASE_FIGURES[cell.phase] else ()
 
 
 def check_figure(figure: str | None) -> None:
-    every = [n for n, _ in DECODE_FIGURES] + [n for n, _ in PREFILL_FIGURES]
+    every = list(dict.fromkeys(n for names in PHASE_FIGURES.values() for n in names))
     if figure is not None and figure not in every:
         raise UsageError(f"--figure {figure}: not a figure", hint=f"one of {', '.join(every)}")
 
@@ -138,7 +149,9 @@ def _run(p: Point) -> str:
 
 def _title(f: Found) -> str:
     where = f"host {f.host or '—'}, profile {f.profile or '—'}"
-    return escape.terminal(f"{f.cell} {f.figure}, {where}")
+    workload = trend.workload_of(f.points[0].settings) if f.points else None
+    of = f" of workload {workload}" if workload else ""
+    return escape.terminal(f"{f.cell} {f.figure}{of}, {where}")
 
 
 def render(found: Sequence[Found]) -> str:

@@ -7,6 +7,11 @@ status is valid and it carries no flag (a gpu_throttled cell is shown, not avera
 a verdict treats it). Runs whose comparable settings (bench.history.rows: window, output
 length, API, model, launch flags, GPUs, twin or engine) are the same are one series; each
 other set of settings is a series of its own, listed after it with what differs.
+
+A workload run's point is a cell too (bench.history.workload_rows): `--cell 4/s` (a rate
+point, offered requests/s at server speed; `inf/s` all at once), `closed:8` (a closed-count
+point of 8 streams), `trace`, or `capacity` (a `bench capacity` run: each search a trial).
+Its workload (name and hash) is one of the settings, so each workload is a series of its own.
 """
 
 from __future__ import annotations
@@ -20,9 +25,22 @@ from typing import Any
 from bench import escape, stats
 from bench.errors import UsageError
 from bench.export.rows import DECODE_FIGURES, PREFILL_FIGURES
+from bench.history import workload_rows as wl
 from bench.history.database import Connection
 
 _CELL = re.compile(r"^([0-9]+[KkMm]?):([0-9]+|prefill)$")
+_RATE = re.compile(r"^((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf)/s$")
+_CLOSED = re.compile(r"^closed:([0-9]+)$")
+# Each phase's figures, in the order the help lists them; the first is `trend`'s default.
+PHASE_FIGURES: dict[str, tuple[str, ...]] = {
+    "decode": tuple(n for n, _ in DECODE_FIGURES),
+    "prefill": tuple(n for n, _ in PREFILL_FIGURES),
+    wl.WORKLOAD_PHASE: tuple(n for n, _ in wl.POINT_FIGURES),
+    wl.CAPACITY_PHASE: tuple(n for n, _ in wl.CAPACITY_FIGURES),
+}
+CELL_HINT = (
+    "e.g. --cell 8K:64 or 8K:prefill; a workload's point 4/s, inf/s, closed:8, trace; capacity"
+)
 
 
 @dataclass(frozen=True)
@@ -32,15 +50,31 @@ class CellChoice:
     concurrency: int
 
     def __str__(self) -> str:
+        if self.phase == wl.CAPACITY_PHASE or (
+            self.phase == wl.WORKLOAD_PHASE and self.context != "closed"
+        ):
+            return self.context
+        if self.phase == wl.WORKLOAD_PHASE:
+            return f"closed:{self.concurrency}"
         return f"{self.context}:{'prefill' if self.phase == 'prefill' else self.concurrency}"
 
 
 def parse_cell(text: str) -> CellChoice:
-    """`8K:64` (a decode cell) or `8K:prefill` (the context's prefill sample)."""
+    """`8K:64` (a decode cell), `8K:prefill` (the context's prefill sample), a workload's
+    point (`4/s`, `inf/s`, `closed:8`, `trace`) or `capacity`."""
+    given = text.strip().lower()
+    if (rate := _RATE.fullmatch(given)) and (value := float(rate.group(1))) > 0:
+        return CellChoice(wl.WORKLOAD_PHASE, f"{value:g}/s", 0)
+    if closed := _CLOSED.fullmatch(given):
+        return CellChoice(wl.WORKLOAD_PHASE, "closed", int(closed.group(1)))
+    if given == "trace":
+        return CellChoice(wl.WORKLOAD_PHASE, "trace", 0)
+    if given == wl.CAPACITY_CONTEXT:
+        return CellChoice(wl.CAPACITY_PHASE, wl.CAPACITY_CONTEXT, 0)
     m = _CELL.fullmatch(text.strip())
     if not m:
         raise UsageError(
-            f"--cell {text!r}: not CONTEXT:CONCURRENCY", hint="e.g. --cell 8K:64 or 8K:prefill"
+            f"--cell {text!r}: not CONTEXT:CONCURRENCY nor a workload's point", hint=CELL_HINT
         )
     context = m.group(1).upper()
     if m.group(2) == "prefill":
@@ -48,13 +82,29 @@ def parse_cell(text: str) -> CellChoice:
     return CellChoice("decode", context, int(m.group(2)))
 
 
+def default_figure(cell: CellChoice) -> str:
+    """`trend`'s figure when none is given: total_tok_s of a cell, prefill_tok_s of a
+    prefill sample, output_tok_s of a workload's point, a capacity search's capacity."""
+    return PHASE_FIGURES[cell.phase][0]
+
+
 def check_figure(cell: CellChoice, figure: str) -> str:
-    known = [n for n, _ in (PREFILL_FIGURES if cell.phase == "prefill" else DECODE_FIGURES)]
+    known = PHASE_FIGURES[cell.phase]
     if figure not in known:
         raise UsageError(
-            f"--figure {figure}: not a {cell.phase} figure", hint=f"one of {', '.join(known)}"
+            f"--figure {figure}: not a {_phase_name(cell.phase)} figure",
+            hint=f"one of {', '.join(known)}",
         )
     return figure
+
+
+def _phase_name(phase: str) -> str:
+    return "workload point" if phase == wl.WORKLOAD_PHASE else phase
+
+
+def workload_of(settings: dict[str, str]) -> str | None:
+    """The workload (name and hash) of a series' settings; None for the card's matrix."""
+    return settings.get("workload")
 
 
 @dataclass
@@ -185,7 +235,9 @@ def render(cell: CellChoice, figure: str, found: Sequence[Series], *, show_host:
     first = found[0].settings
     for i, s in enumerate(found, start=1):
         if i == 1:
-            out.append(f"Series 1 of {len(found)}: cell {cell}, {figure}, {len(s.points)} runs")
+            w = workload_of(s.settings)
+            of = f" of workload {escape.terminal(w)}" if w else ""
+            out.append(f"Series 1 of {len(found)}: cell {cell}{of}, {figure}, {len(s.points)} runs")
         else:
             out += [
                 "",

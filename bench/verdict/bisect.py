@@ -5,9 +5,13 @@ of the one cell, each its own run) and compares it with GOOD by `bench compare`'
 that cell's figure: Welch's t on log values, at `alpha` (one test per commit, not a
 matrix: no false-discovery correction, but a stricter level than a matrix's 5 %, since a
 wrong answer sends the search the wrong way). A commit "moved" when the figure changed in
-the direction BAD moved it; it is "the same" otherwise. A commit that cannot be measured
-(its image does not build or its server does not start) is skipped, as `git bisect skip`
-does, and the search tests its neighbours instead.
+the direction BAD moved it; it is "the same" only when shown equivalent to GOOD within half
+of BAD's move (two one-sided tests at `alpha`, bench.verdict.equivalence), and "not resolved"
+otherwise: its trials cannot place it, so the search treats it as it treats a commit that
+cannot be measured (its image does not build or its server does not start): skipped, as
+`git bisect skip` does, and its neighbours tested instead. BAD itself against GOOD: moved
+(the search runs), equivalent within ±5 % (nothing to bisect, exit 1) or not resolved (more
+trials a commit would decide, exit 11).
 
 With k workers each round tests k commits spread evenly over the open range, so the range
 shrinks k + 1 times per round: ceil(log_(k+1) n) rounds for n commits (k = 1: binary search,
@@ -36,11 +40,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bench.verdict import answers
+from bench.verdict import equivalence as eqv
 from bench.verdict.cells import BY_NAME, Key, RunFigures
 from bench.verdict.compare import FigureDelta, Policy, figure_delta
 
 # "answers": it answers differently from GOOD, so its figure is not judged
-Verdict = Literal["moved", "same", "skipped", "answers"]
+Verdict = Literal["moved", "same", "not resolved", "skipped", "answers"]
 Searched = Literal["figure", "answers"]
 # measure(the commits of one round) -> for each, its figures, or None when it cannot be run
 MeasureMany = Callable[[Sequence[str]], Sequence[RunFigures | None]]
@@ -110,12 +115,13 @@ class Result:
             )
             return out + self._answers_lines()
         if self.first_moved is None:
-            out.append("no commit moved the figure beyond the noise")
+            out.append(self._unmoved_line())
             return out
         if len(self.suspects) > 1:
             out.append(
                 f"the first commit that moved it is one of {', '.join(self.suspects)} "
-                "(the others between could not be measured)"
+                "(the others between could not be measured, or their trials could not place "
+                "them: not resolved)"
             )
         else:
             out.append(f"culprit: {self.culprit} (first moved; {self.commits[self.last_same]} "
@@ -124,6 +130,20 @@ class Result:
         if after:
             out.append(f"after it: {after[0]}")
         return out
+
+    @property
+    def bad_outcome(self) -> Verdict | None:
+        """BAD against GOOD (the first step), or None before it was judged."""
+        return self.steps[0].verdict if self.steps else None
+
+    def _unmoved_line(self) -> str:
+        if self.bad_outcome == "not resolved":
+            return (
+                f"not resolved: BAD's change from GOOD is neither shown nor within "
+                f"±{eqv.DEFAULT_MARGIN_PCT:g} % with these trials; more trials a commit "
+                "would decide"
+            )
+        return f"no commit moved the figure: BAD is like GOOD within ±{eqv.DEFAULT_MARGIN_PCT:g} %"
 
     def _answers_lines(self) -> list[str]:
         first = self.first_moved if self.first_moved is not None else len(self.commits) - 1
@@ -167,7 +187,15 @@ def judge(
     if d.p_value is None or d.delta_pct is None:
         return "skipped", d, check
     same_way = direction == 0.0 or (d.delta_pct > 0) == (direction > 0)
-    return ("moved" if d.p_value < alpha and same_way else "same"), d, check
+    if d.p_value < alpha and same_way:
+        return "moved", d, check
+    # Like GOOD only when shown within half of BAD's move (within the default margin when
+    # BAD itself is judged).
+    margin = abs(direction) / 2.0 if direction else eqv.DEFAULT_MARGIN_PCT
+    n = eqv.trials(a, b, metric)
+    assert d.sd_log is not None and d.df is not None
+    shown = eqv.tost(eqv.spread(d.delta_pct, d.sd_log, d.df, n), min(margin, 99.0), alpha)
+    return ("same" if shown.equivalent else "not resolved"), d, check
 
 
 def _step(
@@ -199,7 +227,7 @@ def _searched_verdict(verdict: Verdict, searched: Searched) -> Verdict:
         if verdict == "answers":
             return "moved"
         return "skipped" if verdict == "skipped" else "same"
-    return "skipped" if verdict == "answers" else verdict
+    return "skipped" if verdict in ("answers", "not resolved") else verdict
 
 
 def _spread(lo: int, hi: int, k: int, skipped: set[int]) -> list[int]:

@@ -29,6 +29,7 @@ one side only) cannot be compared; it is listed with its reason.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -115,7 +116,15 @@ class FigureDelta:
     # the interval, p and MDE are about (delta_pct stays the change B shows against A).
     own_pct: float | None = None
     # Two one-sided tests of the change as measured against the figure's margin.
-    equivalence: eqv.Equivalence | None = None
+    # (the change's spread, the margin %, alpha): what `equivalence` is judged on, lazily
+    # (power loops run thousands of compares and read only the changes).
+    judged_on: tuple[eqv.LogSpread, float, float] | None = None
+
+    @functools.cached_property
+    def equivalence(self) -> eqv.Equivalence | None:
+        if self.judged_on is None:
+            return None
+        return eqv.tost(*self.judged_on)
 
     @property
     def outcome(self) -> eqv.Outcome:
@@ -480,7 +489,7 @@ def _judged_equivalence(
         return f
     runs = None if whole is None else (whole.sd_log, whole.df, whole.runs)
     s = eqv.spread(f.delta_pct, f.sd_log, f.df, n, runs)
-    return replace(f, equivalence=eqv.tost(s, policy.margin(f.metric.name), policy.alpha))
+    return replace(f, judged_on=(s, policy.margin(f.metric.name), policy.alpha))
 
 
 def _figure_mark(f: FigureDelta, rejected: bool, whole: WholeRun | None, policy: Policy) -> Mark:

@@ -11,7 +11,7 @@ missed and about how many runs a side would show ±m, at the noise they measured
 from __future__ import annotations
 
 from bench.verdict import capacity_delta, equivalence
-from bench.verdict.compare import CellDelta, Comparison, FigureDelta
+from bench.verdict.compare import MDE_SHOWN_UP_TO_PCT, CellDelta, Comparison, FigureDelta
 
 
 def compared(c: Comparison) -> list[CellDelta]:
@@ -94,8 +94,12 @@ def _not_resolved(c: Comparison) -> str:
     parts = ["not resolved"]
     missed = missable_pct(c)
     if missed is not None:
-        shown = f"over {missed:,.0f}" if missed > 1000 else f"{missed:.0f}"
-        parts.append(f"changes under {shown} % can go unseen with {_sides(c)}")
+        if missed > MDE_SHOWN_UP_TO_PCT:
+            parts.append(
+                f"even a change of over {MDE_SHOWN_UP_TO_PCT:,.0f} % can go unseen with {_sides(c)}"
+            )
+        else:
+            parts.append(f"changes under {missed:.0f} % can go unseen with {_sides(c)}")
     n = runs_needed(c)
     if missed is not None:
         need = f"about {n:,}" if n is not None else f"more than {equivalence.MAX_RUNS:,}"

@@ -61,7 +61,8 @@ def register(sub: SubParsers) -> None:
         "bisect",
         help="the first vLLM commit between GOOD and BAD that moved one cell's figure",
         epilog=SWEEP_ARGS_EPILOG + ". Exit 0: a culprit "
-        "(or the skipped suspects) named; 1: BAD does not differ from GOOD.",
+        "(or the skipped suspects) named; 1: BAD is like GOOD (within ±5 %%); 11: BAD's change "
+        "is not resolved (more --trials would decide).",
     )
     add_common(p)
     p.add_argument("--good", required=True, help="a vLLM commit with the old figure")
@@ -241,7 +242,11 @@ def run_bisection(
         raise UsageError(str(exc), hint="check that GOOD and BAD build and serve") from None
     print("\n".join(result.lines()))
     print(f"{len(commits)} commits, {result.rounds} round(s) with {len(targets)} host(s)")
-    return int(Exit.OK if result.first_moved is not None else Exit.NOT_REPRODUCED)
+    if result.first_moved is not None:
+        return int(Exit.OK)
+    if result.bad_outcome == "not resolved":
+        return int(Exit.INCONCLUSIVE)
+    return int(Exit.NOT_REPRODUCED)
 
 
 def _bisect(args: argparse.Namespace, settings: Settings) -> int:

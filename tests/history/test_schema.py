@@ -12,6 +12,7 @@ from bench.history import database, ingest, schema
 from bench.history.database import Target
 from tests.history.conftest import count, environment, unsigned_record
 from tests.support.synth import make_results
+from tests.support.workload_results import rate_results
 
 
 def _target(tmp: pathlib.Path) -> Target:
@@ -48,7 +49,7 @@ def test_upgrade_from_version_1_keeps_the_rows_and_adds_the_views(
             "SELECT run_id, trial, value FROM latest_per_cell WHERE phase = 'decode' "
             "AND context = '8K' AND concurrency = 64 AND figure = 'total_tok_s' ORDER BY trial"
         )
-    assert _versions(target) == [1, 2]
+    assert _versions(target) == [v.number for v in schema.VERSIONS]
     values = [
         f[6] for f in record.figures if f[1:4] == ("decode", "8K", 64) and f[5] == "total_tok_s"
     ]
@@ -92,3 +93,28 @@ def test_the_same_record_twice_is_one_run(tmp_path: pathlib.Path, card: Card) ->
         assert ingest.write(conn, record) == "already recorded"
     assert count(target, "runs") == 1
     assert count(target, "cells") == len(record.cells)
+
+
+def test_upgrade_from_version_2_keeps_the_rows_and_adds_workloads(
+    tmp_path: pathlib.Path, card: Card
+) -> None:
+    target = _target(tmp_path)
+    old = unsigned_record(make_results(card, contexts={"8K"}))
+    with database.connect(target) as conn:
+        assert schema.upgrade(conn, to=2) == (0, 2)
+        assert ingest.write(conn, old) == "recorded"
+        with pytest.raises(HistoryError, match="no such table: workloads"):
+            conn.query("SELECT COUNT(*) FROM workloads")
+    points = unsigned_record(rate_results(trials=2))
+    with schema.opened(target) as conn:
+        assert ingest.write(conn, points) == "recorded"
+        latest = conn.query(
+            "SELECT DISTINCT run_id, workload, context FROM latest_per_point ORDER BY context"
+        )
+        cards = conn.query("SELECT COUNT(*) FROM series_per_point WHERE phase = 'decode'")
+    assert _versions(target) == [v.number for v in schema.VERSIONS]
+    assert latest == [("wl-run", "sweep", c) for c in sorted(("1/s", "4/s", "16/s"))]
+    assert cards == [(0,)]
+    assert count(target, "runs") == 2 and count(target, "workloads") == 1
+    assert count(target, "cells") == len(old.cells) + len(points.cells)
+    assert count(target, "figures") == len(old.figures) + len(points.figures)

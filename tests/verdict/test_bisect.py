@@ -3,6 +3,7 @@ in the middle makes one cell 10 % slower, one commit cannot be built."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -89,3 +90,54 @@ def test_no_change_between_good_and_bad_stops_after_one_comparison(
     r = bisect.bisect(COMMITS, _measure(published, 99, calls=calls), CELL, "total_tok_s")
     assert r.culprit is None and len(calls) == 1
     assert "no commit moved the figure" in r.lines()[-1]
+
+
+def _noisy(run: RunFigures) -> RunFigures:
+    """RUN with CELL's total tok/s trials spread by ±25 %: its trials cannot place it."""
+    cell = run.cells[CELL]
+    values = cell.trials["total_tok_s"]
+    spread = tuple(v * f for v, f in zip(values, (0.75, 1.0, 1.25), strict=True))
+    cells = dict(run.cells)
+    cells[CELL] = dataclasses.replace(cell, trials={**cell.trials, "total_tok_s": spread})
+    return dataclasses.replace(run, cells=cells)
+
+
+def test_a_commit_its_trials_cannot_place_is_not_resolved_and_searched_around(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    """c08 (before the culprit c09) has trials too noisy to tell it from GOOD or from BAD: it
+    is neither "same" nor "moved" but not resolved, and the search names both suspects."""
+    plain = _measure(published, 9)
+
+    def many(commits: Sequence[str]) -> list[RunFigures | None]:
+        got = plain(commits)
+        return [
+            _noisy(r) if c == "c08" and r is not None else r
+            for c, r in zip(commits, got, strict=True)
+        ]
+
+    r = bisect.bisect(COMMITS, many, CELL, "total_tok_s")
+    step = next(s for s in r.steps if s.commit == "c08")
+    assert step.verdict == "not resolved"
+    assert r.suspects == ("c08", "c09")
+    assert "c08" in "\n".join(r.lines()) and ": not resolved" in "\n".join(r.lines())
+
+
+def test_a_bad_whose_change_is_not_resolved_says_so(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    plain = _measure(published, 99)  # no commit changes the figure
+
+    def many(commits: Sequence[str]) -> list[RunFigures | None]:
+        got = plain(commits)
+        return [
+            _noisy(r) if c == "c16" and r is not None else r
+            for c, r in zip(commits, got, strict=True)
+        ]
+
+    r = bisect.bisect(COMMITS, many, CELL, "total_tok_s")
+    assert r.bad_outcome == "not resolved" and r.first_moved is None
+    assert r.lines()[-1].startswith("not resolved: BAD's change from GOOD is neither shown")
+    quiet = bisect.bisect(COMMITS, plain, CELL, "total_tok_s")
+    assert quiet.bad_outcome == "same"
+    assert quiet.lines()[-1] == "no commit moved the figure: BAD is like GOOD within ±5 %"
