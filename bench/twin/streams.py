@@ -95,6 +95,7 @@ class Stream:
     _held: list[bytes] = field(default_factory=list)
     _stall_until: float = 0.0
     _text_parts: list[str] = field(default_factory=list)
+    _role_due: bool = False  # a chat stream's role chunk, not yet written (`_role_chunk`)
     outcome: str = "running"
 
     def __post_init__(self) -> None:
@@ -128,18 +129,32 @@ class Stream:
 
     # -- streaming -------------------------------------------------------------------------
     def begin(self) -> None:
+        """The response's headers, at once (vLLM's StreamingResponse sends them before the
+        engine's first output). A chat stream's role chunk waits for the first output: see
+        `_role_chunk`."""
         if not self.spec.stream:
             return
         self.conn.start_chunked()
-        if self.spec.chat:
-            empty = "null" if self.spec.engine == "llamacpp" else '""'  # as each engine does
-            self._send(
-                self._choice(
-                    f'"delta":{{"role":"assistant","content":{empty}}},"logprobs":null', "null"
-                )
-            )
+        self._role_due = self.spec.chat
+
+    def _role_chunk(self) -> bytes:
+        """The chat role chunk, sent with the engine's first output right before its token
+        chunk (in the same flush), as both engines do: vLLM's chat server writes it on the
+        first iteration over the engine's outputs (with continuous usage, completion_tokens
+        0), llama.cpp's on the first decoded token's result (content null, and its timings
+        ride on the token's delta, the last of the two)."""
+        llama = self.spec.engine == "llamacpp"
+        empty = "null" if llama else '""'
+        body = f'"delta":{{"role":"assistant","content":{empty}}},"logprobs":null'
+        tail = ',"finish_reason":null}]'
+        if self._usage_tail:
+            tail += "," + self._usage_json()
+        return self._head + f"{body}{tail}}}\n\n".encode()
 
     def emit(self, tokens: int, finished: bool, now: float) -> None:
+        if self._role_due:
+            self._role_due = False
+            self._send(self._role_chunk())
         if self._plain and not finished and tokens < 9:
             start = self.output_tokens
             n = start + tokens

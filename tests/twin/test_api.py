@@ -94,6 +94,19 @@ def test_repeated_prompt_hits_prefix_cache_and_ttft_drops(client: httpx.Client) 
     assert warm.ttft_s < cold.ttft_s / 3
 
 
+def test_the_role_chunk_comes_with_the_first_token_not_at_arrival(client: httpx.Client) -> None:
+    """As vLLM's chat server: the role chunk goes out with the engine's first output, so a
+    client that stops its TTFT clock at the first chunk with `choices` (vllm bench serve's chat
+    backend) reads the prefill too."""
+    out = stream_chat(client, chat_body(words(1000, "roletest"), 2))
+    assert out.done and out.ttft_s is not None
+    role, first = out.chunks[:2]
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert first["choices"][0]["delta"]["content"]
+    assert out.ttft_s > 0.15  # a cold prefill of ~1,000 tokens at 200 us/token
+    assert out.arrivals[1] - out.arrivals[0] < 0.05  # one flush, not a prefill apart
+
+
 def test_requests_beyond_kv_capacity_wait(client: httpx.Client) -> None:
     # 4 x (900 + 300) tokens > 2,048: some of them must wait for blocks
     seen_waiting = 0.0

