@@ -66,7 +66,7 @@ import httpx
 import numpy as np
 
 from bench.run import prompts
-from bench.run.workload_text import WorkloadTexts, fit_line
+from bench.run.workload_text import TokenLine, WorkloadTexts, fit_line
 from bench.workload.schedule import plan_point
 from bench.workload_spec import load_workload
 
@@ -279,7 +279,7 @@ def workload_toml(seed: int, trace: Path) -> str:
             f"path = {json.dumps(str(trace))}\n\n[lengths]\nignore_eos = true\n")  # fmt: skip
 
 
-def ours_texts(spec: Path, line: tuple[float, float]) -> list[str]:
+def ours_texts(spec: Path, line: TokenLine) -> list[str]:
     """The prompts `bench run --workload spec` sends when its server's /tokenize gives
     `line` (tokens = a + b x words): its one point, trial 0, in schedule order."""
     workload = load_workload(spec)
@@ -289,11 +289,11 @@ def ours_texts(spec: Path, line: tuple[float, float]) -> list[str]:
 
 def fit_words(
     url: str, api: ApiName, transport: httpx.AsyncBaseTransport | None = None
-) -> tuple[float, float]:
+) -> TokenLine:
     """tokens = a + b x words through the server's /tokenize, as `bench run` fits it (the
     chat template counted on chat: bench.run.presize)."""
 
-    async def fit() -> tuple[float, float]:
+    async def fit() -> TokenLine:
         async with httpx.AsyncClient(base_url=url, timeout=60, transport=transport) as client:
 
             async def count(text: str) -> int:
@@ -416,7 +416,7 @@ class Traffic:
     aiperf: Path  # AIPerf's single_turn dataset (chat)
 
 
-def write_traffic(p: Params, work: Path, lines: Mapping[ApiName, tuple[float, float]]) -> Traffic:
+def write_traffic(p: Params, work: Path, lines: Mapping[ApiName, TokenLine]) -> Traffic:
     """The rate's schedule and prompts, and every tool's files for them."""
     at_s = from_first(vllm_send_times(p.prompts, p.rate, p.seed))
     work.mkdir(parents=True, exist_ok=True)
@@ -609,7 +609,7 @@ def measure(
 
     with start_twin(MODEL, speed=args.speed,
                     extra_args=["--ground-truth-log", str(truth_path)]) as twin:  # fmt: skip
-        lines: dict[ApiName, tuple[float, float]] = {
+        lines: dict[ApiName, TokenLine] = {
             api: fit_words(twin.url, api) for api in ("chat", "completions")
         }
         for rate in rates:

@@ -276,11 +276,12 @@ class Presizer:
             self._line = await self._calibrate(results)
         return prompts.size_by_line(ctx.prompt_tokens, text, self._line), ctx.prompt_tokens
 
-    async def word_line(self, results: Results) -> tuple[float, float]:
+    async def word_line(self, results: Results) -> workload_text.TokenLine:
         """tokens = a + b x words for this server's tokenizer: from /tokenize where it has
         one (bench.run.workload_text.fit_line), else the usage line of `_calibrate`."""
         if not results.server.has_tokenize:
-            return await self._calibrate(results, workload_text.probe_text)
+            a, b = await self._calibrate(results, workload_text.probe_text)
+            return workload_text.TokenLine(a, b)
         try:
             return await workload_text.fit_line(self.counter(results, "the workload's prompts"))
         except ValueError as exc:

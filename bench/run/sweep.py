@@ -31,6 +31,7 @@ from bench.run.launch_paths import LaunchPaths
 from bench.run.presize import Presizer
 from bench.run.progress import SweepProgress
 from bench.run.rundir import RunDir
+from bench.run.workload_text import TokenLine
 from bench.run_files import METRICS, SAMPLES, TABLES
 from bench.stream import tokens
 from bench.stream.client import Clock
@@ -89,7 +90,7 @@ class SweepRunner:
             update={"state": "complete", "aggregates": outcome.aggregate(results)}
         )
 
-    async def before_workload(self, results: Results) -> tuple[Results, tuple[float, float]]:
+    async def before_workload(self, results: Results) -> tuple[Results, TokenLine]:
         """A workload run's start (bench.run.workload_run): the warm-up, the answer
         fingerprint (unless turned off) and the line that sizes its prompts, tokens = a + b x
         words (/tokenize where the server has it, else two probes' usage)."""

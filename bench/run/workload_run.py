@@ -28,7 +28,7 @@ from bench.results import Results
 from bench.run import prompts, sweep
 from bench.run.cell import CellStopped
 from bench.run.outcome import sample_line
-from bench.run.workload_text import WorkloadTexts
+from bench.run.workload_text import TokenLine, WorkloadTexts
 from bench.run_files import SAMPLES, SCHEDULE
 from bench.workload import figures, runner
 from bench.workload import slo as slo_rules
@@ -138,7 +138,7 @@ class PointStep:
 
 
 async def measure_point(
-    runner_: sweep.SweepRunner, results: Results, step: PointStep, line: tuple[float, float]
+    runner_: sweep.SweepRunner, results: Results, step: PointStep, line: TokenLine
 ) -> PointResult:
     """One point: drain, warm-ups, its schedule sent, its lines written, its figures."""
     s, speed = results.settings, results.server.speed_factor

@@ -19,9 +19,12 @@ trial), so requests whose leading ids are equal share that text; what its ids do
 is a tag and filler of its own. Its warm-ups are tag and filler only.
 
 Words become tokens by a line fitted once per run, tokens = a + b x words (a: the chat
-template's and the tag's share): from the server's /tokenize where it has one, else from
-usage.prompt_tokens of two probe requests. What each request really carried is read back
-from its usage and recorded; a point reports requested and measured means.
+template's share): from the server's /tokenize where it has one, else from
+usage.prompt_tokens of two probe requests. The tag's own cost (a hex digest and dotted
+numbers: about 12 tokens for its 3 words under a Llama tokenizer) is counted once on the
+same /tokenize and taken off the filler; without /tokenize it counts as its words. What
+each request really carried is read back from its usage and recorded; a point reports
+requested and measured means.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import functools
 import hashlib
 import random
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from bench.run.prompts import FILLER_WORDS
 from bench.workload.datasets import ShareGptData
@@ -39,6 +43,16 @@ from bench.workload_spec import Workload
 
 PROBE_WORDS = (64, 1024)
 Count = Callable[[str], Awaitable[int]]
+# A tag as `WorkloadTexts.text` writes one, to count what a tag costs on this tokenizer.
+TAG_SAMPLE = "[9c41d07e request 12.0.137]"
+
+
+class TokenLine(NamedTuple):
+    """tokens = a + b x words, and a request tag's tokens (None: counted as its words)."""
+
+    a: float
+    b: float
+    tag_tokens: float | None = None
 
 
 def probe_text(words: int) -> str:
@@ -48,10 +62,12 @@ def probe_text(words: int) -> str:
     return " ".join(_words("bench-workload/sizing-probe", words))
 
 
-async def fit_line(count: Count) -> tuple[float, float]:
-    """(a, b) of tokens = a + b x words, from the token counts of two probe texts; a
-    ValueError when the counts do not grow with the text."""
+async def fit_line(count: Count) -> TokenLine:
+    """tokens = a + b x words from the token counts of two probe texts, and a tag's tokens
+    from a third (the first with TAG_SAMPLE before it); a ValueError when the counts do not
+    grow with the text."""
     small = await count(probe_text(PROBE_WORDS[0]))
+    tagged = await count(f"{TAG_SAMPLE} {probe_text(PROBE_WORDS[0])}")
     large = await count(probe_text(PROBE_WORDS[1]))
     if large <= small:
         raise ValueError(
@@ -59,7 +75,8 @@ async def fit_line(count: Count) -> tuple[float, float]:
             f"{PROBE_WORDS[0]} words, {large:,} for {PROBE_WORDS[1]:,})"
         )
     b = (large - small) / (PROBE_WORDS[1] - PROBE_WORDS[0])
-    return small - PROBE_WORDS[0] * b, b
+    tag = float(tagged - small) if tagged > small else None
+    return TokenLine(small - PROBE_WORDS[0] * b, b, tag)
 
 
 def _words(seed: str, n: int) -> list[str]:
@@ -70,10 +87,11 @@ class WorkloadTexts:
     """The prompts of one point of one trial."""
 
     def __init__(
-        self, workload: Workload, point: int, trial: int, line: tuple[float, float]
+        self, workload: Workload, point: int, trial: int, line: TokenLine | tuple[float, float]
     ) -> None:
         self.workload, self.point, self.trial = workload, point, trial
-        self.a, self.b = line
+        self.a, self.b = line[0], line[1]
+        self.tag_tokens = line.tag_tokens if isinstance(line, TokenLine) else None
         self._prefixes: dict[int, list[str]] = {}
         self._block = functools.lru_cache(maxsize=4096)(self._block_words)
 
@@ -122,4 +140,7 @@ class WorkloadTexts:
         tag = [f"[{hashlib.sha256(seed.encode()).hexdigest()[:8]}", "request",
                f"{self.point}.{self.trial}.{planned.index}]"]  # fmt: skip
         head = [*shared, *self._prefix(planned.group), *tag]
-        return " ".join([*head, *_words(seed, max(total - len(head), 0))])
+        # the tag's cost in filler words: its tokens where counted, else its own words
+        cost = len(tag) if self.tag_tokens is None else round(self.tag_tokens / self.b)
+        filler = total - len(head) + len(tag) - cost
+        return " ".join([*head, *_words(seed, max(filler, 0))])
