@@ -6,8 +6,11 @@ and unit, and the cell's status (bench.results: valid, not_ready, invalid, over_
 interrupted; `not_run` for a planned cell with no result). A cell without figures still
 has its rows, value empty, so that "Over capacity" is in the table too. Decode figures are
 the card's "All measurements" columns (CellFigures); prefill rows (concurrency 1) have
-prefill_tok_s and ttft_s. Rates are divided and durations multiplied by the run's speed
-factor (bench.results, "Speed convention"): the numbers tables.md shows, unrounded.
+prefill_tok_s and ttft_s. Every row of a cell also says how many of its trials were valid
+and how many it ran (`cell_valid_trials` of `cell_trials`: 2 of 3 when one trial of three
+failed): the mean tables.md shows is over its valid trials alone. Rates are divided and
+durations multiplied by the run's speed factor (bench.results, "Speed convention"): the
+numbers tables.md shows, unrounded.
 
 Requests: one row per request of samples.jsonl (every cell's raw timings), times in server
 seconds from the cell's start (the records' client-clock seconds times the speed factor),
@@ -17,7 +20,7 @@ with each request's TTFT and time between tokens worked out as bench.stream.reco
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +29,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bench import bounds
 from bench.bundle import provenance as sources
 from bench.errors import UsageError
-from bench.results import CellFigures, PrefillSample, Results
+from bench.results import CellFigures, CellResult, PrefillSample, Results
 
 FIGURE_COLUMNS = (
     "run_id", "bench_commit", "image", "server_version", "phase", "context", "prompt_tokens",
-    "concurrency", "trial", "figure", "value", "unit", "status", "reason",
+    "concurrency", "trial", "figure", "value", "unit", "status", "reason", "cell_valid_trials",
+    "cell_trials",
 )  # fmt: skip
 # CellFigures' fields, in the card's column order, and their units.
 DECODE_FIGURES: tuple[tuple[str, str], ...] = (
@@ -79,6 +83,12 @@ def _prefill_values(sample: PrefillSample, speed: float) -> dict[str, float | No
     return {"prefill_tok_s": shown.prefill_tok_s, "ttft_s": shown.ttft_s}
 
 
+def _counts(trials: Sequence[CellResult] | Sequence[PrefillSample]) -> Row:
+    """A cell's trials: how many were valid, of how many it ran (none for a cell not run)."""
+    valid = sum(1 for t in trials if t.status == "valid")
+    return {"cell_valid_trials": valid, "cell_trials": len(trials)}
+
+
 def figure_rows(results: Results, env: Any = None) -> list[Row]:
     """Every cell's figures, trial by trial, in the order of the card's tables."""
     ident = identity(results, env)
@@ -104,12 +114,12 @@ def figure_rows(results: Results, env: Any = None) -> list[Row]:
         for p in samples:
             where = {"phase": "prefill", "context": ctx.label, "prompt_tokens": p.prompt_tokens,
                      "concurrency": 1, "trial": p.trial, "status": p.status,
-                     "reason": p.reason}  # fmt: skip
+                     "reason": p.reason, **_counts(samples)}  # fmt: skip
             add(where, _prefill_values(p, speed), PREFILL_FIGURES)
         if not samples and ctx.scout_reason is not None:
             where = {"phase": "prefill", "context": ctx.label, "prompt_tokens": ctx.prompt_tokens,
                      "concurrency": 1, "trial": 0, "status": "over_capacity",
-                     "reason": ctx.scout_reason}  # fmt: skip
+                     "reason": ctx.scout_reason, **_counts(())}  # fmt: skip
             add(where, {"prefill_tok_s": None, "ttft_s": None}, PREFILL_FIGURES)
     for planned in results.plan.cells:
         cells = [
@@ -120,13 +130,14 @@ def figure_rows(results: Results, env: Any = None) -> list[Row]:
         for c in cells:
             where = {"phase": "decode", "context": c.context_label,
                      "prompt_tokens": c.prompt_tokens, "concurrency": c.concurrency,
-                     "trial": c.trial, "status": c.status, "reason": c.reason}  # fmt: skip
+                     "trial": c.trial, "status": c.status, "reason": c.reason,
+                     **_counts(cells)}  # fmt: skip
             add(where, _decode_values(c.figures, speed), DECODE_FIGURES)
         if not cells:
             where = {"phase": "decode", "context": planned.context_label,
                      "prompt_tokens": planned.prompt_tokens, "concurrency": planned.concurrency,
                      "trial": 0, "status": "not_run" if planned.run else "over_capacity",
-                     "reason": planned.reason}  # fmt: skip
+                     "reason": planned.reason, **_counts(())}  # fmt: skip
             add(where, _decode_values(None, speed), DECODE_FIGURES)
     return [{k: row.get(k) for k in FIGURE_COLUMNS} for row in rows]
 

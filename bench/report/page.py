@@ -55,10 +55,12 @@ class Plot:
 
 
 def _cell(text: str, header: bool) -> str:
-    parts = [html.escape(p.strip()) for p in re.split(r"<br\s*/?>", text)]
+    lines = [p.strip() for p in re.split(r"<br\s*/?>", text)]
+    parts = [html.escape(p) for p in lines]
     tag = "th" if header else "td"
     klass = ' class="over"' if text.strip() == tables.OVER else ""
-    if not header and len(text.strip()) > 32:  # a status with its reason: let it wrap
+    # A status with its reason: let it wrap (a matrix cell is already lines of its own).
+    if not header and max(len(p) for p in lines) > 32:
         klass = ' class="long"'
 
     return f"<{tag}{klass}>{'<br>'.join(parts)}</{tag}>"

@@ -1,7 +1,9 @@
 """The card's three tables, in its order, wording and number format.
 
 Rendered at server speed (see bench.results on the speed convention). With several
-trials, each cell shows the mean of its valid trials.
+trials, each cell shows the mean of its valid trials; one with trials that were not valid
+says how many of its trials are valid ("2 of 3 trials valid") wherever it is shown, and the
+status column what the others were.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ TTFT_NOTE = (
     "excludes prefill."
 )
 ALL_NOTE = "Latencies are medians. Total tok/s is output across all simultaneous requests."
+TRIALS_NOTE = (
+    'A cell whose trials were not all valid says how many were ("2 of 3 trials valid"): its '
+    "figures are theirs alone; All measurements says what the others were."
+)
 ALL_COLUMNS = (
     "Phase",
     "Context",
@@ -96,13 +102,36 @@ def _prefill(results: Results) -> list[tuple[str, PrefillSample | None, str]]:
                     "prefill_tok_s": sum(p.prefill_tok_s or 0.0 for p in valid) / n,
                 }
             )
-            out.append((ctx.label, mean, "Valid"))
+            out.append((ctx.label, mean, "Valid" + _trials_status(samples)))
         elif samples:
             bad = samples[-1]
             out.append((ctx.label, None, _status_text(bad.status, bad.reason)))
         elif ctx.scout_reason is not None:
             out.append((ctx.label, None, OVER))
     return out
+
+
+def trials_valid(items: Sequence[CellResult] | Sequence[PrefillSample]) -> str | None:
+    """For a cell of several trials that were not all valid, how many were: "2 of 3 trials
+    valid"; None else (one trial's status says it)."""
+    valid = sum(1 for x in items if x.status == "valid")
+    if len(items) < 2 or valid == len(items):
+        return None
+    return f"{valid} of {len(items)} trials valid"
+
+
+def _trials_status(items: Sequence[CellResult] | Sequence[PrefillSample]) -> str:
+    """What the status column adds for such a cell: "; 2 of 3 trials valid (1 invalid: why)"."""
+    count = trials_valid(items)
+    if count is None:
+        return ""
+    others = []
+    for status in ("not_ready", "invalid", "interrupted"):
+        found = sorted({x.reason or "no reason" for x in items if x.status == status})
+        if found:
+            n = sum(1 for x in items if x.status == status)
+            others.append(f"{n} {status.replace('_', ' ')}: {'; '.join(found)}")
+    return f"; {count} ({'; '.join(others)})"
 
 
 def _status_text(status: str, reason: str | None) -> str:
@@ -134,12 +163,14 @@ def render(results: Results) -> str:
     lines += [_row(["Context", "prompt tok/s", "TTFT"]), "|" + "---|" * 3]
     for label, sample, status in _prefill(results):
         if sample is not None and sample.prefill_tok_s is not None and sample.ttft_s is not None:
+            samples = [p for p in results.prefill if p.context_label == label]
+            count = trials_valid(samples)
             lines.append(
                 _row(
                     [
                         f"{label} context",
                         f"{sample.prefill_tok_s:,.0f}",
-                        f"{ms(sample.ttft_s)} TTFT",
+                        f"{ms(sample.ttft_s)} TTFT" + (f"<br>{count}" if count else ""),
                     ]
                 )
             )
@@ -192,6 +223,8 @@ def _matrix_cell(
     marks = "<br>Not ready" if any(x.status == "not_ready" for x in cells) else ""
     if any("gpu_throttled" in x.flags for x in cells):  # the same for a throttled GPU
         marks += "<br>GPU throttled"
+    if count := trials_valid(cells):  # the mean of fewer trials than the cell ran
+        marks += f"<br>{count}"
     return f"{rate(fig.total_tok_s)}<br>{ms(fig.ttft_s)} TTFT{marks}"
 
 
@@ -209,6 +242,7 @@ def _all_cells(cells: list[CellResult], speed: float) -> list[str]:
         status += f"; GPU throttled: {'; '.join(throttled)}"
     if fig is None:
         return [status, *[DASH] * 8]
+    status += _trials_status(cells)
     return [
         status,
         rate(fig.total_tok_s),
@@ -224,20 +258,23 @@ def _all_cells(cells: list[CellResult], speed: float) -> list[str]:
 
 def _trials(results: Results) -> list[str]:
     speed = results.speed_factor
-    out = ["## Repeated trials", "", "Mean and 95 % confidence interval over valid trials.", ""]
-    out += [_row(["Context", "Requests at once", "Trials", "Total tok/s", "TTFT", "TBT"])]
-    out += ["|" + "---|" * 6]
+    groups = _cell_groups(results)
+    rows, fewer = [], False
     for a in results.aggregates:
+        ran = len(groups.get((a.context_label, a.concurrency), []))
+        # The figures are the valid trials': a cell that ran more says how many they are.
+        trials = f"{a.trials} of {ran} trials valid" if ran > a.trials else str(a.trials)
+        fewer = fewer or ran > a.trials
 
         def pm(mean: float, ci: float | None, fmt: str) -> str:
             return f"{mean:{fmt}}" + ("" if ci is None else f" ± {ci:{fmt}}")
 
-        out.append(
+        rows.append(
             _row(
                 [
                     a.context_label,
                     str(a.concurrency),
-                    str(a.trials),
+                    trials,
                     pm(a.total_tok_s.mean / speed, _div(a.total_tok_s.ci95, speed), ",.1f"),
                     pm(a.ttft_s.mean * speed * 1000, _mul(a.ttft_s.ci95, speed * 1000), ",.0f")
                     + " ms",
@@ -246,6 +283,11 @@ def _trials(results: Results) -> list[str]:
                 ]
             )
         )
+    out = ["## Repeated trials", "", "Mean and 95 % confidence interval over valid trials.", ""]
+    if fewer:
+        out += [TRIALS_NOTE, ""]
+    out += [_row(["Context", "Requests at once", "Trials", "Total tok/s", "TTFT", "TBT"])]
+    out += ["|" + "---|" * 6, *rows]
     return [*out, ""]
 
 

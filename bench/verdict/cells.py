@@ -113,10 +113,39 @@ class Cell:
     # Which run (one server start, or one trial of it) each trial value came from, in the
     # order of the values; () = value j is run j. Cells of one run share its run factor.
     runs: tuple[int, ...] = ()
+    # Trials the cell was run in, valid or not; 0 = as many as it has values (a card, another
+    # tool's file). Trials with no figures (a request failed, the run stopped) among valid
+    # ones are left out of its values, and `left_out` says what they were ("1 invalid:
+    # stream cut"): the cell is judged on its valid trials, and says so (`trials_note`).
+    trials_run: int = 0
+    left_out: str | None = None
 
     @property
     def key(self) -> Key:
         return (self.phase, self.context, self.concurrency)
+
+    @property
+    def valid_trials(self) -> int:
+        """How many trials its values come from."""
+        return max((len(v) for v in self.trials.values()), default=0)
+
+    @property
+    def trials_count(self) -> str | None:
+        """For a judged cell whose values are fewer trials than it ran, how many they are:
+        "2 of 3 trials valid"; None when every trial is in its values (or it is not judged)."""
+        valid = self.valid_trials
+        if self.status not in ("valid", "gpu_throttled") or self.left_out is None:
+            return None
+        if valid == 0 or self.trials_run <= valid:
+            return None
+        return f"{valid} of {self.trials_run} trials valid"
+
+    @property
+    def trials_note(self) -> str | None:
+        """`trials_count` and what the other trials were: "2 of 3 trials valid; 1 invalid:
+        stream cut"."""
+        count = self.trials_count
+        return None if count is None else f"{count}; {self.left_out}"
 
     def run_ids(self, metric: str) -> tuple[int, ...]:
         """The run of each of `metric`'s trial values (positions when not recorded)."""
@@ -199,7 +228,7 @@ def _checked(cell: Cell) -> Cell:
     why = _implausible(cell)
     if why is None:
         return cell
-    return replace(cell, status="invalid", detail=why, trials={}, rse={}, runs=())
+    return replace(cell, status="invalid", detail=why, trials={}, rse={}, runs=(), left_out=None)
 
 
 def accepting(run: RunFigures, accept: Iterable[str]) -> RunFigures:

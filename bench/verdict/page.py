@@ -18,6 +18,7 @@ from bench.verdict.reproduce import CellCheck, Reproduction
 from bench.verdict.tables import (
     VerdictTable,
     compare_tables,
+    fewer_trials_lines,
     pct,
     provenance_lines,
     reproduce_tables,
@@ -124,6 +125,7 @@ def reproduce_page(r: Reproduction) -> str:
     word = "pass" if r.reproduced else "fail"
     head = trust_lines([r.ours]) + r.settings.lines("ours", "card") + r.answers_lines()
     head.append(f"The run's {r.ours.weights or 'weights: not recorded'}.")
+    head += r.fewer_trials_lines()
     parts = [
         *(f"<p>{html.escape(line)}</p>" for line in head if line),
         f"<p>Bundle <code>{html.escape(r.ours.name)}</code> against card "
@@ -245,6 +247,7 @@ def compare_parts(c: Comparison) -> list[str]:
     parts.append(f'<p class="verdict {word}">{html.escape(headline.verdict(c))}</p>')
     if c.answers.refused:  # what B's figures say is not judged
         return parts
+    parts += [f"<p>{html.escape(line)}</p>" for line in fewer_trials_lines(c)]
     said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
     items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
     parts.append(f"<ul>{items}</ul>")

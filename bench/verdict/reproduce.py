@@ -11,9 +11,12 @@ multiplied by its speed factor first). The tolerance band is ±5 % for throughpu
     = pass, straddling an edge = inconclusive, entirely outside = fail.
 Over-capacity sets must match: a cell over capacity on one side only fails. A cell that
 is not_ready, invalid, interrupted or failed on our side never passes: it is listed with
-its reason and fails the verdict. Cells of the card this run did not measure make the
-verdict PARTIAL (its own exit code). Settings that differ from the card's make it NOT
-COMPARABLE unless accepted by name.
+its reason and fails the verdict. A cell whose other trials had no figures (invalid,
+interrupted) among valid ones is judged on its valid trials, and says how many of how many
+("2 of 3 trials valid", `Cell.trials_note`) in its row, in a list above the tables and in
+the summary. Cells of the card this run did not measure make the verdict PARTIAL (its own
+exit code). Settings that differ from the card's make it NOT COMPARABLE unless accepted by
+name.
 
 Answers (bench.answers): a card carries no answer fingerprint, so against a card alone the
 verdict records this run's (its prompts and their digest) for a later reproduce to compare.
@@ -189,6 +192,28 @@ class Reproduction:
         return [c for c in self.cells if c.verdict in NOT_VALID_HERE]
 
     @property
+    def fewer_trials(self) -> list[CellCheck]:
+        """Cells judged on their valid trials only: some of our trials had no figures."""
+        return [
+            c
+            for c in self.cells
+            if c.verdict not in NOT_VALID_HERE
+            and (mine := self.ours.cell(c.key)) is not None
+            and mine.trials_note is not None
+        ]
+
+    def fewer_trials_lines(self) -> list[str]:
+        found = self.fewer_trials
+        if not found:
+            return []
+        out = [
+            f"Judged on their valid trials only ({len(found)} cells; their other trials had no "
+            "figures):"
+        ]
+        out += [f"- {c.key[0]} {c.key[1]} x {c.key[2]}: {c.verdict} ({c.note})" for c in found]
+        return out
+
+    @property
     def inconclusive(self) -> list[CellCheck]:
         return [c for c in self.cells if c.verdict == "inconclusive"]
 
@@ -239,6 +264,8 @@ class Reproduction:
             line += f"; {len(self.not_valid)} not valid here (not ready, invalid, interrupted)"
         if self.inconclusive:
             line += f"; {len(self.inconclusive)} inconclusive (interval straddles the band)"
+        if self.fewer_trials:
+            line += f"; {len(self.fewer_trials)} judged on their valid trials only"
         if self.unmeasured:
             line += f"; not measured by either side: {len(self.unmeasured)}"
         if self.missing:
@@ -383,7 +410,7 @@ def reproduce(
         note = (
             mine.detail
             if mine and (verdict in NOT_VALID_HERE or verdict == "over capacity here only")
-            else None
+            else (mine.trials_note if mine else None)  # judged on its valid trials only
         )
         checks.append(CellCheck(key, verdict, figures, note))
     order = {c: i for i, c in enumerate(card.contexts)}

@@ -2,16 +2,20 @@
 
 A twin runs N times faster than real time and records N (`server.speed_factor`);
 `results.json` holds client-clock figures, so rates are divided by N and durations
-multiplied by N (`CellFigures.at_server_speed`) before any comparison. A cell with a trial
-that is not valid is named by the worst (`interrupted`, `invalid`, `not_ready`), never
-judged; then a cell with a trial flagged `gpu_throttled` is that, with all its figures
-(judged only when the flag is accepted, `cells.accepting`); a single trial carries the
-run's own spread of its figures (see `cells`).
+multiplied by N (`CellFigures.at_server_speed`) before any comparison. A cell whose
+trials are valid save some with no figures (`invalid`: a request failed; `interrupted`: the
+run stopped) is its valid trials: judged on them alone, it carries how many it ran and what
+the others were (`Cell.trials_note`: "2 of 3 trials valid; 1 invalid: stream cut"). Else a
+cell with a trial that is not valid is named by the worst (`interrupted`, `invalid`,
+`not_ready`), never judged; then a cell with a trial flagged `gpu_throttled` is that, with
+all its figures (judged only when the flag is accepted, `cells.accepting`); a single trial
+carries the run's own spread of its figures (see `cells`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from bench.bundle import provenance
@@ -56,10 +60,30 @@ def _cell_rse(cell: CellResult) -> dict[str, float]:
 _UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
 
 
+# Trials with no figures: among valid trials of a cell they are left out, and said.
+_LEFT_OUT: tuple[Status, ...] = ("invalid", "interrupted")
+
+
 def _reasons(items: list[CellResult] | list[PrefillSample], status: str) -> str:
     found = sorted({r.reason or "no reason" for r in items if r.status == status})
     trials = sum(1 for r in items if r.status == status)
     return f"{trials} of {len(items)} trials {status.replace('_', ' ')}: {'; '.join(found)}"
+
+
+def _left_out(items: list[CellResult] | list[PrefillSample]) -> str | None:
+    """What a cell's trials with no figures were: "1 invalid: stream cut"; None when none."""
+    parts = []
+    for status in _LEFT_OUT:
+        found = sorted({r.reason or "no reason" for r in items if r.status == status})
+        if found:
+            trials = sum(1 for r in items if r.status == status)
+            parts.append(f"{trials} {status}: {'; '.join(found)}")
+    return "; ".join(parts) or None
+
+
+def _judged_on_valid(cell: Cell, items: list[CellResult] | list[PrefillSample]) -> Cell:
+    """CELL, made of ITEMS' valid trials, with all its trials counted and the rest said."""
+    return replace(cell, trials_run=len(items), left_out=_left_out(items))
 
 
 def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: float) -> Cell:
@@ -67,6 +91,12 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
     if "over_capacity" in statuses:
         reason = next((r.reason for r in results if r.reason), None)
         return Cell("decode", label, concurrency, "over_capacity", reason)
+    valid = [r for r in results if r.status == "valid"]
+    if valid and all(r.status in ("valid", *_LEFT_OUT) for r in results) and valid != results:
+        cell = _decode_cell(label, concurrency, valid, n)
+        if cell.status == "gpu_throttled":  # of all the trials it ran, not of the valid ones
+            cell = replace(cell, detail=_throttled(valid, len(results)))
+        return _judged_on_valid(cell, results)
     figures = [r.figures.at_server_speed(n) for r in results if r.figures is not None]
     bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
     if bad is not None:
@@ -77,7 +107,9 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
             "ttft_s": tuple(f.ttft_s for f in figures),
             "tbt_s": tuple(f.tbt_s for f in figures),
         }
-        return Cell("decode", label, concurrency, bad, _reasons(results, bad), shown)
+        cell = Cell("decode", label, concurrency, bad, _reasons(results, bad), shown)
+        # Every trial without figures: a merged side may take its other runs' trials alone.
+        return _judged_on_valid(cell, results) if statuses <= set(_LEFT_OUT) else cell
     if not figures:
         reasons = "; ".join(sorted({f"{r.status}: {r.reason or 'no reason'}" for r in results}))
         return Cell("decode", label, concurrency, "failed", reasons)
@@ -92,19 +124,27 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
     # The run's own spread is only needed for a single trial (see cells.py).
     rse = _cell_rse(results[0]) if len(figures) == 1 else {}
     runs = tuple(r.trial for r in results if r.figures is not None)
-    throttled = [r for r in results if "gpu_throttled" in r.flags]
-    if throttled:
-        why = sorted({r.flags["gpu_throttled"] for r in throttled})
-        detail = f"{len(throttled)} of {len(results)} trials GPU throttled: {'; '.join(why)}"
+    if any("gpu_throttled" in r.flags for r in results):
+        detail = _throttled(results, len(results))
         return Cell("decode", label, concurrency, "gpu_throttled", detail, trials, rse, runs)
     return Cell("decode", label, concurrency, "valid", detail, trials, rse, runs)
 
 
+def _throttled(results: list[CellResult], ran: int) -> str:
+    why = sorted({r.flags["gpu_throttled"] for r in results if "gpu_throttled" in r.flags})
+    throttled = sum(1 for r in results if "gpu_throttled" in r.flags)
+    return f"{throttled} of {ran} trials GPU throttled: {'; '.join(why)}"
+
+
 def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
     statuses = {s.status for s in samples}
+    valid = [s for s in samples if s.status == "valid"]
+    if valid and all(s.status in ("valid", *_LEFT_OUT) for s in samples) and valid != samples:
+        return _judged_on_valid(_prefill_cell(label, valid, n), samples)
     bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
     if bad is not None:
-        return Cell("prefill", label, 1, bad, _reasons(samples, bad))
+        cell = Cell("prefill", label, 1, bad, _reasons(samples, bad))
+        return _judged_on_valid(cell, samples) if statuses <= set(_LEFT_OUT) else cell
     good = [s.at_server_speed(n) for s in samples if s.status == "valid"]
     if not good:
         reasons = "; ".join(sorted({f"{s.status}: {s.reason or 'no reason'}" for s in samples}))

@@ -224,7 +224,29 @@ def _merged_runs(cells: list[tuple[int, Cell]]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _with_runs_left_out(indexed: list[tuple[int, Cell]]) -> Cell | None:
+    """The cell of the runs where it is valid, when every other run's trials of it had no
+    figures (invalid, interrupted): judged on the valid trials, with every trial counted
+    and what the others were said (`Cell.trials_note`); None when that is not the case."""
+    empty = [(i, c) for i, c in indexed if c.left_out is not None and c.valid_trials == 0]
+    kept = [(i, c) for i, c in indexed if c.status in ("valid", "gpu_throttled")]
+    if not empty or not kept or len(empty) + len(kept) != len(indexed):
+        return None
+    return _counted(_merge_cell(kept), [c for _, c in indexed])
+
+
+def _counted(merged: Cell, cells: list[Cell]) -> Cell:
+    """MERGED with every trial of CELLS counted when any of them left trials out."""
+    said = [c.left_out for c in cells if c.left_out is not None]
+    if not said:
+        return merged
+    ran = sum(c.trials_run or c.valid_trials for c in cells)
+    return dataclasses.replace(merged, trials_run=ran, left_out="; ".join(said))
+
+
 def _merge_cell(indexed: list[tuple[int, Cell]]) -> Cell:
+    if (partial := _with_runs_left_out(indexed)) is not None:
+        return partial
     cells = [c for _, c in indexed]
     status = min((c.status for c in cells), key=_STATUS_RANK.index)
     first = cells[0]
@@ -233,10 +255,11 @@ def _merge_cell(indexed: list[tuple[int, Cell]]) -> Cell:
         trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
         why = "; ".join(c.detail or "" for c in cells if c.status == status)
         flagged = f"in {sum(c.status == status for c in cells)} of {len(cells)} runs: {why}"
-        return Cell(
+        cell = Cell(
             first.phase, first.context, first.concurrency, status, flagged, trials,
             runs=_merged_runs(indexed),
         )  # fmt: skip
+        return _counted(cell, cells)
     if status != "valid":
         bad = next(c for c in cells if c.status == status)
         detail = bad.detail
@@ -246,12 +269,16 @@ def _merge_cell(indexed: list[tuple[int, Cell]]) -> Cell:
     names = {m for c in cells for m in c.trials}
     trials = {m: tuple(v for c in cells for v in c.trials.get(m, ())) for m in sorted(names)}
     runs = _merged_runs(indexed)
-    return Cell(first.phase, first.context, first.concurrency, "valid", None, trials, runs=runs)
+    # A run's valid cell may have left out some of its own trials: every trial is counted.
+    merged = Cell(first.phase, first.context, first.concurrency, "valid", None, trials, runs=runs)
+    return _counted(merged, cells)
 
 
 def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
     """Several bundles of one side (one server start each) as one side whose trials are
-    all of theirs; a cell not valid in any of them is not valid here. A cell that a run
+    all of theirs; a cell not valid in any of them is not valid here, save where those runs'
+    trials of it all had no figures (invalid, interrupted): it is then the other runs' valid
+    trials, every trial counted and the others said (`Cell.trials_note`). A cell that a run
     did not plan (a sequential compare's later runs measure the open cells only) is not
     missing from it; one it planned and did not measure is."""
     if len(runs) == 1:

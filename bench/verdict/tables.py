@@ -149,6 +149,29 @@ def _status_text(cell: CellDelta) -> str:
     return a.replace("_", " ") if a == b else f"{a} → {b}".replace("_", " ")
 
 
+def trials_counts(cell: CellDelta, *, why: bool = False) -> str | None:
+    """Each side's count of the cell's trials when some had no figures ("B 2 of 3 trials
+    valid"; with WHY what the others were); None when every trial of both is in it."""
+    parts = [
+        f"{side} {note}"
+        for side, run in (("A", cell.a), ("B", cell.b))
+        if run is not None and (note := run.trials_note if why else run.trials_count)
+    ]
+    return "; ".join(parts) or None
+
+
+def fewer_trials_lines(c: Comparison) -> list[str]:
+    """The cells compared on fewer trials than a side ran, and why (above the tables)."""
+    found = [(x, note) for x in c.cells if (note := trials_counts(x, why=True)) is not None]
+    if not found:
+        return []
+    return [
+        f"Judged on their valid trials only ({len(found)} cells; their other trials had no "
+        "figures):",
+        *(f"- {x.key[0]} {x.key[1]} x {x.key[2]}: {note}" for x, note in found),
+    ]
+
+
 def compare_tables(c: Comparison) -> list[VerdictTable]:
     out = []
     for phase, title in _PHASES:
@@ -169,8 +192,10 @@ def compare_tables(c: Comparison) -> list[VerdictTable]:
                 row += [_cmp_figure(by_metric.get(m.name)) for m in metrics]
             css = {"improved": "better", "regressed": "worse", "mixed": "warn",
                    "status changed": "warn"}.get(cell.mark, "")  # fmt: skip
-            shown = cell.outcome if cell.mark == "unchanged" else cell.mark
-            row.append(TCell(shown or cell.mark, css))
+            shown: str = (cell.outcome if cell.mark == "unchanged" else cell.mark) or cell.mark
+            if counts := trials_counts(cell):  # judged on fewer trials than a side ran
+                shown, css = f"{shown}; {counts}", css or "warn"
+            row.append(TCell(shown, css))
             rows.append(row)
         if rows:
             out.append(VerdictTable(title, header, rows))
@@ -265,6 +290,8 @@ def reproduce_markdown(r: Reproduction) -> str:
             for k in r.not_valid
         ]
         head.append("")
+    if r.fewer_trials:
+        head += [*r.fewer_trials_lines(), ""]
     if r.ours.speed_factor != 1.0:
         n = f"{r.ours.speed_factor:g}"
         head.append(
@@ -379,6 +406,7 @@ def compare_markdown(c: Comparison) -> str:
     if c.cannot_compare:
         lines.append(f"Cannot compare {len(c.cannot_compare)} cells:")
         lines += [f"- {x.key[0]} {x.key[1]} x {x.key[2]}: {x.reason}" for x in c.cannot_compare]
+    lines += fewer_trials_lines(c)
     lines.append("")
     lines += c.summaries()
     if c.capacity is not None:

@@ -27,6 +27,7 @@ from bench.results import (
     RunSettings,
     ServerInfo,
 )
+from bench.run import outcome
 
 Scale = Callable[[str, int], float]
 
@@ -194,3 +195,39 @@ def make_results(
         prefill=tuple(prefill),
         cells=tuple(cells),
     )
+
+
+def with_failed_trial(
+    results: Results,
+    context: str,
+    concurrency: int,
+    trial: int,
+    *,
+    status: str = "invalid",
+    reason: str = "stream cut",
+) -> Results:
+    """RESULTS with that trial of a decode cell failed as `bench run` records one (no
+    figures, its reason), and the aggregates recomputed as the sweep does at its end."""
+    cells = tuple(
+        c.model_copy(update={"status": status, "reason": reason, "figures": None, "extras": None})
+        if (c.context_label, c.concurrency, c.trial) == (context, concurrency, trial)
+        else c
+        for c in results.cells
+    )
+    changed = results.model_copy(update={"cells": cells})
+    return changed.model_copy(update={"aggregates": outcome.aggregate(changed)})
+
+
+def with_failed_scout(
+    results: Results, context: str, trial: int, *, reason: str = "HTTP 500"
+) -> Results:
+    """RESULTS with that trial's prefill scout of CONTEXT invalid (no figures, its reason)."""
+    prefill = tuple(
+        p.model_copy(
+            update={"status": "invalid", "reason": reason, "ttft_s": None, "prefill_tok_s": None}
+        )
+        if (p.context_label, p.trial) == (context, trial)
+        else p
+        for p in results.prefill
+    )
+    return results.model_copy(update={"prefill": prefill})
