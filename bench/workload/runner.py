@@ -25,7 +25,11 @@ from bench.stream.records import RequestRecord
 
 WORKER_STOP_S = 5.0
 MAX_WAKES = 8
-SPIN_S = 0.0015  # the last stretch before a due time, spent yielding
+# The last stretch before a due time, spent yielding: the loop's millisecond timers wake up
+# to 1 ms after the time asked for, so asking 1.1 ms early is never late on their account.
+# Each turn costs CPU (an epoll round): 1.5 ms of it made up 15 % of a core at 100
+# requests/s (tools/perf's open-loop part, docs/measured/perf-openloop-2026-12-06.md).
+SPIN_S = 0.0011
 SPIN_TURNS = 100_000
 LEAD_S = 0.02  # client seconds between planning the point and its first due send
 

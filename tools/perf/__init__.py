@@ -1,8 +1,10 @@
-"""The performance benchmark (`make perf`): client capacity, timing fidelity, sweep efficiency.
+"""The performance benchmark (`make perf`): client capacity, timing fidelity, open loop, sweep
+efficiency.
 
 __main__         `python -m tools.perf`: the parts asked for, perf.json, the tables
 client_capacity  tokens and chunks per client CPU-second, ours beside `vllm bench serve`
 fidelity         a client's median TTFT and TBT against the twin's truth
+openloop         our schedule lateness and tokens per client CPU-second, open loop, beside vLLM's
 loadgen          our client as a load generator: C streams, requests back to back
 streamer         a fast streaming server for measuring clients, not servers
 vllm_driver      `vllm bench serve` run repeatedly in one process

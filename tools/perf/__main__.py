@@ -1,4 +1,5 @@
-"""`python -m tools.perf` (`make perf`): client capacity, timing fidelity, sweep efficiency.
+"""`python -m tools.perf` (`make perf`): client capacity, timing fidelity, open loop, sweep
+efficiency.
 
 Writes perf.json and prints the tables. The server is pinned to the first core and the
 client to the second; every figure is a median over passes, and each ratio is taken
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import platform
 import shlex
 import statistics
@@ -19,27 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tools.perf import client_capacity as capacity
-from tools.perf import fidelity, procs, report, sweep_cost
+from tools.perf import fidelity, openloop, procs, report, sweep_cost
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.perf")
-    p.add_argument("--out", default="perf.json")
-    p.add_argument("--passes", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="one tiny pass (the smoke test)")
-    p.add_argument("--no-vllm", action="store_true", help="leave out `vllm bench serve`")
-    p.add_argument(
-        "--parts", default="capacity,fidelity,sweep", help="comma-separated subset to run"
-    )
-    p.add_argument("--regimes", default="", help="only capacity regimes whose name has this")
-    p.add_argument("--sweep-speed", type=float, default=sweep_cost.SPEED, help="twin speed")
-    p.add_argument(
-        "--sweep-args",
-        default="",
-        help="`bench run` options for the sweep part (default: the card)",
-    )
-    p.add_argument("--sweep-keep", default=None, help="keep the sweep's run directory here")
-    args = p.parse_args(argv)
+    args = _parser().parse_args(argv)
     parts = set(args.parts.split(","))
     passes = 1 if args.quick else args.passes
     cpus = procs.cores()
@@ -67,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             out["fidelity"] = fidelity.run(args.quick, passes, server_cpu, client_cpu, vllm)
             print(report.fidelity_table(out["fidelity"]), flush=True)
             _write(args.out, out, started)
+        if "openloop" in parts:
+            plan = _openloop_plan(args, passes)
+            out["openloop"] = openloop.run(plan, server_cpu, client_cpu, vllm)
+            print(report.openloop_table(out["openloop"]), flush=True)
+            _write(args.out, out, started)
     finally:
         if vllm is not None:
             vllm.close()
@@ -80,8 +72,61 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tools.perf")
+    p.add_argument("--out", default="perf.json")
+    p.add_argument("--passes", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="one tiny pass (the smoke test)")
+    p.add_argument("--no-vllm", action="store_true", help="leave out `vllm bench serve`")
+    p.add_argument(
+        "--parts", default="capacity,fidelity,sweep", help="comma-separated subset to run"
+    )
+    p.add_argument("--regimes", default="", help="only capacity regimes whose name has this")
+    p.add_argument("--sweep-speed", type=float, default=sweep_cost.SPEED, help="twin speed")
+    p.add_argument(
+        "--sweep-args",
+        default="",
+        help="`bench run` options for the sweep part (default: the card)",
+    )
+    p.add_argument("--sweep-keep", default=None, help="keep the sweep's run directory here")
+    p.add_argument(
+        "--openloop-rates",
+        default="",
+        help="offered req/s of the openloop part, comma-separated (default 25,50,100)",
+    )
+    p.add_argument(
+        "--openloop-requests",
+        type=int,
+        default=None,
+        help="at least this many requests an openloop point (default 1000)",
+    )
+    p.add_argument(
+        "--openloop-seconds",
+        type=float,
+        default=None,
+        help="and at least this many seconds of arrivals (default 20)",
+    )
+    return p
+
+
+def _openloop_plan(args: argparse.Namespace, passes: int) -> openloop.OpenLoopPlan:
+    plan = openloop.QUICK if args.quick else openloop.FULL
+    rates = tuple(float(w) for w in args.openloop_rates.split(",") if w.strip())
+    return dataclasses.replace(
+        plan,
+        rates=rates or plan.rates,
+        min_requests=plan.min_requests
+        if args.openloop_requests is None
+        else args.openloop_requests,
+        min_seconds=plan.min_seconds if args.openloop_seconds is None else args.openloop_seconds,
+        passes=passes,
+    )
+
+
 def _write(path: str, out: dict[str, Any], started: float) -> None:
     out["wall_s"] = time.monotonic() - started
+    with contextlib.suppress(OSError):
+        out["machine"]["load_average_at_end"] = list(os.getloadavg())
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
 
@@ -159,7 +204,7 @@ def _machine() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        load = list(__import__("os").getloadavg())
+        load = list(os.getloadavg())
     except OSError:
         load = []
     return {

@@ -80,17 +80,41 @@ class VllmBench:
                 return line[len(prefix) :].strip()
         raise RuntimeError(f"vllm bench serve driver exited with {self.proc.wait()}")
 
-    def start(self, url: str, r: Regime, result_dir: str, model: str = "perf") -> None:
-        argv = [
+    def _common(self, url: str, model: str, output_len: int, prompts: int) -> list[str]:
+        return [
             *("--backend", "openai-chat", "--base-url", url),
             *("--endpoint", "/v1/chat/completions", "--model", model),
             *("--tokenizer", str(self.tokenizer), "--dataset-name", "random"),
-            *("--random-input-len", "16", "--random-output-len", str(r.max_tokens)),
-            *("--ignore-eos", "--num-prompts", str(r.streams)),
-            *("--max-concurrency", str(r.streams), "--num-warmups", "0"),
+            *("--random-output-len", str(output_len), "--random-range-ratio", "0"),
+            *("--ignore-eos", "--num-prompts", str(prompts), "--num-warmups", "0"),
             *("--ready-check-timeout-sec", "0", "--disable-tqdm", "--save-detailed"),
-            *("--result-dir", result_dir, "--seed", "0"),
         ]
+
+    def start(self, url: str, r: Regime, result_dir: str, model: str = "perf") -> None:
+        """C streams (`--max-concurrency`), every request sent at once."""
+        argv = self._common(url, model, r.max_tokens, r.streams)
+        argv += ["--random-input-len", "16", "--max-concurrency", str(r.streams)]
+        self._submit([*argv, "--result-dir", result_dir, "--seed", "0"])
+
+    def start_open(
+        self,
+        url: str,
+        rate: float,
+        prompts: int,
+        lengths: tuple[int, int],
+        result_dir: str,
+        *,
+        model: str = "perf",
+        seed: int = 0,
+    ) -> None:
+        """An open loop: `prompts` requests at Poisson `rate` a second (burstiness 1), no
+        concurrency cap; lengths (input, output) fixed."""
+        argv = self._common(url, model, lengths[1], prompts)
+        argv += ["--random-input-len", str(lengths[0])]
+        argv += ["--request-rate", repr(rate), "--burstiness", "1"]
+        self._submit([*argv, "--result-dir", result_dir, "--seed", str(seed)])
+
+    def _submit(self, argv: list[str]) -> None:
         assert self.proc.stdin is not None
         self._finished.clear()
         self.proc.stdin.write(json.dumps(argv) + "\n")
@@ -119,7 +143,11 @@ class VllmBench:
         procs.stop(self.proc)
 
 
-def _sample(url: str, client_pid: int, server_pid: int) -> tuple[float, int, int, float, float]:
+Sample = tuple[float, int, int, float, float]  # monotonic s, tokens, chunks, client/server CPU s
+
+
+def sample(url: str, client_pid: int, server_pid: int) -> Sample:
+    """The streamer's counters and both processes' CPU seconds, now."""
     st = procs.get_json(url + "/perf/stats")
     return (
         time.monotonic(),
@@ -130,7 +158,9 @@ def _sample(url: str, client_pid: int, server_pid: int) -> tuple[float, int, int
     )
 
 
-def _window(samples: list[tuple[float, int, int, float, float]]) -> dict[str, Any]:
+def window(samples: list[Sample]) -> dict[str, Any]:
+    """Rates over the samples between 5 % and 95 % of the tokens sent (all of them when
+    fewer than 3 fall inside): tokens and chunks per client CPU-second, core shares."""
     t0_tok, t1_tok = samples[0][1], samples[-1][1]
     total = t1_tok - t0_tok
     lo, hi = t0_tok + 0.05 * total, t0_tok + 0.95 * total
@@ -185,11 +215,11 @@ def run_side_by_side(
                 return proc is not None and proc.poll() is None
             return vllm is not None and vllm.running
 
-        samples: dict[str, list[tuple[float, int, int, float, float]]] = {c: [] for c in url}
+        samples: dict[str, list[Sample]] = {c: [] for c in url}
         while True:
             live = [c for c in url if alive(c)]
             for c, u in url.items():
-                t, tok, chunks, ccpu, scpu = _sample(u, pid[c], servers[c][1])
+                t, tok, chunks, ccpu, scpu = sample(u, pid[c], servers[c][1])
                 if samples[c]:  # a process that has exited reads 0: keep its last reading
                     ccpu, scpu = max(ccpu, samples[c][-1][3]), max(scpu, samples[c][-1][4])
                 samples[c].append((t, tok, chunks, ccpu, scpu))
@@ -206,7 +236,7 @@ def run_side_by_side(
                 res = vllm.result()
                 counted, errors = res["total_output_tokens"], res["failed"]
             sent = procs.get_json(url[c] + "/perf/stats")["tokens"] - before[c]
-            fig = _window(samples[c])
+            fig = window(samples[c])
             fig.update(client=c, tokens_sent=sent, tokens_counted=counted, errors=errors)
             fig["counted_over_sent"] = counted / sent if sent else None
             figs[c] = fig

@@ -100,3 +100,64 @@ def sweep_table(s: dict[str, Any]) -> str:
             "what is needed)"
         )
     return "\n".join(out)
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None else f"{x * 1000:.3f} ms"
+
+
+def _met(met: bool | None) -> str:
+    return {True: "**met**", False: "**not met**", None: "not measured"}[met]
+
+
+def openloop_table(o: dict[str, Any]) -> str:
+    """The open-loop part: per offered rate, both clients; the targets; the definitions."""
+    s = o["settings"]
+    out = [
+        f"Open loop against the perf streamer (Poisson arrivals; input {s['input_tokens']}, "
+        f"output {s['output_tokens']} tokens; paced {s['streamer_interval_ms']:g} ms, "
+        f"{s['streamer_tokens_per_chunk']} token a chunk; medians over {s['passes']} "
+        "pass(es), the two clients one after the other in each)",
+        "",
+        "| offered req/s | requests | client | achieved req/s | output tokens | tok/s "
+        "| tok/CPU-s | client core | lateness p50 | lateness p99 (worst pass) | errors "
+        "| ours ÷ vLLM |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in o["rows"]:
+        for c in ("bench", "vllm"):
+            f = row.get(c)
+            if f is None:
+                continue
+            ratio = ""
+            if c == "bench" and row.get("ratio_tokens_per_cpu_s") is not None:
+                ratio = f"{row['ratio_tokens_per_cpu_s']:.2f}×"
+            if c == "bench":
+                p99 = f"{_ms(f['lateness_p99_s'])} ({_ms(f['lateness_p99_worst_s'])})"
+                p50 = _ms(f["lateness_p50_s"])
+            else:
+                p50 = p99 = "—"
+            achieved = "—" if f["achieved_rate"] is None else f"{f['achieved_rate']:.2f}"
+            tokens = "—" if f["output_tokens"] is None else f"{f['output_tokens']:,.0f}"
+            out.append(
+                f"| {row['offered_rate']:g} | {row['requests']:,} "
+                f"| {'ours' if c == 'bench' else 'vllm bench serve'} | {achieved} | {tokens} "
+                f"| {_k(f['tokens_per_s'])} | {_k(f['tokens_per_cpu_s'])} "
+                f"| {_share(f['client_core_share'])} | {p50} | {p99} | {f['errors']} | {ratio} |"
+            )
+    t = o["targets"]
+    late, ratio_t = t["lateness_p99"], t["tokens_per_cpu_s_ratio"]
+    lowest = "—" if ratio_t["lowest"] is None else f"{ratio_t['lowest']:.2f}×"
+    out += [
+        "",
+        f"Target: our schedule lateness p99 ≤ {_ms(late['target_s'])} at every offered rate up "
+        f"to {late['up_to_rate']:g} req/s, every pass: worst {_ms(late['worst_s'])}, "
+        f"{_met(late['met'])}.",
+        f"Target: tokens per client CPU-second, ours ÷ vLLM's ≥ {ratio_t['target']:g}× at every "
+        f"offered rate (median over passes): lowest {lowest}, {_met(ratio_t['met'])}.",
+        "",
+        "Definitions:",
+        "",
+    ]
+    out += [f"- {name}: {text}" for name, text in o["definitions"].items()]
+    return "\n".join(out)

@@ -9,6 +9,10 @@ like a batched decode) or as fast as the loop turns (unpaced; a stream whose soc
 buffer is full is skipped until it drains). It counts what it sent; `GET /perf/stats`
 returns the counters so the harness can line them up with the client's CPU time.
 
+`usage.prompt_tokens` is the prompt's count of whitespace-separated words (the messages'
+text for chat), so a client that sizes its prompts from usage (`bench run --workload`
+against a server without /tokenize) finds a count that grows with the text.
+
     python -m tools.perf.streamer --port 0 --interval-ms 10 --tokens-per-chunk 1 --cpu 0
 """
 
@@ -24,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 MODEL = "perf"
-PROMPT_TOKENS = 16
 _WORD = " tok"
 
 
@@ -39,14 +42,15 @@ class StreamerCounters:
 class _Chunks:
     """Pre-rendered HTTP chunks (size line + SSE event) keyed by cumulative tokens."""
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, prompt_tokens: int) -> None:
         self.chat = chat
+        self.prompt_tokens = prompt_tokens
         self.cache: dict[tuple[int, int], bytes] = {}
         obj = "chat.completion.chunk" if chat else "text_completion"
         self.head = f'data: {{"id":"perf-0","object":"{obj}","created":0,"model":"{MODEL}",'
 
     def _usage(self, n: int) -> str:
-        p = PROMPT_TOKENS
+        p = self.prompt_tokens
         return f'"usage":{{"prompt_tokens":{p},"total_tokens":{p + n},"completion_tokens":{n}}}'
 
     def _frame(self, event: str) -> bytes:
@@ -95,15 +99,16 @@ class Streamer:
         self.k = tokens_per_chunk
         self.counters = StreamerCounters()
         self.streams: list[_Stream] = []
-        self.chat = _Chunks(chat=True)
-        self.text = _Chunks(chat=False)
+        self.rendered: dict[tuple[bool, int], _Chunks] = {}
         self._ticking = False
 
-    def open(self, proto: _Proto, chat: bool, max_tokens: int) -> None:
+    def open(self, proto: _Proto, chat: bool, max_tokens: int, prompt_tokens: int) -> None:
         c = self.counters
         c.requests += 1
         c.active += 1
-        chunks = self.chat if chat else self.text
+        chunks = self.rendered.get((chat, prompt_tokens))
+        if chunks is None:
+            chunks = self.rendered[chat, prompt_tokens] = _Chunks(chat, prompt_tokens)
         proto.transport.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n" + chunks.role()
@@ -201,7 +206,8 @@ class _Proto(asyncio.Protocol):
             obj = json.loads(body or b"{}")
             max_tokens = obj.get("max_completion_tokens") or obj.get("max_tokens") or 16
             self.busy = True
-            self.server.open(self, path.endswith("chat/completions"), int(max_tokens))
+            chat = path.endswith("chat/completions")
+            self.server.open(self, chat, int(max_tokens), prompt_words(obj))
         elif path == "/perf/stats":
             self._json(self.server.stats())
         elif path == "/v1/models":
@@ -217,6 +223,22 @@ class _Proto(asyncio.Protocol):
             b"HTTP/1.1 %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%b"
             % (status.encode(), len(body), body)
         )
+
+
+def prompt_words(obj: dict[str, Any]) -> int:
+    """A request's prompt length as the streamer counts it: whitespace-separated words of
+    its messages' text (a string or text parts) or of its prompt; at least 1."""
+    texts: list[str] = []
+    for m in obj.get("messages") or ():
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p["text"] for p in content if isinstance(p, dict) and "text" in p]
+    prompt = obj.get("prompt")
+    if isinstance(prompt, str):
+        texts.append(prompt)
+    return max(1, sum(len(t.split()) for t in texts if isinstance(t, str)))
 
 
 async def serve(host: str, port: int, streamer: Streamer) -> None:
