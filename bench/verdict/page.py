@@ -11,7 +11,7 @@ from bench import writes
 from bench.report import frontier
 from bench.report import plots as report_plots
 from bench.stats import mean_ci
-from bench.verdict import budget, headline, plots
+from bench.verdict import budget, capacity_delta, headline, plots
 from bench.verdict.cells import MetricSpec, RunFigures, metrics_of
 from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import CellCheck, Reproduction
@@ -34,7 +34,7 @@ td.ok { background: #d8f0d8; } td.bad { background: #f6c9c9; } td.warn { backgro
 td.oc { background: #e4e4e4; color: #666; } td.na { color: #999; }
 td.better { background: #cdeccd; } td.worse { background: #f4c4c4; }
 .verdict { font-size: 18px; font-weight: bold; margin: 1em 0; }
-.pass { color: #1a7f1a; } .fail { color: #b30000; }
+.pass { color: #1a7f1a; } .fail { color: #b30000; } .open { color: #8a5a00; }
 img { max-width: 100%; }
 """
 
@@ -239,6 +239,8 @@ def compare_parts(c: Comparison) -> list[str]:
         )
     flagged = len(c.flagged)
     word = "fail" if flagged or c.cannot_compare or c.raw_only or c.answers.refused else "pass"
+    if word == "pass" and headline.outcome(c) != "equivalent":
+        word = "open"  # not resolved: neither a change nor shown within the margin
     lines = trust_lines([c.a, c.b]) + c.settings.lines("A", "B") + provenance_lines(c)
     lines += c.answers.lines()
     for line in lines:
@@ -251,6 +253,18 @@ def compare_parts(c: Comparison) -> list[str]:
     said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
     items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
     parts.append(f"<ul>{items}</ul>")
+    if c.capacity is not None:
+        cap = capacity_delta.lines(c.capacity, c.policy.alpha)
+        parts += [f"<p>{html.escape(line.lstrip('#- '))}</p>" for line in cap if line]
+    if any(k[0] == "decode" for k in (*c.a.cells, *c.b.cells)):  # the card's matrix
+        parts += _decode_plots(c)
+    parts += [table_html(t) for t in compare_tables(c)]
+    return parts
+
+
+def _decode_plots(c: Comparison) -> list[str]:
+    """The decode cells' heatmaps of Δ %, curves by concurrency and frontier."""
+    parts = []
     maps = [_compare_heat(c, m) for m in _decode_metrics()]
     parts.append(img_html(plots.heatmaps_png(maps), "Δ % heatmap"))
     parts.append(
@@ -264,5 +278,4 @@ def compare_parts(c: Comparison) -> list[str]:
         "tokens), one point per concurrency, each run's Pareto front as its line.</p>"
     )
     parts.append(img_html(frontier_png([("A", c.a), ("B", c.b)]), "frontier"))
-    parts += [table_html(t) for t in compare_tables(c)]
     return parts

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.verdict import capacity_delta
+from bench.verdict import capacity_delta, page
 from bench.verdict.cells import RunFigures
+from bench.verdict.compare import Policy, compare
 from bench.workload.search import CapacitySearchState, Verdict, point_verdict
 from bench.workload_points import PointResult, PointStatus, SloCheck, SloVerdict
 from tests.support.budget import fixed_budget
@@ -264,3 +265,14 @@ def test_equal_searches_on_both_sides_are_no_change() -> None:
     capacity runs gives)."""
     d = capacity_delta.judge(_capacity_run("a", 40.0, 40.0), _capacity_run("b", 40.0, 40.0), 0.05)
     assert d is not None and d.delta_pct == 0.0 and not d.changed
+
+
+def test_the_compare_page_of_two_capacity_runs_shows_the_capacity_and_no_empty_plots() -> None:
+    """Two `bench capacity` runs have no cells: the page says the capacity's change and its
+    outcome, and draws no heatmap of an empty matrix (which matplotlib refused)."""
+    a = _capacity_run("a", 40.0, 41.0, 39.5)
+    b = _capacity_run("b", 40.5, 40.0, 40.2)
+    c = compare(a, b, Policy())
+    html = page.compare_page([c])
+    assert "Searched: rate at ttft_p99&lt;=1s." in html and "data:image/png" not in html
+    assert 'class="verdict pass">SLO CAPACITY EQUIVALENT WITHIN ±5 %<' in html

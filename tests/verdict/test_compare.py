@@ -9,7 +9,7 @@ import pytest
 from bench.card.model import Card
 from bench.errors import Exit
 from bench.results import Results
-from bench.verdict import headline
+from bench.verdict import headline, page
 from bench.verdict.cells import BY_NAME, Cell
 from bench.verdict.command import compare_exit
 from bench.verdict.compare import Policy, compare, figure_delta
@@ -104,6 +104,9 @@ def test_unchanged_at_1_percent_noise_is_equivalent_within_5_percent(card: Card)
     assert line.startswith("NOT RESOLVED: CHANGES UNDER ") and "±0.5 % NEEDS ABOUT " in line
     assert compare_exit([tight]) == Exit.INCONCLUSIVE
     assert "; not resolved; MDE " in compare_markdown(tight)
+    # the page colours only an equivalence as a pass
+    assert 'class="verdict pass">EVERY CELL EQUIVALENT' in page.compare_page([c])
+    assert 'class="verdict open">NOT RESOLVED: ' in page.compare_page([tight])
 
 
 def test_benjamini_hochberg_controls_false_alarms_over_the_matrix(card: Card) -> None:
