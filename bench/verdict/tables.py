@@ -128,7 +128,8 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
     if f.p_value is not None:
         text += f" p={f.p_value:.2g}"
     if f.mark == "unchanged" and (e := f.equivalence) is not None and e.equivalent:
-        text += f"; equivalent within ±{e.margin_pct:g} % [{e.low_pct:+.1f}, {e.high_pct:+.1f}]"
+        band = f"[{e.low_pct:+.1f}, {e.high_pct:+.1f}]".replace("-", "−")
+        text += f"; equivalent within ±{e.margin_pct:g} % {band}"
     elif f.mark == "unchanged":
         mde = f"; MDE {mde_shown(f.mde_pct)}" if f.mde_pct is not None else ""
         text += f"; not resolved{mde}"

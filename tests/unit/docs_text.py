@@ -309,6 +309,6 @@ def quoted_tables(text: str) -> list[tuple[str, int, list[str]]]:
         links = MEASURED_LINK.findall(line)
         if links:
             source = links[-1]
-        elif line == "" and source is not None and not lines[number].startswith("|"):
+        elif line == "" and source is not None and not "".join(lines[number:][:1]).startswith("|"):
             source = None  # a paragraph that does not end in a table quotes nothing
     return found

@@ -90,7 +90,8 @@ def test_unchanged_at_1_percent_noise_is_equivalent_within_5_percent(card: Card)
     e = f.equivalence
     assert f.outcome == "equivalent" and -5.0 < e.low_pct < e.high_pct < 5.0
     text = compare_markdown(c)
-    assert f"equivalent within ±5 % [{e.low_pct:+.1f}, {e.high_pct:+.1f}]" in text
+    band = f"[{e.low_pct:+.1f}, {e.high_pct:+.1f}]".replace("-", "−")
+    assert f"equivalent within ±5 % {band}" in text
     assert "MDE median" in text
     assert text.rstrip().endswith(
         "EVERY CELL EQUIVALENT WITHIN ±5 % (3 + 3 TRIALS, ONE SERVER START A SIDE); "
