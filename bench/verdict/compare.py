@@ -70,7 +70,8 @@ POWER = 0.80
 # What a compare spends in all under no change: the whole-run test (run-level model) at
 # ALPHA / 2 and Benjamini-Hochberg over the figures at ALPHA / 2, or BH alone at ALPHA. The
 # two halves fire in disjoint comparisons and add up, so the false-alarm rate sits near
-# ALPHA: 4 % keeps the promise "at most 5 %" with margin (docs/verdicts.md).
+# ALPHA: 4 % keeps the promise "at most 5 %" with margin (docs/verdicts.md, "How often a
+# verdict is wrong").
 ALPHA = 0.04
 
 
@@ -264,7 +265,8 @@ def mde_df(n_a: int, n_b: int) -> float:
     """The degrees of freedom the whole-run MDE is computed at: Welch's test estimates its
     own from the two sides' variances, between min(n_a, n_b) - 1 and n_a + n_b - 2; the
     lower end (Hsu's) is the one at which 80 % power holds whatever their ratio. With the
-    estimate instead, the corpus's splits reached 76-83 % (docs/verdicts.md)."""
+    estimate instead, the corpus's splits reached 76-83 %
+    (docs/measured/verdicts-records-2026-12-05.md)."""
     return float(max(min(n_a, n_b) - 1, 1))
 
 
