@@ -3,9 +3,10 @@ directory; beside it, the same model with its retrieving attention cut.
 
 The retrieval check (bench/run/retrieval.py) is informative only for a model that can repeat
 a code planted in a long prompt; the random-weight test model (make_model.py) cannot, and a
-2-layer Llama trained for a few CPU minutes did not learn to (docs/measured/verdicts-records-2026-12-05.md). This model's
-weights are written by hand instead: a 3-layer Llama (hidden 128, 16 heads of 64, at most 11
-used) that computes an induction-style lookup, the kind of circuit trained models learn:
+2-layer Llama trained for a few CPU minutes did not learn to
+(docs/measured/verdicts-records-2026-12-05.md). This model's weights are written by hand
+instead: a 3-layer Llama (hidden 128, 16 heads of 64, at most 11 used) that computes an
+induction-style lookup, the kind of circuit trained models learn:
 
 - layer 1: two heads that attend, by position alone (RoPE's fast pairs), to the token one and
   two places back and copy which of six marker tokens it is; the MLP marks the position of
