@@ -20,6 +20,12 @@ the logs). A flat series is searched once, so ALPHA is its false-alarm rate.
 Each change's size is Welch's t on the logs of the runs between it and its neighbouring
 changes (bench.stats.welch_log: after against before, Δ % with its 95 % interval).
 Randomness is a seeded random.Random: the same series gives the same answer.
+
+No change found is not "stable": the latest span (the runs after the last change, or all of
+them) is judged as compare judges a figure (bench.verdict.equivalence): its newer half
+against its older half by Welch's t on the logs, EQUIVALENT within ±MARGIN_PCT when the
+(1 - 2 EQUIVALENCE_ALPHA) interval lies inside the band, else NOT RESOLVED (the runs vary
+too much, or drift, for the span to show it).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 from bench import stats
 
 ALPHA = 0.01
+MARGIN_PCT = 5.0  # compare's default margin (bench.verdict.equivalence)
+EQUIVALENCE_ALPHA = 0.05  # each one-sided test of the latest span's two halves
 PERMUTATIONS = 199  # p's resolution 1/200: p <= 0.01 is at most one permuted max t as large
 MIN_SEGMENT = 3  # runs on each side of a split
 MIN_RUNS = 2 * MIN_SEGMENT
@@ -47,9 +55,19 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Span:
+    """The latest span's newer half against its older half, and what that shows."""
+
+    first: int  # index of its first run
+    shift: stats.Ratio  # at the (1 - 2 EQUIVALENCE_ALPHA) level
+    equivalent: bool  # within ±MARGIN_PCT; else not resolved
+
+
+@dataclass(frozen=True)
 class Search:
     runs: int
     changes: tuple[Change, ...]
+    latest: Span | None = None  # None: under 2 x 2 runs since the last change
 
     @property
     def searched(self) -> bool:
@@ -126,4 +144,15 @@ def search(
     for i, index in enumerate(bounds[1:-1], start=1):
         before, after = values[bounds[i - 1] : index], values[index : bounds[i + 1]]
         changes.append(Change(index, found[index], stats.welch_log(before, after)))
-    return Search(len(values), tuple(changes))
+    return Search(len(values), tuple(changes), span(values, bounds[-2]))
+
+
+def span(values: Sequence[float], first: int) -> Span | None:
+    """VALUES[first:] judged for equivalence within ±MARGIN_PCT, newer half against older."""
+    tail = list(values[first:])
+    half = len(tail) // 2
+    if half < 2:
+        return None
+    r = stats.welch_log(tail[:half], tail[-half:], level=1.0 - 2.0 * EQUIVALENCE_ALPHA)
+    inside = r.low_pct > -MARGIN_PCT and r.high_pct < MARGIN_PCT
+    return Span(first, r, inside)

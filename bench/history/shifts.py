@@ -154,6 +154,28 @@ def _title(f: Found) -> str:
     return escape.terminal(f"{f.cell} {f.figure}{of}, {where}")
 
 
+def _span_lines(searched: Sequence[Found]) -> list[str]:
+    """Each searched series' latest span: equivalent within the margin, or not resolved."""
+    spans = [(f, f.search.latest) for f in searched if f.search.latest is not None]
+    if not spans:
+        return []
+    open_ = [(f, s) for f, s in spans if not s.equivalent]
+    m = changes.MARGIN_PCT
+    out = [
+        "",
+        f"Latest span of each series (since its last change), newer half against older: "
+        f"{len(spans) - len(open_)} equivalent within ±{m:g} %, {len(open_)} not resolved "
+        f"({100 * (1 - 2 * changes.EQUIVALENCE_ALPHA):g} % interval inside ±{m:g} %).",
+    ]
+    for f, s in open_:
+        r = s.shift
+        out.append(
+            f"- not resolved: {_title(f)}: runs {s.first + 1} to {f.search.runs}, "
+            f"{r.delta_pct:+.1f} % [{r.low_pct:+.1f}, {r.high_pct:+.1f}]"
+        )
+    return out
+
+
 def render(found: Sequence[Found]) -> str:
     searched = [f for f in found if f.search.searched]
     short = [f for f in found if not f.search.searched]
@@ -177,6 +199,7 @@ def render(found: Sequence[Found]) -> str:
                 f"(95 %), p {c.p_value:.3f}",
                 f"  {bisect_command(f, good, bad)}",
             ]
+    out += _span_lines(searched)
     if short:
         out += ["", f"Not searched, fewer than {changes.MIN_RUNS} runs:"]
         out += [f"- {_title(f)}: {f.search.runs} runs" for f in short]

@@ -125,3 +125,32 @@ def test_the_bisect_line_says_why_there_is_none() -> None:
 def test_hostile_values_are_refused() -> None:
     with pytest.raises(ValueError, match="positive, finite"):
         changes.search([1.0] * 5 + [math.nan] + [1.0] * 5)
+
+
+def test_no_change_found_is_either_equivalent_or_not_resolved() -> None:
+    """The latest span of a series is judged as compare judges a figure: quiet runs show it
+    within ±5 %; runs that scatter by 15 % do not (not resolved, never "stable"); after a
+    change the span starts at the change."""
+    rng = random.Random(3)
+    quiet = [5000.0 * math.exp(rng.gauss(0.0, 0.01)) for _ in range(12)]
+    loud = [5000.0 * math.exp(rng.gauss(0.0, 0.15)) for _ in range(12)]
+    q, n = changes.search(quiet), changes.search(loud)
+    assert not q.changes and q.latest is not None and q.latest.equivalent
+    assert q.latest.first == 0 and -5.0 < q.latest.shift.low_pct < q.latest.shift.high_pct < 5.0
+    assert n.latest is not None and not n.latest.equivalent
+    stepped = changes.search([*quiet[:6], *(x * 1.3 for x in quiet[6:])])
+    assert [c.index for c in stepped.changes] == [6]
+    assert stepped.latest is not None and stepped.latest.first == 6
+    assert changes.search(quiet[:7]).latest is not None  # 7 runs: halves of 3
+    assert changes.span(quiet, 9) is None  # 3 runs since: halves of 1 show nothing
+
+
+def test_changes_says_which_flat_series_are_not_resolved() -> None:
+    rng = random.Random(4)
+    loud = [5000.0 * math.exp(rng.gauss(0.0, 0.15)) for _ in range(12)]
+    found = [
+        shifts.Found(CELL, "total_tok_s", "gpu01", "p", tuple(_points(loud)), changes.search(loud))
+    ]
+    text = shifts.render(found)
+    assert "0 equivalent within ±5 %, 1 not resolved (90 % interval inside ±5 %)" in text
+    assert "- not resolved: 8K:64 total_tok_s, host gpu01, profile p: runs 1 to 12, " in text
