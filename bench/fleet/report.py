@@ -114,6 +114,16 @@ class FleetReport:
             return Exit.PARTIAL
         return Exit.OK
 
+    @property
+    def unseen_pct(self) -> float | None:
+        """The largest deviation of a whole node, over every cell of a figure, that the
+        everywhere test would not name: max over figures of max(k_node x s, the stated
+        minimum shift); None when no figure was judged. A trial floor can raise a node's
+        own limit further (its line in the tables)."""
+        floor = math.log1p(self.rule.min_shift_pct / 100.0)
+        limits = [max(s.k.node * s.sd, floor) for s in self.scales.values()]
+        return stats.pct_of_log(max(limits)) if limits else None
+
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
 
@@ -127,7 +137,14 @@ class FleetReport:
             word = "STANDS" if len(named) == 1 else "STAND"
             parts.append(f"{len(named)} OF {len(self.nodes)} NODES {word} OUT: {', '.join(named)}")
         else:
-            parts.append(f"NO NODE STANDS OUT ({len(self.nodes)} NODES)")
+            unseen = self.unseen_pct
+            if unseen is None:
+                parts.append(f"NO NODE STANDS OUT ({len(self.nodes)} NODES)")
+            else:  # what the rule could not have seen: never a clean bill (issue 44)
+                parts.append(
+                    f"NO NODE STANDS OUT ({len(self.nodes)} NODES; ONE OFF BY UNDER "
+                    f"{unseen:.1f} % IN EVERY CELL WOULD NOT BE NAMED)"
+                )
         if self.not_judged:
             cells = {s.key for s in self.not_judged}
             parts.append(f"{len(cells)} CELLS NOT JUDGED ON EVERY NODE")
