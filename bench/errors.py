@@ -50,7 +50,8 @@ class Exit(IntEnum):
 
 # What each code means, as docs/faults.md's "Exit codes" table says it (a test holds them equal).
 MEANING: dict[Exit, str] = {
-    Exit.OK: 'done; a reproduce/compare verdict of "yes"',
+    Exit.OK: 'done; a reproduce verdict of "yes"; a compare whose every cell is EQUIVALENT '
+    "within the margin",
     Exit.NOT_REPRODUCED: (
         'a verdict of "no": a cell outside tolerance, a change found, or a node of a fleet '
         "stands out"

@@ -55,7 +55,7 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Span:
+class LatestSpan:
     """The latest span's newer half against its older half, and what that shows."""
 
     first: int  # index of its first run
@@ -67,7 +67,7 @@ class Span:
 class Search:
     runs: int
     changes: tuple[Change, ...]
-    latest: Span | None = None  # None: under 2 x 2 runs since the last change
+    latest: LatestSpan | None = None  # None: under 2 x 2 runs since the last change
 
     @property
     def searched(self) -> bool:
@@ -147,7 +147,7 @@ def search(
     return Search(len(values), tuple(changes), span(values, bounds[-2]))
 
 
-def span(values: Sequence[float], first: int) -> Span | None:
+def span(values: Sequence[float], first: int) -> LatestSpan | None:
     """VALUES[first:] judged for equivalence within ±MARGIN_PCT, newer half against older."""
     tail = list(values[first:])
     half = len(tail) // 2
@@ -155,4 +155,4 @@ def span(values: Sequence[float], first: int) -> Span | None:
         return None
     r = stats.welch_log(tail[:half], tail[-half:], level=1.0 - 2.0 * EQUIVALENCE_ALPHA)
     inside = r.low_pct > -MARGIN_PCT and r.high_pct < MARGIN_PCT
-    return Span(first, r, inside)
+    return LatestSpan(first, r, inside)
