@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 _EPS = 1e-15
 _TINY = 1e-300
@@ -265,3 +266,15 @@ def binom_cdf(k: int, n: int, p: float) -> float:
     if k < mean:  # the lower tail is the small one: summed directly
         return min(1.0, math.fsum(term(i) for i in range(max(lo, 0), k + 1)))
     return max(0.0, 1.0 - math.fsum(term(i) for i in range(k + 1, hi + 1)))
+
+
+def first_true(holds: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The smallest n in (lo, hi] for which HOLDS, a predicate false up to some n and true
+    from it on, given true at hi (bisection)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

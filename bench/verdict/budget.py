@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from bench import stats
+from bench import distributions, stats
 from bench.verdict.cells import METRICS
 from bench.verdict.compare import POWER, Comparison, mde_df
 
@@ -39,14 +39,8 @@ def runs_for(sd_log: float, target_pct: float, level: float, *, runs_df: bool) -
 
     if mde(MAX_RUNS) > target_pct:
         return None
-    lo, hi = 1, MAX_RUNS  # mde(lo) > target (or lo = 1: no test), mde(hi) <= target
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mde(mid) <= target_pct:
-            hi = mid
-        else:
-            lo = mid
-    return max(hi, 2)
+    # mde(1) > target (or 1: no test), mde(MAX_RUNS) <= target
+    return max(distributions.first_true(lambda n: mde(n) <= target_pct, 1, MAX_RUNS), 2)
 
 
 def _costs(c: Comparison) -> tuple[float | None, float, str]:

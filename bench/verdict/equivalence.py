@@ -119,14 +119,7 @@ def runs_to_show(
 
     if not shows(MAX_RUNS):
         return None
-    lo, hi = 1, MAX_RUNS
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if shows(mid):
-            hi = mid
-        else:
-            lo = mid
-    return max(hi, 2)
+    return max(distributions.first_true(shows, 1, MAX_RUNS), 2)
 
 
 def trials(a: Cell, b: Cell, metric: str) -> tuple[int, int]:

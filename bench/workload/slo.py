@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from bench.distributions import binom_cdf
+from bench.distributions import binom_cdf, first_true
 from bench.errors import UsageError
 from bench.workload_points import SloCheck
 from bench.workload_spec import Slo
@@ -86,14 +86,7 @@ def more_needed(n: int, over: int, p: float = PERCENTILE, c: float = CONFIDENCE)
         if hi >= MAX_MORE:
             return None
         hi = min(hi * 2, MAX_MORE)
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if met(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return first_true(met, hi // 2, hi)
 
 
 def judge(figure: str, values: list[float], bound_s: float, q: int = 99) -> SloCheck:
