@@ -102,21 +102,26 @@ def _noisy(run: RunFigures) -> RunFigures:
     return dataclasses.replace(run, cells=cells)
 
 
+def _noisy_at(plain: bisect.MeasureMany, commit: str) -> bisect.MeasureMany:
+    """PLAIN with COMMIT's runs made noisy (`_noisy`)."""
+
+    def many(commits: Sequence[str]) -> list[RunFigures | None]:
+        got = plain(commits)
+        return [
+            _noisy(r) if c == commit and r is not None else r
+            for c, r in zip(commits, got, strict=True)
+        ]
+
+    return many
+
+
 def test_a_commit_its_trials_cannot_place_is_not_resolved_and_searched_around(
     published: tuple[profiles.Profile, power.Base],
 ) -> None:
     """c08 (before the culprit c09) has trials too noisy to tell it from GOOD or from BAD: it
     is neither "same" nor "moved" but not resolved, and the search names both suspects."""
     plain = _measure(published, 9)
-
-    def many(commits: Sequence[str]) -> list[RunFigures | None]:
-        got = plain(commits)
-        return [
-            _noisy(r) if c == "c08" and r is not None else r
-            for c, r in zip(commits, got, strict=True)
-        ]
-
-    r = bisect.bisect(COMMITS, many, CELL, "total_tok_s")
+    r = bisect.bisect(COMMITS, _noisy_at(plain, "c08"), CELL, "total_tok_s")
     step = next(s for s in r.steps if s.commit == "c08")
     assert step.verdict == "not resolved"
     assert r.suspects == ("c08", "c09")
@@ -127,15 +132,7 @@ def test_a_bad_whose_change_is_not_resolved_says_so(
     published: tuple[profiles.Profile, power.Base],
 ) -> None:
     plain = _measure(published, 99)  # no commit changes the figure
-
-    def many(commits: Sequence[str]) -> list[RunFigures | None]:
-        got = plain(commits)
-        return [
-            _noisy(r) if c == "c16" and r is not None else r
-            for c, r in zip(commits, got, strict=True)
-        ]
-
-    r = bisect.bisect(COMMITS, many, CELL, "total_tok_s")
+    r = bisect.bisect(COMMITS, _noisy_at(plain, "c16"), CELL, "total_tok_s")
     assert r.bad_outcome == "not resolved" and r.first_moved is None
     assert r.lines()[-1].startswith("not resolved: BAD's change from GOOD is neither shown")
     quiet = bisect.bisect(COMMITS, plain, CELL, "total_tok_s")
