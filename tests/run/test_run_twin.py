@@ -247,7 +247,7 @@ def test_without_metrics_active_requests_are_counted_client_side_and_recorded(
     assert cell.figures.average_active == pytest.approx(2.0, abs=0.3)
 
 
-LATE_STAMP_S = 0.010  # a descheduled twin on two busy cores: seen up to ~5 ms late
+LATE_STAMP_S = 0.010  # origin_unix_s maps our monotonic clock onto the twin's wall clock
 
 
 def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
@@ -275,30 +275,39 @@ def test_client_times_match_the_twins_ground_truth(tmp_path: Path) -> None:
     truth = [json.loads(x) for x in log.read_text().splitlines()]
     rows = [json.loads(x) for x in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
     checked = 0
+    used: set[str] = set()
     for row in rows:
         if not row["finished"]:
             continue
         origin = row["origin_unix_s"]
         steps = list(row["chunk_tokens"])
-        # The twin logs (wall time, tokens) as it writes each chunk; we read it a little later.
-        match = [
+        # The twin logs (wall time, tokens) as it hands each chunk to the kernel, and the kernel
+        # stamps our read after that. With two streams at once several requests of the twin
+        # chunked alike: ours is the one whose first chunk left nearest our first token.
+        first = origin + row["first_token_s"]
+        alike = [
             g
             for g in truth
             if [sum(n for _, n in g["chunks"][: i + 1]) for i in range(len(g["chunks"]))] == steps
-            # The twin stamps a chunk after its write returns: a twin descheduled there (two
-            # cores, a busy test run) logs it a few ms after the kernel had it on its way.
-            and -LATE_STAMP_S <= origin + row["first_token_s"] - g["chunks"][0][0] < 0.05
+            and g["request_id"] not in used
         ]
-        assert match, f"no request of the twin sent what we received at {origin + row['start_s']}"
-        g = match[0]
+        assert alike, f"no request of the twin sent the chunks we received at {first}"
+        g = min(alike, key=lambda g: abs(first - g["chunks"][0][0]))
+        lag_first = first - g["chunks"][0][0]
+        # Within a second, or it is another request (ours at 2 streams last about 0.5 s).
+        assert -LATE_STAMP_S <= lag_first < 1.0, (first, lag_first)
+        used.add(g["request_id"])
         assert row["prompt_tokens"] == g["prompt_tokens"]
         assert row["tokens"] == g["output_tokens"]
         lags = [
             origin + ours - theirs
             for ours, (theirs, _) in zip(row["chunk_s"], g["chunks"], strict=True)
         ]
-        assert min(lags) >= -LATE_STAMP_S  # never before it was sent (but for the late stamp)
-        assert sorted(lags)[len(lags) // 2] < 0.02
+        # Never before it was sent (but for the clocks' mapping), and a typical chunk read
+        # within 20 ms of its write; one late chunk (a twin descheduled between its stamp and
+        # its write on a loaded machine) moves the median of 256 no more than it should.
+        assert min(lags) >= -LATE_STAMP_S, (first, min(lags))
+        assert sorted(lags)[len(lags) // 2] < 0.02, (first, sorted(lags)[len(lags) // 2])
         checked += 1
     assert checked >= 3
 
