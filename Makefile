@@ -290,7 +290,9 @@ SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(HISTORY_FLAGS) $(if $(call set,CARD),--card $
 
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
 # default) or blocked (all A, then all B: fewer switches, drift not controlled) or
-# sequential (A B A, then sweeps of the still-open cells only, up to 5 a side; TRIALS unused).
+# sequential (A B A, then sweeps of the still-open cells only, up to 5 a side; TRIALS unused)
+# or decide (looks at 2+2, 3+3, 4+4, 5+5: a cell stops once CHANGED or EQUIVALENT within the
+# margin, the compare once no open cell can be decided within 5 a side; TRIALS unused).
 TRIALS ?= 3
 ORDER ?= interleaved
 PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER) $(HISTORY_FLAGS)
@@ -427,6 +429,15 @@ CAPACITY_POWER_ARGS ?=
 .PHONY: capacity-power
 capacity-power: setup ## accuracy of bench capacity's search, false alarms and power of its compare, in virtual time
 	$(call measured,capacity-power,md,$(CAPACITY_POWER_ARGS)) $(BIN)/python -m tools.capacity_power $(CAPACITY_POWER_ARGS) | $(call keep,md)
+
+# The sequential compare aimed at a decision (ORDER=decide) beside fixed 2 + 2 and 3 + 3 on the
+# same seeded runs: the twin with the quiet-gpu, default and vllm-cpu noises (A/A, one cell 6 %
+# worse, one figure worse by the printed MDE; 300 comparisons each, server starts of 600 s
+# counted) and the real-noise corpora (A/A, 100 orders). DECIDE_POWER_ARGS='--comparisons 1000'.
+DECIDE_POWER_ARGS ?=
+.PHONY: decide-power
+decide-power: setup ## outcomes and server time of ORDER=decide against fixed designs, in virtual time
+	$(call measured,decide-power,md,$(DECIDE_POWER_ARGS)) $(BIN)/python -m tools.decide_power $(DECIDE_POWER_ARGS) | $(call keep,md)
 
 # Peers on one server: `bench run --workload` (chat and completions), `vllm bench serve` (the
 # vllm-cpu venv; chat and completions) and AIPerf (its own venv, /root/.cache/bench/aiperf-venv)

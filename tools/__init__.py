@@ -4,6 +4,8 @@
     reproduce_twin   the published sweep against the twin (`make reproduce-twin`)
     compare_twin     `bench compare` on twin runs (`make compare-twin`)
     verdict_power    `bench compare`'s error rates in virtual time (`make verdict-power`)
+    decide_power     the sequential compare aimed at a decision beside fixed designs
+                     (`make decide-power`)
     capacity_power   `bench capacity`'s accuracy, its compare's false alarms and power
                      (`make capacity-power`)
     fleet_power      `bench fleet`'s error rates on the twin (`make fleet-power`)

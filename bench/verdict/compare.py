@@ -90,9 +90,16 @@ class Policy:
     # must be shown inside; (figure name, percent) pairs override it per figure.
     margin_pct: float = eqv.DEFAULT_MARGIN_PCT
     figure_margins: tuple[tuple[str, float], ...] = ()
+    # Each one-sided test of equivalence at this level (None: alpha). A sequential compare
+    # that looks K times sets alpha / K, so that its claim of equivalence holds at alpha.
+    equivalence_alpha: float | None = None
 
     def margin(self, metric: str) -> float:
         return dict(self.figure_margins).get(metric, self.margin_pct)
+
+    @property
+    def tost_alpha(self) -> float:
+        return self.alpha if self.equivalence_alpha is None else self.equivalence_alpha
 
     def min_effect(self, metric: MetricSpec) -> float:
         if metric.kind == "throughput":
@@ -491,7 +498,7 @@ def _judged_equivalence(
         return f
     runs = None if whole is None else (whole.sd_log, whole.df, whole.runs)
     s = eqv.spread(f.delta_pct, f.sd_log, f.df, n, runs)
-    return replace(f, judged_on=(s, policy.margin(f.metric.name), policy.alpha))
+    return replace(f, judged_on=(s, policy.margin(f.metric.name), policy.tost_alpha))
 
 
 def _figure_mark(f: FigureDelta, rejected: bool, whole: WholeRun | None, policy: Policy) -> Mark:

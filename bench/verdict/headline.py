@@ -10,7 +10,10 @@ missed and about how many runs a side would show ±m, at the noise they measured
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from bench.verdict import capacity_delta, equivalence
+from bench.verdict.cells import Key
 from bench.verdict.compare import MDE_SHOWN_UP_TO_PCT, CellDelta, Comparison, FigureDelta
 
 
@@ -52,11 +55,11 @@ def _sides(c: Comparison) -> str:
     return f"{counts[0]} + {counts[1]} {word}"
 
 
-def _unresolved(c: Comparison) -> list[FigureDelta]:
+def _unresolved(c: Comparison, keys: Collection[Key] | None = None) -> list[FigureDelta]:
     return [
         f
         for x in compared(c)
-        if x.outcome == "not resolved"
+        if x.outcome == "not resolved" and (keys is None or x.key in keys)
         for f in x.figures
         if f.delta_pct is not None and f.outcome == "not resolved"
     ]
@@ -71,16 +74,17 @@ def missable_pct(c: Comparison) -> float | None:
     return max(found, default=None)
 
 
-def runs_needed(c: Comparison) -> int | None:
-    """About how many runs a side would show every unresolved figure within its margin
-    (None: more than equivalence.MAX_RUNS, or no noise measured)."""
+def runs_needed(c: Comparison, keys: Collection[Key] | None = None) -> int | None:
+    """About how many runs a side would show every unresolved figure (of the cells KEYS,
+    default all) within its margin (None: more than equivalence.MAX_RUNS, or no noise
+    measured)."""
     sd_run = c.whole.sd_log if c.whole is not None else 0.0
     needs = []
-    for f in _unresolved(c):
+    for f in _unresolved(c, keys):
         if f.sd_log is None:
             continue
         n = equivalence.runs_to_show(
-            f.sd_log, sd_run, c.policy.margin(f.metric.name), c.policy.alpha,
+            f.sd_log, sd_run, c.policy.margin(f.metric.name), c.policy.tost_alpha,
             run_level=c.whole is not None,
         )  # fmt: skip
         if n is None:

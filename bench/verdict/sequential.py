@@ -21,6 +21,21 @@ stated costs before the first stage and from the costs the runs recorded after i
   differences, `bench.verdict.answers`) and that is not accepted, no more runs are spent:
   its figures would not be judged.
 
+Aimed at a decision (`goal="decide"`, `--order decide`), the looks are DECIDE_STAGES and a
+cell stops being measured once it is decided, in one of the three outcomes of a compare
+(`bench.verdict.equivalence`):
+
+- EQUIVALENT within its margin by the compare's own two one-sided tests, each at alpha / K
+  for K looks (Bonferroni over the looks: the claim of equivalence holds at alpha however
+  many looks were taken; the final compare tests at alpha / K too);
+- CHANGED with a figure's own p at most EARLY_CHANGE_P (0.001), or the whole run's
+  (Haybittle and Peto's boundary: so strict that the looks before the last add almost
+  nothing to the final test's false alarms, which stays at alpha's level);
+- the budget: after a look at which no open cell is flagged and every open cell needs
+  more runs a side than the last look has to show its margin (`headline.runs_needed`, 80 %
+  power), the compare stops there, NOT RESOLVED, and says what it would take: more runs
+  could not decide it within the budget.
+
 Every trial is its own run (one server start, one signed bundle): trials inside one server
 start share that start's noise and are not independent. Within a stage the sides alternate
 (A B A, B, A B, A B B A ...) so that drift over hours falls on both. `make verdict-power`
@@ -31,16 +46,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bench import distributions, stats
-from bench.verdict import stage_plan
+from bench.verdict import equivalence, headline, stage_plan
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import POWER, CellDelta, Comparison, FigureDelta, Policy, compare
 from bench.verdict.run_source import merge_runs
 
 Side = Literal["a", "b"]
+Goal = Literal["settle", "decide"]
+# The looks of a compare aimed at a decision (cumulative runs a side); the last is the budget.
+# They start at 2 + 2: the run-level model (`runlevel`), without which a cell's noise is
+# estimated from runs that share their levels, needs 2 runs a side.
+DECIDE_STAGES: tuple[tuple[int, int], ...] = ((2, 2), (3, 3), (4, 4), (5, 5))
+EARLY_CHANGE_P = 0.001
 # The stages before they were chosen with the costs in view (`stage_plan`); still a fixed
 # plan one can pass as `stages`.
 STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (5, 5))
@@ -70,6 +91,37 @@ class SequentialOutcome:
     chosen: stage_plan.StagePlan | None = None  # how they were chosen (None: given)
     # B answered differently after a stage: its figures are not judged, so no more runs.
     stopped_on_answers: bool = False
+    goal: Goal = "settle"
+    # goal "decide": the look (from 1) at which each decided cell stopped, and its outcome
+    closed: dict[Key, tuple[int, str]] = field(default_factory=dict)
+    # goal "decide": stopped before the last look, the budget out of reach: the runs a side
+    # the open cells would need (0: more than equivalence.MAX_RUNS); None: not stopped so
+    budget_need: int | None = None
+
+    def _decide_lines(self) -> list[str]:
+        looks = len(self.plan)
+        alpha = self.comparison.policy.tost_alpha
+        changed = sum(1 for _, how in self.closed.values() if how == "changed")
+        equivalent = len(self.closed) - changed
+        open_n = len(comparable(self.comparison)) - len(self.closed)
+        out = [
+            f"Aimed at a decision: looks at {', '.join(f'{a}+{b}' for a, b in self.plan)} runs; "
+            f"a cell stops when equivalent within its margin (each one-sided test at "
+            f"{alpha:.4g}, alpha / {looks} looks) or changed at p <= {EARLY_CHANGE_P:g}; "
+            f"{equivalent} cell(s) stopped equivalent, {changed} changed, {open_n} still open."
+        ]
+        if self.budget_need is not None:
+            need = (
+                f"about {self.budget_need:,}"
+                if self.budget_need
+                else f"more than {equivalence.MAX_RUNS:,}"
+            )
+            out.append(
+                f"Stopped after look {self.stages}: the open cells need {need} runs a side to "
+                f"show their margin, more than the budget of {max(self.plan[-1])}; more runs "
+                "of this design would not decide them."
+            )
+        return out
 
     def lines(self) -> list[str]:
         per_side = {s: sum(1 for w in self.trials if w.side == s) for s in ("a", "b")}
@@ -77,6 +129,8 @@ class SequentialOutcome:
             w.side.upper() + ("" if w.cells is None else f"[{len(w.cells)}]") for w in self.trials
         )
         why = [] if self.chosen is None else self.chosen.lines()
+        if self.goal == "decide":
+            why = self._decide_lines()
         return [
             *why,
             f"Sequential design, stages {', '.join(f'{a}+{b}' for a, b in self.plan)}: "
@@ -154,6 +208,39 @@ def settled(comparison: Comparison, policy: Policy) -> set[Key]:
     return out
 
 
+def decided(comparison: Comparison) -> dict[Key, str]:
+    """The cells a compare aimed at a decision stops measuring (see the module's text):
+    "equivalent" by the compare's own tests (at its equivalence alpha, alpha / K), or
+    "changed" at p <= EARLY_CHANGE_P, the whole run's or a changed figure's own."""
+    whole = comparison.whole
+    everywhere = whole is not None and whole.changed and whole.p_value <= EARLY_CHANGE_P
+    out: dict[Key, str] = {}
+    for cell in comparison.cells:
+        if cell.outcome is None:
+            continue
+        if everywhere or any(
+            f.outcome == "changed" and f.p_value is not None and f.p_value <= EARLY_CHANGE_P
+            for f in cell.figures
+        ):
+            out[cell.key] = "changed"
+        elif cell.outcome == "equivalent":
+            out[cell.key] = "equivalent"
+    return out
+
+
+def beyond_budget(comparison: Comparison, open_cells: frozenset[Key], budget: int) -> int | None:
+    """None while some open cell could still be decided within BUDGET runs a side (it is
+    flagged, or it needs no more than that to show its margin); else the runs a side they
+    need (0: more than equivalence.MAX_RUNS)."""
+    cells = [c for c in comparison.cells if c.key in open_cells]
+    if not cells or any(c.flagged for c in cells):
+        return None
+    need = headline.runs_needed(comparison, open_cells)
+    if need is not None and need <= budget:
+        return None
+    return need or 0
+
+
 def comparable(comparison: Comparison) -> set[Key]:
     """Cells valid on both sides: the only ones more trials can decide."""
     return {
@@ -196,6 +283,32 @@ def measured_costs(
     return stage_plan.Costs(start, sweep, "; ".join(said))
 
 
+@dataclass
+class _Book:
+    """What a sequential compare has measured so far."""
+
+    runs: dict[Side, list[RunFigures]] = field(default_factory=lambda: {"a": [], "b": []})
+    trials: list[TrialRun] = field(default_factory=list)
+    measurements: dict[Key, int] = field(default_factory=dict)
+    full: list[RunFigures] = field(default_factory=list)  # the first stage's: whole sweeps
+    first: Side = "a"
+
+    def stage(self, measure: Measure, want: tuple[int, int], cells: frozenset[Key] | None) -> None:
+        need_a = max(want[0] - len(self.runs["a"]), 0)
+        need_b = max(want[1] - len(self.runs["b"]), 0)
+        for side in _order(need_a, need_b, self.first):
+            trial = len(self.runs[side]) + 1
+            got = measure(side, trial, cells)
+            self.runs[side].append(got)
+            if cells is None:
+                self.full.append(got)
+            self.trials.append(TrialRun(side, trial, cells))
+            for key, cell in got.cells.items():
+                if cell.status == "valid" and (cells is None or key in cells):
+                    self.measurements[key] = self.measurements.get(key, 0) + 1
+            self.first = "b" if side == "a" else "a"  # the next stage starts with the other
+
+
 def run(
     measure: Measure,
     policy: Policy,
@@ -204,51 +317,48 @@ def run(
     costs: stage_plan.Costs = stage_plan.STATED_COSTS,
     cells: int = stage_plan.STATED_CELLS,
     names: tuple[str, str] = ("A", "B"),
+    goal: Goal = "settle",
 ) -> SequentialOutcome:
     """Stage by stage until no cell is open or the plan ends. STAGES: a fixed plan; None:
     chosen by `stage_plan.choose`, first from COSTS and CELLS (stated until measured), then
     again after every stage from the costs the runs recorded and the cells the compare
-    found, among the plans that begin with the stages already run."""
-    runs: dict[Side, list[RunFigures]] = {"a": [], "b": []}
-    trials: list[TrialRun] = []
+    found, among the plans that begin with the stages already run. GOAL "decide": the
+    looks are STAGES or DECIDE_STAGES, and cells stop as `decided` says (module text)."""
+    book = _Book()
     open_cells: frozenset[Key] | None = None  # None: every cell (the first stage)
-    measurements: dict[Key, int] = {}
     last: Comparison | None = None
-    first: Side = "a"
+    closed: dict[Key, tuple[int, str]] = {}
+    budget_need: int | None = None
+    if goal == "decide":
+        stages = stages or DECIDE_STAGES
+        policy = replace(policy, equivalence_alpha=policy.tost_alpha / len(stages))
     chosen = None if stages is not None else stage_plan.choose(costs, cells, alpha=policy.alpha)
     plan = stages if stages is not None else chosen.stages  # type: ignore[union-attr]
     done: list[tuple[int, int]] = []
-    full: list[RunFigures] = []  # the first stage's runs: whole sweeps
     while len(done) < len(plan):
-        want_a, want_b = plan[len(done)]
-        need_a = max(want_a - len(runs["a"]), 0)
-        need_b = max(want_b - len(runs["b"]), 0)
-        for side in _order(need_a, need_b, first):
-            trial = len(runs[side]) + 1
-            got = measure(side, trial, open_cells)
-            runs[side].append(got)
-            if not done:
-                full.append(got)
-            trials.append(TrialRun(side, trial, open_cells))
-            for key, cell in got.cells.items():
-                if cell.status == "valid" and (open_cells is None or key in open_cells):
-                    measurements[key] = measurements.get(key, 0) + 1
-            first = "b" if side == "a" else "a"  # the next stage starts with the other side
-        done.append((want_a, want_b))
-        a = merge_runs(runs["a"], names[0])
-        b = merge_runs(runs["b"], names[1])
+        book.stage(measure, plan[len(done)], open_cells)
+        done.append(plan[len(done)])
+        a = merge_runs(book.runs["a"], names[0])
+        b = merge_runs(book.runs["b"], names[1])
         last = compare(a, b, policy)
         if last.answers.refused:  # nothing more to measure: the figures are not judged
             break
-        still = comparable(last) - settled(last, policy)
-        if open_cells is not None:
-            still &= open_cells
-        open_cells = frozenset(still)
-        if not open_cells:
+        if goal == "decide":
+            now = {k: v for k, v in decided(last).items() if open_cells is None or k in open_cells}
+            closed.update({k: (len(done), how) for k, how in now.items() if k not in closed})
+            still = comparable(last) - set(closed)
+        else:
+            still = comparable(last) - settled(last, policy)
+        open_cells = frozenset(still if open_cells is None else still & open_cells)
+        if not open_cells or len(done) == len(plan):
             break
-        if stages is None and len(done) < len(plan):
+        if goal == "decide":
+            budget_need = beyond_budget(last, open_cells, max(plan[-1]))
+            if budget_need is not None:
+                break
+        elif stages is None:
             chosen = stage_plan.choose(
-                measured_costs(full, [*runs["a"], *runs["b"]], costs),
+                measured_costs(book.full, [*book.runs["a"], *book.runs["b"]], costs),
                 max(len(comparable(last)), 1),
                 tests=last.tests or None,
                 alpha=policy.alpha,
@@ -257,6 +367,7 @@ def run(
             plan = chosen.stages
     assert last is not None
     return SequentialOutcome(
-        last, tuple(trials), len(done), measurements, plan, chosen,
-        stopped_on_answers=last.answers.refused,
+        last, tuple(book.trials), len(done), book.measurements, plan, chosen,
+        stopped_on_answers=last.answers.refused, goal=goal, closed=closed,
+        budget_need=budget_need,
     )  # fmt: skip

@@ -303,10 +303,10 @@ def _sweep_both(
     sweeps = Sweeps(
         pair, settings, target, images, pair.run_id or new_run_id(),
         pair.allowed_signers or signing.default_allowed_signers(),
-        numbered=trials > 1 or order == "sequential",
+        numbered=trials > 1 or order in ("sequential", "decide"),
     )  # fmt: skip
-    if order == "sequential":
-        return sequential_compare(sweeps, title)
+    if order in ("sequential", "decide"):
+        return sequential_compare(sweeps, title, "decide" if order == "decide" else "settle")
     sides: dict[str, list[RunFigures]] = {"a": [], "b": []}
     done = {"a": 0, "b": 0}
     for label in sweep_order(trials, order):
@@ -325,8 +325,9 @@ def _sweep_both(
                           compare(a, b, sweeps.pair.policy()))  # fmt: skip
 
 
-def sequential_compare(sweeps: Sweeps, title: str) -> int:
-    """The sequential design (`bench.verdict.sequential`): trials go to open cells only."""
+def sequential_compare(sweeps: Sweeps, title: str, goal: sequential.Goal = "settle") -> int:
+    """The sequential design (`bench.verdict.sequential`): trials go to open cells only,
+    until they are settled (GOAL "settle") or decided ("decide")."""
 
     def measure(side: sequential.Side, trial: int, cells: frozenset[Key] | None) -> RunFigures:
         figures = sweeps.sweep(side, trial, sequential.run_args(cells))
@@ -336,7 +337,9 @@ def sequential_compare(sweeps: Sweeps, title: str) -> int:
 
     try:
         policy = sweeps.pair.policy()
-        outcome = sequential.run(measure, policy, names=(f"{sweeps.base}-a", f"{sweeps.base}-b"))
+        outcome = sequential.run(
+            measure, policy, names=(f"{sweeps.base}-a", f"{sweeps.base}-b"), goal=goal
+        )
     except _SweepStopped:
         return summarise(sweeps.workers, sweeps.allowed, None)
     return sweeps.verdict(title, outcome.lines(), outcome.comparison)

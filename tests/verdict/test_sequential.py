@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from bench.twin import profile as profiles
-from bench.verdict import sequential
+from bench.verdict import headline, sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import Policy
 from tests.support.fingerprints import BASE, fp_of, ids_at
@@ -121,3 +121,74 @@ def test_b_answering_differently_stops_after_the_first_stage_unless_accepted(
     accepted = sequential.run(answering(calls), Policy(accept=frozenset({"answers"})))
     assert not accepted.stopped_on_answers and len(calls) > 3
     assert not any(line.startswith("Stopped") for line in accepted.lines())
+
+
+def _noisier(measure: sequential.Measure, sd: float) -> sequential.Measure:
+    """Every run's level moved by its own factor (lognormal, SD on the log scale): the
+    run-to-run noise of a server far noisier than any margin of a few percent."""
+    import math
+    import random
+
+    def noisy(side: sequential.Side, trial: int, cells: frozenset[Key] | None) -> RunFigures:
+        run = measure(side, trial, cells)
+        f = math.exp(random.Random(f"{side}{trial}").gauss(0.0, sd))
+        out = {}
+        for key, cell in run.cells.items():
+            trials = {
+                m: tuple(v / f if m.endswith("tok_s") else v * f for v in vs)
+                for m, vs in cell.trials.items()
+            }
+            out[key] = dataclasses.replace(cell, trials=trials)
+        return dataclasses.replace(run, cells=out)
+
+    return noisy
+
+
+def test_aimed_at_a_decision_cells_stop_once_equivalent_and_are_not_measured_again(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    calls: list[tuple[str, int, frozenset[Key] | None]] = []
+    out = sequential.run(_measure(published, calls), Policy(), goal="decide")
+    assert out.plan == sequential.DECIDE_STAGES
+    assert [(s, t) for s, t, _ in calls[:4]] == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+    # the equivalence claim holds at alpha over the 4 looks: each one-sided test at alpha / 4
+    assert out.comparison.policy.tost_alpha == pytest.approx(Policy().alpha / 4)
+    assert out.closed and {how for _, how in out.closed.values()} == {"equivalent"}
+    for key, (look, _) in out.closed.items():
+        after = [c for s, t, c in calls if max(t, 2) > look + 1 and c is not None]
+        assert all(key not in c for c in after)  # a decided cell is not measured again
+    cell = {c.key: c for c in out.comparison.cells}
+    assert all(cell[k].outcome == "equivalent" for k in out.closed)
+    assert out.lines()[0].startswith("Aimed at a decision: looks at 2+2, 3+3, 4+4, 5+5 runs;")
+
+
+def test_aimed_at_a_decision_a_clear_change_stops_changed_and_a_6_pct_one_is_never_equivalent(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    big: Key = ("decode", "32K", 32)
+    six: Key = ("decode", "8K", 8)
+    calls: list[tuple[str, int, frozenset[Key] | None]] = []
+    out = sequential.run(
+        _measure(published, calls, slower={big: 1.3, six: 1.06}), Policy(), goal="decide"
+    )
+    assert out.closed[big] == (1, "changed")
+    assert all(c is None or big not in c for _, _, c in calls[4:])
+    assert out.closed.get(six, (0, "open"))[1] != "equivalent"
+    cell = {c.key: c for c in out.comparison.cells}
+    assert cell[big].outcome == "changed" and cell[six].outcome != "equivalent"
+
+
+def test_aimed_at_a_decision_it_stops_when_no_open_cell_can_be_decided_within_the_budget(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    calls: list[tuple[str, int, frozenset[Key] | None]] = []
+    out = sequential.run(_noisier(_measure(published, calls), 0.3), Policy(), goal="decide")
+    assert out.stages == 1 and len(calls) == 4  # 2 + 2, and no more runs spent
+    assert out.budget_need is not None and (out.budget_need == 0 or out.budget_need > 5)
+    assert not out.closed
+    assert any(
+        line.startswith("Stopped after look 1: the open cells need ")
+        and "more than the budget of 5" in line
+        for line in out.lines()
+    )
+    assert headline.outcome(out.comparison) == "not resolved"

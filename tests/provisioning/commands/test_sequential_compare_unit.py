@@ -89,12 +89,28 @@ def test_sequential_order_runs_the_full_matrix_three_times_then_open_cells_only(
     assert "## Compare: seq-b against seq-a" in out and "| 32K | 32 |" in out
 
 
-def test_the_cli_offers_sequential_order() -> None:
+@pytest.mark.parametrize("order", ["sequential", "decide"])
+def test_the_cli_offers_sequential_orders(order: str) -> None:
     args = cli.build_parser().parse_args(
         ["compare-commits", "gpu01", "--commit-a", "abcdef1", "--commit-b", "abcdef2",
-         "--order", "sequential"]
+         "--order", order]
     )  # fmt: skip
-    assert args.order == "sequential"
+    assert args.order == order
+
+
+def test_decide_order_measures_until_each_cell_is_decided_and_says_how(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweeps = _sweeps(tmp_path, slower_b=True)
+    code = compare.sequential_compare(sweeps, "A vs B", "decide")
+    out = capsys.readouterr().out
+    asked = sweeps.asked
+    assert [(side, trial, extra) for side, trial, extra in asked[:4]] == [
+        ("a", 1, ()), ("b", 1, ()), ("a", 2, ()), ("b", 2, ()),
+    ]  # fmt: skip
+    assert all("--cells" in extra or "--contexts" in extra for _, _, extra in asked[4:])
+    assert "Aimed at a decision: looks at 2+2, 3+3, 4+4, 5+5 runs;" in out
+    assert code == Exit.NOT_REPRODUCED  # B's 8 % slower 32K x 32 is a change
 
 
 @pytest.mark.parametrize("accept", [False, True])
