@@ -3,10 +3,12 @@ history's page compares two recorded runs with `bench compare`'s own code; and w
 a run's baseline.
 
 A cell's status over its trials is the one bench.verdict.run_figures gives a bundle's: over
-capacity or not run when a trial says so, else the worst untrusted status (interrupted,
-invalid, not ready) with its reasons, else gpu_throttled when a valid trial carries that
-flag, else valid. The figures are the history's (at server speed, as recorded); a prefill
-sample's `ttft_s` is the verdict's `prefill_ttft_s`. The history keeps no spread inside a
+capacity or not run when a trial says so; valid trials beside invalid or interrupted ones
+only: judged on the valid ones, "2 of 3 trials valid" and what the others were said; else
+the worst untrusted status (interrupted, invalid, not ready) with its reasons, else
+gpu_throttled when a valid trial carries that flag, else valid. The figures are the
+history's (at server speed, as recorded); a prefill sample's `ttft_s` is the verdict's
+`prefill_ttft_s`. The history keeps no spread inside a
 run, so a single trial has no noise estimate of its own: its compare shows the raw Δ.
 
 A workload's point is the verdict's cell of it (bench.verdict.workload_cells: the same key,
@@ -18,7 +20,7 @@ output tok/s and TTFT and TPOT at p50 and p99; an overloaded point or a late cli
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench import escape
@@ -26,6 +28,7 @@ from bench.errors import UsageError
 from bench.history import trend
 from bench.history import workload_rows as wl
 from bench.history.database import Connection
+from bench.verdict import run_figures
 from bench.verdict.cells import (
     Cell,
     Key,
@@ -185,6 +188,17 @@ def _cell(key: Key, t: _Trials) -> Cell:
     if unmeasured is not None:
         return Cell(phase, context, conc, unmeasured, reasons)
     good = sorted(i for i, s in t.statuses.items() if s == "valid")
+    left = [i for i, s in t.statuses.items() if s in run_figures.LEFT_OUT]
+    if good and left and len(good) + len(left) == len(t.statuses):
+        # Judged on its valid trials, the others counted and said, as a bundle's cell is.
+        cell = _cell(key, _Trials({i: "valid" for i in good}, t.reasons, t.flags, t.values))
+        gone = run_figures.left_out_text(
+            (t.statuses[i], _clip(t.reasons.get(i) or "no reason")) for i in left
+        )
+        if cell.status == "gpu_throttled":  # of all the trials it ran, not of the valid ones
+            cell = replace(cell, detail=cell.detail and cell.detail.replace(
+                f" of {len(good)} trials", f" of {len(t.statuses)} trials", 1))  # fmt: skip
+        return replace(cell, trials_run=len(t.statuses), left_out=gone)
     trials = {m: tuple(v[i] for i in good if i in v) for m, v in t.values.items()}
     trials = {m: v for m, v in trials.items() if v}
     bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)

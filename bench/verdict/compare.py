@@ -19,8 +19,9 @@ Per cell and figure, with trials on both sides (or a pooled noise estimate):
     Benjamini–Hochberg: a figure is changed when BH rejects it (and |Δ| is at least the
     optional minimum effect, 0 by default).
   - MDE: the smallest change detected with 80 % power at the level a single changed
-    figure must reach under BH among m tests (alpha / m), from the noise measured. An
-    unchanged figure is printed as "no change larger than MDE %".
+    figure must reach under BH among m tests (alpha / m), from the noise measured: a
+    change under it can go unseen. A figure not changed is EQUIVALENT within its margin or
+    NOT RESOLVED (`equivalence`), never "no change".
 With one trial per side and no noise estimate, the compare cannot tell noise from change:
 it shows the raw Δ only and flags nothing on figures.
 A cell that is not_ready, invalid, interrupted or failed on either side (or measured on

@@ -15,6 +15,7 @@ carries the run's own spread of its figures (see `cells`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -61,7 +62,7 @@ _UNTRUSTED_ORDER: tuple[Status, ...] = ("interrupted", "invalid", "not_ready")
 
 
 # Trials with no figures: among valid trials of a cell they are left out, and said.
-_LEFT_OUT: tuple[Status, ...] = ("invalid", "interrupted")
+LEFT_OUT: tuple[Status, ...] = ("invalid", "interrupted")
 
 
 def _reasons(items: list[CellResult] | list[PrefillSample], status: str) -> str:
@@ -70,15 +71,21 @@ def _reasons(items: list[CellResult] | list[PrefillSample], status: str) -> str:
     return f"{trials} of {len(items)} trials {status.replace('_', ' ')}: {'; '.join(found)}"
 
 
-def _left_out(items: list[CellResult] | list[PrefillSample]) -> str | None:
-    """What a cell's trials with no figures were: "1 invalid: stream cut"; None when none."""
+def left_out_text(trials: Iterable[tuple[str, str | None]]) -> str | None:
+    """What a cell's trials (status, reason) with no figures were: "1 invalid: stream cut";
+    None when none. The history says it in the same words."""
+    pairs = list(trials)
     parts = []
-    for status in _LEFT_OUT:
-        found = sorted({r.reason or "no reason" for r in items if r.status == status})
+    for status in LEFT_OUT:
+        found = sorted({reason or "no reason" for s, reason in pairs if s == status})
         if found:
-            trials = sum(1 for r in items if r.status == status)
-            parts.append(f"{trials} {status}: {'; '.join(found)}")
+            count = sum(1 for s, _ in pairs if s == status)
+            parts.append(f"{count} {status}: {'; '.join(found)}")
     return "; ".join(parts) or None
+
+
+def _left_out(items: list[CellResult] | list[PrefillSample]) -> str | None:
+    return left_out_text((r.status, r.reason) for r in items)
 
 
 def _judged_on_valid(cell: Cell, items: list[CellResult] | list[PrefillSample]) -> Cell:
@@ -92,7 +99,7 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
         reason = next((r.reason for r in results if r.reason), None)
         return Cell("decode", label, concurrency, "over_capacity", reason)
     valid = [r for r in results if r.status == "valid"]
-    if valid and all(r.status in ("valid", *_LEFT_OUT) for r in results) and valid != results:
+    if valid and all(r.status in ("valid", *LEFT_OUT) for r in results) and valid != results:
         cell = _decode_cell(label, concurrency, valid, n)
         if cell.status == "gpu_throttled":  # of all the trials it ran, not of the valid ones
             cell = replace(cell, detail=_throttled(valid, len(results)))
@@ -109,7 +116,7 @@ def _decode_cell(label: str, concurrency: int, results: list[CellResult], n: flo
         }
         cell = Cell("decode", label, concurrency, bad, _reasons(results, bad), shown)
         # Every trial without figures: a merged side may take its other runs' trials alone.
-        return _judged_on_valid(cell, results) if statuses <= set(_LEFT_OUT) else cell
+        return _judged_on_valid(cell, results) if statuses <= set(LEFT_OUT) else cell
     if not figures:
         reasons = "; ".join(sorted({f"{r.status}: {r.reason or 'no reason'}" for r in results}))
         return Cell("decode", label, concurrency, "failed", reasons)
@@ -139,12 +146,12 @@ def _throttled(results: list[CellResult], ran: int) -> str:
 def _prefill_cell(label: str, samples: list[PrefillSample], n: float) -> Cell:
     statuses = {s.status for s in samples}
     valid = [s for s in samples if s.status == "valid"]
-    if valid and all(s.status in ("valid", *_LEFT_OUT) for s in samples) and valid != samples:
+    if valid and all(s.status in ("valid", *LEFT_OUT) for s in samples) and valid != samples:
         return _judged_on_valid(_prefill_cell(label, valid, n), samples)
     bad = next((s for s in _UNTRUSTED_ORDER if s in statuses), None)
     if bad is not None:
         cell = Cell("prefill", label, 1, bad, _reasons(samples, bad))
-        return _judged_on_valid(cell, samples) if statuses <= set(_LEFT_OUT) else cell
+        return _judged_on_valid(cell, samples) if statuses <= set(LEFT_OUT) else cell
     good = [s.at_server_speed(n) for s in samples if s.status == "valid"]
     if not good:
         reasons = "; ".join(sorted({f"{s.status}: {s.reason or 'no reason'}" for s in samples}))

@@ -180,7 +180,9 @@ def fixed_mde_pct(f: FigureDelta, comparison: Comparison, policy: Policy) -> flo
 
 
 def equivalent(f: FigureDelta, cell: CellDelta, margin_pct: float) -> bool:
-    """Schuirmann's TOST at EQUIVALENCE_ALPHA: is |Δ| < margin_pct with that confidence?"""
+    """Schuirmann's TOST at EQUIVALENCE_ALPHA: is |Δ| < margin_pct with that confidence?
+    The band is symmetric on the log scale, ±log(1 + m), unlike `equivalence.tost`'s
+    (log(1 - m), log(1 + m)): m here is an MDE, a log-scale distance that may pass 100 %."""
     if f.delta_pct is None or f.sd_log is None or f.df is None or cell.a is None or cell.b is None:
         return False
     n_a = len(cell.a.trials.get(f.metric.name, ()))

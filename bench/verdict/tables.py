@@ -331,6 +331,11 @@ def _method_lines(c: Comparison) -> list[str]:
         ]
     w = c.whole
     ci = f"[{w.ci_pct[0]:+.1f}, {w.ci_pct[1]:+.1f}]".replace("-", "−")
+    said = (
+        "CHANGED"
+        if w.changed
+        else f"not shown changed (a change under {mde_shown(w.mde_pct)} can go unseen)"
+    )
     return [
         "Run-level model: every cell of a run shares that run's level (its median over the "
         "run's figures), so a change everywhere is tested on the runs' levels and a change in "
@@ -338,7 +343,7 @@ def _method_lines(c: Comparison) -> list[str]:
         f"- Whole run: B {'slower' if w.delta_pct > 0 else 'faster'} by "
         f"{abs(w.delta_pct):.1f} % {ci}, p={w.p_value:.2g} (Welch's t on {w.runs[0]} + "
         f"{w.runs[1]} run levels, {w.df:.1f} df, at FDR {p.alpha / 2:g}): "
-        f"{'CHANGED' if w.changed else f'no change larger than {mde_shown(w.mde_pct)}'}.",
+        f"{said}.",
         f"- Each cell: Δ = (B − A) / A on geometric means as measured; own = its change "
         f"beyond the whole run's, which [95 % CI], p and the MDE are about; Benjamini–Hochberg "
         f"at FDR {p.alpha / 2:g} over all {c.tests} cells × figures, Welch's t on log values "

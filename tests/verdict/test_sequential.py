@@ -10,7 +10,7 @@ import pytest
 from bench.twin import profile as profiles
 from bench.verdict import headline, sequential
 from bench.verdict.cells import Key, RunFigures
-from bench.verdict.compare import Policy
+from bench.verdict.compare import Policy, compare
 from tests.support.fingerprints import BASE, fp_of, ids_at
 from tools import verdict_power as power
 
@@ -192,3 +192,21 @@ def test_aimed_at_a_decision_it_stops_when_no_open_cell_can_be_decided_within_th
         for line in out.lines()
     )
     assert headline.outcome(out.comparison) == "not resolved"
+
+
+def test_a_whole_run_not_shown_changed_is_never_printed_as_no_change(
+    published: tuple[profiles.Profile, power.Base],
+) -> None:
+    from bench.verdict import tables
+    from bench.verdict.run_source import merge_runs
+
+    calls: list[tuple[str, int, frozenset[Key] | None]] = []
+    measure = _noisier(_measure(published, calls), 0.3)
+    a = merge_runs([measure("a", t, None) for t in (1, 2, 3)], "A")
+    b = merge_runs([measure("b", t, None) for t in (1, 2, 3)], "B")
+    c = compare(a, b, Policy())
+    assert c.whole is not None and not c.whole.changed
+    page = tables.compare_markdown(c)
+    line = next(x for x in page.splitlines() if x.startswith("- Whole run:"))
+    assert "not shown changed (a change under " in line and "can go unseen)" in line
+    assert "no change" not in page.lower()
