@@ -291,8 +291,8 @@ SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(HISTORY_FLAGS) $(if $(call set,CARD),--card $
 # TRIALS sweeps a side (default 3, each a signed bundle), ORDER=interleaved (A B B A A B,
 # default) or blocked (all A, then all B: fewer switches, drift not controlled) or
 # sequential (A B A, then sweeps of the still-open cells only, up to 5 a side; TRIALS unused)
-# or decide (looks at 2+2, 3+3, 4+4, 5+5: a cell stops once CHANGED or EQUIVALENT within the
-# margin, the compare once no open cell can be decided within 5 a side; TRIALS unused).
+# or decide (looks at 2+2, 3+3, 5+5: a cell stops once CHANGED or EQUIVALENT within the
+# margin, the compare once no open cell can be decided within 20 a side; TRIALS unused).
 TRIALS ?= 3
 ORDER ?= interleaved
 PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER) $(HISTORY_FLAGS)

@@ -6,8 +6,9 @@ three designs on the same seeded runs:
 
 - fixed 2 + 2 and fixed 3 + 3: every cell measured in every run, one compare at the end;
 - decide (`bench.verdict.sequential`, goal "decide", `--order decide`): looks at 2+2, 3+3,
-  4+4, 5+5; a cell stops when EQUIVALENT within ±5 % (each one-sided test at alpha / 4) or
-  CHANGED at p <= 0.001; the compare stops when no open cell is within the budget.
+  5+5; a cell stops when EQUIVALENT within ±5 % (each one-sided test at alpha / 4 at the
+  first two looks, alpha / 2 at the last) or CHANGED at p <= 0.001; the compare stops when
+  no open cell can be decided within 4 x the budget of 5 a side.
 
 Three truths, each its own comparisons:
 

@@ -25,16 +25,21 @@ Aimed at a decision (`goal="decide"`, `--order decide`), the looks are DECIDE_ST
 cell stops being measured once it is decided, in one of the three outcomes of a compare
 (`bench.verdict.equivalence`):
 
-- EQUIVALENT within its margin by the compare's own two one-sided tests, each at alpha / K
-  for K looks (Bonferroni over the looks: the claim of equivalence holds at alpha however
-  many looks were taken; the final compare tests at alpha / K too);
+- EQUIVALENT within its margin by the compare's own two one-sided tests, at the look's
+  level (`look_alpha`): half of alpha for the last look, the other half shared by the
+  looks before it (Bonferroni over the looks: a claim of equivalence holds at alpha
+  however many looks were taken, and the last look, where most cells of a noisy server
+  are decided, keeps the larger share);
 - CHANGED with a figure's own p at most EARLY_CHANGE_P (0.001), or the whole run's
   (Haybittle and Peto's boundary: so strict that the looks before the last add almost
   nothing to the final test's false alarms, which stays at alpha's level);
-- the budget: after a look at which no open cell is flagged and every open cell needs
-  more runs a side than the last look has to show its margin (`headline.runs_needed`, 80 %
-  power), the compare stops there, NOT RESOLVED, and says what it would take: more runs
-  could not decide it within the budget.
+- the budget: the last look's runs a side. After a look at which no open cell is flagged
+  and the open cells need more than FUTILE_FACTOR times the budget to show their margin
+  (`headline.runs_needed`, 80 % power), the compare stops there, NOT RESOLVED, and says
+  what it would take. The factor: that estimate, from 2 or 3 runs a side, scatters widely
+  (on the twin's default noise, stopping at the budget itself ended half of the compares
+  of nothing changed NOT RESOLVED that 3 + 3 runs resolve); a server whose runs differ by
+  tens of percent needs hundreds.
 
 Every trial is its own run (one server start, one signed bundle): trials inside one server
 start share that start's noise and are not independent. Within a stage the sides alternate
@@ -60,8 +65,17 @@ Goal = Literal["settle", "decide"]
 # The looks of a compare aimed at a decision (cumulative runs a side); the last is the budget.
 # They start at 2 + 2: the run-level model (`runlevel`), without which a cell's noise is
 # estimated from runs that share their levels, needs 2 runs a side.
-DECIDE_STAGES: tuple[tuple[int, int], ...] = ((2, 2), (3, 3), (4, 4), (5, 5))
+DECIDE_STAGES: tuple[tuple[int, int], ...] = ((2, 2), (3, 3), (5, 5))
 EARLY_CHANGE_P = 0.001
+FUTILE_FACTOR = 4
+
+
+def look_alpha(alpha: float, look: int, looks: int) -> float:
+    """Each one-sided test of equivalence at look LOOK (from 1) of LOOKS: alpha / 2 at the
+    last, alpha / 2 shared evenly by the others (alpha itself when there is one look)."""
+    if looks == 1:
+        return alpha
+    return alpha / 2.0 if look == looks else alpha / 2.0 / (looks - 1)
 # The stages before they were chosen with the costs in view (`stage_plan`); still a fixed
 # plan one can pass as `stages`.
 STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (5, 5))
@@ -100,15 +114,17 @@ class SequentialOutcome:
 
     def _decide_lines(self) -> list[str]:
         looks = len(self.plan)
-        alpha = self.comparison.policy.tost_alpha
+        alpha = self.comparison.policy.alpha
+        levels = [look_alpha(alpha, k, looks) for k in range(1, looks + 1)]
         changed = sum(1 for _, how in self.closed.values() if how == "changed")
         equivalent = len(self.closed) - changed
         open_n = len(comparable(self.comparison)) - len(self.closed)
         out = [
             f"Aimed at a decision: looks at {', '.join(f'{a}+{b}' for a, b in self.plan)} runs; "
             f"a cell stops when equivalent within its margin (each one-sided test at "
-            f"{alpha:.4g}, alpha / {looks} looks) or changed at p <= {EARLY_CHANGE_P:g}; "
-            f"{equivalent} cell(s) stopped equivalent, {changed} changed, {open_n} still open."
+            f"{', '.join(f'{x:.3g}' for x in levels)} by look, {alpha:g} in all) or changed "
+            f"at p <= {EARLY_CHANGE_P:g}; {equivalent} cell(s) stopped equivalent, {changed} "
+            f"changed, {open_n} still open."
         ]
         if self.budget_need is not None:
             need = (
@@ -118,8 +134,8 @@ class SequentialOutcome:
             )
             out.append(
                 f"Stopped after look {self.stages}: the open cells need {need} runs a side to "
-                f"show their margin, more than the budget of {max(self.plan[-1])}; more runs "
-                "of this design would not decide them."
+                f"show their margin, more than {FUTILE_FACTOR} times the budget of "
+                f"{max(self.plan[-1])}; more runs of this design would not decide them."
             )
         return out
 
@@ -212,7 +228,7 @@ def settled(comparison: Comparison, policy: Policy) -> set[Key]:
 
 def decided(comparison: Comparison) -> dict[Key, str]:
     """The cells a compare aimed at a decision stops measuring (see the module's text):
-    "equivalent" by the compare's own tests (at its equivalence alpha, alpha / K), or
+    "equivalent" by the compare's own tests (at its equivalence alpha, the look's), or
     "changed" at p <= EARLY_CHANGE_P, the whole run's or a changed figure's own."""
     whole = comparison.whole
     everywhere = whole is not None and whole.changed and whole.p_value <= EARLY_CHANGE_P
@@ -231,14 +247,14 @@ def decided(comparison: Comparison) -> dict[Key, str]:
 
 
 def beyond_budget(comparison: Comparison, open_cells: frozenset[Key], budget: int) -> int | None:
-    """None while some open cell could still be decided within BUDGET runs a side (it is
-    flagged, or it needs no more than that to show its margin); else the runs a side they
-    need (0: more than equivalence.MAX_RUNS)."""
+    """None while some open cell could still be decided near BUDGET runs a side (it is
+    flagged, or it needs at most FUTILE_FACTOR x BUDGET to show its margin); else the runs
+    a side they need (0: more than equivalence.MAX_RUNS)."""
     cells = [c for c in comparison.cells if c.key in open_cells]
     if not cells or any(c.flagged for c in cells):
         return None
     need = headline.runs_needed(comparison, open_cells)
-    if need is not None and need <= budget:
+    if need is not None and need <= FUTILE_FACTOR * budget:
         return None
     return need or 0
 
@@ -331,9 +347,9 @@ def run(
     last: Comparison | None = None
     closed: dict[Key, tuple[int, str]] = {}
     budget_need: int | None = None
+    alpha = policy.tost_alpha
     if goal == "decide":
         stages = stages or DECIDE_STAGES
-        policy = replace(policy, equivalence_alpha=policy.tost_alpha / len(stages))
     chosen = None if stages is not None else stage_plan.choose(costs, cells, alpha=policy.alpha)
     plan = stages if stages is not None else chosen.stages  # type: ignore[union-attr]
     done: list[tuple[int, int]] = []
@@ -342,6 +358,9 @@ def run(
         done.append(plan[len(done)])
         a = merge_runs(book.runs["a"], names[0])
         b = merge_runs(book.runs["b"], names[1])
+        if goal == "decide":
+            level = look_alpha(alpha, len(done), len(plan))
+            policy = replace(policy, equivalence_alpha=level)
         last = compare(a, b, policy)
         if last.answers.refused:  # nothing more to measure: the figures are not judged
             break

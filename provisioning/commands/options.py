@@ -97,9 +97,9 @@ def add_pair_outputs(p: argparse.ArgumentParser) -> None:
         "blocked: all A, then all B (fewer image switches; the verdict says drift is not "
         "controlled); sequential: A B A, then more sweeps of the cells still open only, "
         "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored); "
-        "decide: looks at 2+2, 3+3, 4+4, 5+5, each cell measured until CHANGED or "
-        "EQUIVALENT within the margin, stopping early when no open cell can be decided "
-        "within 5 a side (--trials-per-side is ignored)",
+        "decide: looks at 2+2, 3+3, 5+5, each cell measured until CHANGED or EQUIVALENT "
+        "within the margin, stopping early when no open cell can be decided within 20 a "
+        "side (--trials-per-side is ignored)",
     )
     add_accept_arg(p, between=" between A's and B's runs")
     add_alpha_arg(p)

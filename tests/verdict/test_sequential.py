@@ -151,15 +151,19 @@ def test_aimed_at_a_decision_cells_stop_once_equivalent_and_are_not_measured_aga
     out = sequential.run(_measure(published, calls), Policy(), goal="decide")
     assert out.plan == sequential.DECIDE_STAGES
     assert [(s, t) for s, t, _ in calls[:4]] == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
-    # the equivalence claim holds at alpha over the 4 looks: each one-sided test at alpha / 4
-    assert out.comparison.policy.tost_alpha == pytest.approx(Policy().alpha / 4)
+    # the equivalence claim holds at alpha over the 3 looks: alpha / 4 at each of the first
+    # two, alpha / 2 at the last
+    alpha = Policy().alpha
+    levels = [sequential.look_alpha(alpha, k, 3) for k in (1, 2, 3)]
+    assert levels == pytest.approx([alpha / 4, alpha / 4, alpha / 2]) and sum(levels) == alpha
+    assert out.comparison.policy.tost_alpha == pytest.approx(levels[out.stages - 1])
     assert out.closed and {how for _, how in out.closed.values()} == {"equivalent"}
     for key, (look, _) in out.closed.items():
         after = [c for s, t, c in calls if max(t, 2) > look + 1 and c is not None]
         assert all(key not in c for c in after)  # a decided cell is not measured again
     cell = {c.key: c for c in out.comparison.cells}
     assert all(cell[k].outcome == "equivalent" for k in out.closed)
-    assert out.lines()[0].startswith("Aimed at a decision: looks at 2+2, 3+3, 4+4, 5+5 runs;")
+    assert out.lines()[0].startswith("Aimed at a decision: looks at 2+2, 3+3, 5+5 runs;")
 
 
 def test_aimed_at_a_decision_a_clear_change_stops_changed_and_a_6_pct_one_is_never_equivalent(
@@ -188,7 +192,7 @@ def test_aimed_at_a_decision_it_stops_when_no_open_cell_can_be_decided_within_th
     assert not out.closed
     assert any(
         line.startswith("Stopped after look 1: the open cells need ")
-        and "more than the budget of 5" in line
+        and "more than 4 times the budget of 5" in line
         for line in out.lines()
     )
     assert headline.outcome(out.comparison) == "not resolved"
