@@ -29,6 +29,7 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     workload        a workload's schedule, its sending, a point's figures, the SLO rules
     run             `bench run`: from a plan of cells to results.json
     bundle          manifest, signature, pack, verify, provenance, recipe
+    publishers      InferenceX, vLLM's dashboard and MLPerf results as cards, their figures
     twin            the simulated vLLM server
     report          report.html and its plots
     verdict         reproduce, compare, bisect

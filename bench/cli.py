@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from bench import __version__, command_line
 from bench.bundle import command as bundle_command
-from bench.card import command as card_command
 from bench.errors import exit_through_make
 from bench.export import command as export_command
 from bench.fleet import command as fleet_command
@@ -22,6 +21,7 @@ from bench.history import command as history_command
 from bench.host import command as host_command
 from bench.local import command as local_command
 from bench.provenance import command as provenance_command
+from bench.publishers import command as card_command
 from bench.report import command as report_command
 from bench.run import command as run_command
 from bench.twin import command as twin_command

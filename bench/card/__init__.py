@@ -5,5 +5,5 @@ sections  the card's three tables as page text: prefill rows, decode matrix, all
 figures   figures as the card prints them: separators, units, values glued together
 model     the structured reference a card becomes
 launch    a launch profile seeded from a card's launch command
-command   `bench card import FILE` and `bench card launch FILE`
+command   the handlers of `bench card import FILE` and `bench card launch FILE`
 """

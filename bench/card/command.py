@@ -1,4 +1,5 @@
-"""`bench card import FILE` and `bench card launch FILE`."""
+"""The speed-test card's handlers of `bench card import FILE` and `bench card launch FILE`
+(the `card` command line: `bench.publishers.command`)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,6 @@ from bench.card.launch import profile_toml, seed_profile
 from bench.card.parse import read_card
 from bench.errors import Exit
 from bench.settings import Settings
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    card = sub.add_parser("card", help="published speed-test cards")
-    actions = card.add_subparsers(dest="card_command", metavar="ACTION", required=True)
-    imp = actions.add_parser("import", help="read a card's page text into a JSON reference")
-    imp.add_argument("file", type=Path, help="the card as text copied from the page")
-    imp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
-    imp.set_defaults(func=import_card)
-    launch = actions.add_parser("launch", help="seed a launch profile (TOML) from a card")
-    launch.add_argument("file", type=Path, help="the card as text copied from the page")
-    launch.add_argument("--name", default=None, help="profile name (default: the output's stem)")
-    launch.add_argument("-o", "--output", type=Path, help="write the TOML here (default stdout)")
-    launch.set_defaults(func=launch_seed)
 
 
 def _emit(text: str, output: Path | None) -> None:

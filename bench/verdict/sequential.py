@@ -76,6 +76,8 @@ def look_alpha(alpha: float, look: int, looks: int) -> float:
     if looks == 1:
         return alpha
     return alpha / 2.0 if look == looks else alpha / 2.0 / (looks - 1)
+
+
 # The stages before they were chosen with the costs in view (`stage_plan`); still a fixed
 # plan one can pass as `stages`.
 STAGES: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 3), (5, 5))

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench.stats", "bench.run_files", "bench.command_line"),
     ("bench.stream", "bench.host", "bench.card", "bench.cards"),
     ("bench.engines", "bench.workload"),
-    ("bench.run", "bench.bundle"),
+    ("bench.run", "bench.bundle", "bench.publishers"),
     ("bench.twin", "bench.report"),
     ("bench.verdict",),
     ("bench.fleet", "bench.provenance", "bench.export"),

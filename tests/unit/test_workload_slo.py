@@ -33,6 +33,34 @@ def test_the_queries_needed_with_overs_match_loadgens_formula(over: int, total: 
 
 
 @pytest.mark.parametrize(
+    ("n", "p", "passing_overs"),
+    [
+        # Published LoadGen summaries (mlcommons/inference_results_v4.1, open/Krai/results/
+        # .../mlperf_log_summary.txt): "Processed at least 662 queries (14660). Would discard
+        # 117 highest latency queries" (7920t-kilt-onnxruntime_cpu/resnet50/multistream):
+        # loadgen discards t - 1, so 118 overs pass and 119 do not.
+        (14660, 0.99, 118),
+        (81152, 0.99, 745),  # 7920t-kilt-onnxruntime_gpu/resnet50/multistream: discard 744
+        (57903, 0.90, 5622),  # 7920t-kilt-onnxruntime_cpu/resnet50/singlestream, p90
+        # An INVALID server run's "would need at least 104136 more" at 270000 with 3600 over.
+        (374136, 0.99, 3600),
+    ],
+)
+def test_published_loadgen_counts_are_met_at_their_edge(
+    n: int, p: float, passing_overs: int
+) -> None:
+    assert slo.verdict(n, passing_overs, p) == "met"
+    assert slo.verdict(n, passing_overs + 1, p) != "met"
+
+
+def test_a_billion_requests_are_judged_quickly_and_at_the_one_percent_line() -> None:
+    # n = 1e9 at 1 %: sd = sqrt(1e9 x 0.01 x 0.99) = 3146; the line lies ~2.33 sd under 1e7.
+    assert slo.verdict(10**9, 10**7 - 20_000) == "met"
+    assert slo.verdict(10**9, 10**7) != "met"
+    assert slo.more_needed(270_000, 3600) == 104_136
+
+
+@pytest.mark.parametrize(
     ("n", "over", "expected"),
     [
         (1000, 0, "met"),  # P(no over | p99 on the bound) = 0.99^1000 ~ 4e-5

@@ -1,0 +1,161 @@
+"""`bench card import|launch|export`: the speed-test card (`bench.card`) and other
+publishers' results as cards.
+
+`bench card import FILE` reads a speed-test card's page text, as before;
+`bench card import --from inferencex|vllm-dashboard|mlperf FILE [--select KEY=VALUE ...]`
+reads one point of that publisher's file into a card (JSON, `bench.publishers.model`). A
+file in another publisher's format is refused with a line naming the format it looks like.
+`bench card export CARD.json` gives the card's figures back in the publisher's own fields
+and units (what `import` read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from bench import writes
+from bench.card import command as speed_test
+from bench.command_line import SubParsers
+from bench.errors import CardError, Exit
+from bench.publishers import inferencex, mlperf, source, vllm_dashboard
+from bench.publishers.model import PUBLISHERS, PublisherCard
+from bench.settings import Settings
+
+
+class Reader(Protocol):
+    WHAT: str
+
+    def looks_like(self, head: str) -> bool: ...
+    def read(self, path: Path, select: Mapping[str, str]) -> PublisherCard: ...
+    def export(self, card: PublisherCard) -> Any: ...
+
+
+READERS: dict[str, Reader] = {
+    "inferencex": inferencex,
+    "vllm-dashboard": vllm_dashboard,
+    "mlperf": mlperf,
+}
+MAX_SELECT = 16
+
+
+def register(sub: SubParsers) -> None:
+    card = sub.add_parser("card", help="published cards: the speed-test card and other publishers")
+    actions = card.add_subparsers(dest="card_command", metavar="ACTION", required=True)
+    imp = actions.add_parser(
+        "import", help="read a card (or one point of another publisher's file) into JSON"
+    )
+    imp.add_argument("file", type=Path, help="the card's page text, or the publisher's file")
+    imp.add_argument(
+        "--from",
+        dest="publisher",
+        choices=("speed-test", *PUBLISHERS),
+        default="speed-test",
+        help="whose format FILE is in (default speed-test: a card's page text)",
+    )
+    imp.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="which point of the file: id=..., or a field's value (repeat to narrow)",
+    )
+    imp.add_argument("--system", type=Path, help="mlperf: the submission's system description JSON")
+    imp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
+    imp.set_defaults(func=import_card)
+    launch = actions.add_parser("launch", help="seed a launch profile (TOML) from a card")
+    launch.add_argument("file", type=Path, help="the card as text copied from the page")
+    launch.add_argument("--name", default=None, help="profile name (default: the output's stem)")
+    launch.add_argument("-o", "--output", type=Path, help="write the TOML here (default stdout)")
+    launch.set_defaults(func=speed_test.launch_seed)
+    exp = actions.add_parser(
+        "export", help="a publisher's card back in the publisher's own fields and units"
+    )
+    exp.add_argument("file", type=Path, help="a card JSON written by `bench card import --from`")
+    exp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
+    exp.set_defaults(func=export_card)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text + "\n")
+        return
+    writes.write_atomic(output, text + "\n")
+
+
+def parse_select(items: list[str]) -> dict[str, str]:
+    if len(items) > MAX_SELECT:
+        raise CardError(f"--select given {len(items)} times: at most {MAX_SELECT}")
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise CardError(f"--select {item[:60]!r}: write KEY=VALUE, e.g. id=123 or conc=64")
+        if key in out:
+            raise CardError(f"--select names {key[:40]!r} twice")
+        out[key] = value.strip()
+    return out
+
+
+def check_format(path: Path, publisher: str) -> None:
+    """Refuse a file in another publisher's format, naming the one it looks like."""
+    head = source.head(path).decode("utf-8", errors="replace")
+    if READERS[publisher].looks_like(head):
+        return
+    for name, reader in READERS.items():
+        if name != publisher and reader.looks_like(head):
+            raise CardError(
+                f"{path} looks like {reader.WHAT}, not {READERS[publisher].WHAT}: "
+                f"give --from {name}"
+            )
+
+
+def read(
+    path: Path, publisher: str, select: Mapping[str, str], system: Path | None
+) -> PublisherCard:
+    check_format(path, publisher)
+    if publisher == "mlperf":
+        return mlperf.read(path, select, system)
+    if system is not None:
+        raise CardError("--system is for --from mlperf only")
+    return READERS[publisher].read(path, select)
+
+
+def import_card(args: argparse.Namespace, settings: Settings) -> int:
+    if args.publisher == "speed-test":
+        if args.select or args.system:
+            raise CardError("--select and --system are for --from inferencex|vllm-dashboard|mlperf")
+        return speed_test.import_card(args, settings)
+    card = read(args.file, args.publisher, parse_select(args.select), args.system)
+    _emit(card.model_dump_json(indent=2), args.output)
+    structlog.get_logger("bench.card").info(
+        "card_imported",
+        publisher=card.publisher,
+        source=card.source,
+        point=card.point_id,
+        figures=len(card.figures),
+        missing=len(card.missing),
+    )
+    return int(Exit.OK)
+
+
+def export_card(args: argparse.Namespace, settings: Settings) -> int:
+    raw = source.read_json(args.file, "a card written by `bench card import --from`")
+    try:
+        card = PublisherCard.model_validate(raw)
+    except ValueError as exc:
+        first = str(exc).splitlines()[0:3]
+        raise CardError(
+            f"{args.file} is not a publisher's card ({' '.join(first)[:160]}): write one "
+            "with bench card import --from"
+        ) from None
+    out = READERS[card.publisher].export(card)
+    _emit(json.dumps(out, indent=2, sort_keys=True), args.output)
+    return int(Exit.OK)
