@@ -82,7 +82,12 @@ def test_the_csv_reproduces_every_number_of_tables_md(
                 assert set(cell.status) == {"over_capacity"} and cell.value.isna().all()
                 continue
             m = _means(df, "decode", row[0], conc)
-            assert shown == f"{rate(m['total_tok_s'])}<br>{ms(m['ttft_s'])} TTFT"
+            # A loaded machine may spoil a trial: the cell is its valid trials, and says so.
+            parts = shown.split("<br>")
+            assert "<br>".join(parts[:2]) == f"{rate(m['total_tok_s'])}<br>{ms(m['ttft_s'])} TTFT"
+            if len(parts) > 2:
+                valid = cell[cell.status == "valid"].trial.nunique()
+                assert parts[2:] == [f"{valid} of {cell.trial.nunique()} trials valid"]
             checked += 2
 
     for phase, context, level, status, *values in tables["All measurements"]:
@@ -95,7 +100,11 @@ def test_the_csv_reproduces_every_number_of_tables_md(
         if status == "Over capacity":
             assert set(cell.status) == {"over_capacity"} and values == ["—"] * 8
             continue
-        assert status == "Valid" and set(cell.status) == {"valid"}
+        if status == "Valid":
+            assert set(cell.status) == {"valid"}
+        else:  # a trial a loaded machine spoiled: the cell is its valid trials, and says so
+            valid = cell[cell.status == "valid"].trial.nunique()
+            assert status.startswith(f"Valid; {valid} of {cell.trial.nunique()} trials valid (")
         m = _means(df, "decode", context, int(level))
         assert values == [
             rate(m["total_tok_s"]),

@@ -32,9 +32,10 @@ def _run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
 def _check_ours(row: dict[str, Any]) -> None:
     ours = row["bench"]
     (one,) = ours["passes"]
-    # late_client is bench's own verdict on a point whose lateness p99 passed 10 ms: timing,
-    # which a loaded machine moves (seen at load average 7.5 on these 2 cores).
-    assert one["status"] in ("valid", "late_client") and ours["errors"] == 0
+    # late_client is bench's own verdict on a point whose lateness p99 passed 10 ms, and
+    # overloaded on one whose server fell behind the offered rate: timing, which a loaded
+    # machine moves (seen at load averages 7.5 and 8 on these 2 cores).
+    assert one["status"] in ("valid", "late_client", "overloaded") and ours["errors"] == 0
     assert one["requests"] == one["completed"] == row["requests"] == 40
     assert one["output_tokens"] == 40 * 32  # ignore_eos: every request its full output
     assert one["lateness_n"] == 40
