@@ -105,7 +105,12 @@ def parse_select(items: list[str]) -> dict[str, str]:
 
 
 def check_format(path: Path, publisher: str) -> None:
-    """Refuse a file in another publisher's format, naming the one it looks like."""
+    """Refuse a file in another publisher's format, naming the one it looks like. (A folder:
+    InferenceX's unzipped dump, whose reader finds its tables.)"""
+    if path.is_dir():
+        if publisher != "inferencex":
+            raise CardError(f"{path} is a folder: give the file itself ({READERS[publisher].WHAT})")
+        return
     head = source.head(path).decode("utf-8", errors="replace")
     if READERS[publisher].looks_like(head):
         return

@@ -107,3 +107,31 @@ def test_export_refuses_a_file_that_is_not_a_publishers_card(
     bad.write_bytes(b"\xff\xfe")
     assert main(["card", "export", str(bad)]) == 2
     assert "not UTF-8" in _one_line_error(capsys)
+
+
+def test_an_inferencex_dump_folder_is_read_and_another_publishers_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = DATA / "inferencex"
+    out = tmp_path / "card.json"
+    assert (
+        main(
+            [
+                "card",
+                "import",
+                "--from",
+                "inferencex",
+                str(folder),
+                "--select",
+                "id=101",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    card = PublisherCard.model_validate_json(out.read_text())
+    assert card.publisher == "inferencex" and card.point_id == "101"
+    capsys.readouterr()
+    assert main(["card", "import", "--from", "mlperf", str(folder)]) == 2
+    assert "is a folder" in _one_line_error(capsys)
