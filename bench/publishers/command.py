@@ -6,7 +6,8 @@ publishers' results as cards.
 reads one point of that publisher's file into a card (JSON, `bench.publishers.model`). A
 file in another publisher's format is refused with a line naming the format it looks like.
 `bench card export CARD.json` gives the card's figures back in the publisher's own fields
-and units (what `import` read).
+and units (what `import` read); `bench card workload CARD.json` its traffic as a workload
+for `bench run --workload`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bench import writes
 from bench.card import command as speed_test
 from bench.command_line import SubParsers
 from bench.errors import CardError, Exit
-from bench.publishers import inferencex, mlperf, source, vllm_dashboard
+from bench.publishers import inferencex, mlperf, source, vllm_dashboard, workload
 from bench.publishers.model import PUBLISHERS, PublisherCard
 from bench.settings import Settings
 
@@ -80,6 +81,12 @@ def register(sub: SubParsers) -> None:
     exp.add_argument("file", type=Path, help="a card JSON written by `bench card import --from`")
     exp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
     exp.set_defaults(func=export_card)
+    wl = actions.add_parser(
+        "workload", help="the traffic of a publisher's card as a workload for bench run --workload"
+    )
+    wl.add_argument("file", type=Path, help="a card JSON written by `bench card import --from`")
+    wl.add_argument("-o", "--output", type=Path, help="write the TOML here (default stdout)")
+    wl.set_defaults(func=card_workload)
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -151,16 +158,30 @@ def import_card(args: argparse.Namespace, settings: Settings) -> int:
     return int(Exit.OK)
 
 
-def export_card(args: argparse.Namespace, settings: Settings) -> int:
-    raw = source.read_json(args.file, "a card written by `bench card import --from`")
+def load_card(path: Path) -> PublisherCard:
+    """A card `bench card import --from` wrote; CardError (one line) for anything else."""
+    raw = source.read_json(path, "a card written by `bench card import --from`")
     try:
-        card = PublisherCard.model_validate(raw)
+        return PublisherCard.model_validate(raw)
     except ValueError as exc:
         first = str(exc).splitlines()[0:3]
         raise CardError(
-            f"{args.file} is not a publisher's card ({' '.join(first)[:160]}): write one "
+            f"{path} is not a publisher's card ({' '.join(first)[:160]}): write one "
             "with bench card import --from"
         ) from None
+
+
+def card_workload(args: argparse.Namespace, settings: Settings) -> int:
+    card = load_card(args.file)
+    wl, notes = workload.workload_and_notes(card)
+    _emit(workload.workload_toml(wl).rstrip("\n"), args.output)
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
+    return int(Exit.OK)
+
+
+def export_card(args: argparse.Namespace, settings: Settings) -> int:
+    card = load_card(args.file)
     out = READERS[card.publisher].export(card)
     _emit(json.dumps(out, indent=2, sort_keys=True), args.output)
     return int(Exit.OK)

@@ -9,6 +9,7 @@ card_source  a published card as `RunFigures`, the reference side of reproduce
 vllm_saved   runs saved by `vllm bench serve --save-result` as `RunFigures`
 settings     the settings both sides must share, and which of them differ
 reproduce    a run against a card, cell by cell, a verdict per cell
+publisher_card  a run against another publisher's card (bench.publishers), its figures
 compare      runs against each other: Δ % per cell and figure, and whether it is real
 equivalence  the third outcome: equivalent within ±margin (two one-sided tests), or not resolved
 headline     a compare's outcome (changed, equivalent, not resolved) and its last line

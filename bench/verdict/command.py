@@ -14,7 +14,7 @@ from bench.card.model import Card
 from bench.card.parse import read_card
 from bench.errors import CardError, Exit, UsageError, validation_message
 from bench.settings import Settings
-from bench.verdict import equivalence, headline, page
+from bench.verdict import equivalence, headline, page, publisher_card
 from bench.verdict.card_source import from_card
 from bench.verdict.cells import METRICS, RunFigures
 from bench.verdict.compare import ALPHA, Comparison, Policy, compare
@@ -76,6 +76,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "theirs as bench compare judges B against A; one that answers differently is NOT "
         "REPRODUCED unless --accept answers",
     )
+    rep.add_argument(
+        "--tolerance",
+        type=_percent,
+        default=5.0,
+        metavar="PCT",
+        help="a publisher's card (bench card import --from): allowed |Δ %%| of every figure "
+        "(default 5)",
+    )
     rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     _add_verification(rep)
     rep.set_defaults(func=run_reproduce)
@@ -136,6 +144,8 @@ def load_reference(path: Path) -> RunFigures:
 
 
 def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
+    if publisher_card.is_one(args.card):
+        return publisher_card.reproduce(args, verification(args))
     card = load_reference(args.card)
     how = verification(args)
     ours = load_run(args.bundle, how)

@@ -10,14 +10,11 @@ import pytest
 from bench.cli import main
 from bench.publishers import mlperf, vllm_dashboard
 from bench.publishers.model import PublisherCard
+from tests.publishers.paths import MLPERF_SERVER, MLPERF_SYSTEM
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "publishers"
 VLLM_ONE = DATA / "vllm-dashboard" / "serving_llama8B_tp1_sharegpt_qps_4.json"
-MLPERF = (
-    DATA / "mlperf" / "results" / "H200-SXM-141GBx8_TRT" / "llama2-70b-99" / "Server"
-    / "performance" / "run_1" / "mlperf_log_summary.txt"
-)  # fmt: skip
-MLPERF_SYSTEM = DATA / "mlperf" / "systems" / "H200-SXM-141GBx8_TRT.json"
+MLPERF = MLPERF_SERVER
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:

@@ -18,18 +18,10 @@ from hypothesis import strategies as st
 from bench.errors import CardError
 from bench.publishers import mlperf
 from bench.publishers.model import PublishedConstraint, PublisherCard
+from tests.publishers.paths import MLPERF_SERVER
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "publishers" / "mlperf"
-SERVER = (
-    DATA
-    / "results"
-    / "H200-SXM-141GBx8_TRT"
-    / "llama2-70b-99"
-    / "Server"
-    / "performance"
-    / "run_1"
-    / "mlperf_log_summary.txt"
-)
+SERVER = MLPERF_SERVER
 SYSTEM = DATA / "systems" / "H200-SXM-141GBx8_TRT.json"
 L405B = DATA / "llama3_1-405b_server_mlperf_log_summary.txt"
 OFFLINE = DATA / "offline_mlperf_log_summary.txt"

@@ -1,0 +1,76 @@
+"""`bench reproduce RUN --card CARD.json` where the card is another publisher's point
+(`bench card import --from inferencex|vllm-dashboard|mlperf`).
+
+The run is one of the card's traffic (`bench card workload CARD.json`, then `bench run
+--workload`); it is verified as every reproduce input is (`run_source.check`), its point's
+requests are read as trials (`bench.publishers.run_trials`), and each published figure is
+computed the publisher's way and judged against it with one tolerance
+(`bench.publishers.reproduce.judge`). The GPU count the per-GPU figures divide by is the
+run's (environment.json), else the card's, said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from bench import run_files
+from bench.errors import UsageError
+from bench.publishers import source
+from bench.publishers.command import load_card
+from bench.publishers.model import PublisherCard
+from bench.publishers.reproduce import judge
+from bench.publishers.run_trials import trials_of
+from bench.verdict.run_source import Verification, check, opened
+
+
+def is_one(path: Path) -> bool:
+    """Whether PATH is a publisher's card (a JSON object with a `publisher`)."""
+    if path.suffix != ".json" or not path.is_file():
+        return False
+    raw = source.read_json(path, "a card")
+    return isinstance(raw, dict) and "publisher" in raw
+
+
+def _gpus(env: Any, card: PublisherCard) -> tuple[int | None, str]:
+    gpus = env.get("gpu", {}).get("gpus") if isinstance(env, dict) else None
+    if isinstance(gpus, list) and gpus:
+        return len(gpus), f"GPUs: {len(gpus)}, as the run's environment.json lists them"
+    if card.gpu_count is not None:
+        return card.gpu_count, (
+            f"GPUs: the run lists none (a twin, or no nvidia-smi); per-GPU figures divide by "
+            f"the card's {card.gpu_count}"
+        )
+    return None, "GPUs: neither the run nor the card says: per-GPU figures are not checked"
+
+
+def reproduce(args: argparse.Namespace, how: Verification) -> int:
+    card = load_card(args.card)
+    if not 0 < args.tolerance < 100:
+        raise UsageError(f"--tolerance {args.tolerance:g}: a percentage above 0 and below 100")
+    with opened(args.bundle) as directory:
+        _, trust = check(directory, args.bundle, how)
+        results = run_files.load_results(directory)
+        gpus, said = _gpus(run_files.read_environment(directory), card)
+        trials = trials_of(directory, results, gpus=gpus)
+    result = judge(card, trials, tolerance_pct=args.tolerance)
+    head = [
+        f"# Reproduce {card.publisher}'s point {card.point_id} ({card.model}, {card.source})",
+        "",
+        f"- {trust}",
+        f"- {said}",
+        "",
+    ]
+    sys.stdout.write("\n".join([*head, *result.lines()]) + "\n")
+    structlog.get_logger("bench.verdict").info(
+        "reproduce_judged",
+        bundle=str(args.bundle),
+        card=f"{card.publisher}:{card.point_id}",
+        verdict=result.outcome,
+        trials=len(trials),
+    )
+    return int(result.exit_code())
