@@ -153,32 +153,43 @@ def profile_toml(profile: LaunchProfile) -> str:
 def seed_profile(card: Card, name: str, startup_timeout_s: float = 3600.0) -> LaunchProfile:
     if card.launch_command is None:
         raise ProfileError(f"{card.source} has no launch command", hint="write the profile by hand")
-    seed = seed_from_command(card.launch_command)
+    description = (
+        f"{card.model} on {card.hardware}, "
+        f"{card.plan.engine} {card.plan.engine_version} (seeded from the card)"
+    )
+    return profile_from_command(card.source, description, card.launch_command, name,
+                                startup_timeout_s)  # fmt: skip
+
+
+def profile_from_command(
+    source: str, description: str, command: str, name: str, startup_timeout_s: float = 3600.0
+) -> LaunchProfile:
+    """The launch profile of a vLLM launch COMMAND a card (named SOURCE) published."""
+    seed = seed_from_command(command)
     if seed.engine != "vllm":
         raise ProfileError(
-            f"{card.source}: a {seed.engine} launch cannot seed a profile (the image runs vLLM)",
+            f"{source}: a {seed.engine} launch cannot seed a profile (the image runs vLLM)",
             hint="write the profile by hand",
         )
-    argv = ("vllm", *card_argv(card.launch_command))
+    argv = ("vllm", *card_argv(command))
     port = next((argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--port"), "8000")
     data = {
         "schema_version": 1,
         "name": name,
-        "description": f"{card.model} on {card.hardware}, "
-        f"{card.plan.engine} {card.plan.engine_version} (seeded from the card)",
+        "description": description,
         "image": "vllm",
         "gpus": seed.gpu_count,
         "port": int(port),
         "served_model_name": seed.served_model_name or seed.model,
         "secret_env": ["VLLM_API_KEY"] if seed.api_key else [],
         "startup_timeout_s": startup_timeout_s,
-        "card": card.source,
-        "card_launch_command": card.launch_command,
+        "card": source,
+        "card_launch_command": command,
         "argv": list(argv),
     }
     try:
         return LaunchProfile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(
-            f"{card.source}: the launch command makes no valid profile: {validation_message(exc)}"
+            f"{source}: the launch command makes no valid profile: {validation_message(exc)}"
         ) from None

@@ -23,9 +23,11 @@ import structlog
 
 from bench import writes
 from bench.card import command as speed_test
+from bench.card.launch import profile_toml
 from bench.command_line import SubParsers
 from bench.errors import CardError, Exit
 from bench.publishers import inferencex, mlperf, source, vllm_dashboard, workload
+from bench.publishers import launch as publisher_launch
 from bench.publishers.model import PUBLISHERS, PublisherCard
 from bench.settings import Settings
 
@@ -71,10 +73,12 @@ def register(sub: SubParsers) -> None:
     imp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
     imp.set_defaults(func=import_card)
     launch = actions.add_parser("launch", help="seed a launch profile (TOML) from a card")
-    launch.add_argument("file", type=Path, help="the card as text copied from the page")
+    launch.add_argument(
+        "file", type=Path, help="the card as text copied from the page, or a publisher's card JSON"
+    )
     launch.add_argument("--name", default=None, help="profile name (default: the output's stem)")
     launch.add_argument("-o", "--output", type=Path, help="write the TOML here (default stdout)")
-    launch.set_defaults(func=speed_test.launch_seed)
+    launch.set_defaults(func=launch_seed)
     exp = actions.add_parser(
         "export", help="a publisher's card back in the publisher's own fields and units"
     )
@@ -169,6 +173,21 @@ def load_card(path: Path) -> PublisherCard:
             f"{path} is not a publisher's card ({' '.join(first)[:160]}): write one "
             "with bench card import --from"
         ) from None
+
+
+def launch_seed(args: argparse.Namespace, settings: Settings) -> int:
+    """A speed-test card's launch command, or a publisher's card's, as a launch profile."""
+    if not (args.file.suffix == ".json" and _is_publisher_card(args.file)):
+        return speed_test.launch_seed(args, settings)
+    card = load_card(args.file)
+    name = args.name or (args.output.stem if args.output else "seeded")
+    _emit(profile_toml(publisher_launch.seed_profile(card, name)).rstrip("\n"), args.output)
+    return int(Exit.OK)
+
+
+def _is_publisher_card(path: Path) -> bool:
+    raw = source.read_json(path, "a card")
+    return isinstance(raw, dict) and "publisher" in raw
 
 
 def card_workload(args: argparse.Namespace, settings: Settings) -> int:

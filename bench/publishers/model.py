@@ -136,6 +136,30 @@ class PublishedConstraint(_FrozenPublished):
         return _finite(v, "limit") or v
 
 
+# Flags whose value is a secret: a published command's value of one is never kept (a card
+# is written to a file; the key a publisher's server took is nobody's business).
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--ssl-keyfile-password")
+REDACTED = "<redacted>"
+
+
+def redact_flags(words: tuple[str, ...]) -> tuple[str, ...]:
+    """WORDS with every secret flag's value replaced by REDACTED (`--api-key K`, `--api-key=K`)."""
+    out: list[str] = []
+    hide = False
+    for w in words:
+        if hide:
+            out.append(REDACTED)
+            hide = False
+            continue
+        name, eq, _ = w.partition("=")
+        if name in SECRET_FLAGS:
+            out.append(f"{name}={REDACTED}" if eq else w)
+            hide = not eq
+            continue
+        out.append(w)
+    return tuple(out)
+
+
 class PublishedEngine(_FrozenPublished):
     name: str | None = None  # vllm, sglang, trt-llm ...
     version: str | None = None
@@ -145,6 +169,11 @@ class PublishedEngine(_FrozenPublished):
     parallelism: dict[str, int] = Field(
         default_factory=dict, description="tp, ep, dp, pp ... as the publisher gives them"
     )
+
+    @field_validator("launch_flags")
+    @classmethod
+    def _no_secrets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return redact_flags(v)
 
 
 class PublisherCard(_FrozenPublished):
