@@ -2,9 +2,11 @@
 
     manifest    sha256 and size of every file (schema version, run id, created-at)
     sign        the one module that runs `ssh-keygen -Y sign/verify` (fixed namespace)
+    dsse        attestation.intoto.json: an in-toto statement of the files, DSSE-signed with the
+                same ed25519 key (the one module that uses `cryptography`)
     pack        .tar.gz packing and safe opening (no links, no escapes, bounded sizes)
     archive_stream  one gzip member, one tar, nothing after its end-of-archive marker
-    verify      signature by an allowed signer, hashes, no unlisted file, results schema
+    verify      signature by an allowed signer, hashes, no unlisted file, attestation, schema
     seal        a finished run directory made a signed bundle, refusing one that leaks a secret
     schema      results.json against its schema (bench.results' models)
     provenance  what a run's records say about where its figures come from

@@ -131,6 +131,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
             f"at {ok.created_at.isoformat()} (when manifest.json was written and signed)"
         )
     )
+    print(escape.terminal(ok.attestation))
     if ok.provenance:
         print("provenance: " + "; ".join(ok.provenance))
     return 0

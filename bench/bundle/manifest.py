@@ -1,8 +1,8 @@
 """manifest.json: what a bundle contains, the file the signature covers.
 
 The manifest lists every other file of the bundle with its sha256 and size, so a
-signature over the manifest alone covers the whole bundle. The manifest and its
-signature are the only files it does not list.
+signature over the manifest alone covers the whole bundle. The manifest, its signature and
+the in-toto attestation beside it (bench.bundle.dsse) are the only files it does not list.
 
 `bench manifest DIR` (refresh): the manifest of a run directory written afresh, unsigned,
 as the orchestrator has it made inside the run's container before signing on the host.
@@ -25,8 +25,9 @@ from bench.errors import VerifyFailed, validation_message
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 SIGNATURE_NAME = "manifest.json.sig"
+ATTESTATION_NAME = "attestation.intoto.json"  # bench.bundle.dsse: signs the manifest's files
 # Files that describe the bundle rather than belong to it.
-NOT_LISTED = frozenset({MANIFEST_NAME, SIGNATURE_NAME})
+NOT_LISTED = frozenset({MANIFEST_NAME, SIGNATURE_NAME, ATTESTATION_NAME})
 _CHUNK_BYTES = 1 << 20
 
 
@@ -56,7 +57,8 @@ def sha256_file(path: Path) -> str:
 
 
 def bundle_files(root: Path) -> list[str]:
-    """Every file under root as a sorted POSIX relative path, manifest and signature excluded.
+    """Every file under root as a sorted POSIX relative path, manifest, signature and
+    attestation excluded.
 
     Links and special files are refused: a bundle holds regular files and directories only,
     so that what is hashed is what a reader gets.
@@ -186,7 +188,8 @@ def run_id_of(root: Path) -> str:
 
 def refresh(root: Path, *, created_at: datetime) -> Manifest:
     """Rewrite root's manifest.json from what root holds now, unsigned: results.schema.json
-    first (when there is a results.json), any old signature removed (it would not match).
+    first (when there is a results.json), any old signature and attestation removed (they
+    would not match).
 
     Every step rewrites what it makes from the directory, so running it again is the same
     as running it once (the orchestrator reruns it after a dropped connection).
@@ -194,6 +197,7 @@ def refresh(root: Path, *, created_at: datetime) -> Manifest:
     if (root / schema.RESULTS_NAME).is_file():
         schema.write_json_schema(root)
     (root / SIGNATURE_NAME).unlink(missing_ok=True)
+    (root / ATTESTATION_NAME).unlink(missing_ok=True)
     made = build(root, run_id=run_id_of(root), created_at=created_at)
     write(root, made)
     return made

@@ -6,9 +6,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+import structlog
+
 from bench import run_files
+from bench.bundle import dsse, recipe, schema, sign
 from bench.bundle import manifest as manifest_mod
-from bench.bundle import recipe, schema, sign
 from bench.errors import BenchError, UsageError
 from bench.secrets import forms_of
 
@@ -51,13 +53,22 @@ def seal(
     root: Path, key: Path, *, now: datetime, secrets: Iterable[str] = ()
 ) -> manifest_mod.Manifest:
     """Write results.schema.json (and recipe.json when there is none) and manifest.json
-    into root, then manifest.json.sig."""
+    into root, then manifest.json.sig and attestation.intoto.json (an in-toto statement of
+    the manifest's files in a DSSE envelope, signed with the same key)."""
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
     if (root / run_files.RESULTS).is_file():
         # What `bench verify` would refuse is not signed (issue 29, S7): VerifyFailed, exit 5.
         schema.validate_results(root)
     sign.check_private_key(key)
+    # The attestation needs the key itself: an unencrypted ed25519 key file. Another key
+    # (a passphrase, RSA, an agent's) still signs the manifest; the bundle then has no
+    # attestation, said once, and `bench verify` says "no attestation".
+    try:
+        dsse.load_private_key(key)
+        attestable: str | None = None
+    except UsageError as exc:
+        attestable = exc.one_line()
     leaked = find_secret(root, secrets)
     if leaked is not None:
         raise UsageError(
@@ -69,7 +80,12 @@ def seal(
         schema.write_json_schema(root)
         write_default_recipe(root)
     (root / manifest_mod.SIGNATURE_NAME).unlink(missing_ok=True)
+    (root / manifest_mod.ATTESTATION_NAME).unlink(missing_ok=True)
     manifest = manifest_mod.build(root, run_id=manifest_mod.run_id_of(root), created_at=now)
     path = manifest_mod.write(root, manifest)
     sign.sign(path, key)
+    if attestable is None:
+        dsse.attest(root, manifest, key)
+    else:
+        structlog.get_logger("bench.bundle").warning("no_attestation", why=attestable)
     return manifest

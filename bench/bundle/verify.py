@@ -3,6 +3,9 @@
 1. the signature over manifest.json is good and by a key in the allowed-signers file;
 2. every file the manifest lists is there with the right size and sha256;
 3. no file is there that the manifest does not list;
+3a. attestation.intoto.json, when there is one (older bundles have none): its DSSE signature
+   by the same ed25519 key (from the allowed-signers file), its subjects exactly the
+   manifest's files and sha256 (bench.bundle.dsse);
 4. results.json is valid against the results schema;
 5. (`provenance=True`, what `bench verify` does) the bundle says where its figures come from:
    recipe.json is there and well formed, results.json's bench version names a commit (and
@@ -20,10 +23,10 @@ from datetime import datetime
 from pathlib import Path
 
 from bench import run_files
+from bench.bundle import dsse, schema, sign
 from bench.bundle import manifest as manifest_mod
 from bench.bundle import provenance as prov
 from bench.bundle import recipe as recipe_mod
-from bench.bundle import schema, sign
 from bench.bundle.pack import OpenLimits, open_bundle
 from bench.errors import BenchError, UsageError, VerifyFailed
 from bench.results import Results
@@ -39,6 +42,7 @@ class Verified:
     files: int
     results_schema_version: int
     provenance: tuple[str, ...] = field(default=())  # what was found, one line each
+    attestation: str = "no attestation"  # what dsse.verify found, one line
 
 
 def read_environment(root: Path) -> dict[str, object] | None:
@@ -119,6 +123,7 @@ def verify_dir(root: Path, allowed_signers: Path, *, provenance: bool = False) -
         if len(problems) == 1:
             raise VerifyFailed(problems[0])
         raise VerifyFailed(f"{len(problems)} problems: " + "; ".join(problems))
+    attestation = dsse.verify(root, manifest, allowed_signers, signer.fingerprint)
     results = schema.validate_results(root)
     return Verified(
         run_id=manifest.run_id,
@@ -127,6 +132,7 @@ def verify_dir(root: Path, allowed_signers: Path, *, provenance: bool = False) -
         files=len(manifest.files),
         results_schema_version=results.schema_version,
         provenance=check_provenance(root, results) if provenance else (),
+        attestation=attestation,
     )
 
 

@@ -7,6 +7,7 @@ workload_cells  a workload run's points as cells (phase "workload") at server sp
 capacity_delta  the change in SLO capacity from A to B (`bench capacity` runs), its interval
 card_source  a published card as `RunFigures`, the reference side of reproduce
 vllm_saved   runs saved by `vllm bench serve --save-result` as `RunFigures`
+aiperf_saved  AIPerf's exports (profile_export_aiperf.json) as `RunFigures`: workload cells
 settings     the settings both sides must share, and which of them differ
 reproduce    a run against a card, cell by cell, a verdict per cell
 publisher_card  a run against another publisher's card (bench.publishers), its figures
