@@ -165,6 +165,11 @@ _COMPUTED: dict[str, ComputedAs] = {
     "mean_e2el_ms": "e2el_mean_ms",
     "median_e2el_ms": "e2el_median_ms",
     "p99_e2el_ms": "e2el_p99_ms",
+    # p50 is np.percentile(x, 50), which is np.median(x): the median's definition.
+    "p50_ttft_ms": "ttft_median_ms",
+    "p50_tpot_ms": "tpot_median_ms",
+    "p50_itl_ms": "itl_median_ms",
+    "p50_e2el_ms": "e2el_median_ms",
     "request_throughput": "request_rate",
     "output_throughput": "output_tok_s",
     "total_token_throughput": "total_tok_s",

@@ -532,3 +532,12 @@ def test_any_bytes(tmp_path_factory: pytest.TempPathFactory, raw: bytes, prefix:
     path = tmp_path_factory.mktemp("bytes") / "any.json"
     path.write_bytes(prefix + raw)
     _outcome(path, {"id": "x"} if raw[:1] == b"x" else {})
+
+
+def test_a_p50_is_computed_as_the_median_it_is() -> None:
+    card = vd.read(RANDOM, {})
+    for name, key in (("p50_ttft_ms", "ttft_median_ms"), ("p50_tpot_ms", "tpot_median_ms")):
+        f = card.figure(name)
+        if f is not None:
+            assert f.computed_as == key
+    assert any(card.figure(n) is not None for n in ("p50_ttft_ms", "p50_tpot_ms"))
