@@ -46,7 +46,8 @@ from pathlib import Path
 from bench.publishers import inferencex
 card = inferencex.read(Path(sys.argv[1]), {{"id": sys.argv[2]}})
 tput = card.figure("tput_per_gpu")
-peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM: this process image's own peak (ru_maxrss keeps the forking parent's across exec).
+peak_kib = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 print(card.point_id, card.workload.concurrency, card.gpu_count, tput and tput.value, peak_kib)
 """
 
