@@ -94,6 +94,7 @@ def test_a_bundle_without_a_recipe_says_so(
     root = write_run_dir(tmp_path / "run")
     seal.seal(root, keys.private, now=datetime.now(UTC))
     (root / RECIPE_NAME).unlink()  # as an older bench signed it: manifest without a recipe
+    (root / manifest.ATTESTATION_NAME).unlink()  # and without an attestation
     made = manifest.build(root, run_id="run", created_at=datetime.now(UTC))
     sign.sign(manifest.write(root, made), keys.private)
     code, out, _ = _run(capsys, str(root), "--allowed-signers", str(keys.allowed))
