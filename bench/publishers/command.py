@@ -177,7 +177,7 @@ def load_card(path: Path) -> PublisherCard:
 
 def launch_seed(args: argparse.Namespace, settings: Settings) -> int:
     """A speed-test card's launch command, or a publisher's card's, as a launch profile."""
-    if not (args.file.suffix == ".json" and _is_publisher_card(args.file)):
+    if not is_publisher_card(args.file):
         return speed_test.launch_seed(args, settings)
     card = load_card(args.file)
     name = args.name or (args.output.stem if args.output else "seeded")
@@ -185,7 +185,11 @@ def launch_seed(args: argparse.Namespace, settings: Settings) -> int:
     return int(Exit.OK)
 
 
-def _is_publisher_card(path: Path) -> bool:
+def is_publisher_card(path: Path) -> bool:
+    """Whether PATH is a publisher's card (a JSON object with a `publisher`), not a
+    speed-test card's text or its imported JSON."""
+    if path.suffix != ".json" or not path.is_file():
+        return False
     raw = source.read_json(path, "a card")
     return isinstance(raw, dict) and "publisher" in raw
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from bench.card.model import Card
 from bench.card.parse import read_card
 from bench.errors import CardError, Exit, UsageError, validation_message
+from bench.publishers.command import is_publisher_card
 from bench.settings import Settings
 from bench.verdict import equivalence, headline, page, publisher_card
 from bench.verdict.card_source import from_card
@@ -144,7 +145,7 @@ def load_reference(path: Path) -> RunFigures:
 
 
 def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
-    if publisher_card.is_one(args.card):
+    if is_publisher_card(args.card):
         return publisher_card.reproduce(args, verification(args))
     card = load_reference(args.card)
     how = verification(args)

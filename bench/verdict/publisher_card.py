@@ -13,27 +13,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from bench import run_files
 from bench.errors import UsageError
-from bench.publishers import source
 from bench.publishers.command import load_card
 from bench.publishers.model import PublisherCard
 from bench.publishers.reproduce import judge
 from bench.publishers.run_trials import trials_of
 from bench.verdict.run_source import Verification, check, opened
-
-
-def is_one(path: Path) -> bool:
-    """Whether PATH is a publisher's card (a JSON object with a `publisher`)."""
-    if path.suffix != ".json" or not path.is_file():
-        return False
-    raw = source.read_json(path, "a card")
-    return isinstance(raw, dict) and "publisher" in raw
 
 
 def _gpus(env: Any, card: PublisherCard) -> tuple[int | None, str]:
