@@ -261,6 +261,13 @@ commands-doc: setup ## regenerate docs/commands.md from this Makefile and the co
 	$(BIN)/python -m tools.commands_doc > docs/commands.md.tmp
 	mv docs/commands.md.tmp docs/commands.md
 
+# docs/grafana/bench-history.json: the history's Grafana dashboard, built with
+# grafana-foundation-sdk from bench/history/dashboard_sql.py (docs/history.md, "Grafana";
+# tests/history/test_grafana_dashboard.py fails when the committed file differs).
+.PHONY: grafana-dashboard
+grafana-dashboard: setup ## regenerate docs/grafana/bench-history.json, the history's Grafana dashboard
+	$(BIN)/python -m tools.grafana_dashboard
+
 test-deps: compose-plugin
 
 # The orchestrator (provisioning/): `make bench HOST=gpu01[,gpu02]` (above) and

@@ -27,6 +27,7 @@ layers (docs/ARCHITECTURE.md; tests/unit/test_layering.py):
     cards           the shipped card
     engines         which engine serves, and its facts
     workload        a workload's schedule, its sending, a point's figures, the SLO rules
+    live            live metrics while `bench run` measures: OTLP export, a Prometheus endpoint
     run             `bench run`: from a plan of cells to results.json
     bundle          manifest, signature, pack, verify, provenance, recipe
     publishers      InferenceX, vLLM's dashboard and MLPerf results as cards, their figures

@@ -21,6 +21,8 @@
     workload_samples  the presets' generated ShareGPT sample and mooncake trace
                      (`make workload-samples`)
     commands_doc     docs/commands.md from the Makefile and the parsers (`make commands-doc`)
+    grafana_dashboard  the history's Grafana dashboard, docs/grafana/bench-history.json
+                     (`make grafana-dashboard`)
     independent_reference  the methodology written a second time, sharing nothing with
                      bench.run, against the twin (`make twin-calibration`)
 

@@ -9,6 +9,9 @@ ingest     verified bundles in, once each (keyed by the manifest's sha256), one 
 trend      one cell's figure run after run, as series of runs with the same settings
 changes    change points in one series of values (binary segmentation, permutation threshold)
 shifts     every series of the history searched, each change named by its runs and make bisect
+marks      those changes kept in the table change_points, each ingest searching its series again
+long_view  the view history_long: a row per run, cell, trial and figure, for Grafana
+dashboard_sql  every query of the Grafana dashboard (tools/grafana_dashboard.py writes it)
 matrix     the page's matrix: each cell's series (newest runs, bounded), searched
 sparkline  a series as a small inline SVG trend line, change points marked
 runs       a recorded run as a verdict reads it, and its baseline (the run before it)

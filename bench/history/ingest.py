@@ -13,6 +13,13 @@ inserted the same way and, when that is new, its points with it ("workload point
 recorded"). Two ingests at once are
 two transactions: on SQLite the second waits for the file's write lock (busy time-out), on
 PostgreSQL for the first's key; either way the run is recorded once.
+
+A bundle's ingest (`ingest`: `bench history ingest`, the recording as runs finish) also
+searches again, in the same transaction, every series the new run (or its newly recorded
+points) is in for change points and replaces their rows of `change_points`
+(bench.history.marks), so that `history_long` marks the changes `bench history changes`
+would print; `write` alone does so with `search` (a database still at an older version has
+no such table: its upgrade to 4 searches the whole history).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from bench import run_files
 from bench.bundle import recipe as recipe_mod
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.errors import UsageError, VerifyFailed
-from bench.history import rows, workload_rows
+from bench.history import marks, rows, schema, workload_rows
 from bench.history.database import Connection
 from bench.verdict import run_source
 
@@ -124,19 +131,27 @@ def _rows(conn: Connection, record: rows.Record) -> None:
     conn.executemany(INSERT_FIGURE, record.figures)
 
 
-def write(conn: Connection, record: rows.Record) -> Outcome:
+def _marks(conn: Connection, record: rows.Record, search: bool) -> None:
+    if search and schema.current(conn) >= schema.V4.number:
+        marks.refresh(conn, record)
+
+
+def write(conn: Connection, record: rows.Record, *, search: bool = False) -> Outcome:
     """The record's rows in one transaction, unless its run is there already (a workload
-    run recorded without its points gets them)."""
+    run recorded without its points gets them); with SEARCH, its series' change points
+    searched again in it."""
     with conn.transaction():
         inserted = conn.execute(INSERT_RUN, [record.run[c] for c in rows.RUN_COLUMNS])
         if inserted:
             _rows(conn, record)
+            _marks(conn, record, search)
             return "recorded"
         if record.workload is None or conn.execute(INSERT_WORKLOAD, record.workload) == 0:
             return "already recorded"
         points = record.of_workload()
         conn.executemany(INSERT_CELL, points.cells)
         conn.executemany(INSERT_FIGURE, points.figures)
+        _marks(conn, points, search)
     return "workload points recorded"
 
 
@@ -144,6 +159,6 @@ def ingest(
     conn: Connection, path: Path, how: run_source.Verification, *, now: datetime | None = None
 ) -> Ingested:
     record = read_bundle(path, how, now=now or datetime.now(UTC))
-    outcome = write(conn, record)
+    outcome = write(conn, record, search=True)
     run = record.run
     return Ingested(path, run["run_id"], run["manifest_sha256"], run["trust"], outcome)

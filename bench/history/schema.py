@@ -12,24 +12,30 @@ Versions (the `schema_version` table has one row per version applied, with when)
   `latest_per_point`. The points themselves are rows of `cells` and `figures` (phase
   `workload`, context the point's label; phase `capacity`, one row per search), so the
   trend, the change points and the page read them as they read cells.
+- 4: `change_points` (the changes `bench history changes` finds, one row per first run after
+  a change of a series: bench.history.marks keeps it, every ingest searching its run's
+  series again; the upgrade searches the whole history once) and the view `history_long`
+  (bench.history.long_view: a row per run, cell, trial and figure, for Grafana); on
+  PostgreSQL the function `bench_run_time` that gives the view its timestamp column.
 
 An upgrade applies every missing version in order, in one transaction (PostgreSQL: under an
 advisory lock, so that two processes opening an old database upgrade it once). A database
 newer than this bench is refused rather than written with an older idea of its tables.
 Types are the portable ones: TEXT, INTEGER, DOUBLE PRECISION (SQLite: REAL), booleans as 0/1,
-times as ISO 8601 UTC text.
+times as ISO 8601 UTC text. A statement that differs by dialect is a `ByDialect` (the view's
+time column: a PostgreSQL timestamp); one that a dialect lacks is None there.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.errors import HistoryError, UsageError
-from bench.history import database
+from bench.history import database, long_view, marks
 from bench.history.database import Connection, Target
 
 # pg_advisory_xact_lock key of the upgrade ("bench" in ASCII).
@@ -37,10 +43,24 @@ UPGRADE_LOCK = 0x62656E6368
 
 
 @dataclass(frozen=True)
+class ByDialect:
+    """One statement written for each dialect (None: that dialect has no such statement)."""
+
+    sqlite: str | None
+    postgresql: str | None
+
+    def of(self, dialect: database.Dialect) -> str | None:
+        return self.sqlite if dialect == "sqlite" else self.postgresql
+
+
+@dataclass(frozen=True)
 class Version:
     number: int
     description: str
-    statements: tuple[str, ...]
+    statements: tuple[str | ByDialect, ...]
+    # Rows the version's new tables hold for what is already recorded, written after its
+    # statements in the upgrade's transaction.
+    fill: Callable[[Connection], object] | None = None
 
 
 _CELL_KEY = "manifest_sha256, phase, context, concurrency, trial"
@@ -180,7 +200,37 @@ V3 = Version(
     ),
 )
 
-VERSIONS: tuple[Version, ...] = (V1, V2, V3)
+V4 = Version(
+    4,
+    "change_points; the long view history_long",
+    (
+        """CREATE TABLE change_points (
+            manifest_sha256 TEXT NOT NULL
+                REFERENCES runs (manifest_sha256) ON DELETE CASCADE,
+            phase TEXT NOT NULL,
+            context TEXT NOT NULL,
+            concurrency INTEGER NOT NULL,
+            figure TEXT NOT NULL,
+            host TEXT,
+            launch_profile TEXT,
+            settings_sha256 TEXT NOT NULL,
+            previous_manifest_sha256 TEXT NOT NULL,
+            p_value DOUBLE PRECISION NOT NULL,
+            shift_pct DOUBLE PRECISION NOT NULL,
+            shift_low_pct DOUBLE PRECISION NOT NULL,
+            shift_high_pct DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (manifest_sha256, phase, context, concurrency, figure)
+        )""",
+        "CREATE INDEX change_points_by_series ON change_points (phase, context, concurrency, "
+        "figure)",
+        ByDialect(None, long_view.RUN_TIME_FUNCTION),
+        ByDialect(long_view.SQLITE_VIEW, long_view.POSTGRESQL_VIEW),
+        ByDialect(None, long_view.POSTGRESQL_COMMENT),
+    ),
+    fill=marks.refresh_all,
+)
+
+VERSIONS: tuple[Version, ...] = (V1, V2, V3, V4)
 LATEST = VERSIONS[-1].number
 
 
@@ -207,7 +257,11 @@ def upgrade(conn: Connection, *, to: int = LATEST) -> tuple[int, int]:
         for version in VERSIONS:
             if found < version.number <= to:
                 for statement in version.statements:
-                    conn.execute(statement)
+                    sql = statement if isinstance(statement, str) else statement.of(conn.dialect)
+                    if sql is not None:
+                        conn.execute(sql)
+                if version.fill is not None:
+                    version.fill(conn)
                 conn.execute(
                     "INSERT INTO schema_version (version, applied_at, description) "
                     "VALUES (?, ?, ?)",

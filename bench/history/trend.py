@@ -121,6 +121,7 @@ class Point:
     statuses: list[str] = field(default_factory=list)
     engine_commit: str | None = None  # the whole commit, for `make bisect`
     profile: str | None = None
+    manifest_sha256: str | None = None  # the run's key (bench.history.marks records it)
 
     @property
     def status(self) -> str:
@@ -192,6 +193,7 @@ def points(
                 str(created), str(run_id), engine, image, on, str(trust), str(sha),
                 settings_of(settings), engine_commit=str(commit) if commit else None,
                 profile=str(launch_profile) if launch_profile else None,
+                manifest_sha256=str(key),
             )  # fmt: skip
         status = str(trial_status)
         if status == "valid" and flags:

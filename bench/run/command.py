@@ -15,10 +15,13 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench import __version__, escape
 from bench.errors import Interrupted, UsageError
 from bench.host import environment, telemetry
+from bench.live.flags import open_live
+from bench.live.observer import LiveMetrics, LiveRun
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
 from bench.run import launch_paths, options, plan, resume, slo_capacity, sweep, workload_run
 from bench.run.capacity import kv_capacity
@@ -65,6 +68,12 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
+    try:
+        # --otel-url, --metrics-port: their libraries and the port, before anything is measured.
+        live = open_live(args)
+    except BaseException:
+        rundir.unlock()
+        raise
     # Every secret the run knows, masked in all that either server answers (issue 48).
     masks = settings.known_secrets(os.environ)
     tokenizer_client = (
@@ -86,6 +95,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         ca_file=settings.ca_file,
         secrets=masks,
     )
+    if live:
+        client.on_finished = live.request_finished
     try:
         return await _run(
             args,
@@ -95,8 +106,10 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             previous=previous,
             run_settings=run_settings,
             tokenizer_client=tokenizer_client,
+            live=live,
         )
     finally:
+        live.close()  # the last export, bounded (bench.live.otel)
         await client.aclose()
         if tokenizer_client is not None:
             await tokenizer_client.aclose()
@@ -133,6 +146,7 @@ async def _run(
     previous: Results | None,
     run_settings: RunSettings,
     tokenizer_client: Client | None,
+    live: LiveMetrics,
 ) -> int:
     """Detect the server, plan, then measure into `rundir` (new, or the run resumed)."""
     clock = time.perf_counter
@@ -210,7 +224,10 @@ async def _run(
         anchor_unix_s=anchor_unix_s,
         gpu_sampler=sampler if (sampler := telemetry.GpuSampler()).available else None,
         launch=launch,
+        live=live,
     )
+    if live:
+        live.run_started(_live_run(results, todo, progress, capacity=searching is not None))
     if searching is not None:
         opts = searching
 
@@ -227,6 +244,28 @@ async def _run(
     tables = (rundir.path / "tables.md").read_text().splitlines()
     print("\n".join(escape.terminal(line) for line in tables), flush=True)
     return 0
+
+
+def _live_run(results: Results, cells: int, progress: SweepProgress, *, capacity: bool) -> LiveRun:
+    """What the live metrics say the run is (bench.live.observer.LiveRun): its cells, or a
+    workload's points (a capacity search's are not known ahead)."""
+    s, info = results.settings, results.server
+    units: int | None = cells
+    if results.workload is not None:
+        points = len(results.workload.workload.arrivals.points())
+        units = None if capacity else s.trials * points
+    url = urlsplit(s.url)
+    return LiveRun(
+        run_id=results.run_id,
+        model=info.model,
+        provider=info.engine or "unknown",
+        api=s.api,
+        server_address=url.hostname or "",
+        server_port=url.port or (443 if url.scheme == "https" else 80),
+        units_total=units,
+        eta_s=progress.eta_s if progress.estimated_s > 0 else None,
+        elapsed_s=progress.elapsed_s,
+    )
 
 
 def _new_results(

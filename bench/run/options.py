@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import bounds
 from bench.errors import UsageError
+from bench.live import flags as live_flags
 from bench.results import KvCapacity, RunSettings, ServerInfo
 from bench.run import plan
 from bench.run.plan import PUBLISHED_CONCURRENCIES, PUBLISHED_CONTEXTS, PUBLISHED_PREFILL_ONLY
@@ -153,6 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=600.0,
         help="seconds a request may go without a byte, or without a token, before it fails",
     )
+    live_flags.add_arguments(p)
 
 
 # Each number of the command line and the range it must lie in (bench.bounds): nan, inf and

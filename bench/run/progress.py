@@ -68,12 +68,21 @@ class SweepProgress:
             live = f"{rate:,.0f} tok/s"
         self._last_tokens = (now, tokens)
         elapsed = now - self.t0
-        eta = max(0.0, self.estimated_s - elapsed)
+        eta = self.eta_s(now)
         self.stream.write(
             f"\r\x1b[2K[{self.done + 1}/{self.total}] {self.name}  "
             f"elapsed {_clock_text(elapsed)}  ETA {_clock_text(eta)}  {live}"
         )
         self.stream.flush()
+
+    def elapsed_s(self, now: float | None = None) -> float:
+        """Seconds since the sweep began."""
+        return (self.clock() if now is None else now) - self.t0
+
+    def eta_s(self, now: float | None = None) -> float:
+        """The plan's estimate less the time elapsed, never below 0 (what the line shows;
+        bench.live.prometheus serves it too)."""
+        return max(0.0, self.estimated_s - self.elapsed_s(now))
 
     def cell_finished(self, name: str, result: CellResult, total_tok_s: float | None) -> None:
         self.done += 1

@@ -24,6 +24,7 @@ from bench.engines.detect import request_extras
 from bench.errors import BenchError, Interrupted, ServerUnreachable
 from bench.failures import ErrorKind
 from bench.host import telemetry
+from bench.live.observer import LiveMetrics, LiveScope
 from bench.results import CellResult, PlannedCell, PlannedContext, PrefillSample, Results
 from bench.run import card_tables, fingerprint, gpu_validity, outcome, prompts, resume
 from bench.run.cell import CellStopped, CellTiming, ServerView, run_cell
@@ -61,6 +62,7 @@ class SweepRunner:
     # nvidia-smi telemetry over every window (None without a GPU): gpu_telemetry.jsonl.
     gpu_sampler: telemetry.GpuSampler | None = None
     launch: LaunchPaths = field(default_factory=LaunchPaths)  # its paths get a fingerprint prompt
+    live: LiveMetrics = field(default_factory=LiveMetrics)  # --otel-url, --metrics-port
     _presize: Presizer = field(init=False)
     _warmed_up: bool = field(init=False, default=False)
 
@@ -169,7 +171,8 @@ class SweepRunner:
         scout_body = _body(results, prompt, 1)
         bound_s = 2 * _ready_timeout_s(1, tokens, info.speed_factor)
         async with self._presize.scout(record, tokens, self._presize.ahead(results, ctx, trial)):
-            await self._bounded(results, scout_body, record, bound_s, "the prefill scout")
+            with self.live.phase(LiveScope("scout", trial, cell=ctx.label)):
+                await self._bounded(results, scout_body, record, bound_s, "the prefill scout")
         if scouted:
             return results, record
         sample = outcome.scout_sample(record, ctx.label, trial, tokens, drain_note)
@@ -210,12 +213,14 @@ class SweepRunner:
             sample_every_s=1.0 / speed,
         )
         self.progress.cell_started(name)
+        scope = LiveScope("cell", trial, cell=f"{ctx.label}:{c}")
         window_gpu: list[telemetry.GpuSample] = []
         try:
-            run = await run_cell(
-                self.server, prompts.endpoint(s.api), body, c, timing,
-                progress=self.progress.update, on_window=self._gpu_window(window_gpu),
-            )  # fmt: skip
+            with self.live.unit(scope):  # the cell's workers carry its scope
+                run = await run_cell(
+                    self.server, prompts.endpoint(s.api), body, c, timing,
+                    progress=self.progress.update, on_window=self._gpu_window(window_gpu),
+                )  # fmt: skip
         finally:
             if self.gpu_sampler is not None:
                 window_gpu += self.gpu_sampler.stop()  # also when the window was cut short
@@ -257,6 +262,7 @@ class SweepRunner:
         save(self.rundir, results)
         shown = result.figures.at_server_speed(speed) if result.figures else None
         self.progress.cell_finished(name, result, shown.total_tok_s if shown else None)
+        self.live.unit_finished(scope, result.status)
         return results
 
     def _sample_line(

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from bench.engines.detect import request_extras
 from bench.errors import UsageError, validation_message
+from bench.live.observer import LiveScope
 from bench.results import Results
 from bench.run import prompts, sweep
 from bench.run.cell import CellStopped
@@ -150,20 +151,23 @@ async def measure_point(
         await runner_.server.drain(*runner_.drain_timing(s.readiness_hold_s, speed))
     except CellStopped as exc:
         runner_.progress.note("drain_failed", reason=str(exc))
-    warm = plan_point(workload, point, trial, warmup=True)
-    if warm:
-        warm_texts = [texts.text(p, "warmup") for p in warm]
-        await _send(runner_, results, step, warm, warm_texts, warmup=True)
-    planned = plan_point(workload, point, trial)
-    text = [texts.text(p) for p in planned]
-    runner_.rundir.append(SCHEDULE, [
-        {"point": step.index, "trial": trial, "index": p.index, "at_s": round(p.at_s, 9),
-         "input_tokens": p.input_tokens, "output_tokens": p.output_tokens, "group": p.group,
-         "prompt_sha256": hashlib.sha256(t.encode()).hexdigest()}
-        for p, t in zip(planned, text, strict=True)
-    ])  # fmt: skip
-    started = runner_.clock() - runner_.anchor_s
-    run = await _send(runner_, results, step, planned, text, warmup=False)
+    scope = LiveScope("point", trial, point=step.index)
+    with runner_.live.unit(scope):  # the point's requests carry its scope
+        warm = plan_point(workload, point, trial, warmup=True)
+        if warm:
+            warm_texts = [texts.text(p, "warmup") for p in warm]
+            with runner_.live.phase(LiveScope("warmup", trial, point=step.index)):
+                await _send(runner_, results, step, warm, warm_texts, warmup=True)
+        planned = plan_point(workload, point, trial)
+        text = [texts.text(p) for p in planned]
+        runner_.rundir.append(SCHEDULE, [
+            {"point": step.index, "trial": trial, "index": p.index, "at_s": round(p.at_s, 9),
+             "input_tokens": p.input_tokens, "output_tokens": p.output_tokens, "group": p.group,
+             "prompt_sha256": hashlib.sha256(t.encode()).hexdigest()}
+            for p, t in zip(planned, text, strict=True)
+        ])  # fmt: skip
+        started = runner_.clock() - runner_.anchor_s
+        run = await _send(runner_, results, step, planned, text, warmup=False)
     runner_.rundir.append(SAMPLES, _lines(runner_, run, step.index, trial))
     a = workload.arrivals
     rate = a.rates[point] if a.kind == "rate" else None
@@ -179,6 +183,7 @@ async def measure_point(
         completed=got.completed, requests=got.requests,
         output_tok_s=round(got.output_tok_s / speed, 3),
     )  # fmt: skip
+    runner_.live.unit_finished(scope, got.status)
     return got
 
 

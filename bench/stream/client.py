@@ -109,6 +109,8 @@ class Client:
         self._clock = clock
         # Set once the engine is known: how chunks without usage are counted.
         self.counting: tokens.Counting | None = None
+        # Called with each measured stream's record once it is complete (bench.live).
+        self.on_finished: Callable[[RequestRecord], None] | None = None
         url = httpx.URL(self.base_url)
         # One connection per stream: C streams must never queue behind each other.
         self._http = httpx.AsyncClient(
@@ -230,6 +232,8 @@ class Client:
         finally:
             if self.secrets:
                 self._mask(record)
+            if self.on_finished is not None:
+                self.on_finished(record)
 
     def _mask(self, record: RequestRecord) -> None:
         failed = record.failure

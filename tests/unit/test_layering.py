@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench.settings", "bench.results", "bench.launch_profile", "bench.writes"),
     ("bench.stats", "bench.run_files", "bench.command_line"),
     ("bench.stream", "bench.host", "bench.card", "bench.cards"),
-    ("bench.engines", "bench.workload"),
+    ("bench.engines", "bench.workload", "bench.live"),
     ("bench.run", "bench.bundle", "bench.publishers"),
     ("bench.twin", "bench.report"),
     ("bench.verdict",),
