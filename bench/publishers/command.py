@@ -7,7 +7,7 @@ reads one point of that publisher's file into a card (JSON, `bench.publishers.mo
 file in another publisher's format is refused with a line naming the format it looks like.
 `bench card export CARD.json` gives the card's figures back in the publisher's own fields
 and units (what `import` read); `bench card workload CARD.json` its traffic as a workload
-for `bench run --workload`.
+for `bench run --workload` (a twin fitted to it: `bench twin fit CARD.json`).
 """
 
 from __future__ import annotations

@@ -475,6 +475,21 @@ def mlperf_tokens_per_s(
     return tokens / elapsed
 
 
+def _mlperf_p99_ns(figure: Literal["ttft", "tpot"]) -> Callable[..., float | None]:
+    def p99_ns(
+        records: Sequence[TimedRequest], duration_s: float, gpus: int | None
+    ) -> float | None:
+        ms = mlperf_percentile_ms(figure, records, 99.0)
+        return None if ms is None else ms * NS_PER_MS
+
+    what = "first token latency" if figure == "ttft" else "time to output token"
+    p99_ns.__doc__ = (
+        f"LoadGen's summary line '99.00 percentile {what} (ns)': mlperf_percentile_ms at 99 "
+        "in ns (results.cc prints the percentile of the whole-ns values)."
+    )
+    return p99_ns
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 Figure = Callable[[Sequence[TimedRequest], float, int | None], float | None]
@@ -499,6 +514,8 @@ COMPUTED: Mapping[ComputedAs, Figure] = {
     "e2el_median_ms": _vllm_latency("e2el", "median"),
     "e2el_p99_ms": _vllm_latency("e2el", "p99"),
     "mlperf_tokens_per_s": mlperf_tokens_per_s,
+    "mlperf_ttft_p99_ns": _mlperf_p99_ns("ttft"),
+    "mlperf_tpot_p99_ns": _mlperf_p99_ns("tpot"),
 }
 
 

@@ -48,6 +48,8 @@ ComputedAs = Literal[
     "e2el_median_ms",
     "e2el_p99_ms",
     "mlperf_tokens_per_s",  # output tokens a second, valid only with the constraints met
+    "mlperf_ttft_p99_ns",  # LoadGen's p99 first-token latency, whole ns
+    "mlperf_tpot_p99_ns",  # LoadGen's p99 time per output token, whole ns
     # The same latency statistics in seconds (InferenceX publishes them so).
     "ttft_mean_s",
     "ttft_median_s",

@@ -14,6 +14,11 @@ The rules.
   outside it; NOT RESOLVED: the interval crosses an edge of the band. A figure without
   `computed_as`, or one that a trial cannot compute (`compute` gives None), is NOT CHECKED,
   with why, and counts towards no verdict.
+  Tail percentiles. A p99 of vLLM's or InferenceX's latencies (`TAIL_KEYS`) is one draw
+  of a run's slowest requests (the 2nd slowest of 200): with no published spread a band
+  around it is a band around one draw, so it is shown and NOT CHECKED unless
+  `all_figures`. MLPerf's p99s are its result's own figures, over a run of at least its
+  minimum duration, and are judged.
   Constraints (MLPerf). In every trial each constraint is judged by LoadGen's early stopping
   (`bench.workload.slo.verdict`): n = completed requests, over = those whose TTFT / TPOT
   (`metrics.mlperf_ttfts_ms` / `mlperf_tpots_ms`) exceeds the limit, p = the constraint's
@@ -34,18 +39,27 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from bench.distributions import t_quantile
 from bench.errors import Exit
 from bench.publishers import metrics
 from bench.publishers.metrics import TimedRequest
-from bench.publishers.model import PublishedConstraint, PublishedFigure, PublisherCard
+from bench.publishers.model import (
+    ComputedAs,
+    PublishedConstraint,
+    PublishedFigure,
+    PublisherCard,
+)
 from bench.workload import slo
 
 Outcome = Literal["REPRODUCED", "NOT REPRODUCED", "NOT RESOLVED"]
 RowOutcome = Literal["REPRODUCED", "NOT REPRODUCED", "NOT RESOLVED", "NOT CHECKED"]
 CONFIDENCE_LEVEL = 0.95  # of our interval of the mean over trials
+# Shown, not judged, unless all_figures (module docstring).
+TAIL_KEYS = frozenset(
+    k for k in get_args(ComputedAs) if "_p99_" in k and not k.startswith("mlperf_")
+)
 
 _EXIT: dict[Outcome, Exit] = {
     "REPRODUCED": Exit.OK,
@@ -78,8 +92,9 @@ class Trial:
 
 @dataclass(frozen=True, slots=True)
 class FigureRow:
-    """One published figure against ours. `ours`, `interval` and the band are None when the
-    figure was not checked (`note` says why); `interval` is None with one trial."""
+    """One published figure against ours. The band and `interval` are None when the figure
+    was not checked (`note` says why), and so is `ours` unless it was computed but not
+    judged (a tail percentile); `interval` is None with one trial."""
 
     name: str
     unit: str
@@ -218,10 +233,12 @@ def _not_computed_why(figure: PublishedFigure, trial: Trial, index: int, k: int)
     return f"{key} cannot be computed from {where}: {why}"
 
 
-def _figure_row(figure: PublishedFigure, trials: Sequence[Trial], tol: float) -> FigureRow:
-    def unchecked(note: str) -> FigureRow:
+def _figure_row(
+    figure: PublishedFigure, trials: Sequence[Trial], tol: float, all_figures: bool
+) -> FigureRow:
+    def unchecked(note: str, ours: float | None = None) -> FigureRow:
         return FigureRow(
-            figure.name, figure.unit, figure.value, None, None, None, None, "NOT CHECKED", note
+            figure.name, figure.unit, figure.value, ours, None, None, None, "NOT CHECKED", note
         )
 
     key = figure.computed_as
@@ -236,6 +253,14 @@ def _figure_row(figure: PublishedFigure, trials: Sequence[Trial], tol: float) ->
     ours, interval = mean_interval(values)
     if not math.isfinite(ours) or (interval is not None and not all(map(math.isfinite, interval))):
         return unchecked(f"{key}: our values over the trials overflow a float")
+    if key in TAIL_KEYS and not all_figures:
+        off = 100.0 * (ours - figure.value) / figure.value if figure.value else None
+        off_text = "" if off is None else f"ours {off:+.2f} % off published; "
+        return unchecked(
+            f"{off_text}shown, not judged: a tail percentile of one published run, "
+            "a band around one draw of its slowest requests (--all-figures judges it)",
+            ours,
+        )
     low = figure.value * (1.0 - tol / 100.0)
     high = figure.value * (1.0 + tol / 100.0)
     lo, hi = interval if interval is not None else (ours, ours)
@@ -344,10 +369,15 @@ def _remarks(card: PublisherCard, k: int) -> tuple[str, ...]:
 
 
 def judge(
-    card: PublisherCard, trials: Sequence[Trial], *, tolerance_pct: float
+    card: PublisherCard,
+    trials: Sequence[Trial],
+    *,
+    tolerance_pct: float,
+    all_figures: bool = False,
 ) -> PublisherReproduction:
-    """CARD's figures and constraints against our TRIALS (module docstring). ValueError, one
-    line, for a tolerance that is not a finite number in (0, 100) or no trials."""
+    """CARD's figures and constraints against our TRIALS (module docstring); `all_figures`
+    judges the tail percentiles too. ValueError, one line, for a tolerance that is not a
+    finite number in (0, 100) or no trials."""
     tol = _check_tolerance(tolerance_pct)
     if not trials:
         raise ValueError("reproduce needs at least one trial")
@@ -355,7 +385,7 @@ def judge(
         if not isinstance(t, Trial):
             raise ValueError(f"{type(t).__name__} is not a Trial")
     k = len(trials)
-    figures = tuple(_figure_row(f, trials, tol) for f in card.figures)
+    figures = tuple(_figure_row(f, trials, tol, all_figures) for f in card.figures)
     constraints = [_constraint_row(c, trials) for c in card.constraints]
     if card.workload.min_duration_s is not None:
         constraints.append(_duration_row(card.workload.min_duration_s, trials))

@@ -17,7 +17,8 @@ server     routes, API-key check, the real-time loop driving the engine
 faults     fault injection for reliability tests, with seeded dice
 process    the twin as a child process on 127.0.0.1, its port read back
 virtual    the published methodology against the engine in virtual time
-openloop   open-loop arrivals through the engine in virtual time: each request's truth
+openloop   open-loop arrivals (or capped: a closed loop) through the engine in virtual time
 capacity   the true SLO capacity (p99 bounds, Poisson rate) by bisection in virtual time
-command    `bench twin serve`
+card_fit   a profile fitted to a publisher's card: serves its traffic at its figures
+command    `bench twin serve`, `bench twin fit`
 """

@@ -1,4 +1,5 @@
-"""`bench twin serve`: run the simulated vLLM server until interrupted."""
+"""`bench twin serve`: run the simulated vLLM server until interrupted; `bench twin fit
+CARD.json`: a profile fitted to a publisher's card (`bench.twin.card_fit`)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import pathlib
 import sys
 from typing import IO
 
 import structlog
 
-from bench.errors import DiskError, UsageError
+from bench import writes
+from bench.errors import DiskError, Exit, UsageError
+from bench.publishers.command import load_card
 from bench.settings import Settings
-from bench.twin import answers, flavors, http, noise, profile
+from bench.twin import answers, card_fit, flavors, http, noise, profile
 from bench.twin.faults import Faults
 from bench.twin.paths import Paths
 from bench.twin.server import Twin, TwinConfig
@@ -139,6 +143,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "stay in the answer's content (the same tokens)",
     )
     p.set_defaults(func=serve)
+    fit = twin_sub.add_parser(
+        "fit",
+        help="a profile fitted to a publisher's card (bench card import --from): it serves "
+        "the card's traffic at the card's figures",
+    )
+    fit.add_argument("card", type=pathlib.Path, help="a card JSON from `bench card import --from`")
+    fit.add_argument(
+        "--slower",
+        type=float,
+        default=0.0,
+        metavar="PCT",
+        help="every cost of the fitted profile PCT %% longer: a host that much slower",
+    )
+    fit.add_argument(
+        "-o", "--output", type=pathlib.Path, help="write the JSON here (default stdout)"
+    )
+    fit.set_defaults(func=fit_card)
 
 
 def _positive(text: str) -> float:
@@ -238,3 +259,25 @@ async def _main(config: TwinConfig, host: str, port: int) -> None:
     sys.stdout.flush()
     async with server:
         await server.serve_forever()
+
+
+def fit_card(args: argparse.Namespace, settings: Settings) -> int:
+    """The fitted profile as JSON (stdout or --output); the fit's figures on stderr."""
+    card = load_card(args.card)
+    slower = args.slower
+    if not (-90.0 < slower < 1000.0):  # also refuses nan
+        raise UsageError(f"--slower {slower:g}: a percentage above -90 and below 1000")
+    fitted = card_fit.fit(card)
+    prof = fitted.profile if slower == 0 else card_fit.slower(fitted.profile, slower)
+    for line in fitted.lines():
+        sys.stderr.write(f"{line}\n")
+    if slower:
+        sys.stderr.write(
+            f"written {slower:g} % slower than fitted: every cost x{1 + slower / 100:g}\n"
+        )
+    text = prof.model_dump_json(indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        writes.write_atomic(args.output, text)
+    return int(Exit.OK)

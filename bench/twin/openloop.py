@@ -87,12 +87,19 @@ def simulate(
     speed: float = 1.0,
     prefix_tokens: int = 0,
     group_size: int = 1,
+    max_in_flight: int = 0,
 ) -> list[VirtualRequest]:
     """Every arrival (arrival_s, prompt_tokens, output_tokens) served to its end, in the
     order given (arrival times must not decrease). Prompts are unique unless
     `prefix_tokens` > 0: then each group of `group_size` consecutive requests shares that
     many leading tokens. Times come back divided by `speed` (the client's clock of a twin
-    run at that speed); the engine's arithmetic is in server seconds either way."""
+    run at that speed); the engine's arithmetic is in server seconds either way.
+
+    `max_in_flight` > 0 caps the open requests as a client's semaphore does (vLLM's
+    `--max-concurrency`): a request due while that many are open is sent when one ends, at
+    that step's end, and its `arrival_s` is when it was sent. Every arrival at 0 with a cap
+    of C is a closed loop of C streams (each sends its next request when its last ends)."""
+    cap = _cap(max_in_flight)
     engine = TwinScheduler(profile, seed)
     frontend: Frontend[Request] = Frontend(profile)
     index: dict[Request, int] = {}
@@ -100,10 +107,14 @@ def simulate(
     ready: list[tuple[float, int, Request]] = []  # (reaches the engine, index, request)
     held = 0  # open requests: in the frontend, waiting or running (the server's streams)
     nxt = 0  # the next arrival not yet submitted
+    sent = [a for a, _, _ in arrivals]  # when each was sent (later than due under a cap)
+    freed_s = -math.inf  # the last time a request ended (a capped arrival goes then)
 
     def next_event() -> tuple[float, float]:
         fs = frontend.next_start_s()
-        at = arrivals[nxt][0] if nxt < len(arrivals) else math.inf
+        at = math.inf
+        if nxt < len(arrivals) and held < cap:
+            at = max(arrivals[nxt][0], freed_s)
         return at, math.inf if fs is None else fs
 
     def advance(until: float) -> None:
@@ -117,6 +128,7 @@ def simulate(
                 ids = prompt(nxt, prompt_n, prefix_tokens, group_size)
                 req = engine.make_request(ids, out_n, rid=f"open-{nxt}")
                 index[req] = nxt
+                sent[nxt] = now
                 held += 1
                 frontend.submit(now, prompt_n, req)
                 nxt += 1
@@ -140,9 +152,18 @@ def simulate(
         for em in res.emissions:
             chunks[index[em.request]].append((t / speed, em.tokens))
             held -= em.finished
+        freed_s = t if any(em.finished for em in res.emissions) else freed_s
+        advance(t)  # what the ended requests' streams send now (under a cap)
     return [
-        VirtualRequest(i, a / speed, p, o, tuple(chunks[i])) for i, (a, p, o) in enumerate(arrivals)
+        VirtualRequest(i, sent[i] / speed, p, o, tuple(chunks[i]))
+        for i, (_, p, o) in enumerate(arrivals)
     ]
+
+
+def _cap(max_in_flight: int) -> float:
+    if max_in_flight < 0:
+        raise ValueError(f"max_in_flight {max_in_flight} is negative")
+    return max_in_flight or math.inf
 
 
 def poisson_arrivals(

@@ -51,17 +51,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from bench.errors import UsageError
+from bench.verdict import saved_files
 from bench.verdict.cells import Cell, Key, RunFigures, Status, context_order, mean_rse, median_rse
 
 MAX_BYTES = 64 * 1024 * 1024  # one export is ~20 KB; bounded all the same
-MAX_FILES = 256  # exports in one folder
-MAX_DEPTH = 4  # folders below the one given
-MAX_ENTRIES = 20_000  # directory entries looked at while searching a folder
 HEAD_BYTES = 1024 * 1024
 MAX_CONCURRENCY = 1_000_000  # requests in flight a run can have, and a rate it can offer
 MAX_RATE = 1e9
@@ -96,33 +93,12 @@ def _looks_exported(path: Path) -> bool:
 
 
 def _found(path: Path) -> list[Path]:
-    """AIPerf exports in folder `path`, at most MAX_DEPTH levels down, sorted."""
-    out: list[Path] = []
-    seen = 0
-    for root, dirs, files in os.walk(path):
-        depth = len(Path(root).relative_to(path).parts)
-        seen += len(dirs) + len(files)
-        if seen > MAX_ENTRIES:
-            raise UsageError(f"{path}: over {MAX_ENTRIES} entries to search for AIPerf exports")
-        if depth >= MAX_DEPTH:
-            dirs.clear()
-        dirs.sort()
-        out.extend(Path(root) / n for n in sorted(files) if _looks_exported(Path(root) / n))
-        if len(out) > MAX_FILES:
-            raise UsageError(f"{path}: over {MAX_FILES} AIPerf exports in one folder")
-    return sorted(out)
+    return saved_files.found(path, _looks_exported, "AIPerf exports")
 
 
 def recognises(path: Path) -> bool:
     """An AIPerf profile export, or a folder of them without results.json."""
-    try:
-        if path.is_dir():
-            if (path / "results.json").exists():
-                return False
-            return bool(_found(path))
-    except (OSError, UsageError):
-        return False
-    return _looks_exported(path)
+    return saved_files.recognises(path, _looks_exported, "AIPerf exports")
 
 
 def _read(path: Path) -> tuple[dict[str, Any], bytes]:

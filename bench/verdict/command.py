@@ -85,6 +85,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a publisher's card (bench card import --from): allowed |Δ %%| of every figure "
         "(default 5)",
     )
+    rep.add_argument(
+        "--all-figures",
+        action="store_true",
+        help="a publisher's card: judge its tail percentiles (p99 of one published run) too; "
+        "by default they are shown, not judged",
+    )
     rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     _add_verification(rep)
     rep.set_defaults(func=run_reproduce)

@@ -47,7 +47,7 @@ def reproduce(args: argparse.Namespace, how: Verification) -> int:
         results = run_files.load_results(directory)
         gpus, said = _gpus(run_files.read_environment(directory), card)
         trials = trials_of(directory, results, gpus=gpus)
-    result = judge(card, trials, tolerance_pct=args.tolerance)
+    result = judge(card, trials, tolerance_pct=args.tolerance, all_figures=bool(args.all_figures))
     head = [
         f"# Reproduce {card.publisher}'s point {card.point_id} ({card.model}, {card.source})",
         "",

@@ -22,7 +22,7 @@ from bench.bundle.pack import open_bundle
 from bench.bundle.sign import Signer
 from bench.bundle.verify import verify_dir
 from bench.errors import BenchError, UsageError, VerifyFailed
-from bench.verdict import aiperf_saved, vllm_saved
+from bench.verdict import aiperf_saved, guidellm_saved, vllm_saved
 from bench.verdict.cells import (
     Cell,
     Key,
@@ -141,11 +141,13 @@ def opened(path: Path) -> Iterator[Path]:
 def load_run(path: Path, how: Verification | None = None) -> RunFigures:
     """A run's figures, after its bundle was verified (see `check`); a file (or folder) of
     `vllm bench serve --save-result` records is read by bench.verdict.vllm_saved, AIPerf's
-    exports by bench.verdict.aiperf_saved."""
+    exports by bench.verdict.aiperf_saved, GuideLLM's reports by bench.verdict.guidellm_saved."""
     if vllm_saved.recognises(path):
         return vllm_saved.load(path)
     if aiperf_saved.recognises(path):
         return aiperf_saved.load(path)
+    if guidellm_saved.recognises(path):
+        return guidellm_saved.load(path)
     return load_run_with(path, how, lambda directory: None)[0]
 
 

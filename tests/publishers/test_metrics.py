@@ -272,6 +272,9 @@ def test_mlperf_ttft_and_tpot_per_query() -> None:
     assert mlperf_percentile_ms("ttft", more, 99) == pytest.approx(400.0)
     # TPOTs: 333.333333, (1.0 - 0.1) / 1 = 900, (1.0 - 0.4) / 1 = 600 -> 900
     assert mlperf_percentile_ms("tpot", more, 99) == pytest.approx(900.0)
+    # The summary's p99 lines, in ns as LoadGen prints them.
+    assert compute("mlperf_ttft_p99_ns", more, duration_s=3.0, gpus=None) == pytest.approx(4e8)
+    assert compute("mlperf_tpot_p99_ns", more, duration_s=3.0, gpus=None) == pytest.approx(9e8)
 
 
 def test_mlperf_refuses_what_loadgen_logs_as_an_error() -> None:

@@ -237,7 +237,10 @@ def server_card() -> PublisherCard:
     tokens = card.figures[0].model_copy(update={"value": N * 10 / (N - 1 + 1.0)})
     # Samples a second as computed_as request_rate: 500 over the trial's 2400 s.
     samples = card.figures[1].model_copy(update={"value": N / MIN_S})
-    return card.model_copy(update={"figures": (tokens, samples, *card.figures[2:])})
+    # The published p99s are not these records' (tests here judge the constraints): shown,
+    # not checked.
+    p99s = tuple(f.model_copy(update={"computed_as": None}) for f in card.figures[2:])
+    return card.model_copy(update={"figures": (tokens, samples, *p99s)})
 
 
 def test_mlperf_fixture_is_what_the_tests_assume(server_card: PublisherCard) -> None:
