@@ -27,7 +27,7 @@ USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUN
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
 	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL \
-	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD WORKLOAD RATES SLO
+	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD WORKLOAD RATES SLO OTEL_URL METRICS_PORT METRICS_HOST
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -74,18 +74,26 @@ HISTORY_FLAGS = $(if $(call set,HISTORY),--history $(call q,HISTORY)) \
 	$(if $(call set,NO_HISTORY),--no-history)
 WORKLOAD_FLAGS = $(if $(call set,WORKLOAD),--workload $(call q,WORKLOAD)) \
 	$(if $(call set,RATES),--rates $(call q,RATES)) $(if $(call set,SLO),--slo $(call q,SLO))
-bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] [WORKLOAD=NAME|FILE] the published sweep (or a workload) end to end (the twin without)
+# Live metrics while the sweep runs (docs/provisioning.md, "Live metrics"): OTEL_URL=<OTLP/HTTP
+# collector, as the host reaches it> (its credentials: OTEL_EXPORTER_OTLP_HEADERS in the
+# environment, never in the URL), METRICS_PORT=N (the run's Prometheus endpoint, published as
+# the host's port N) and METRICS_HOST=<the host's address it is published on; default all>.
+# Without HOST they go to `bench run` on this machine.
+LIVE_FLAGS = $(if $(call set,OTEL_URL),--otel-url $(call q,OTEL_URL)) \
+	$(if $(call set,METRICS_PORT),--metrics-port $(call q,METRICS_PORT)) \
+	$(if $(call set,METRICS_HOST),--metrics-host $(call q,METRICS_HOST))
+bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] [WORKLOAD=NAME|FILE] [CARD=FILE] [OTEL_URL=.. METRICS_PORT=N] the published sweep (or a workload, or a publisher's card) end to end (the twin without)
 ifneq ($(call set,SLURM)$(call set,CLUSTER),)
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench \
 		$(if $(call set,SLURM),--slurm $(call q,SLURM)) \
 		$(if $(call set,CLUSTER),--cluster $(call q,CLUSTER)) --nodes $(call q,NODES) \
-		$(SLURM_FLAGS) $(WORKLOAD_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(SLURM_FLAGS) $(WORKLOAD_FLAGS) $(LIVE_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 else ifeq ($(call set,HOST),)
 	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) $(HISTORY_FLAGS) \
-		$(WORKLOAD_FLAGS) -- $(call qw,RUN_ARGS)
+		$(if $(call set,CARD),--card $(call q,CARD)) $(WORKLOAD_FLAGS) -- $(LIVE_FLAGS) $(call qw,RUN_ARGS)
 else
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
-		$(WORKLOAD_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(WORKLOAD_FLAGS) $(LIVE_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
 # The tiers (docs/testing.md). unit: every test that opens no socket and starts no process or
@@ -506,10 +514,11 @@ twin-fit: setup ## re-derive the twin's published profile from the card in virtu
 # Performance (issue 9): client capacity beside `vllm bench serve`, timing fidelity against
 # the twin's ground truth, sweep efficiency; and (issue 43) the open loop: our schedule
 # lateness and tokens per client CPU-second beside `vllm bench serve` at the same Poisson
-# rates against the perf streamer. A benchmark, not a test: about 18 minutes on two idle cores
-# (server pinned to the first, client to the second); writes docs/measured/perf-<UTC date>.json
-# and keeps the printed tables beside it (.md).
-PERF_PARTS := capacity,fidelity,openloop,sweep
+# rates against the perf streamer; (issue 46) live export's cost: client CPU per token at 128
+# paced streams with --otel-url and --metrics-port off and on. A benchmark, not a test: about
+# 19 minutes on two idle cores (server pinned to the first, client to the second); writes
+# docs/measured/perf-<UTC date>.json and keeps the printed tables beside it (.md).
+PERF_PARTS := capacity,fidelity,openloop,live,sweep
 # The tiny model whose tokenizer `vllm bench serve` reads (tests/vllm/make_model.py).
 PERF_VLLM_MODEL = vpy=$$(bash tests/setup/vllm_cpu.sh) && \
 	HF_HUB_OFFLINE=1 "$$vpy" tests/vllm/make_model.py "$$(dirname "$$(dirname "$$(dirname "$$vpy")")")/models" >/dev/null
@@ -528,6 +537,17 @@ perf-openloop: setup vllm-cpu ## the open-loop part alone: our schedule lateness
 	@$(PERF_VLLM_MODEL)
 	$(call measured,perf-openloop,md,$(if $(PASSES),PASSES=$(PASSES)) $(OPENLOOP_ARGS)) $(BIN)/python -m tools.perf --parts openloop \
 		--out "$$out.json" $(if $(PASSES),--passes $(PASSES)) $(OPENLOOP_ARGS) | $(call keep,md)
+
+# Live export's cost alone (about a minute): 128 paced 10 ms streams, each 4 requests of 512
+# tokens back to back; per pass two of our load generators at once on the client core, one
+# with `bench run`'s --otel-url (a discarding OTLP receiver in the harness) and --metrics-port
+# (scraped every 5 s), one without; PASSES (3), the first to start alternating; target:
+# client CPU-seconds per token on ÷ off <= 1.02.
+# docs/measured/perf-live-<UTC date>.json and .md.
+.PHONY: perf-live
+perf-live: setup ## live export's cost alone: client CPU per token at 128 paced streams, --otel-url and --metrics-port off vs on
+	$(call measured,perf-live,md,$(if $(PASSES),PASSES=$(PASSES))) $(BIN)/python -m tools.perf --parts live --no-vllm \
+		--out "$$out.json" $(if $(PASSES),--passes $(PASSES)) | $(call keep,md)
 
 # The sweep-efficiency part alone (a few minutes): wall time of `bench run` against the
 # `published` twin ÷ what the methodology needs, and where the rest goes. SWEEP_SPEED=N (default

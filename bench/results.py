@@ -13,6 +13,10 @@ this bench reads every version in `READABLE_SCHEMA_VERSIONS`:
   it; None in a fingerprint made before it.
 - 5: a workload run (`Results.workload`, bench.workload_points): the workload as run and
   its points' figures; None in a run of the card's matrix.
+- 6: the server's own timings from its trace spans (`Results.server_spans`,
+  bench.live.span_join): what the run's OTLP receiver got, dropped and joined, and per cell
+  the server's queue time and time to first token beside the client's; None in a run made
+  without `--otlp-traces-port`.
 
 Speed convention. A twin can run N times faster than real time (`speed_factor` N, read
 from its `/version` or given with `--speed-factor`; 1 for a real server). `bench run`
@@ -37,8 +41,8 @@ from bench.answers import Fingerprint
 from bench.failures import ErrorKind
 from bench.workload_points import WorkloadRun
 
-SCHEMA_VERSION = 5
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+SCHEMA_VERSION = 6
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 Api = Literal["chat", "completions"]
 # valid: measured, numbers reported. invalid: a request failed (stream cut, HTTP error,
@@ -330,6 +334,50 @@ class Measurement(_ResultsModel):
     )
 
 
+class ServerTimings(_ResultsModel):
+    """One cell (a decode cell, a prefill scout, a workload point: samples.jsonl's phase,
+    context, concurrency and trial) as the server's trace spans saw it. Medians over its
+    completed requests (`finished` in samples.jsonl) that have the server's span, each
+    taken over those same requests, in seconds on the client's clock convention (the
+    server's own durations, not rescaled; a twin's are wall-clock seconds)."""
+
+    phase: str
+    context: str
+    concurrency: int
+    trial: int = 0
+    completed: int  # completed requests of the cell
+    joined: int  # of those, the ones with the server's span
+    queue_s: float | None = None  # median gen_ai.latency.time_in_queue
+    server_ttft_s: float | None = None  # median gen_ai.latency.time_to_first_token
+    client_ttft_s: float | None = None  # median client TTFT of the same requests
+    server_e2e_s: float | None = None  # median gen_ai.latency.e2e
+    # Joined requests whose server TTFT is larger than the client's: the server counts from
+    # before the request was written, or its clock is not the client's (0 for vLLM).
+    server_ttft_larger: int = 0
+
+
+class ServerSpans(_ResultsModel):
+    """What the run's OTLP/HTTP trace receiver got (bench.live.span_receiver) and how its
+    spans joined the requests of samples.jsonl by trace id (bench.live.span_join)."""
+
+    endpoint: str  # where the receiver listened: http://HOST:PORT/v1/traces
+    kept: int = 0  # spans written to server_spans.jsonl
+    joined: int = 0  # completed requests with their span, all cells
+    completed: int = 0  # completed requests, all cells
+    # Dropped, by why: "malformed_body" (not protobuf: 400), "refused_body" (too large,
+    # another type or path, no length, too slow), "malformed_span" (bad ids or times),
+    # "oversized_span" (too many attributes), "unknown_trace" (a trace id the run never
+    # sent), "over_cap" (past a count bound), "duplicate" (more spans of one trace than
+    # bench keeps), "late" (after the run stopped listening). Only the reasons that occurred.
+    dropped: dict[str, int] = Field(default_factory=dict)
+    note: str | None = None  # what the run said about them, once
+    cells: tuple[ServerTimings, ...] = ()
+
+    @property
+    def joined_share(self) -> float | None:
+        return None if not self.completed else self.joined / self.completed
+
+
 class Results(_ResultsModel):
     schema_version: int = SCHEMA_VERSION
     bench_version: str = Field(
@@ -352,6 +400,8 @@ class Results(_ResultsModel):
     fingerprint: Fingerprint | None = None
     # What `bench run --workload` ran and measured (schema 5; None: the card's matrix).
     workload: WorkloadRun | None = None
+    # The server's trace spans joined to the requests (schema 6; None: not received).
+    server_spans: ServerSpans | None = None
 
     @property
     def speed_factor(self) -> float:

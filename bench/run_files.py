@@ -6,6 +6,7 @@ samples.jsonl        one line per request of every finished cell (raw timings)
 schedule.jsonl       a workload run's schedule: each request's due time, lengths, prompt hash
 metrics.jsonl        the /metrics samples of every window
 gpu_telemetry.jsonl  nvidia-smi samples of every window (with a GPU)
+server_spans.jsonl   the server's trace spans of the run's requests (`--otlp-traces-port`)
 tables.md            the card's three tables, re-rendered with results.json
 environment.json     the server's host, image, launch and weights (`bench.host.environment`)
 server.log           the server's log, when whoever started the server put it there
@@ -36,6 +37,7 @@ SAMPLES = "samples.jsonl"
 SCHEDULE = "schedule.jsonl"
 METRICS = "metrics.jsonl"
 GPU_TELEMETRY = "gpu_telemetry.jsonl"
+SERVER_SPANS = "server_spans.jsonl"  # bench.live.span_receiver writes it
 TABLES = "tables.md"
 ENVIRONMENT = "environment.json"
 # The orchestrator writes the server's log into the run directory before `bench run` starts

@@ -2,7 +2,9 @@
 # Re-resolve the locks of bench's own Python (docs/reproducibility.md) with pip-compile:
 #
 #   requirements/runtime.lock  [project] dependencies + the report extra (matplotlib: the report
-#                              is made inside the container) + [build-system] requires: the images
+#                              is made inside the container) + the live extra (bench run's
+#                              --otel-url and --metrics-port in the container) + [build-system]
+#                              requires: the images
 #   requirements/dev.lock      the same + the dev extra: `make setup`
 #
 # For CPython 3.11 on linux x86_64 (pip-compile resolves for the interpreter it runs on),
@@ -31,5 +33,5 @@ lock() {
     echo "$out"
 }
 cd "$root"
-lock requirements/runtime.lock --extra report
+lock requirements/runtime.lock --extra report --extra live
 lock requirements/dev.lock --extra dev --extra report

@@ -1,4 +1,4 @@
-"""`bench keygen | sign | manifest | pack | verify | schema`: the bundle subcommands."""
+"""`bench keygen | sign | manifest | attest | pack | verify | schema`: the bundle subcommands."""
 
 from __future__ import annotations
 
@@ -42,6 +42,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("dir", type=Path, metavar="DIR")
     p.set_defaults(func=_manifest)
 
+    p = sub.add_parser(
+        "attest",
+        help="write attestation.intoto.json for a run directory's manifest.json, signed with "
+        "KEY (the orchestrator has it made on the host, after signing the manifest)",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument(
+        "--key",
+        type=Path,
+        required=True,
+        help="private ed25519 key without passphrase (a path): the one that signs manifest.json",
+    )
+    p.set_defaults(func=_attest)
+
     p = sub.add_parser("pack", help="pack a signed run directory as one .tar.gz")
     p.add_argument("dir", type=Path, metavar="DIR")
     p.add_argument("--out", type=Path, default=None, help="default: DIR.tar.gz beside DIR")
@@ -84,6 +98,14 @@ def _manifest(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
     made = manifest_mod.refresh(root, created_at=datetime.now(UTC))
     print(f"wrote {root / manifest_mod.MANIFEST_NAME}: run {made.run_id}, {len(made.files)} files")
+    return 0
+
+
+def _attest(args: argparse.Namespace, settings: Settings) -> int:
+    known = settings.known_secrets(os.environ)
+    made, fingerprint = seal.attest(args.dir, args.key, secrets=known.values)
+    print(f"wrote {args.dir / manifest_mod.ATTESTATION_NAME}: run {made.run_id}, "
+          f"{len(made.files)} subjects, signed by {fingerprint}")  # fmt: skip
     return 0
 
 

@@ -7,6 +7,9 @@ The statement's subjects are the manifest's files and their sha256, so any in-to
 verifier can check the bundle's files with the public key alone (docs/verify.md).
 
 Like the .sig, the envelope is not listed in manifest.json: it signs the manifest's contents.
+`bench sign` makes it right after the signature (bench.bundle.seal.seal); the orchestrator,
+which signs with the host's ssh-keygen, has `bench attest` make it on the host with the same
+key file (bench.bundle.seal.attest, provisioning.flow.sealing).
 """
 
 from __future__ import annotations

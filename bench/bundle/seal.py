@@ -89,3 +89,49 @@ def seal(
     else:
         structlog.get_logger("bench.bundle").warning("no_attestation", why=attestable)
     return manifest
+
+
+def attest(
+    root: Path, key: Path, *, secrets: Iterable[str] = ()
+) -> tuple[manifest_mod.Manifest, str]:
+    """attestation.intoto.json for a run directory whose manifest.json is written already
+    (`bench manifest`, then signed elsewhere: the orchestrator signs it with the host's
+    ssh-keygen and has this made on the same host with the same key file). Returns the
+    manifest and the key's fingerprint.
+
+    Refused, leaving the directory as it was: files that are not what the manifest lists
+    (the statement would vouch for other bytes), a manifest.json.sig made by another key
+    (`bench verify` checks the attestation with the manifest's signer), a file that leaks
+    a secret (as `bench sign` refuses).
+    """
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory", hint="give the run directory of `bench run`")
+    if not (root / manifest_mod.MANIFEST_NAME).is_file():
+        raise UsageError(f"{root}: has no {manifest_mod.MANIFEST_NAME}",
+                         hint=f"write it first: bench manifest {root}")  # fmt: skip
+    sign.check_private_key(key)
+    fingerprint = dsse.fingerprint(dsse.load_private_key(key).public_key())
+    manifest = manifest_mod.read(root)
+    problems = manifest_mod.check(root, manifest)
+    if problems:
+        raise UsageError(f"{root}: does not match its manifest: {problems[0]}",
+                         hint=f"write the manifest again (bench manifest {root}) and sign it, "
+                         "then attest")  # fmt: skip
+    sig = root / manifest_mod.SIGNATURE_NAME
+    if sig.is_file():
+        signed_by = sign.read_signature(sig).fingerprint
+        if signed_by != fingerprint:
+            raise UsageError(
+                f"{sig}: made by {signed_by}, not by {key} ({fingerprint}); `bench verify` "
+                "checks the attestation with the key that signed the manifest",
+                hint="attest with the key that signed manifest.json",
+            )
+    leaked = find_secret(root, secrets)
+    if leaked is not None:
+        raise UsageError(
+            f"{leaked}: contains the API key or another secret of the run (in some form); "
+            "refusing to attest a bundle that leaks it",
+            hint="remove the key from that file, write the manifest again and sign it",
+        )
+    dsse.attest(root, manifest, key)
+    return manifest, fingerprint

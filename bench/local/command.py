@@ -36,6 +36,7 @@ from bench.command_line import bench_program
 from bench.errors import Exit, RunFailed, UsageError
 from bench.history import recording
 from bench.host import procs
+from bench.local import publisher_card
 from bench.run import workload_run
 from bench.settings import Settings
 from bench.twin.process import start_twin
@@ -55,7 +56,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the whole flow on this machine against the twin",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--profile", default="published", help="twin profile")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="twin profile (default: published; with a publisher's --card, one fitted to it)",
+    )
     p.add_argument("--speed", type=float, default=5.0, help="twin speed factor")
     p.add_argument(
         "--out",
@@ -79,7 +84,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--card",
         type=Path,
         default=None,
-        help="card to judge against (when not given: the published card)",
+        help="card to judge against (when not given: the published card); a publisher's "
+        "card (bench card import --from) brings its traffic and a twin fitted to it",
     )
     p.add_argument(
         "--workload",
@@ -199,10 +205,23 @@ def _workload_args(args: argparse.Namespace) -> list[str]:
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     log = structlog.get_logger("bench.local")
     started = time.monotonic()
+    publisher = publisher_card.is_card(args.card)
+    if publisher and args.workload is not None:
+        raise UsageError(
+            f"{args.card} is a publisher's card: it brings its own traffic, and a workload "
+            "was given too",
+            hint="drop WORKLOAD= (--workload), or judge with a speed-test card",
+        )
     workload = _workload_args(args)  # checked before anything is made or started
     history = recording.choice(args.history, settings.history.url, off=args.no_history)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-twin"
     out: Path = args.out or Path("results") / "local" / run_id
+    profile = args.profile or "published"
+    if publisher:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        made = publisher_card.prepare(args.card, out)
+        profile = args.profile or str(made.profile)
+        workload = ["--workload", str(made.workload)]
     sign.require_ssh_keygen()  # signing comes last: a missing tool must not waste the sweep
     out.parent.mkdir(parents=True, exist_ok=True)
     ensure_signing_key(args.key, args.allowed_signers)
@@ -210,9 +229,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "BENCH_API_KEY")}
     run_args = [a for a in args.run_args if a != "--"] + workload
     with start_twin(
-        args.profile, speed=args.speed, api_key=api_key, timeout_s=60, die_with_parent=True
+        profile, speed=args.speed, api_key=api_key, timeout_s=60, die_with_parent=True
     ) as twin:
-        log.info("twin_started", url=twin.url, profile=args.profile, speed=args.speed)
+        log.info("twin_started", url=twin.url, profile=profile, speed=args.speed)
         rc = _bench(["run", "--url", twin.url, "--out", str(out), *run_args],
                     {**env, "BENCH_API_KEY": api_key}, partial_on_interrupt=True)  # fmt: skip
         # Recorded while the server still runs: its argv comes from /proc, like in a container.
@@ -232,7 +251,10 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print((out / run_files.TABLES).read_text(encoding="utf-8"))
     page: Path | None = None
     verdict = int(Exit.OK)
-    if args.workload is None or args.card is not None:  # a workload is not the card's matrix
+    if publisher:  # its figures by the publisher's definitions (no page: a table)
+        verdict = _bench(["reproduce", str(bundle), "--card", str(args.card),
+                          "--allowed-signers", str(args.allowed_signers)], env)  # fmt: skip
+    elif args.workload is None or args.card is not None:  # a workload is not the matrix
         card = args.card or published_card()
         page = out.with_name(out.name + "-reproduce.html")
         verdict = _bench(["reproduce", str(bundle), "--card", str(card),

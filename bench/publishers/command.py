@@ -30,6 +30,7 @@ from bench.publishers import inferencex, mlperf, source, vllm_dashboard, workloa
 from bench.publishers import launch as publisher_launch
 from bench.publishers.model import PUBLISHERS, PublisherCard
 from bench.settings import Settings
+from bench.workload_spec import MAX_LENGTH_TOKENS
 
 
 class Reader(Protocol):
@@ -70,6 +71,13 @@ def register(sub: SubParsers) -> None:
         help="which point of the file: id=..., or a field's value (repeat to narrow)",
     )
     imp.add_argument("--system", type=Path, help="mlperf: the submission's system description JSON")
+    imp.add_argument(
+        "--lengths",
+        metavar="IN,OUT",
+        default=None,
+        help="stand-in input and output tokens for a dataset the appliance cannot ship "
+        "(MLPerf's); kept in the card and said to be ours",
+    )
     imp.add_argument("-o", "--output", type=Path, help="write the JSON here (default stdout)")
     imp.set_defaults(func=import_card)
     launch = actions.add_parser("launch", help="seed a launch profile (TOML) from a card")
@@ -150,6 +158,8 @@ def import_card(args: argparse.Namespace, settings: Settings) -> int:
             raise CardError("--select and --system are for --from inferencex|vllm-dashboard|mlperf")
         return speed_test.import_card(args, settings)
     card = read(args.file, args.publisher, parse_select(args.select), args.system)
+    if args.lengths is not None:
+        card = with_lengths(card, args.lengths)
     _emit(card.model_dump_json(indent=2), args.output)
     structlog.get_logger("bench.card").info(
         "card_imported",
@@ -160,6 +170,40 @@ def import_card(args: argparse.Namespace, settings: Settings) -> int:
         missing=len(card.missing),
     )
     return int(Exit.OK)
+
+
+def with_lengths(card: PublisherCard, text: str) -> PublisherCard:
+    """CARD with stand-in lengths "IN,OUT" for a dataset it names but the appliance cannot
+    ship; refused (CardError) for a card that gives its lengths or a random dataset's."""
+    parts = text.split(",")
+    try:
+        ins, outs = (int(x.strip()) for x in parts) if len(parts) == 2 else (0, 0)
+    except ValueError:
+        ins = outs = 0
+    if not (0 < ins <= MAX_LENGTH_TOKENS and 0 < outs <= MAX_LENGTH_TOKENS):
+        raise CardError(
+            f"--lengths {text[:40]!r}: two token counts IN,OUT between 1 and "
+            f"{MAX_LENGTH_TOKENS:,}, such as 1024,656"
+        )
+    w = card.workload
+    if w.input_tokens is not None or w.output_tokens is not None or w.dataset == "random":
+        raise CardError(
+            f"{card.publisher} card '{card.point_id}' gives its own lengths: --lengths is for "
+            "a dataset the appliance cannot ship (MLPerf's)"
+        )
+    if w.dataset == "sharegpt":
+        raise CardError(
+            f"{card.publisher} card '{card.point_id}': ShareGPT ships as a sample here and its "
+            "conversations bring their lengths: --lengths is for a dataset that cannot ship"
+        )
+    said = (
+        f"lengths: {ins:,} in and {outs:,} out given at import in place of {w.dataset}'s own "
+        "prompts and answers, which the appliance cannot ship: ours, not the publisher's"
+    )
+    data = card.model_dump()
+    data["workload"].update(input_tokens=ins, output_tokens=outs)
+    data["not_reproducible"] = [*card.not_reproducible, said]
+    return PublisherCard.model_validate(data)
 
 
 def load_card(path: Path) -> PublisherCard:

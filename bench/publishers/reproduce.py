@@ -28,6 +28,9 @@ The rules.
   of fewer than two tokens for TPOT) is an invalid run: NOT REPRODUCED. When the card sets
   `workload.min_duration_s`, every trial must last at least that long; a shorter one leaves
   the point NOT RESOLVED (run it longer).
+  Trials. A trial our client did not keep to the card's schedule (`left_out`, said by the
+  caller: bench.publishers.run_trials.NOT_MEASURED) is not judged; with none left the
+  point is NOT RESOLVED, nothing judged.
   Overall. NOT REPRODUCED if any figure or constraint is; else NOT RESOLVED if any is; else
   REPRODUCED, provided at least one figure or constraint was checked (none: NOT RESOLVED).
   A publisher that gives one sample a point gives no spread: the interval is ours alone, and
@@ -374,11 +377,15 @@ def judge(
     *,
     tolerance_pct: float,
     all_figures: bool = False,
+    left_out: Sequence[str] = (),
 ) -> PublisherReproduction:
     """CARD's figures and constraints against our TRIALS (module docstring); `all_figures`
-    judges the tail percentiles too. ValueError, one line, for a tolerance that is not a
-    finite number in (0, 100) or no trials."""
+    judges the tail percentiles too; `left_out` says, one line each, the run's trials that
+    were no measurement of the point (our client fell behind: not judged). ValueError, one
+    line, for a tolerance that is not a finite number in (0, 100) or no trials at all."""
     tol = _check_tolerance(tolerance_pct)
+    if not trials and left_out:
+        return _unmeasured(card, tol, left_out)
     if not trials:
         raise ValueError("reproduce needs at least one trial")
     for t in trials:
@@ -394,9 +401,26 @@ def judge(
     ]
     judged += [(f"constraint {c.name}", c.outcome) for c in constraints]
     outcome, reason = _overall(judged)
+    remarks = (*(f"Left out, not judged: {why}" for why in left_out), *_remarks(card, k))
     return PublisherReproduction(
-        card, tol, k, figures, tuple(constraints), outcome, reason, _remarks(card, k)
+        card, tol, k, figures, tuple(constraints), outcome, reason, remarks
     )
+
+
+def _unmeasured(card: PublisherCard, tol: float, left_out: Sequence[str]) -> PublisherReproduction:
+    """No trial measured the card's point (each left out, said): NOT RESOLVED, nothing judged."""
+    note = "no trial measured the card's point: not judged"
+    figures = tuple(
+        FigureRow(f.name, f.unit, f.value, None, None, None, None, "NOT CHECKED", note)
+        for f in card.figures
+    )
+    reason = (
+        f"NOT RESOLVED: none of the run's {len(left_out)} trial(s) measured the card's point "
+        "(our client fell behind its schedule, or the run stopped): run it again on a machine "
+        "that keeps up"
+    )
+    remarks = tuple(f"Left out, not judged: {why}" for why in left_out)
+    return PublisherReproduction(card, tol, 0, figures, (), "NOT RESOLVED", reason, remarks)
 
 
 def _overall(judged: Sequence[tuple[str, Outcome]]) -> tuple[Outcome, str]:

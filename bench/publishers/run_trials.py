@@ -8,6 +8,9 @@ end), both in server time: client seconds x the run's speed factor (a twin run f
 real time). A request is ok when it finished without an error and was not cancelled; its
 end is its last byte (or, cut, the last time it was seen).
 
+A trial whose point status says it was not the card's traffic as sent (`left_out`:
+late_client, interrupted) is for the caller to leave out, saying why.
+
 samples.jsonl is read line by line, bounded: a line over MAX_LINE_BYTES, or more than
 MAX_LINES lines, is refused (UsageError, one line).
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +89,33 @@ def _record(line: dict[str, Any], speed: float) -> TimedRequest | None:
     )
 
 
+# A trial whose point says our client did not send the card's traffic (it fell behind its
+# schedule) or the run stopped in it is no measurement of the card's point: left out, said.
+# overloaded (the server's backlog grew) and failed (the server's errors) are findings about
+# the server, and are judged.
+NOT_MEASURED = frozenset({"late_client", "interrupted"})
+
+
+def left_out(results: Results, point: int = 0) -> dict[int, str]:
+    """The trials of workload point POINT that are no measurement of it (NOT_MEASURED), by
+    trial, each with its status and reasons in one line."""
+    wl = results.workload
+    if wl is None:
+        return {}
+    return {
+        p.trial: f"{p.status}: {'; '.join(p.reasons) or 'no reason recorded'}"
+        for p in wl.points
+        if p.index == point and p.status in NOT_MEASURED
+    }
+
+
 def trials_of(
-    directory: Path, results: Results, *, gpus: int | None, point: int = 0
+    directory: Path,
+    results: Results,
+    *,
+    gpus: int | None,
+    point: int = 0,
+    skip: Collection[int] = (),
 ) -> list[Trial]:
     """The trials of workload point POINT of the run in DIRECTORY; UsageError when the run
     is not a workload run or has no such point."""
@@ -99,7 +127,9 @@ def trials_of(
             hint="bench card workload CARD.json -o card.toml, then bench run --workload card.toml",
         )
     speed = results.speed_factor
-    durations = {p.trial: p.duration_s * speed for p in wl.points if p.index == point}
+    durations = {
+        p.trial: p.duration_s * speed for p in wl.points if p.index == point and p.trial not in skip
+    }
     if not durations:
         raise UsageError(f"{directory}: the workload run has no point {point}")
     records: dict[int, list[TimedRequest]] = {t: [] for t in durations}

@@ -9,5 +9,6 @@ workload_plots  a workload's TTFT/TPOT against the load and the output tok/s (vi
 workload_page   report.html of a workload run: description, points, statuses, its plots
 answers    report.html's "Answers": the answer fingerprint recorded before the sweep
 retrieval  report.html's "Retrieval": the long-context retrieval check on its context prompts
+server_view  report.html's "Server's view": the server's queue time and TTFT from its spans
 command    `bench report DIR`
 """

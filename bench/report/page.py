@@ -13,6 +13,7 @@ from typing import Any
 from bench.host.telemetry import WindowRecord
 from bench.report.answers import answers_section
 from bench.report.retrieval import retrieval_section
+from bench.report.server_view import server_view_section
 from bench.results import Results
 from bench.run import card_tables as tables
 
@@ -226,7 +227,8 @@ def report_page(
 def document(results: Results, heading: str, facts: Mapping[str, object], body: str, *,
              environment: Mapping[str, Any] | None,
              gpu_windows: Sequence[WindowRecord]) -> str:  # fmt: skip
-    """The page around `body`: title, facts, then answers, retrieval, telemetry, environment."""
+    """The page around `body`: title, facts, then the server's view, answers, retrieval,
+    telemetry, environment."""
     speed = results.speed_factor
     title = f"{results.server.model} · {results.server.version or 'unknown version'}"
     speed_note = (
@@ -249,6 +251,7 @@ def document(results: Results, heading: str, facts: Mapping[str, object], body: 
 {speed_note}
 {_facts(facts)}
 {body}
+{server_view_section(results.server_spans, speed)}
 {answers_section(results.fingerprint)}
 {retrieval_section(results.fingerprint)}
 {env_html}

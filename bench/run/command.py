@@ -15,12 +15,14 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from bench import __version__, escape
+from bench import __version__, escape, run_files
 from bench.errors import Interrupted, UsageError
 from bench.host import environment, telemetry
-from bench.live.flags import open_live
+from bench.live import span_join
+from bench.live.flags import open_live, open_receiver
 from bench.live.observer import LiveMetrics, LiveRun
 from bench.results import KvCapacity, Measurement, Plan, Results, RunSettings, ServerInfo
 from bench.run import launch_paths, options, plan, resume, slo_capacity, sweep, workload_run
@@ -32,7 +34,11 @@ from bench.run.server_info import detect, engine_setup
 from bench.settings import Settings
 from bench.stream import event_loop, tokens
 from bench.stream.client import Client
+from bench.stream.traceparent import SentTraces
 from bench.stream.urls import check_url
+
+if TYPE_CHECKING:
+    from bench.live.span_receiver import SpanReceiver
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,10 +74,15 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
     rundir, previous, run_settings = _open_rundir(args)
+    sent = SentTraces()
+    live = LiveMetrics()
     try:
-        # --otel-url, --metrics-port: their libraries and the port, before anything is measured.
+        # --otel-url, --metrics-port, --otlp-traces-port: their libraries and ports, before
+        # anything is measured.
         live = open_live(args)
+        receiver = open_receiver(args, sent)
     except BaseException:
+        live.close()
         rundir.unlock()
         raise
     # Every secret the run knows, masked in all that either server answers (issue 48).
@@ -95,6 +106,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         ca_file=settings.ca_file,
         secrets=masks,
     )
+    client.traces = sent  # remembered when the receiver listens
     if live:
         client.on_finished = live.request_finished
     try:
@@ -107,9 +119,12 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             run_settings=run_settings,
             tokenizer_client=tokenizer_client,
             live=live,
+            receiver=receiver,
         )
     finally:
         live.close()  # the last export, bounded (bench.live.otel)
+        if receiver is not None:
+            receiver.close()
         await client.aclose()
         if tokenizer_client is not None:
             await tokenizer_client.aclose()
@@ -147,6 +162,7 @@ async def _run(
     run_settings: RunSettings,
     tokenizer_client: Client | None,
     live: LiveMetrics,
+    receiver: SpanReceiver | None = None,
 ) -> int:
     """Detect the server, plan, then measure into `rundir` (new, or the run resumed)."""
     clock = time.perf_counter
@@ -186,6 +202,8 @@ async def _run(
         results = results.model_copy(update={"plan": the_plan, "server": info})
         rundir.keep_only(finished)
     sweep.save(rundir, results)
+    if receiver is not None:
+        receiver.write_to(rundir.path)  # server_spans.jsonl, from now on
     if not (rundir.path / environment.ENVIRONMENT_NAME).exists():
         # Where this ran: the server's launch from /proc when it is local, GPUs, host.
         found = environment.capture(
@@ -228,22 +246,53 @@ async def _run(
     )
     if live:
         live.run_started(_live_run(results, todo, progress, capacity=searching is not None))
+    results = await _measure(runner, results, searching)
+    if receiver is not None:
+        results = await _join_spans(receiver, rundir, results, args.otlp_traces_wait)
+    sweep.save(rundir, results)
+    print(f"results: {rundir.path}", flush=True)
+    tables = (rundir.path / "tables.md").read_text().splitlines()
+    print("\n".join(escape.terminal(line) for line in tables), flush=True)
+    return 0
+
+
+async def _measure(
+    runner: sweep.SweepRunner, results: Results, searching: slo_capacity.SearchOptions | None
+) -> Results:
+    """The sweep: a capacity search, a workload's points, or the card's cells."""
     if searching is not None:
         opts = searching
 
         async def search(r: sweep.SweepRunner, res: Results) -> Results:
             return await slo_capacity.measure(r, res, opts)
 
-        results = await runner.measure(results, search)
-    elif results.workload is not None:
-        results = await runner.measure(results, workload_run.measure)
-    else:
-        results = await runner.measure(results)
-    sweep.save(rundir, results)
-    print(f"results: {rundir.path}", flush=True)
-    tables = (rundir.path / "tables.md").read_text().splitlines()
-    print("\n".join(escape.terminal(line) for line in tables), flush=True)
-    return 0
+        return await runner.measure(results, search)
+    if results.workload is not None:
+        return await runner.measure(results, workload_run.measure)
+    return await runner.measure(results)
+
+
+async def _join_spans(
+    receiver: SpanReceiver, rundir: RunDir, results: Results, wait_s: float
+) -> Results:
+    """The server's spans joined to the run's requests (bench.live.span_join), after
+    waiting at most `wait_s` for those of completed requests still to come; said once."""
+    samples = rundir.path / run_files.SAMPLES
+    requests = await asyncio.to_thread(span_join.read_requests, samples)
+    wanted = {r.trace_id for r in requests if r.completed}
+    if wait_s > 0 and wanted:
+        await asyncio.to_thread(receiver.wait_for, wanted, wait_s)
+    counts = await asyncio.to_thread(receiver.close)
+    spans = await asyncio.to_thread(span_join.read_spans, rundir.path / run_files.SERVER_SPANS)
+    joined = span_join.join(
+        requests, spans, endpoint=receiver.endpoint, kept=counts.kept, dropped=counts.dropped
+    )
+    note = joined.note or ""
+    if receiver.write_error is not None:
+        note = f"{note}; {receiver.write_error}"
+        joined = joined.model_copy(update={"note": note})
+    print(escape.terminal(note), flush=True)
+    return results.model_copy(update={"server_spans": joined})
 
 
 def _live_run(results: Results, cells: int, progress: SweepProgress, *, capacity: bool) -> LiveRun:

@@ -10,5 +10,6 @@ tokens      output tokens counted when the server sends no usage on every chunk
 rxstamp     receive timestamps of stream chunks
 event_loop  uvloop when installed, else asyncio's own loop
 records     RequestRecord: one request as measured
+traceparent  the W3C traceparent every request carries, a new random trace id each
 metrics     the server's Prometheus /metrics: parsing and sampling
 """

@@ -36,10 +36,13 @@ async def read_small(
     limit: int,
     limit_name: str,
     content: bytes | None = None,
+    extra_headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes, str | None]:
     """One small request, its (decoded) body read up to `limit` bytes and within twice
-    `wait_s` in all; over either, a one-line ServerError / time-out (httpx.ReadTimeout)."""
+    `wait_s` in all; over either, a one-line ServerError / time-out (httpx.ReadTimeout).
+    `extra_headers`: sent too (a POST's traceparent)."""
     headers = {**_JSON_HEADERS} if content is not None else {}
+    headers.update(extra_headers or {})
     headers["accept-encoding"] = "gzip, deflate"
     where = base_url + path
     try:

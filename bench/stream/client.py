@@ -58,7 +58,7 @@ from bench.errors import ServerUnreachable
 from bench.failures import ErrorKind
 from bench.results import ReadTimes
 from bench.secrets import KnownSecrets
-from bench.stream import bodies, http1, rxstamp, sse, tokens
+from bench.stream import bodies, http1, rxstamp, sse, tokens, traceparent
 from bench.stream import response as h1response
 from bench.stream.records import RequestRecord
 from bench.stream.urls import check_url, is_loopback
@@ -111,6 +111,9 @@ class Client:
         self.counting: tokens.Counting | None = None
         # Called with each measured stream's record once it is complete (bench.live).
         self.on_finished: Callable[[RequestRecord], None] | None = None
+        # Every measured stream carries a W3C traceparent; its trace id is drawn here (and
+        # remembered while the run receives the server's spans: bench.live.span_receiver).
+        self.traces = traceparent.SentTraces()
         url = httpx.URL(self.base_url)
         # One connection per stream: C streams must never queue behind each other.
         self._http = httpx.AsyncClient(
@@ -179,8 +182,9 @@ class Client:
         content = json.dumps(body).encode()
         try:
             status, raw, _ = await self._small(
-                "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content, once_more=idempotent
-            )
+                "POST", path, wait_s, MAX_SETUP_BODY_BYTES, content, once_more=idempotent,
+                trace=True,
+            )  # fmt: skip
         except httpx.HTTPError as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {bodies.describe(exc)}"
@@ -200,18 +204,21 @@ class Client:
         content: bytes | None = None,
         *,
         once_more: bool = False,
+        trace: bool = False,
     ) -> tuple[int, bytes, str | None]:
         """One small request read within bounds (bench.stream.bodies.read_small). With
         `once_more` (a request that changes nothing on the server) it is sent a second time
         when the kept-alive connection it went out on was closed by the server as it was
         reused ("Server disconnected without sending a response"): the pool opens a fresh
-        connection for it."""
+        connection for it. `trace`: it carries a traceparent too (a POST the server may
+        trace: its span is then one of the run's, not an unknown one)."""
         name = "MAX_METRICS_BODY_BYTES" if path == "/metrics" else "MAX_SETUP_BODY_BYTES"
+        extra = {traceparent.HEADER: traceparent.header(self.traces.draw())} if trace else None
 
         async def send() -> tuple[int, bytes, str | None]:
             return await bodies.read_small(
                 self._http, method, path, base_url=self.base_url, wait_s=wait_s, limit=limit,
-                limit_name=name, content=content,
+                limit_name=name, content=content, extra_headers=extra,
             )  # fmt: skip
 
         try:
@@ -257,8 +264,10 @@ class Client:
         """
         clock = self._clock
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        record.trace_id = self.traces.draw()
+        trace_head = traceparent.header(record.trace_id)
         if self._raw is not None:
-            await self._stream_raw(path, content, record)
+            await self._stream_raw(path, content, record, trace_head)
             return
 
         async def trace(event: str, info: dict[str, Any]) -> None:
@@ -274,7 +283,8 @@ class Client:
             # cannot hold a request past it.
             async with asyncio.timeout(stuck_s) as deadline:
                 async with self._http.stream(
-                    "POST", path, content=content, headers=_STREAM_HEADERS,
+                    "POST", path, content=content,
+                    headers={**_STREAM_HEADERS, traceparent.HEADER: trace_head},
                     extensions={"trace": trace},
                 ) as response:  # fmt: skip
                     record.http_status = response.status_code
@@ -304,11 +314,17 @@ class Client:
         if record.error is None and not record.cancelled:
             _check_complete(record)
 
-    async def _stream_raw(self, path: str, content: bytes, record: RequestRecord) -> None:
+    async def _stream_raw(
+        self, path: str, content: bytes, record: RequestRecord, trace_head: str
+    ) -> None:
         assert self._raw is not None
         try:
             await self._raw.stream(
-                self._raw_prefix + path, content, record, sse.Events(record, self.counting)
+                self._raw_prefix + path,
+                content,
+                record,
+                sse.Events(record, self.counting),
+                traceparent=trace_head,
             )
         except asyncio.CancelledError:
             record.cancelled = True

@@ -155,18 +155,33 @@ class Pool:
         self._keeper = rxstamp.keeper()  # stamping is on before the first connection
 
     async def stream(
-        self, path: str, body: bytes, record: RequestRecord, reader: EventReader
+        self,
+        path: str,
+        body: bytes,
+        record: RequestRecord,
+        reader: EventReader,
+        *,
+        traceparent: str | None = None,
     ) -> None:
         """POST body to path, feeding the response to reader. Fills record; cancellable.
+        `traceparent`: the request's W3C trace context header (bench.stream.traceparent).
 
         A pooled connection the server closed while it sat idle (the end came before any
         byte of the answer) is dropped and the request sent once more on a new connection:
         the server never saw it (RFC 9112, 9.3.1), and the record's clock restarts."""
-        if await self._attempt(path, body, record, reader, fresh=False):
-            await self._attempt(path, body, record, reader, fresh=True)
+        extra = b"" if traceparent is None else b"traceparent: %b\r\n" % traceparent.encode()
+        if await self._attempt(path, body, record, reader, extra, fresh=False):
+            await self._attempt(path, body, record, reader, extra, fresh=True)
 
     async def _attempt(
-        self, path: str, body: bytes, record: RequestRecord, reader: EventReader, *, fresh: bool
+        self,
+        path: str,
+        body: bytes,
+        record: RequestRecord,
+        reader: EventReader,
+        extra: bytes,
+        *,
+        fresh: bool,
     ) -> bool:
         """One send; True when it went to a stale kept-alive connection (nothing recorded)."""
         conn, reused = await self._acquire(record, fresh=fresh)
@@ -177,8 +192,8 @@ class Pool:
         conn.exchange = ex
         record.sent_s = self.clock()  # the write goes to the socket now (TTFT starts here)
         conn.write(
-            b"POST %b HTTP/1.1\r\n%bcontent-length: %d\r\n\r\n%b"
-            % (path.encode("latin-1"), self._head, len(body), body)
+            b"POST %b HTTP/1.1\r\n%b%bcontent-length: %d\r\n\r\n%b"
+            % (path.encode("latin-1"), self._head, extra, len(body), body)
         )
         loop = asyncio.get_running_loop()
         watchdog = loop.call_later(

@@ -40,6 +40,9 @@ class RequestRecord:
     # engine sends neither usage nor its own count per chunk (bench.stream.tokens).
     texts: list[tuple[float, str]] | None = None
     text_chars: int = 0  # characters in `texts`; -1: over the limit, dropped for good
+    # The W3C trace id the request's traceparent header carried (bench.stream.traceparent):
+    # 32 hex digits, what a server's trace span of it names. None: sent without one.
+    trace_id: str | None = None
 
     @property
     def error(self) -> str | None:
@@ -123,4 +126,5 @@ class RequestRecord:
             "error": self.error,
             "error_kind": None if self.failure is None else self.failure.kind.value,
             "http_status": self.http_status,
+            "trace_id": self.trace_id,
         }

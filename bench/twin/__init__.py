@@ -16,6 +16,8 @@ http       a small HTTP/1.1 server on asyncio
 server     routes, API-key check, the real-time loop driving the engine
 faults     fault injection for reliability tests, with seeded dice
 process    the twin as a child process on 127.0.0.1, its port read back
+tracing    --otlp-traces-endpoint: a vLLM-like trace span per completed request (owns
+           opentelemetry, imported only with the flag)
 virtual    the published methodology against the engine in virtual time
 openloop   open-loop arrivals (or capped: a closed loop) through the engine in virtual time
 capacity   the true SLO capacity (p99 bounds, Poisson rate) by bisection in virtual time

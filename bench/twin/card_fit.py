@@ -11,7 +11,9 @@ How. The card's traffic is the workload `bench card workload` writes
 (`bench.workload.schedule.plan_point`, point 0, trial 0: the same arrival times and
 lengths) and played through the twin's own engine in virtual time
 (`bench.twin.openloop.simulate`: a closed loop of C streams is every request due at 0
-under a cap of C; an open loop keeps the card's concurrency cap). The records are turned
+under a cap of C, each next send landing at a random point of the server's step, as a live
+client's does (`_delays`), its figures the mean over PHASE_SEEDS draws; an open loop keeps
+the card's concurrency cap). The records are turned
 into `metrics.TimedRequest`s and the card's figures computed from them by the publisher's
 definitions (`bench.publishers.metrics.compute`), as a reproduction computes ours.
 
@@ -21,18 +23,21 @@ decode step, `prefill` the prefill cost per token and the frontend's per-request
 Each is moved toward its figures (`_targets`: the decode knob's TPOT, ITL and
 interactivity figures, else its first throughput; the prefill knob's TTFT figures), by the
 geometric mean of published / simulated over them (damped), until both steps are within
-TOLERANCE_PCT; after MAX_ROUNDS the round closest to that is kept, and said. MLPerf's
+TOLERANCE_PCT; after MAX_ROUNDS the round closest to that is kept, its prefill knob bisected
+(TTFT jumps as prompts land before or after a step boundary), and said. MLPerf's
 server scenario (tokens a second at an offered rate: a speed that does not move with the
 server's) fits on the p99s it publishes (`mlperf_*_p99_ns`), LoadGen's own figures. The
 fitted profile has no speculative decoding and no slow requests (a card does not say), and
 limits that never bind at the card's point (KV capacity, batch size, model length), since
-the publisher's server was sized for it. Run-to-run noise stays
+the publisher's server was sized for it, and a frontend time per prompt that does not
+depend on the load (`base_profile`). Run-to-run noise stays
 the base's (about 1 % of each figure).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +57,9 @@ BASE = "published"
 TOLERANCE_PCT = 0.5  # each target within this of published, or MAX_ROUNDS
 MAX_ROUNDS = 16
 DAMPING = 0.8  # each round moves a knob by (published / simulated) ** DAMPING
+PHASE_SEEDS = 4  # a closed loop's figures: the mean over this many draws of the phases
+BRACKET = 1.25  # the prefill knob's bisection, around the best round's (`_bisect_prefill`)
+BISECTIONS = 12
 MAX_SIMULATED_TOKENS = 20_000_000  # input + output of the point: above, refused (minutes)
 # Each knob's figures: the decode knob moves by the geometric mean of (published /
 # simulated) over the card's TPOT, ITL and interactivity figures (inverted for the
@@ -175,6 +183,11 @@ def base_profile(workload: Workload) -> Profile:
         accept_probs=[1.0],
         slow_request_fraction=0.0,
         slow_request_drop=None,
+        # The frontend's time per prompt without the seed card's dependence on the load
+        # (its batch-1 value at every load): that shape was fitted to the seed card's warm
+        # TTFTs, and at a load of a few streams it moves by a third from one stream to the
+        # next, so a twin fitted through it would hang on how many streams it holds.
+        frontend_s=[[row[0]] * len(row) for row in base.frontend_s],
     )
     return Profile.model_validate(data)
 
@@ -196,6 +209,21 @@ def scaled(base: Profile, *, decode: float, prefill: float, name: str | None = N
     return Profile.model_validate(data)
 
 
+def knobbed(base: Profile, *, decode: float, prefill: float, name: str | None = None) -> Profile:
+    """BASE at the fit's knobs: decode steps x `decode`; below 1, the prefill and frontend
+    costs x `prefill`; above it, those stay the base's and only the per-request overhead
+    (which overlaps the engine's steps) grows x `prefill`. A TTFT longer than the base's
+    prefill gives comes from waiting before the engine, not from a prefill that would stall
+    every running stream (a card whose prompts are stand-ins, shorter than the dataset's,
+    would otherwise need one)."""
+    p = scaled(base, decode=decode, prefill=min(prefill, 1.0), name=name)
+    if prefill <= 1.0:
+        return p
+    data = p.model_dump()
+    data["request_overhead_s"] = [v * prefill for v in p.request_overhead_s]
+    return Profile.model_validate(data)
+
+
 def slower(p: Profile, pct: float) -> Profile:
     """P with every step and per-request cost `pct` per cent longer (a host that much slower)."""
     if not (math.isfinite(pct) and -90.0 < pct < 1000.0):
@@ -204,17 +232,47 @@ def slower(p: Profile, pct: float) -> Profile:
     return scaled(p, decode=f, prefill=f, name=f"{p.name}-slower-{pct:g}pct")
 
 
+def _delays(
+    p: Profile, arrivals: Sequence[tuple[float, int, int]], cap: int, seed: int
+) -> list[float]:
+    """Each request's send, when it waited for a slot, lands uniformly within one decode
+    step at the cap's load after the slot freed (a client's reaction, and the phase a real
+    server's step has when the request comes: `openloop.simulate`)."""
+    mean_ctx = math.fsum(i + o / 2 for _, i, o in arrivals) / len(arrivals)
+    step = p.decode_step_seconds(cap, mean_ctx)
+    rng = random.Random(f"card-fit/{seed}")
+    return [rng.uniform(0.0, step) for _ in arrivals]
+
+
 def simulate_figures(
     card: PublisherCard, p: Profile, workload: Workload
 ) -> dict[str, float | None]:
-    """Every figure of CARD with a `computed_as`, computed from P serving the card's point."""
+    """Every figure of CARD with a `computed_as`, computed from P serving the card's point:
+    the mean over PHASE_SEEDS draws of the sends' phases when the point is a closed loop
+    (or a cap binds), else one simulation."""
     arrivals, cap = _arrivals(workload)
-    recs, duration = records_of(openloop.simulate(p, arrivals, max_in_flight=cap))
-    return {
-        f.name: metrics.compute(f.computed_as, recs, duration_s=duration, gpus=card.gpu_count)
-        for f in card.figures
-        if f.computed_as is not None
-    }
+    capped = 0 < cap < len(arrivals)
+    runs: list[dict[str, float | None]] = []
+    for seed in range(PHASE_SEEDS if capped else 1):
+        delays = _delays(p, arrivals, cap, seed) if capped else []
+        sim = openloop.simulate(p, arrivals, max_in_flight=cap, send_delays_s=delays)
+        recs, duration = records_of(sim)
+        runs.append(
+            {
+                f.name: metrics.compute(
+                    f.computed_as, recs, duration_s=duration, gpus=card.gpu_count
+                )
+                for f in card.figures
+                if f.computed_as is not None
+            }
+        )
+    out: dict[str, float | None] = {}
+    for name in runs[0]:
+        values = [r[name] for r in runs]
+        out[name] = (
+            None if None in values else math.fsum(v for v in values if v is not None) / len(values)
+        )
+    return out
 
 
 def _targets(
@@ -246,6 +304,38 @@ def _step(figures: Sequence[PublishedFigure], sims: Mapping[str, float | None]) 
     return math.exp(math.fsum(math.log(r) for r in ratios) / len(ratios))
 
 
+def _bisect_prefill(
+    card: PublisherCard,
+    *,
+    workload: Workload,
+    base: Profile,
+    decode: float,
+    prefill: float,
+    figures: Sequence[PublishedFigure],
+) -> float:
+    """The prefill knob in [prefill / BRACKET, prefill x BRACKET] where the geometric mean
+    of FIGURES' errors changes sign (or its nearer end), in BISECTIONS halvings (log scale)."""
+
+    def err(k: float) -> float:
+        sims = simulate_figures(card, knobbed(base, decode=decode, prefill=k), workload)
+        return math.log(_step(figures, sims))  # > 0: the knob must grow
+
+    lo, hi = prefill / BRACKET, prefill * BRACKET
+    e_lo, e_hi = err(lo), err(hi)
+    if e_lo <= 0.0:  # even the smallest is too slow
+        return lo
+    if e_hi >= 0.0:  # even the largest is too fast
+        return hi
+    for _ in range(BISECTIONS):
+        mid = math.sqrt(lo * hi)
+        e = err(mid)
+        if e > 0.0:
+            lo, e_lo = mid, e
+        else:
+            hi, e_hi = mid, e
+    return lo if abs(e_lo) <= abs(e_hi) else hi
+
+
 def fit(card: PublisherCard) -> TwinFit:
     """The twin profile that serves CARD's point with its figures (module docstring).
     CardError (one line) when the card's traffic cannot be written as a workload or
@@ -263,7 +353,7 @@ def fit(card: PublisherCard) -> TwinFit:
     rounds = 0
     while rounds < MAX_ROUNDS:
         rounds += 1
-        sims = simulate_figures(card, scaled(base, decode=decode, prefill=prefill), workload)
+        sims = simulate_figures(card, knobbed(base, decode=decode, prefill=prefill), workload)
         sd, sp = _step(decode_f, sims), _step(prefill_f, sims)
         worst = max(abs(s - 1.0) for s in (sd, sp)) * 100.0
         if best is None or worst < best[0]:
@@ -276,7 +366,16 @@ def fit(card: PublisherCard) -> TwinFit:
         prefill *= sp**DAMPING
     assert best is not None
     worst, decode, prefill, sims = best
-    fitted = scaled(base, decode=decode, prefill=prefill, name=f"fitted-{card.publisher}")
+    if worst > TOLERANCE_PCT and prefill_f:
+        # TTFT jumps with the knob (a prompt lands before or after a step boundary), so the
+        # multiplicative rounds can circle a target they never hit: bisect the prefill knob
+        # on the side its figures err, at the best round's decode knob.
+        prefill = _bisect_prefill(
+            card, workload=workload, base=base, decode=decode, prefill=prefill, figures=prefill_f
+        )
+        sims = simulate_figures(card, knobbed(base, decode=decode, prefill=prefill), workload)
+        worst = max(abs(s - 1.0) for s in (_step(decode_f, sims), _step(prefill_f, sims))) * 100
+    fitted = knobbed(base, decode=decode, prefill=prefill, name=f"fitted-{card.publisher}")
     converged = worst <= TOLERANCE_PCT
     figures = tuple(
         FittedFigure(f.name, f.computed_as, f.value, sims.get(f.name))

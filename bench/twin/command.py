@@ -9,18 +9,22 @@ import contextlib
 import errno
 import pathlib
 import sys
-from typing import IO
+from typing import IO, TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 
 from bench import writes
-from bench.errors import DiskError, Exit, UsageError
+from bench.errors import DiskError, Exit, ToolMissing, UsageError
 from bench.publishers.command import load_card
 from bench.settings import Settings
 from bench.twin import answers, card_fit, flavors, http, noise, profile
 from bench.twin.faults import Faults
 from bench.twin.paths import Paths
 from bench.twin.server import Twin, TwinConfig
+
+if TYPE_CHECKING:
+    from bench.twin.tracing import TwinTracer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,6 +94,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         default=None,
         help="append one JSON line per request with the time of every chunk sent",
+    )
+    p.add_argument(
+        "--otlp-traces-endpoint",
+        metavar="URL",
+        default=None,
+        help="export a trace span per completed request over OTLP/HTTP to this URL (e.g. "
+        "http://127.0.0.1:4318/v1/traces), with vLLM's span name and attributes, under the "
+        "request's traceparent; needs bench[live]",
     )
     f = p.add_argument_group("fault injection")
     f.add_argument(
@@ -203,6 +215,9 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         echo_auth=args.fault_echo_auth,
     )
     with contextlib.ExitStack() as stack:
+        tracer = _tracer(args.otlp_traces_endpoint)
+        if tracer is not None:
+            stack.callback(tracer.close)  # what is queued is exported, bounded
         gt: IO[str] | None = None
         if args.ground_truth_log:
             try:
@@ -226,9 +241,30 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
                 tool_calls=args.enable_auto_tool_choice and args.tool_call_parser is not None,
                 unparsed=args.fault_unparsed_paths,
             ),
+            tracer=tracer,
         )
         asyncio.run(_main(config, args.host, args.port))
     return 0
+
+
+def _tracer(endpoint: str | None) -> TwinTracer | None:
+    """The span exporter --otlp-traces-endpoint asks for (its library imported only then)."""
+    if endpoint is None:
+        return None
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--otlp-traces-endpoint {endpoint!r} is not an http(s):// URL",
+            hint="e.g. --otlp-traces-endpoint http://127.0.0.1:4318/v1/traces",
+        )
+    try:
+        from bench.twin.tracing import TwinTracer
+    except ImportError as exc:
+        raise ToolMissing(
+            f"--otlp-traces-endpoint needs {exc.name or 'a library'}, which is not installed",
+            hint="pip install 'bench[live]'",
+        ) from None
+    return TwinTracer(endpoint)
 
 
 async def _main(config: TwinConfig, host: str, port: int) -> None:

@@ -73,6 +73,8 @@ class StepResult:
     prefill_tokens: int
     # Requests whose deferred abort (`abort_soon`) took effect at the start of this step.
     aborted: list[Request] = field(default_factory=list)
+    # Requests taken from the waiting queue into this step (a preempted one again).
+    admitted: list[Request] = field(default_factory=list)
 
 
 @dataclass
@@ -167,6 +169,7 @@ class TwinScheduler:
         decodes, ctx_sum = self._reserve_decodes(1 + spec)
         budget -= len(decodes) * (1 + spec)
         chunks: list[tuple[Request, int]] = []
+        admitted: list[Request] = []
         for req in self.running:
             if budget <= 0:
                 break
@@ -179,6 +182,7 @@ class TwinScheduler:
             if not self._admit(req):
                 break
             self.waiting.popleft()
+            admitted.append(req)
             n = min(req.prefill_target - req.num_computed, budget)
             chunks.append((req, n))
             budget -= n
@@ -196,7 +200,7 @@ class TwinScheduler:
                 self._register_prompt_blocks(req)
                 emissions.append(self._emit(req, 1))
         self.counters.prompt_tokens += prefill_tokens
-        return StepResult(duration, emissions, len(decodes), prefill_tokens, aborted)
+        return StepResult(duration, emissions, len(decodes), prefill_tokens, aborted, admitted)
 
     def _decode(self, decodes: list[Request], spec: int) -> list[Emission]:
         """Tokens of one decode step (the hot path: one pass, no per-request calls).

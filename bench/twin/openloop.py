@@ -88,6 +88,7 @@ def simulate(
     prefix_tokens: int = 0,
     group_size: int = 1,
     max_in_flight: int = 0,
+    send_delays_s: Sequence[float] = (),
 ) -> list[VirtualRequest]:
     """Every arrival (arrival_s, prompt_tokens, output_tokens) served to its end, in the
     order given (arrival times must not decrease). Prompts are unique unless
@@ -98,7 +99,10 @@ def simulate(
     `max_in_flight` > 0 caps the open requests as a client's semaphore does (vLLM's
     `--max-concurrency`): a request due while that many are open is sent when one ends, at
     that step's end, and its `arrival_s` is when it was sent. Every arrival at 0 with a cap
-    of C is a closed loop of C streams (each sends its next request when its last ends)."""
+    of C is a closed loop of C streams (each sends its next request when its last ends).
+    `send_delays_s[i]` (server seconds, when given) is how long after the slot freed request
+    i is sent, when it waited for one: a client's reaction, which also puts its arrival at
+    a point of the server's step of its own instead of locking every stream to one phase."""
     cap = _cap(max_in_flight)
     engine = TwinScheduler(profile, seed)
     frontend: Frontend[Request] = Frontend(profile)
@@ -114,7 +118,8 @@ def simulate(
         fs = frontend.next_start_s()
         at = math.inf
         if nxt < len(arrivals) and held < cap:
-            at = max(arrivals[nxt][0], freed_s)
+            due = arrivals[nxt][0]
+            at = due if due >= freed_s else freed_s + (send_delays_s[nxt] if send_delays_s else 0.0)
         return at, math.inf if fs is None else fs
 
     def advance(until: float) -> None:

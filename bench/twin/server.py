@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from bench.twin import flavors, metrics, paths, requests
 from bench.twin.answers import DEFAULT_DTYPE, Answerer
@@ -29,6 +29,9 @@ from bench.twin.profile import Profile
 from bench.twin.requests import BadRequest
 from bench.twin.streams import WORDS, Stream, StreamSpec
 from bench.twin.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # imported by `bench twin serve` only with --otlp-traces-endpoint
+    from bench.twin.tracing import TwinTracer
 
 RESYNC_S = 0.25  # further behind than this, the loop stops trying to catch up
 SPIN_S = 0.003
@@ -50,6 +53,8 @@ class TwinConfig:
     per_chunk_counts: bool = True
     dtype: str = DEFAULT_DTYPE  # another answers differently (bench.twin.answers)
     paths: Paths = field(default_factory=Paths)  # the launch's reasoning and tool-call parsers
+    # --otlp-traces-endpoint: a span per completed request (bench.twin.tracing); None: none
+    tracer: TwinTracer | None = None
 
 
 class Twin:
@@ -137,10 +142,17 @@ class Twin:
                 self.lag.deferred += 1
 
     def _step(self) -> StepResult:
-        """Plan the next step; aborts the engine took at its start end their lingering."""
+        """Plan the next step; aborts the engine took at its start end their lingering.
+        With tracing, the requests it admits are scheduled now (the step starts)."""
         result = self.engine.step()
         for req in result.aborted:
             self._release(req)
+        if self.config.tracer is not None and result.admitted:
+            now = time.time()
+            for req in result.admitted:
+                stream = self.streams.get(req)
+                if stream is not None and not stream.scheduled:  # a preemption: kept
+                    stream.scheduled = now
         return result
 
     def _collect(self, result: StepResult) -> None:
@@ -198,6 +210,9 @@ class Twin:
         if self.streams.pop(req, None) is None:
             return
         self._log(stream)
+        tracer = self.config.tracer
+        if tracer is not None and stream.outcome == "finished":
+            tracer.finished(stream, time.time())
 
     def _linger(self, req: Request, stream: Stream) -> None:
         """A client went away: its request keeps running (and holding its KV blocks) until
@@ -259,6 +274,8 @@ class Twin:
     def _enqueue(self, req: Request) -> None:
         if req.finished:
             return
+        if self.config.tracer is not None and (stream := self.streams.get(req)) is not None:
+            stream.queued = time.time()
         self.engine.add(req)
         self._wake.set()
 
@@ -400,6 +417,8 @@ class Twin:
             log_chunks=self.config.ground_truth is not None,
         )
         stream.arrival = arrival_wall
+        if self.config.tracer is not None:
+            stream.traceparent = http.headers.get("traceparent")
         stream.done = loop.create_future()
         self.streams[req] = stream
 

@@ -97,6 +97,12 @@ class Stream:
     _text_parts: list[str] = field(default_factory=list)
     _role_due: bool = False  # a chat stream's role chunk, not yet written (`_role_chunk`)
     outcome: str = "running"
+    # The request's timeline on the wall clock, for its trace span (bench.twin.tracing):
+    # into the engine's queue, first scheduled, first output written; 0.0: not yet.
+    queued: float = 0.0
+    scheduled: float = 0.0
+    first_output: float = 0.0
+    traceparent: str | None = None  # the request's W3C trace context header, as it came
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -152,6 +158,8 @@ class Stream:
         return self._head + f"{body}{tail}}}\n\n".encode()
 
     def emit(self, tokens: int, finished: bool, now: float) -> None:
+        if not self.first_output:
+            self.first_output = now
         if self._role_due:
             self._role_due = False
             self._send(self._role_chunk())

@@ -5,7 +5,8 @@ The run is one of the card's traffic (`bench card workload CARD.json`, then `ben
 --workload`); it is verified as every reproduce input is (`run_source.check`), its point's
 requests are read as trials (`bench.publishers.run_trials`), and each published figure is
 computed the publisher's way and judged against it with one tolerance
-(`bench.publishers.reproduce.judge`). The GPU count the per-GPU figures divide by is the
+(`bench.publishers.reproduce.judge`); a trial our client fell behind in is left out, said
+(`run_trials.left_out`). The GPU count the per-GPU figures divide by is the
 run's (environment.json), else the card's, said so.
 """
 
@@ -22,7 +23,7 @@ from bench.errors import UsageError
 from bench.publishers.command import load_card
 from bench.publishers.model import PublisherCard
 from bench.publishers.reproduce import judge
-from bench.publishers.run_trials import trials_of
+from bench.publishers.run_trials import left_out, trials_of
 from bench.verdict.run_source import Verification, check, opened
 
 
@@ -46,8 +47,20 @@ def reproduce(args: argparse.Namespace, how: Verification) -> int:
         _, trust = check(directory, args.bundle, how)
         results = run_files.load_results(directory)
         gpus, said = _gpus(run_files.read_environment(directory), card)
-        trials = trials_of(directory, results, gpus=gpus)
-    result = judge(card, trials, tolerance_pct=args.tolerance, all_figures=bool(args.all_figures))
+        skipped = left_out(results)
+        points = [p for p in results.workload.points if p.index == 0] if results.workload else []
+        trials = (
+            []
+            if skipped and len(skipped) == len(points)
+            else trials_of(directory, results, gpus=gpus, skip=skipped)
+        )
+    result = judge(
+        card,
+        trials,
+        tolerance_pct=args.tolerance,
+        all_figures=bool(args.all_figures),
+        left_out=[f"trial {i + 1} of {len(points)}: {why}" for i, why in sorted(skipped.items())],
+    )
     head = [
         f"# Reproduce {card.publisher}'s point {card.point_id} ({card.model}, {card.source})",
         "",

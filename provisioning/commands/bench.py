@@ -29,13 +29,16 @@ from provisioning.commands.options import (
     SWEEP_ARGS_EPILOG,
     add_build_args,
     add_common,
+    add_live_args,
     add_workload_args,
     history_choice,
+    live_choice,
     target_choice,
     workload_choice,
 )
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
+from provisioning.flow.live import LiveChoice, otlp_headers
 from provisioning.flow.options import Options, Secrets
 from provisioning.flow.workload import WorkloadChoice
 from provisioning.hosts import inventory
@@ -89,6 +92,7 @@ def register(sub: SubParsers) -> None:
     )
     add_build_args(p)
     add_workload_args(p)
+    add_live_args(p)
     recording.add_args(p)
     slurm.add_slurm(p)
     p.set_defaults(func=_bench)
@@ -112,6 +116,7 @@ class BenchChoice:
     bench_args: tuple[str, ...] = ()
     history: Target | None = None
     workload: WorkloadChoice | None = None  # None: the card's matrix
+    live: LiveChoice | None = None  # bench run --otel-url, --metrics-port (None: neither)
 
     def verdict_card(self, profile: LaunchProfile) -> Path | None:
         """The card each bundle is judged against: none with --no-verdict, and none for a
@@ -149,6 +154,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         bench_args=tuple(args.bench_args),
         history=history_choice(args, settings),
         workload=workload_choice(args),
+        live=live_choice(args),
     )
     return bench_hosts(choice, settings)
 
@@ -156,6 +162,9 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
 def bench_hosts(choice: BenchChoice, settings: Settings) -> int:
     environ = dict(os.environ)
     targets = [resolve_target(choice.target, name) for name in choice.hosts]
+    if choice.live is not None:
+        for t in targets:
+            choice.live.check_server_port(t.profile.port, t.profile.name)
     for target in targets:  # nothing starts unless every host passes
         preflight_host(target, trust_new_host=choice.trust_new_host, environ=environ)
     run_id = choice.run_id or new_run_id()
@@ -171,11 +180,16 @@ def bench_hosts(choice: BenchChoice, settings: Settings) -> int:
             allowed_signers=allowed,
             bench_args=choice.bench_args,
             keep=choice.keep,
-            secrets=Secrets(api_key=settings.api_key, hf_token=hf_token(environ)),
+            secrets=Secrets(
+                api_key=settings.api_key,
+                hf_token=hf_token(environ),
+                otlp_headers=otlp_headers(choice.live, environ),
+            ),
             image_source=choice.image_source,
             build=build_spec(t, source=choice.image_source, build_args=choice.build_args),
             history=choice.history,
             workload=choice.workload,
+            live=choice.live,
         )
         workers.append(Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     run_all(workers)

@@ -14,7 +14,8 @@ from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict.command import add_alpha_arg
 from bench.verdict.settings import add_accept_arg
-from provisioning.flow import workload
+from provisioning.flow import live, workload
+from provisioning.flow.live import LiveChoice
 from provisioning.flow.workload import WorkloadChoice
 from provisioning.hosts import inventory
 from provisioning.runs.targets import TargetChoice
@@ -157,3 +158,33 @@ def workload_choice(args: argparse.Namespace) -> WorkloadChoice | None:
                     "--slo) only",
                 )
     return workload.choose(args.workload, args.rates, args.slo)
+
+
+def add_live_args(p: argparse.ArgumentParser) -> None:
+    """--otel-url, --metrics-port, --metrics-host: live metrics of every sweep's `bench run`
+    (provisioning.flow.live)."""
+    p.add_argument(
+        "--otel-url",
+        metavar="URL",
+        help="bench run --otel-url in the container: OTLP/HTTP metrics to this collector, as "
+        "the GPU host reaches it (no credentials in it: OTEL_EXPORTER_OTLP_HEADERS in the "
+        "environment is passed on instead)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="bench run --metrics-port N in the container, published as the host's port N, "
+        "for Prometheus to scrape HOST:N/metrics while the sweep runs",
+    )
+    p.add_argument(
+        "--metrics-host",
+        metavar="ADDR",
+        help="the host's address --metrics-port is published on (default 0.0.0.0: all)",
+    )
+
+
+def live_choice(args: argparse.Namespace) -> LiveChoice | None:
+    """add_live_args' options, checked (a UsageError, exit 2, before any host is touched);
+    None: neither given."""
+    return live.choose(args.otel_url, args.metrics_port, args.metrics_host, tuple(args.bench_args))

@@ -56,6 +56,9 @@ class ContainerSpec:
     environment: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
     publish: Mapping[int, int | None] = field(default_factory=dict)  # container → host port
+    # Container port → (host address, host port): reachable from the host's network (the run's
+    # metrics port, provisioning.flow.live); `publish` binds the host's 127.0.0.1 only.
+    publish_on: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     user: str | None = None  # "uid:gid"
     shm_size: str | None = None
     ipc_host: bool = False
@@ -193,7 +196,10 @@ class DockerEngine:
                 m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
                 for m in spec.mounts
             },
-            "ports": {f"{c}/tcp": ("127.0.0.1", h) for c, h in spec.publish.items()},
+            "ports": {
+                **{f"{c}/tcp": ("127.0.0.1", h) for c, h in spec.publish.items()},
+                **{f"{c}/tcp": on for c, on in spec.publish_on.items()},
+            },
         }
         if spec.user:
             kwargs["user"] = spec.user

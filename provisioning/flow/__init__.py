@@ -9,6 +9,7 @@ steps; over provisioning.preflight, image, containers and hosts.
     readiness     waiting for the server to serve (health, crash, deadline)
     sweep_exec    `bench run` inside the server container, its output streamed here
     workload      `--workload NAME|FILE`: checked here, a file staged on the host for it
+    live          `--otel-url`, `--metrics-port`: checked here, the port published on the host
     sealing       what the flow learnt written into the run, then sign and pack on the host
     pull_back     the signed bundle copied back, opened and verified here
     reconnect     both connections reopened after a drop, the sweep going on

@@ -11,6 +11,7 @@ from bench import secrets
 from bench.errors import BenchError
 from bench.history.database import Target
 from bench.launch_profile import LaunchProfile
+from provisioning.flow.live import LiveChoice
 from provisioning.flow.workload import WorkloadChoice
 from provisioning.image.build import BuildSpec
 from provisioning.preflight.requirements import Requirements
@@ -20,10 +21,19 @@ from provisioning.preflight.requirements import Requirements
 class Secrets:
     api_key: SecretStr | None = None
     hf_token: SecretStr | None = None
+    # OTEL_EXPORTER_OTLP_HEADERS and ..._METRICS_HEADERS as set here (name, value): the
+    # collector's credentials, for `bench run --otel-url` (provisioning.flow.live).
+    otlp_headers: tuple[tuple[str, SecretStr], ...] = ()
 
     def masks(self) -> secrets.KnownSecrets:
-        """Both, as bench.secrets masks them in what a server or its log says."""
-        return secrets.KnownSecrets.of(self.api_key, self.hf_token)
+        """All of them, as bench.secrets masks them in what a server or its log says."""
+        return secrets.KnownSecrets.of(
+            self.api_key, self.hf_token, *(value for _, value in self.otlp_headers)
+        )
+
+    def otlp_environment(self) -> dict[str, str]:
+        """The OTLP header variables for `bench run`'s environment."""
+        return {name: value.get_secret_value() for name, value in self.otlp_headers}
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Options:
     secrets: Secrets = field(default_factory=Secrets)
     history: Target | None = None  # where the verified bundle is recorded (None: nowhere)
     workload: WorkloadChoice | None = None  # `bench run --workload` (None: the card's matrix)
+    live: LiveChoice | None = None  # `bench run --otel-url`, `--metrics-port` (None: neither)
 
 
 @dataclass

@@ -8,6 +8,9 @@ connection.
     report.html, plots/ `bench report` in a helper container of the run's image (report())
     manifest.json       `bench manifest` in a helper container of the run's image
     manifest.json.sig   the host's key signs it (provisioning.flow.signing), on the host
+    attestation.intoto.json  `bench attest` in a helper container of the run's image, the
+                        same key file mounted read-only: an in-toto statement of the
+                        manifest's files in a DSSE envelope (attest())
     RUN.tar.gz          `bench pack` in a helper container over the host's folder of runs
 
 Getting the archive to the user is the placement's part (provisioning.flow.over_ssh: pulled
@@ -27,6 +30,7 @@ from pydantic import ValidationError
 
 from bench import run_files
 from bench.bundle import recipe as recipe_mod
+from bench.bundle.manifest import ATTESTATION_NAME
 from bench.errors import RunFailed, validation_message
 from bench.host import environment
 from bench.results import Results
@@ -122,12 +126,13 @@ class Sealer:
         return None
 
     def seal(self, facts: RunFacts) -> None:
-        """server.log, the image into environment.json, manifest, signature and archive on
-        the host, retried after a drop.
+        """server.log, the image into environment.json, manifest, signature, attestation
+        and archive on the host, retried after a drop.
 
         Every step rewrites what it makes from the run directory (the manifest is rebuilt,
-        the signature and archive replaced), so a whole rerun is the same as one run: a
-        dropped connection (once, or again right after the reconnect) just reruns them.
+        the old attestation removed with it, the signature, attestation and archive
+        replaced), so a whole rerun is the same as one run: a dropped connection (once, or
+        again right after the reconnect) just reruns them.
         """
         self._retried(
             lambda: self._seal_once(facts),
@@ -180,12 +185,38 @@ class Sealer:
         signing.sign_on_host(
             self.shell, self.where.signing_key, f"{self.where.run_dir}/manifest.json"
         )
+        self.attest()
         inside = f"{BUNDLES_IN_CONTAINER}/{self.scope}"
         code, _ = self._helper(
             "pack", ("bench", "pack", inside, "--out", f"{inside}.tar.gz"), parent=True
         )
         if code != 0:
             raise RunFailed(f"packing the bundle on {self.host} failed (exit {code})")
+
+    def attest(self) -> RunFailed | None:
+        """attestation.intoto.json beside manifest.json.sig, made as `bench sign` makes it:
+        after the signature, over the manifest's files, with the same key. `bench attest`
+        runs in a helper container of the run's image, the host's key file mounted there
+        read-only (it never leaves the host: provisioning.flow.signing).
+
+        One that cannot be made (an image whose bench predates `bench attest`, a key the
+        container cannot read) costs the bundle its attestation, not its signature: one line
+        on the terminal, returned, and `bench verify` says "no attestation". A dropped
+        connection goes up to seal()'s retry.
+        """
+        code, tail = self._helper(
+            "attest",
+            ("bench", "attest", RUN_IN_CONTAINER, "--key", signing.KEY_IN_CONTAINER),
+            key=self.where.signing_key,
+            quiet=True,
+        )
+        if code == 0:
+            return None
+        failed = RunFailed(f"`bench attest` on {self.host} exited with {code}: {tail}")
+        print(f"[{self.host}] no {ATTESTATION_NAME}: {failed.message}; the bundle is signed "
+              "without it", file=self.out)  # fmt: skip
+        log.warning("attestation_not_written", host=self.host, error=failed.one_line())
+        return failed
 
     def _record(self, facts: RunFacts) -> None:
         """server.log, the image's facts and recipe.json into the run directory (rewritten
@@ -260,14 +291,27 @@ class Sealer:
         self.shell.write_text(target, recipe_mod.dumps(made))
 
     def _helper(
-        self, role: str, command: tuple[str, ...], *, parent: bool = False, quiet: bool = False
+        self,
+        role: str,
+        command: tuple[str, ...],
+        *,
+        parent: bool = False,
+        quiet: bool = False,
+        key: str | None = None,
     ) -> tuple[int, str]:
         """A short-lived container of the run's image over the run directory (over the
-        host's folder of runs when PARENT): its exit code and, on failure, its log's last
-        line (bounded, printable), the whole tail printed unless QUIET."""
+        host's folder of runs when PARENT), with the signing KEY (a file on the host) at
+        signing.KEY_IN_CONTAINER, read-only, when given: its exit code and, on failure, its
+        log's last line (bounded, printable), the whole tail printed unless QUIET.
+
+        It runs as the SSH user (Workspace.uid_gid), who owns the run directory and the key.
+        """
         run_dir = self.where.run_dir
         source = run_dir.rsplit("/", 1)[0] if parent else run_dir
         target = BUNDLES_IN_CONTAINER if parent else RUN_IN_CONTAINER
+        mounts = [Mount(source, target)]
+        if key is not None:
+            mounts.append(Mount(key, signing.KEY_IN_CONTAINER, read_only=True))
         cid = self.engine.start(
             ContainerSpec(
                 image=self.image,
@@ -275,7 +319,7 @@ class Sealer:
                 run_id=self.scope,
                 role=role,
                 environment={"HOME": CONTAINER_HOME},
-                mounts=(Mount(source, target),),
+                mounts=tuple(mounts),
                 user=self.where.uid_gid,
             )
         )

@@ -136,6 +136,7 @@ class ServerStarter:
                     environment=env,
                     mounts=tuple(mounts),
                     publish={p.port: None},
+                    publish_on=self.opts.live.published() if self.opts.live else {},
                     user=where.uid_gid,
                     # NCCL between tensor-parallel ranks, and vLLM's engine and API processes
                     # (a 160 MiB ring), need more shared memory than Docker's 64 MiB /dev/shm.
@@ -145,4 +146,9 @@ class ServerStarter:
             )
             server = ServerContainer(cid, self.engine.host_port(cid, p.port))
             self.engine.follow_logs(cid, server.log.append)
+        live = self.opts.live
+        if live is not None and live.metrics_port is not None:
+            print(f"[{self.host}] the run's Prometheus endpoint, while `bench run` runs: "
+                  f"{self.host}:{live.metrics_port}/metrics (published on "
+                  f"{live.metrics_host})", file=self.out, flush=True)  # fmt: skip
         return server

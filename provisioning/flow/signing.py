@@ -5,6 +5,16 @@ user); bundles are signed there with the host's own `ssh-keygen -Y sign`. The pu
 is added to the local allowed-signers file, principal `vllm-bench@<host name>`, limited to
 the bundle namespace, so `bench verify` accepts bundles from that host and no other use
 of the key.
+
+The same key signs the bundle's attestation.intoto.json, and that too on the host. ssh-keygen
+cannot make it (an ed25519 signature over DSSE's encoding, not SSHSIG's: the two never
+verify as each other), and the host has no bench of its own, so `bench attest` runs in a
+short-lived helper container of the run's image on that host (provisioning.flow.sealing):
+the key file bind-mounted read-only at KEY_IN_CONTAINER, the container running as the SSH
+user who owns the file, whose 0600 it keeps. The key is never copied, sent over the
+connection, put in an image, an environment variable, a log or a command line (only its
+path is): the host's Docker engine lends that one container the host's file, as ssh-keygen
+reads it, and the container is removed with the run's others.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ log = structlog.get_logger("provisioning.signing")
 
 KEY_DIR = ".config/vllm-bench"
 KEY_NAME = "signing_ed25519"
+# Where a helper container sees the host's key file (read-only) to sign the attestation.
+KEY_IN_CONTAINER = f"/run/secrets/{KEY_NAME}"
 
 
 def default_allowed_signers() -> Path:

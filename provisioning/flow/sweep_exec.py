@@ -68,6 +68,8 @@ class SweepExec:
         )  # fmt: skip
         if opts.workload is not None:
             command += opts.workload.run_args()
+        if opts.live is not None:
+            command += opts.live.run_args()
         if server.log:
             try:
                 self.shell.write_text(f"{where.run_dir}/server.log", "\n".join(server.log) + "\n")
@@ -84,6 +86,8 @@ class SweepExec:
         env = {"HOME": CONTAINER_HOME}
         if opts.secrets.api_key is not None:
             env["BENCH_API_KEY"] = opts.secrets.api_key.get_secret_value()
+        if opts.live is not None and opts.live.otel_url is not None:
+            env.update(opts.secrets.otlp_environment())  # the collector's credentials
         exec_id, stream = self.engine.exec_stream(
             server.cid, command, environment=env, user=where.uid_gid
         )

@@ -49,6 +49,7 @@ from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
 from provisioning.flow import signing
 from provisioning.flow.host_run import HostRun
+from provisioning.flow.live import ALL_ADDRESSES, LiveChoice, otlp_headers
 from provisioning.flow.options import HostOutcome, Options, Secrets
 from provisioning.flow.seams import Steps
 from provisioning.hosts.inventory import ResolvedHost
@@ -81,6 +82,16 @@ class NodeJob(BaseModel):
     model_cache: str | None = None
     # How the job was submitted, up to the options (recipe.json's re-run command).
     submit_command: tuple[str, ...] = ()
+    # bench run --otel-url, --metrics-port on every node (provisioning.flow.live), checked by
+    # the submitter; metrics_host: the node's address the port is published on.
+    otel_url: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str | None = None
+
+    def live(self) -> LiveChoice | None:
+        if self.otel_url is None and self.metrics_port is None:
+            return None
+        return LiveChoice(self.otel_url, self.metrics_port, self.metrics_host or ALL_ADDRESSES)
 
 
 class NodeOutcome(BaseModel):
@@ -283,6 +294,8 @@ def _node_run(job: NodeJob, host: ResolvedHost, directory: Path, settings: Setti
     )
     # The server's key: this node's own (the submitter's never travels through Slurm).
     api_key = settings.api_key or SecretStr(secrets.token_urlsafe(32))
+    live = job.live()
+    environ = dict(os.environ)
     opts = Options(
         profile=profile,
         requirements=req,
@@ -291,7 +304,12 @@ def _node_run(job: NodeJob, host: ResolvedHost, directory: Path, settings: Setti
         results_dir=directory,
         allowed_signers=directory / SIGNERS_FILE,
         bench_args=job.bench_args,
-        secrets=Secrets(api_key=api_key, hf_token=targets.hf_token(dict(os.environ))),
+        secrets=Secrets(
+            api_key=api_key,
+            hf_token=targets.hf_token(environ),
+            otlp_headers=otlp_headers(live, environ),  # the node's own, if any
+        ),
+        live=live,
     )
     tar = Path(job.image_tar) if job.image_tar else None
     shell = LocalShell(host)

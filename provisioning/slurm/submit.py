@@ -24,7 +24,9 @@ and collecting are provisioning.slurm.watch's.)
 
 Secrets stay out of Slurm: sbatch gets this process's environment without them (a job's
 environment is saved in the controller's state files; over SSH, the login shell's own
-environment, to which nothing of ours is sent); each node makes its server's key.
+environment, to which nothing of ours is sent); each node makes its server's key. So do an
+OTLP collector's headers (OTEL_EXPORTER_OTLP_HEADERS): with --otel-url each node passes
+on what its own environment sets, and this side says so when it has some.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run.options import estimate_s
 from bench.settings import Settings
 from provisioning.flow import signing
+from provisioning.flow.live import OTLP_HEADER_VARIABLES, LiveChoice
 from provisioning.hosts import inventory
 from provisioning.hosts.local import LocalShell, local_host
 from provisioning.hosts.remote import Remote
@@ -62,7 +65,9 @@ from provisioning.slurm.watch import Watch
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMITTED_FILE = "submitted.json"
-SECRET_VARIABLES = ("VLLM_API_KEY", "BENCH_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+SECRET_VARIABLES = (
+    "VLLM_API_KEY", "BENCH_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", *OTLP_HEADER_VARIABLES,
+)  # fmt: skip
 # Beyond the sweep's estimate: image load, server start (the profile's own time-out is added),
 # signing and packing, and the scheduler's own start-up of the tasks.
 TIME_MARGIN_FACTOR = 1.5
@@ -124,6 +129,7 @@ class SlurmChoice:
     image: str | None = None
     bench_args: tuple[str, ...] = ()
     download_weights: bool = True
+    live: LiveChoice | None = None  # bench run --otel-url, --metrics-port on every node
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,10 @@ def bench_slurm(choice: SlurmChoice, settings: Settings) -> int:
     if Path(profile_arg).is_file():  # a profile file: the nodes read it from the shared path
         profile_arg = str(Path(profile_arg).resolve())
     profile = load_launch_profile(profile_arg)
+    live = choice.live
+    if live is not None:
+        live.check_server_port(profile.port, profile.name)
+        _say_headers_stay(live)
     image_ref = choice.image or default_image(profile)
     bench_args = choice.bench_args
     minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
@@ -247,6 +257,9 @@ def bench_slurm(choice: SlurmChoice, settings: Settings) -> int:
         bench_args=bench_args,
         download_weights=choice.download_weights,
         submit_command=("python", "-m", "provisioning", "bench", *slurm_words),
+        otel_url=live.otel_url if live else None,
+        metrics_port=live.metrics_port if live else None,
+        metrics_host=live.metrics_host if live else None,
     )
     run_dir.write(JOB_FILE, job.model_dump_json(indent=2) + "\n")
     node_command = [cluster.python, "-m", "provisioning", "node-run", run_dir.path]
@@ -286,6 +299,19 @@ def bench_slurm(choice: SlurmChoice, settings: Settings) -> int:
         return _follow(cluster.slurm, submitted, run_dir, run_id, profile, choice.follow)
     finally:
         cluster.shell.close()
+
+
+def _say_headers_stay(live: LiveChoice) -> None:
+    """The collector's headers set here do not go through Slurm (module docstring): said."""
+    given = [name for name in OTLP_HEADER_VARIABLES if os.environ.get(name)]
+    if live.otel_url is not None and given:
+        print(
+            f"{' and '.join(given)} not sent through Slurm (a job's environment is kept in the "
+            "controller's state): the nodes export to --otel-url with what their own "
+            "environment sets",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def attach(run_dir_arg: Path, cluster_choice: ClusterChoice, follow: FollowChoice) -> int:

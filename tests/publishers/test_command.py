@@ -132,3 +132,34 @@ def test_an_inferencex_dump_folder_is_read_and_another_publishers_folder_is_refu
     capsys.readouterr()
     assert main(["card", "import", "--from", "mlperf", str(folder)]) == 2
     assert "is a folder" in _one_line_error(capsys)
+
+
+def test_stand_in_lengths_for_a_dataset_that_cannot_ship_are_kept_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "card.json"
+    args = ["card", "import", "--from", "mlperf", str(MLPERF), "-o", str(out)]
+    assert main([*args, "--lengths", "1024, 300"]) == 0
+    card = PublisherCard.model_validate_json(out.read_text())
+    assert (card.workload.input_tokens, card.workload.output_tokens) == (1024, 300)
+    assert any("1,024 in and 300 out given at import" in n for n in card.not_reproducible)
+    assert main(["card", "workload", str(out)]) == 0  # refused without them (the dataset)
+    assert "input_tokens = 1024" in capsys.readouterr().out
+    for bad in ("1024", "0,300", "a,b", "1024,300,5", "1024,99999999"):
+        assert main([*args, "--lengths", bad]) == 2
+        assert "--lengths" in _one_line_error(capsys)
+    card_path = tmp_path / "vllm.json"
+    assert (
+        main(["card", "import", "--from", "vllm-dashboard", str(VLLM_ONE), "-o", str(card_path)])
+        == 0
+    )
+    capsys.readouterr()
+    random = (
+        DATA
+        / "vllm-dashboard"
+        / "serving_qwen3_8b_tp1_random_in1k_out2k_qps_10_concurrency_200.json"
+    )
+    assert (
+        main(["card", "import", "--from", "vllm-dashboard", str(random), "--lengths", "8,8"]) == 2
+    )
+    assert "gives its own lengths" in _one_line_error(capsys)

@@ -3,13 +3,13 @@ reproduction: `bench card import --from`, `bench twin fit` (and `--slower 10`),
 `bench twin serve --profile`, `bench card workload`, `bench run --workload`, then
 `bench reproduce RUN --card CARD.json`.
 
-Per publisher, the fixture's own point, unshortened. What holds (measured 6 December
-2026): the fitted twin reproduces every judged figure but, at times, TTFT, which the live
-twin serves up to 3-4 ms (server time) later than the virtual-time fit predicts
-(InferenceX point 101 at speed 2: median +8.6 %, NOT REPRODUCED on it; vLLM's random
-point at speed 1: median +4.5 %, REPRODUCED whole), so these tests hold TTFT to -5 .. +12 %
-and every other judged figure to REPRODUCED; a twin 10 % slower is NOT REPRODUCED on its
-TPOT and E2EL (its TPOT 7-14 % off)."""
+Per publisher, the fixture's own point, unshortened (docs/measured/fitted-twin-2026-12-06.md:
+InferenceX and MLPerf REPRODUCED whole; vLLM's random point every judged figure but its median
+TTFT, +6.88 % live where the fit said +1.18 %: the twin and the client share two cores while
+streaming 10,000 tokens a second). So these tests hold TTFT to -5 .. +12 % and every other
+judged figure to REPRODUCED, MLPerf's whole verdict too; a twin 10 % slower is NOT
+REPRODUCED on its TPOT figures (+7 % or more: at a fixed arrival rate a slower server also
+holds more requests at once)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import Exit
+from bench.publishers.command import load_card
 from tests.publishers.paths import DATA
 from tests.support import procs
 from tests.support.priority import prioritize
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
 TTFT_GAP_PCT = 12.0  # the live twin's TTFT over the fit's (module docstring), with slack
 POINTS = {
-    # publisher: (fixture, --select, speed of the fitted run, speed of the slower run)
+    # publisher: (fixture, import options, speed of the fitted run, speed of the slower run)
     "inferencex": (DATA / "inferencex", ("--select", "id=101"), 2.0, 4.0),
     "vllm-dashboard": (
         DATA
@@ -38,10 +39,18 @@ POINTS = {
         1.0,
         2.0,
     ),
+    # 780 requests over MLPerf's minimum 600 s (server time): 60 s at speed 10. Its dataset
+    # cannot ship: stand-in lengths, 656 out being the summary's tokens / samples.
+    "mlperf": (
+        DATA / "mlperf" / "llama3_1-405b_server_mlperf_log_summary.txt",
+        ("--select", "benchmark=llama3_1-405b", "--lengths", "1024,656"),
+        10.0,
+        10.0,
+    ),
 }
 # figure, unit, published, ours, interval, band, outcome
 _ROW = re.compile(
-    r"^(\S+)\s+\S+\s+\S+\s+(\S+)\s+\S+\s+\S+\s+"
+    r"^(.+?)\s+\S+\s+\S+\s+(\S+)\s+\S+\s+\S+\s+"
     r"(REPRODUCED|NOT REPRODUCED|NOT RESOLVED|NOT CHECKED)$"
 )
 
@@ -90,25 +99,29 @@ def _reproduce(base: Path, card: Path, slower: float, speed: float) -> tuple[int
 def test_a_twin_fitted_to_the_card_reproduces_it_and_one_10pct_slower_does_not(
     publisher: str, tmp_path: Path
 ) -> None:
-    fixture, select, speed, slow_speed = POINTS[publisher]
+    fixture, options, speed, slow_speed = POINTS[publisher]
     card = tmp_path / "card.json"
-    args = ("card", "import", "--from", publisher, str(fixture), *select, "-o", str(card))
+    args = ("card", "import", "--from", publisher, str(fixture), *options, "-o", str(card))
     rc, _, err = _bench(*args)
     assert rc == 0, err[-2000:]
+    how = {f.name: f.computed_as or "" for f in load_card(card).figures}
 
     rc, out = _reproduce(tmp_path, card, 0.0, speed)
-    rows = _rows(out)
-    ttft = {n: o for n, o in rows.items() if "ttft" in n and o != "NOT CHECKED"}
+    rows = {n: o for n, o in _rows(out).items() if o != "NOT CHECKED"}
+    ttft = [n for n in rows if "ttft" in how[n]]
     assert ttft, out[-3000:]
-    others = {n: o for n, o in rows.items() if n not in ttft and o != "NOT CHECKED"}
-    assert len(others) >= 8 and set(others.values()) == {"REPRODUCED"}, out[-4000:]
+    others = {n: o for n, o in rows.items() if n not in ttft}
+    assert len(others) >= 3 and set(others.values()) == {"REPRODUCED"}, out[-4000:]
     for name in ttft:
         assert -5.0 <= _off(out, name) <= TTFT_GAP_PCT, out[-4000:]
+    if publisher == "mlperf":  # its limits met by LoadGen's early stopping, its duration run
+        assert rc == int(Exit.OK), out[-4000:]
+        assert out.count(": REPRODUCED: ") == 3, out[-4000:]
 
     rc, out = _reproduce(tmp_path, card, 10.0, slow_speed)
     assert rc == int(Exit.NOT_REPRODUCED), out[-4000:]
     rows = _rows(out)
-    slow = [n for n, o in rows.items() if o == "NOT REPRODUCED"]
-    assert any("tpot" in n for n in slow) and any("e2el" in n for n in slow), out[-4000:]
-    for name in (n for n in rows if "tpot" in n and rows[n] != "NOT CHECKED"):
-        assert 7.0 <= _off(out, name) <= 14.0, out[-4000:]
+    tpot = [n for n, o in rows.items() if "tpot" in how[n] and o != "NOT CHECKED"]
+    assert tpot and all(rows[n] == "NOT REPRODUCED" for n in tpot), out[-4000:]
+    for name in tpot:
+        assert 7.0 <= _off(out, name) <= 40.0, out[-4000:]  # open loop: more in flight too

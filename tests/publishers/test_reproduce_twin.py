@@ -10,11 +10,14 @@ card is the next step: docs/cards.md)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from bench import run_files
+from bench.errors import Exit
 from bench.publishers import metrics
 from bench.publishers.model import PublisherCard
 from bench.publishers.run_trials import trials_of
@@ -120,3 +123,23 @@ def test_a_run_of_the_card_matrix_is_refused_for_a_publishers_card(
     base, _, _ = measured
     rc, _, err = _bench("reproduce", str(tmp_path), "--card", str(base / "card.json"))
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_trial_our_client_fell_behind_in_is_left_out_not_judged(
+    measured: tuple[Path, Path, PublisherCard], tmp_path: Path
+) -> None:
+    _, run, card = measured
+    late = tmp_path / "late"
+    shutil.copytree(run, late)
+    results = json.loads((late / run_files.RESULTS).read_text())
+    for point in results["workload"]["points"]:
+        point["status"] = "late_client"
+        point["reasons"] = ["the client sent late: lateness p99 700.5 ms > 50 ms"]
+    (late / run_files.RESULTS).write_text(json.dumps(results))
+    same = tmp_path / "same.json"
+    same.write_text(_with_figures(card, _ours(run, card)).model_dump_json())
+    rc, out, _ = _bench("reproduce", str(late), "--card", str(same))
+    assert rc == int(Exit.INCONCLUSIVE), out[-3000:]
+    assert "NOT RESOLVED" in out and "none of the run's 1 trial(s) measured the card's point" in out
+    assert "Left out, not judged: trial 1 of 1: late_client: the client sent late" in out
+    assert " REPRODUCED\n" not in out  # nothing was judged

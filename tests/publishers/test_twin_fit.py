@@ -5,6 +5,7 @@ test_fitted_twin.py."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -100,3 +101,32 @@ def test_a_card_with_nothing_to_fit_to_is_refused(card: PublisherCard) -> None:
     )
     with pytest.raises(CardError, match="nothing to fit a twin to"):
         twin_fit.fit(bare)
+
+
+def test_a_capped_send_waits_its_delay_after_the_slot_frees() -> None:
+    prof = profiles.load("tiny")
+    arrivals = [(0.0, 64, 8) for _ in range(6)]
+    plain = openloop.simulate(prof, arrivals, max_in_flight=2)
+    delays = [0.0, 0.0, 0.003, 0.001, 0.002, 0.004]  # the first two never wait
+    late = openloop.simulate(prof, arrivals, max_in_flight=2, send_delays_s=delays)
+    assert [r.arrival_s for r in late[:2]] == [0.0, 0.0]
+    ends = sorted(r.finish_s for r in late)
+    for r, d in zip(late[2:], delays[2:], strict=True):  # sent d after some request ended
+        assert any(math.isclose(r.arrival_s, e + d, abs_tol=1e-12) for e in ends)
+    assert late[2].arrival_s > plain[2].arrival_s
+
+
+def test_a_closed_loops_fit_does_not_hang_on_one_phase(card: PublisherCard) -> None:
+    # Without the phases' draws every stream locks to one phase of the server's step and the
+    # median TTFT jumps by most of a step between two nearby prefill costs; with them it moves
+    # smoothly (the fit converges instead of circling).
+    w = workload_of(card)
+    base = twin_fit.base_profile(w)
+    medians = []
+    for k in (0.126, 0.128, 0.1298, 0.131):
+        sims = twin_fit.simulate_figures(card, twin_fit.scaled(base, decode=0.1309, prefill=k), w)
+        value = sims["median_ttft"]
+        assert value is not None
+        medians.append(value)
+    steps = [b - a for a, b in itertools.pairwise(medians)]
+    assert all(0 < s < 0.002 for s in steps), medians

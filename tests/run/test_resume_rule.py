@@ -113,7 +113,7 @@ def test_the_cell_the_crash_cut_is_marked_and_resumed_without_its_raw_lines() ->
     assert marked.prefill == before.prefill
     again, keys = resume.carry_on(marked.model_copy(update={"schema_version": 1}))
     assert again.state == "running" and again.cell("256", 2) is None
-    assert again.schema_version == SCHEMA_VERSION == 5  # a resumed schema-1 run is now ours
+    assert again.schema_version == SCHEMA_VERSION == 6  # a resumed schema-1 run is now ours
     assert [(c.context_label, c.concurrency) for c in again.cells] == [("256", 1)]
     assert keys == {("decode", "256", 1, 0), ("prefill", "256", 1, 0)}
 

@@ -63,10 +63,12 @@ def parse_lock(text: str) -> dict[str, Pin]:
 
 def requirements(*, dev: bool) -> list[Requirement]:
     extras = PYPROJECT["project"]["optional-dependencies"]
-    # The report extra too: the images make the report inside the container (lock.sh).
+    # The report and live extras too: the images make the report, and serve bench run's
+    # live metrics, inside the container (lock.sh).
     names = (
         PYPROJECT["project"]["dependencies"]
         + extras["report"]
+        + extras["live"]
         + PYPROJECT["build-system"]["requires"]
     )
     if dev:
@@ -121,6 +123,7 @@ def test_runtime_lock_is_the_dev_lock_less_the_dev_tools() -> None:
     for name in ("pytest", "mypy", "ruff", "pip-tools", "pandas"):
         assert name not in runtime and name in dev
     assert "matplotlib" in runtime
+    assert {"opentelemetry-sdk", "prometheus-client"} <= set(runtime)
 
 
 def test_a_pyproject_change_the_lock_lacks_is_caught() -> None:

@@ -1,5 +1,5 @@
-"""`python -m tools.perf` (`make perf`): client capacity, timing fidelity, open loop, sweep
-efficiency.
+"""`python -m tools.perf` (`make perf`): client capacity, timing fidelity, open loop, live
+export's cost, sweep efficiency.
 
 Writes perf.json and prints the tables. The server is pinned to the first core and the
 client to the second; every figure is a median over passes, and each ratio is taken
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.perf import client_capacity as capacity
-from tools.perf import fidelity, openloop, procs, report, sweep_cost
+from tools.perf import fidelity, live_cost, openloop, procs, report, sweep_cost
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
             plan = _openloop_plan(args, passes)
             out["openloop"] = openloop.run(plan, server_cpu, client_cpu, vllm)
             print(report.openloop_table(out["openloop"]), flush=True)
+            _write(args.out, out, started)
+        if "live" in parts:
+            live_plan = dataclasses.replace(
+                live_cost.QUICK if args.quick else live_cost.FULL, passes=passes
+            )
+            out["live"] = live_cost.run(live_plan, server_cpu, client_cpu)
+            print(report.live_table(out["live"]), flush=True)
             _write(args.out, out, started)
     finally:
         if vllm is not None:

@@ -161,3 +161,52 @@ def openloop_table(o: dict[str, Any]) -> str:
     ]
     out += [f"- {name}: {text}" for name, text in o["definitions"].items()]
     return "\n".join(out)
+
+
+def _us(x: float | None) -> str:
+    return "—" if x is None else f"{x * 1e6:.3f} µs"
+
+
+def _x(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4f}"
+
+
+def live_table(o: dict[str, Any]) -> str:
+    """Live export's cost: client CPU per token with --otel-url and --metrics-port off and on."""
+    p, load = o["plan"], o["load_average"]
+    out = [
+        f"Live export's cost at {p['streams']} paced {p['interval_ms']:g} ms streams "
+        f"({p['requests']} requests of {p['max_tokens']} tokens back to back per stream; "
+        f"--otel-interval {o['otel_interval_s']:g} s, /metrics scraped every {o['scrape_s']:g} s; "
+        f"{p['passes']} pass(es), off and on at the same time in each, started in the order "
+        f"{' '.join(o['order'])})",
+        "",
+        "| live export | client CPU per token | tok/CPU-s | tok/s | client core | counted/sent "
+        "| OTLP exports received | scrapes answered | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for side, name in (("off", "off"), ("on", "on (--otel-url, --metrics-port)")):
+        f = o[side]
+        counted = f["min_counted_over_sent"]
+        exports = str(f["otlp_exports"]) if side == "on" else "—"
+        scrapes = str(f["scrapes_ok"]) if side == "on" else "—"
+        out.append(
+            f"| {name} | {_us(f['cpu_s_per_token'])} | {_k(f['tokens_per_cpu_s'])} "
+            f"| {_k(f['tokens_per_s'])} | {_share(f['client_core_share'])} "
+            f"| {'—' if counted is None else f'{counted:.4f}'} | {exports} | {scrapes} "
+            f"| {f['errors']} |"
+        )
+    ratios = ", ".join(f"{r:.4f}" for r in o["ratios"]) or "—"
+    out += [
+        "",
+        f"On ÷ off, client CPU-seconds per token: median over passes {_x(o['ratio_median'])} "
+        f"(passes: {ratios}; lowest {_x(o['ratio_min'])}, highest {_x(o['ratio_max'])}); "
+        f"ratio of the medians {_x(o['ratio_of_medians'])}.",
+        f"Target: on ÷ off ≤ {o['target_ratio']:g} (median over passes): {_met(o['met'])}.",
+        f"Load average (1, 5, 15 min): {load['start']} at the start, {load['end']} at the end.",
+        "",
+        "Definitions:",
+        "",
+    ]
+    out += [f"- {name}: {text}" for name, text in o["definitions"].items()]
+    return "\n".join(out)

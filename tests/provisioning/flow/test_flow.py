@@ -17,13 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from bench.bundle.manifest import ATTESTATION_NAME
 from bench.bundle.recipe import RECIPE_NAME, Recipe
-from bench.bundle.verify import verify_bundle
+from bench.bundle.verify import Verified, verify_bundle
+from bench.errors import VerifyFailed
 from bench.history import database
 from bench.history.database import Target
 from bench.report.command import PLOTS_DIR, REPORT_NAME, write_report
 from provisioning.flow.host_run import scope_of
 from tests.provisioning.conftest import ROOT, SshTestHost
+from tests.support import attestation
 from tests.support.chromium import chromium_path, png_size, probe_frontier
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh, pytest.mark.docker]
@@ -84,7 +87,8 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
         assert re.search(rf"^{check}\s+ok\s", out + err, re.M), check
     bundle = tmp_path / "results" / ssh_host.alias / run_id
     archive = bundle.with_name(f"{run_id}.tar.gz")
-    for name in ("results.json", "manifest.json", "manifest.json.sig", "tables.md", "server.log"):
+    for name in ("results.json", "manifest.json", "manifest.json.sig", ATTESTATION_NAME,
+                 "tables.md", "server.log"):  # fmt: skip
         assert (bundle / name).is_file(), name
     assert not (bundle / "INCOMPLETE").exists()
     ok = verify_bundle(archive, tmp_path / "allowed_signers", provenance=True)
@@ -114,8 +118,38 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
             assert API_KEY.encode() not in path.read_bytes(), path
     assert API_KEY not in out and API_KEY not in err
     _report_is_signed_and_drawn(bundle, tmp_path)
+    _attestation_checks_with_a_verifier_bench_did_not_write(bundle, ok, ssh_host, tmp_path)
     print(f"whole flow against the test host: {took:.1f} s\n{out}")
     print("bundle: " + " ".join(sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*"))))
+
+
+def _attestation_checks_with_a_verifier_bench_did_not_write(
+    bundle: Path, ok: Verified, ssh_host: SshTestHost, tmp_path: Path
+) -> None:
+    """attestation.intoto.json, made on the host by `bench attest` in a helper container with
+    the host's key file: securesystemslib verifies it with the host's key from the
+    allowed-signers line the orchestrator wrote; one changed byte fails it and `bench verify`;
+    the bundle without it (as the orchestrator made them before) still verifies, saying so."""
+    assert ok.attestation.startswith(f"attestation: {ATTESTATION_NAME} verified (in-toto ")
+    assert ok.signer.fingerprint in ok.attestation
+    line = attestation.allowed_line(tmp_path / "allowed_signers", f"vllm-bench@{ssh_host.alias}")
+    key = attestation.sslib_key(line)
+    assert key.keyid == ok.signer.fingerprint
+    assert attestation.third_party_check(bundle, key) == []
+    changed = tmp_path / "changed"
+    shutil.copytree(bundle, changed)
+    data = bytearray((changed / "results.json").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (changed / "results.json").write_bytes(bytes(data))
+    assert attestation.third_party_check(changed, key) == ["results.json"]
+    with pytest.raises(VerifyFailed, match=r"^results\.json: "):
+        verify_bundle(changed, tmp_path / "allowed_signers")
+    older = tmp_path / "older"
+    shutil.copytree(bundle, older)
+    (older / ATTESTATION_NAME).unlink()
+    assert verify_bundle(older, tmp_path / "allowed_signers").attestation.startswith(
+        "no attestation"
+    )
 
 
 def _report_is_signed_and_drawn(bundle: Path, tmp_path: Path) -> None:

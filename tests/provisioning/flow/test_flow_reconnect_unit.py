@@ -127,8 +127,8 @@ def test_signing_dropped_twice_is_redone_whole_and_signed_with_one_command(
     engine, shell = FakeEngine(helper_drops=2), FakeShell(files=finished_run())
     sealer, out = _sealer(engine, shell, tmp_path)
     sealer.seal(RunFacts(server_log=["INFO ready"]))
-    # manifest (dropped), manifest (dropped), then manifest, signature and archive
-    assert [s.role for s in engine.started] == ["manifest", "manifest", "manifest", "pack"]
+    # manifest (dropped), manifest (dropped), then manifest, signature, attestation, archive
+    assert [s.role for s in engine.started] == ["manifest"] * 3 + ["attest", "pack"]
     assert engine.removed == [(SCOPE, ("server",))] * 2  # the dropped helpers went first
     assert engine.reconnects == 2 and shell.reconnects == 2
     (sign,) = [c for c in shell.commands if "ssh-keygen -Y sign" in c]
@@ -156,7 +156,7 @@ def test_a_report_dropped_once_is_made_again_and_one_that_keeps_dropping_is_skip
     assert [s.role for s in engine.started] == ["report"] * attempts  # bounded
     assert out.getvalue().count("no report.html: ") == 1
     sealer.seal(RunFacts())  # the connection is back: sealing goes on as always
-    assert [s.role for s in engine.started][attempts:] == ["manifest", "pack"]
+    assert [s.role for s in engine.started][attempts:] == ["manifest", "attest", "pack"]
 
 
 def test_a_host_lost_while_reporting_is_not_a_missing_report(tmp_path: Path) -> None:
@@ -174,9 +174,18 @@ def test_the_manifest_is_bench_manifest_and_the_pack_sees_the_folder_of_runs(
     engine = FakeEngine()
     sealer, _ = _sealer(engine, FakeShell(files=finished_run()), tmp_path)
     sealer.seal(RunFacts())
-    manifest, pack = engine.started
+    manifest, attest, pack = engine.started
     assert manifest.command == ("bench", "manifest", "/results/run")
     assert [(m.source, m.target) for m in manifest.mounts] == [(RUN_DIR, "/results/run")]
+    # The host's key file, read-only in the helper, by path: never its contents.
+    key_in = "/run/secrets/signing_ed25519"
+    assert attest.command == ("bench", "attest", "/results/run", "--key", key_in)
+    assert [(m.source, m.target, m.read_only) for m in attest.mounts] == [
+        (RUN_DIR, "/results/run", False), (workspace().signing_key, key_in, True)
+    ]  # fmt: skip
+    assert (attest.image, attest.user, attest.environment) == (
+        IMAGE_ID, "1000:1000", {"HOME": "/tmp"}
+    )  # fmt: skip
     assert pack.command == ("bench", "pack", f"/bundles/{SCOPE}", "--out",
                             f"/bundles/{SCOPE}.tar.gz")  # fmt: skip
     assert [m.source for m in pack.mounts] == [RUN_DIR.rsplit("/", 1)[0]]

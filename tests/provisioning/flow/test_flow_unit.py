@@ -71,14 +71,16 @@ def test_the_steps_run_in_order_and_the_placement_gets_the_signed_archive(
     assert placement.prepared == [(HOME, SCOPE)]
     assert placement.delivered == [f"{RUN_DIR}.tar.gz"]
     assert outcome.image_id == IMAGE_ID and outcome.complete and outcome.error is None
-    server, report, manifest, pack = engine.started
+    server, report, manifest, attest, pack = engine.started
     assert (server.role, server.image, server.user) == ("server", IMAGE_ID, "1000:1000")
     assert server.publish == {8000: None} and server.hostname == "gpu01"
     assert server.environment["VLLM_API_KEY"] == "secret-key-1234"  # through the API
     assert not any("secret-key-1234" in word for word in server.command)
     assert [m.target for m in server.mounts] == ["/results/run", "/hf"]
     assert report.command == ("bench", "report", "/results/run")
-    assert (manifest.command[:2], pack.command[:2]) == (("bench", "manifest"), ("bench", "pack"))
+    assert [c.command[:2] for c in (manifest, attest, pack)] == [
+        ("bench", "manifest"), ("bench", "attest"), ("bench", "pack")
+    ]  # fmt: skip
     assert engine.exec_commands[0][:2] == ("bench", "run")
     assert engine.removed == [(SCOPE, ())] and engine.closed  # nothing left behind
     assert shell.files[f"{RUN_DIR}/server.log"] == "INFO server-1 log line\n"
@@ -98,6 +100,7 @@ def test_the_report_is_made_in_a_container_of_the_image_before_the_manifest_is_s
         "container report",
         "container manifest",
         f"rm -f {RUN_DIR}/manifest.json.sig && ssh-keygen -Y sign",
+        "container attest",  # after the signature, over the same manifest: as `bench sign`
         "container pack",
     ]
     report = engine.started[1]
@@ -123,7 +126,7 @@ def test_a_report_that_fails_is_one_line_and_the_bundle_is_signed_without_it(
     outcome = run.run()
     # Not the run's failure: the figures are signed and delivered as always.
     assert outcome.error is None and outcome.complete
-    assert [s.role for s in engine.started] == ["server", "report", "manifest", "pack"]
+    assert [s.role for s in engine.started] == ["server", "report", "manifest", "attest", "pack"]
     assert placement.delivered == [f"{RUN_DIR}.tar.gz"]
     said = [line for line in out.getvalue().splitlines() if "report" in line]
     assert said == [
@@ -132,6 +135,24 @@ def test_a_report_that_fails_is_one_line_and_the_bundle_is_signed_without_it(
         "matplotlib is not installed; the report needs it?[0m; signing the bundle without it",
     ]
     assert "Traceback" not in out.getvalue()
+
+
+def test_an_image_without_bench_attest_signs_the_bundle_without_an_attestation(
+    tmp_path: Path,
+) -> None:
+    said = "bench: error: argument command: invalid choice: 'attest' (choose from 'run', ...)"
+    engine = FakeEngine(helper_exits={"attest": (2, f"usage: bench ...\n{said}\n")})
+    shell = FakeShell(files=finished_run())
+    run, placement, out = _run(tmp_path, engine, shell)
+    outcome = run.run()
+    # Not the run's failure: signed (manifest.json.sig) and delivered; verify says so.
+    assert outcome.error is None and outcome.complete
+    assert [s.role for s in engine.started] == ["server", "report", "manifest", "attest", "pack"]
+    assert placement.delivered == [f"{RUN_DIR}.tar.gz"]
+    assert [line for line in out.getvalue().splitlines() if "attest" in line] == [
+        f"[gpu01] no attestation.intoto.json: `bench attest` on gpu01 exited with 2: {said}; "
+        "the bundle is signed without it"
+    ]
 
 
 def test_keep_leaves_the_server_running_and_says_where(tmp_path: Path) -> None:

@@ -127,6 +127,8 @@ def test_two_exclusive_nodes_each_end_with_a_verified_bundle_and_nothing_left(
         assert not (bundle / "INCOMPLETE").exists()
         ok = verify_bundle(bundle.with_name(f"{run_id}.tar.gz"), tmp_path / "allowed_signers")
         assert ok.signer.principal == f"vllm-bench@{node}"  # signed on its node, own key
+        # ... which also signed the attestation there (`bench attest` in a helper container)
+        assert ok.attestation.startswith("attestation: attestation.intoto.json verified")
         key = tmp_path / "home" / ".config" / "vllm-bench" / "nodes" / node / "signing_ed25519"
         assert key.is_file() and key.stat().st_mode & 0o077 == 0, key
         assert re.search(rf"^{node}\s+{run_id}\s+complete\s", out, re.M), out[-3000:]
