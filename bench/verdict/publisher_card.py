@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -25,6 +26,8 @@ from bench.publishers.model import PublisherCard
 from bench.publishers.reproduce import judge
 from bench.publishers.run_trials import left_out, trials_of
 from bench.verdict.run_source import Verification, check, opened
+
+DEFAULT_TOLERANCE_PCT = 5.0  # bench reproduce --tolerance's default
 
 
 def _gpus(env: Any, card: PublisherCard) -> tuple[int | None, str]:
@@ -40,11 +43,31 @@ def _gpus(env: Any, card: PublisherCard) -> tuple[int | None, str]:
 
 
 def reproduce(args: argparse.Namespace, how: Verification) -> int:
-    card = load_card(args.card)
     if not 0 < args.tolerance < 100:
         raise UsageError(f"--tolerance {args.tolerance:g}: a percentage above 0 and below 100")
-    with opened(args.bundle) as directory:
-        _, trust = check(directory, args.bundle, how)
+    return judged(
+        args.bundle,
+        args.card,
+        how,
+        tolerance_pct=args.tolerance,
+        all_figures=bool(args.all_figures),
+    )
+
+
+def judged(
+    bundle: Path,
+    card_path: Path,
+    how: Verification,
+    *,
+    tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+    all_figures: bool = False,
+) -> int:
+    """BUNDLE (or a run directory) judged against the publisher's card at CARD_PATH, the
+    verdict printed; its exit code. What `bench reproduce` and the orchestrator's summary
+    run (provisioning.runs.summary)."""
+    card = load_card(card_path)
+    with opened(bundle) as directory:
+        _, trust = check(directory, bundle, how)
         results = run_files.load_results(directory)
         gpus, said = _gpus(run_files.read_environment(directory), card)
         skipped = left_out(results)
@@ -57,8 +80,8 @@ def reproduce(args: argparse.Namespace, how: Verification) -> int:
     result = judge(
         card,
         trials,
-        tolerance_pct=args.tolerance,
-        all_figures=bool(args.all_figures),
+        tolerance_pct=tolerance_pct,
+        all_figures=all_figures,
         left_out=[f"trial {i + 1} of {len(points)}: {why}" for i, why in sorted(skipped.items())],
     )
     head = [
@@ -71,7 +94,7 @@ def reproduce(args: argparse.Namespace, how: Verification) -> int:
     sys.stdout.write("\n".join([*head, *result.lines()]) + "\n")
     structlog.get_logger("bench.verdict").info(
         "reproduce_judged",
-        bundle=str(args.bundle),
+        bundle=str(bundle),
         card=f"{card.publisher}:{card.point_id}",
         verdict=result.outcome,
         trials=len(trials),

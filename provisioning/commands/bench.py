@@ -23,8 +23,9 @@ from bench.errors import UsageError
 from bench.history import recording
 from bench.history.database import Target
 from bench.launch_profile import LaunchProfile
+from bench.publishers.command import is_publisher_card
 from bench.settings import Settings
-from provisioning.commands import slurm
+from provisioning.commands import publisher_card, slurm
 from provisioning.commands.options import (
     SWEEP_ARGS_EPILOG,
     add_build_args,
@@ -130,6 +131,11 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.slurm or args.cluster:
         if args.host:
             raise UsageError("give HOST or --slurm PARTITION, not both")
+        if args.card is not None and is_publisher_card(args.card):
+            raise UsageError(
+                f"{args.card} is a publisher's card: not supported with --slurm or --cluster yet",
+                hint="run it on hosts over ssh: HOST=gpu01",
+            )
         if (args.workload, args.rates, args.slo) != (None, None, None):
             raise UsageError(
                 "--workload, --rates and --slo are not supported with --slurm or --cluster",
@@ -139,6 +145,12 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
     if not args.host:
         raise UsageError("no host given", hint="HOST=gpu01, or SLURM=partition NODES=2")
     check_run_id(args.run_id)
+    given = (args.workload, args.rates, args.slo) != (None, None, None)
+    card_plan = publisher_card.plan(
+        args.card, profile=args.profile, workload_given=given, results=args.results
+    )
+    if card_plan is not None and card_plan.profile is not None:
+        args = argparse.Namespace(**{**vars(args), "profile": card_plan.profile})
     choice = BenchChoice(
         hosts=tuple(inventory.parse_host_list(args.host)),
         target=target_choice(args),
@@ -153,7 +165,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         build_args=tuple(args.build_arg),
         bench_args=tuple(args.bench_args),
         history=history_choice(args, settings),
-        workload=workload_choice(args),
+        workload=card_plan.workload if card_plan is not None else workload_choice(args),
         live=live_choice(args),
     )
     return bench_hosts(choice, settings)

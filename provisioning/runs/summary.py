@@ -19,6 +19,8 @@ from bench.fleet import report as fleet
 from bench.fleet import rule as fleet_rule
 from bench.fleet.tables import fleet_markdown
 from bench.launch_profile import LaunchProfile
+from bench.publishers.command import is_publisher_card
+from bench.verdict import publisher_card
 from bench.verdict.command import load_reference
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run
@@ -36,7 +38,10 @@ def default_card(profile: LaunchProfile) -> Path | None:
 
 def _verdict(bundle: Path, card: Path, allowed: Path) -> Exit:
     """Print the reproduce verdict of one bundle against the card; its exit code (0 when
-    reproduced; 1 not, 9 partial, 10 settings differ, 11 inconclusive)."""
+    reproduced; 1 not, 9 partial, 10 settings differ, 11 inconclusive). A publisher's card
+    (`bench card import --from`) is judged by its publisher's definitions."""
+    if is_publisher_card(card):
+        return Exit(publisher_card.judged(bundle, card, Verification((allowed,))))
     ours = load_run(bundle, Verification((allowed,)))
     result = reproduce(ours, load_reference(card), Tolerances())
     print(reproduce_markdown(result))
