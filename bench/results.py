@@ -102,6 +102,9 @@ class RunSettings(_ResultsModel):
     # (context as given: its label or nominal size, concurrency): only these decode cells of
     # contexts x concurrencies are planned (a sequential compare's later trials); empty = all.
     cells: tuple[tuple[str, int], ...] = ()
+    # A workload's points by label (`Arrivals.labels`): only these are measured (a
+    # sequential compare's later trials); empty = all.
+    points: tuple[str, ...] = ()
     duration_s: float  # the window in server time (30 s on the card)
     max_tokens: int
     trials: int = 1

@@ -148,6 +148,15 @@ class Arrivals(_Spec):
             return (self.speedup,)
         return self.rates if self.kind == "rate" else self.concurrencies
 
+    def labels(self) -> tuple[str, ...]:
+        """Each point's name, as a verdict keys it and `bench run --points` takes it: its
+        rate in server requests/s ("4/s", "inf/s"), "closed:C", or "trace"."""
+        if self.kind == "trace":
+            return ("trace",)
+        if self.kind == "closed-count":
+            return tuple(f"closed:{c}" for c in self.concurrencies)
+        return tuple("inf/s" if math.isinf(r) else f"{r:g}/s" for r in self.rates)
+
 
 class Lengths(_Spec):
     input_tokens: int = Field(1024, ge=1, le=MAX_LENGTH_TOKENS)

@@ -36,6 +36,7 @@ from bench.stream import event_loop, tokens
 from bench.stream.client import Client
 from bench.stream.traceparent import SentTraces
 from bench.stream.urls import check_url
+from bench.workload_points import WorkloadRun
 
 if TYPE_CHECKING:
     from bench.live.span_receiver import SpanReceiver
@@ -152,6 +153,18 @@ def _open_rundir(args: argparse.Namespace) -> tuple[RunDir, Results | None, RunS
     return rundir, previous, run_settings
 
 
+def _check_points(
+    workload: WorkloadRun | None,
+    searching: slo_capacity.SearchOptions | None,
+    run_settings: RunSettings,
+) -> None:
+    """--points names points the workload has, and only for a sweep (UsageError)."""
+    if workload is not None:
+        workload_run.chosen_points(workload.workload, run_settings.points)
+    if searching is not None and run_settings.points:
+        raise UsageError("--points selects a sweep's points; a capacity search picks its own")
+
+
 async def _run(
     args: argparse.Namespace,
     settings: Settings,
@@ -168,6 +181,7 @@ async def _run(
     clock = time.perf_counter
     # A workload's problems are said before the server is asked anything.
     workload, searching = slo_capacity.prepared(args)
+    _check_points(workload, searching, run_settings)  # said before the server is asked
     if previous is not None and previous.workload is not None:
         raise UsageError(
             f"{rundir.path} is a workload run, and a workload run cannot be resumed",

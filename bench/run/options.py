@@ -135,6 +135,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "not apply",
     )
     p.add_argument(
+        "--points",
+        nargs="*",
+        default=[],
+        metavar="LABEL",
+        help="measure only these points of the workload: 4/s, inf/s, closed:8, trace (a "
+        "sequential compare gives them to trials after its first)",
+    )
+    p.add_argument(
         "--rates",
         default=None,
         metavar="R,R,...",
@@ -200,6 +208,14 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
             )
         cells.append((ctx.strip(), int(conc)))
     contexts = tuple(parse_tokens(c) for c in _split(args.contexts))
+    points = tuple(
+        dict.fromkeys(w.strip() for w in _split(getattr(args, "points", [])) if w.strip())
+    )
+    if points and getattr(args, "workload", None) is None:
+        raise UsageError(
+            "--points selects a workload's points, and no --workload was given",
+            hint="for the card's matrix use --cells CTX:C",
+        )
     if getattr(args, "workload", None) is not None:  # the workload's points, no matrix
         contexts, concurrencies, cells = (), [], []
         args.prefill_only_contexts = []
@@ -216,6 +232,7 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         prefill_only_contexts=tuple(parse_tokens(c) for c in _split(args.prefill_only_contexts)),
         concurrencies=tuple(concurrencies),
         cells=tuple(sorted(set(cells))),
+        points=points,
         duration_s=args.duration,
         max_tokens=args.max_tokens,
         trials=args.trials,
@@ -236,6 +253,7 @@ _KEPT_BY_RESUME = (
     "prefill_only_contexts",
     "concurrencies",
     "cells",
+    "points",
     "duration",
     "max_tokens",
     "trials",

@@ -101,8 +101,9 @@ async def measure(runner_: sweep.SweepRunner, results: Results) -> Results:
         update={"workload": wl.model_copy(update={"tokens_per_word": round(line[1], 6)})}
     )
     sweep.save(runner_.rundir, results)
+    chosen = chosen_points(workload, results.settings.points)
     for trial in range(results.settings.trials):
-        for point in range(len(workload.arrivals.points())):
+        for point in chosen:
             step = PointStep(workload, point=point, trial=trial, index=point)
             got = await measure_point(runner_, results, step, line)
             wl = results.workload
@@ -112,6 +113,22 @@ async def measure(runner_: sweep.SweepRunner, results: Results) -> Results:
             )
             sweep.save(runner_.rundir, results)
     return results.model_copy(update={"state": "complete"})
+
+
+def chosen_points(workload: Workload, labels: tuple[str, ...]) -> tuple[int, ...]:
+    """The indices of the workload's points named by LABELS (`Arrivals.labels`), in the
+    workload's order; every point when none is named. UsageError for a label the workload
+    has no point of."""
+    names = workload.arrivals.labels()
+    if not labels:
+        return tuple(range(len(names)))
+    unknown = [w for w in labels if w not in names]
+    if unknown:
+        raise UsageError(
+            f"--points {unknown[0]!r}: workload {workload.name} has no such point",
+            hint=f"its points: {' '.join(names)}",
+        )
+    return tuple(i for i, name in enumerate(names) if name in labels)
 
 
 def _bodies(

@@ -170,9 +170,13 @@ class SequentialOutcome:
 def run_args(cells: frozenset[Key] | None) -> tuple[str, ...]:
     """`bench run` arguments that measure exactly these cells (after the sweep's own: the
     last occurrence of a flag wins): the open decode cells by label, and the rows whose
-    prefill is open but none of whose decode cells are, as prefill-only rows."""
+    prefill is open but none of whose decode cells are, as prefill-only rows; a workload
+    run's open points by label (`--points`)."""
     if cells is None:
         return ()
+    points = sorted(k for k in cells if k[0] == "workload")
+    if points:  # a workload run's points, by label (`Arrivals.labels`)
+        return ("--points", *(f"closed:{c}" if name == "closed" else name for _, name, c in points))
     decode = sorted((k for k in cells if k[0] == "decode"), key=lambda k: (k[1], k[2]))
     rows = {k[1] for k in decode}
     prefill = sorted(k[1] for k in cells if k[0] == "prefill" and k[1] not in rows)

@@ -40,13 +40,14 @@ CAPPED = 'kind = "rate"\nrates = [200.0]\nprocess = "poisson"\nrequests = 40\nma
 CLOSED = (
     'kind = "closed-count"\nconcurrencies = [3]\nrequests_per_stream = 4\nwarmups_per_stream = 2'
 )
+TWO_RATES = 'kind = "rate"\nrates = [5.0, 20.0]\nprocess = "poisson"\nrequests = 20'
 FAULTY = 'kind = "rate"\nrates = [10.0]\nprocess = "poisson"\nrequests = 60'
 
 
-def _bench_run(url: str, spec: Path, out: Path) -> Path:
-    """`bench run --workload SPEC` into OUT at niceness -15; the test fails with its stderr
-    if it fails."""
-    proc = procs.bench("run", "--url", url, "--workload", str(spec), "--out", str(out),
+def _bench_run(url: str, spec: Path, out: Path, *extra: str) -> Path:
+    """`bench run --workload SPEC [EXTRA]` into OUT at niceness -15; the test fails with its
+    stderr if it fails."""
+    proc = procs.bench("run", "--url", url, "--workload", str(spec), "--out", str(out), *extra,
                        mark=procs.new_mark())  # fmt: skip
     prioritize(proc.pid)
     rc, _, err = procs.finish(proc, timeout_s=120)
@@ -68,7 +69,8 @@ def _point(run: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Run directories against one twin: the rate workload twice with seed 3 (s3a, s3b) and
-    once with seed 4 (s4), the capped one, the closed-count one."""
+    once with seed 4 (s4), the capped one, the closed-count one, and the second point alone
+    of a two-rate workload (--points, as a sequential compare's later trials run)."""
     base = tmp_path_factory.mktemp("workload-twin")
     specs = {
         "s3a": _workload("twin-rate", 3, RATE),
@@ -84,6 +86,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             spec = base / f"{name}.toml"
             spec.write_text(text, encoding="utf-8")
             out[name] = _bench_run(twin.url, spec, base / name)
+        spec = base / "two.toml"
+        spec.write_text(_workload("twin-two-rates", 5, TWO_RATES), encoding="utf-8")
+        out["second"] = _bench_run(twin.url, spec, base / "second", "--points", "20/s")
     return out
 
 
@@ -237,3 +242,16 @@ def test_failures_are_counted_by_kind_and_fail_the_point(failing_run: Path) -> N
     assert not math.isnan(p["duration_s"]) and p["ttft"]["n"] == 60 - len(failed)
     tables = (failing_run / "tables.md").read_text(encoding="utf-8")
     assert f"| 10.00/s | 1 | failed | {60 - len(failed)}/60 |" in tables
+
+
+def test_points_measures_only_the_points_named_keeping_their_index(
+    runs: dict[str, Path],
+) -> None:
+    results = json.loads((runs["second"] / "results.json").read_text(encoding="utf-8"))
+    assert results["settings"]["points"] == ["20/s"]
+    (point,) = results["workload"]["points"]
+    assert point["index"] == 1  # the offered rate in client requests/s: x the speed
+    assert point["offered_rate"] == pytest.approx(20.0 * SPEED)
+    contexts = {x["context"] for x in _lines(runs["second"] / "samples.jsonl")
+                if x.get("phase") == "workload"}  # fmt: skip
+    assert contexts == {"1"}

@@ -214,3 +214,11 @@ def test_a_whole_run_not_shown_changed_is_never_printed_as_no_change(
     line = next(x for x in page.splitlines() if x.startswith("- Whole run:"))
     assert "not shown changed (a change under " in line and "can go unseen)" in line
     assert "no change" not in page.lower()
+
+
+def test_later_trials_of_a_workload_measure_its_open_points_by_label() -> None:
+    open_points: frozenset[Key] = frozenset(
+        {("workload", "4/s", 0), ("workload", "inf/s", 0), ("workload", "closed", 8)}
+    )
+    assert sequential.run_args(open_points) == ("--points", "4/s", "closed:8", "inf/s")
+    assert sequential.run_args(None) == ()
