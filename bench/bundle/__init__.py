@@ -8,6 +8,8 @@
     archive_stream  one gzip member, one tar, nothing after its end-of-archive marker
     verify      signature by an allowed signer, hashes, no unlisted file, attestation, schema
     seal        a finished run directory made a signed bundle, refusing one that leaks a secret
+    verdict_attestation  <bundle>.verdict.intoto.json: a verdict against a card, beside the
+                bundle, as an in-toto statement DSSE-signed (made after the bundle is sealed)
     schema      results.json against its schema (bench.results' models)
     provenance  what a run's records say about where its figures come from
     recipe      recipe.json: the commands that re-create a run, and the pins they name

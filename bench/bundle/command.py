@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench import escape
 from bench.bundle import manifest as manifest_mod
-from bench.bundle import schema, seal, sign
+from bench.bundle import schema, seal, sign, verdict_attestation
 from bench.bundle.pack import pack
 from bench.bundle.verify import verify_bundle
 from bench.errors import UsageError, VerifyFailed
@@ -69,6 +69,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="check the signature, hashes and schema only, not that the bundle records "
         "its provenance (bench commit, image, package freeze, weights, recipe.json)",
+    )
+    p.add_argument(
+        "--verdict",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also check a verdict attestation (bench reproduce --attest: "
+        "<bundle stem>.verdict.intoto.json): its signature, and that its subjects are "
+        "BUNDLE and --card; then print the verdict",
+    )
+    p.add_argument(
+        "--card", type=Path, default=None, metavar="CARD", help="with --verdict: the card judged"
+    )
+    p.add_argument(
+        "--verdict-signers",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --verdict: the allowed-signers file trusting the verdict's signer "
+        "(default: --allowed-signers)",
     )
     p.set_defaults(func=_verify)
 
@@ -140,6 +160,25 @@ def _finished_signing(root: Path) -> None:
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    if (args.verdict is None) != (args.card is None) or (
+        args.verdict_signers is not None and args.verdict is None
+    ):
+        raise UsageError(
+            "--verdict, --card (and --verdict-signers) go together",
+            hint="bench verify BUNDLE --allowed-signers FILE --verdict V.verdict.intoto.json "
+            "--card CARD",
+        )
+    # The verdict first: a bundle changed since it was judged fails on its subject line.
+    verdict = (
+        None
+        if args.verdict is None
+        else verdict_attestation.check(
+            args.verdict,
+            args.verdict_signers or args.allowed_signers,
+            run=args.bundle,
+            card=args.card,
+        )
+    )
     ok = verify_bundle(args.bundle, args.allowed_signers, provenance=not args.integrity_only)
     print(
         escape.terminal(
@@ -156,6 +195,8 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     print(escape.terminal(ok.attestation))
     if ok.provenance:
         print("provenance: " + "; ".join(ok.provenance))
+    if verdict is not None:
+        print("\n".join(verdict.lines()))
     return 0
 
 

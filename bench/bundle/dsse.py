@@ -18,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://github.com/bench/attestation/run/v1"
 MAX_BYTES = 8 << 20  # the envelope file: a subject per file is about 150 bytes
+MAX_SIGNATURES = 16  # an envelope with more is refused unread (each costs a verification)
 _KEY_MAX_BYTES = 64 << 10
 _ED25519 = "ssh-ed25519"
 
@@ -130,10 +132,17 @@ def statement(root: Path, manifest: manifest_mod.Manifest) -> dict[str, Any]:
 
 def attest(root: Path, manifest: manifest_mod.Manifest, key: Path) -> Path:
     """Write root/attestation.intoto.json: the statement of `manifest`, signed with `key`."""
-    private = load_private_key(key)
-    payload = json.dumps(statement(root, manifest), sort_keys=True, separators=(",", ":"))
-    body = payload.encode("utf-8")
-    envelope = {
+    envelope = sign_statement(statement(root, manifest), load_private_key(key))
+    path = root / ATTESTATION_NAME
+    writes.write_atomic(path, json.dumps(envelope, indent=2) + "\n")
+    return path
+
+
+def sign_statement(doc: dict[str, Any], private: Ed25519PrivateKey) -> dict[str, Any]:
+    """A statement in a DSSE envelope signed by `private`, its keyid the key's fingerprint
+    (the bundle's attestation, and a verdict's: bench.bundle.verdict_attestation)."""
+    body = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return {
         "payloadType": PAYLOAD_TYPE,
         "payload": base64.b64encode(body).decode("ascii"),
         "signatures": [
@@ -143,14 +152,16 @@ def attest(root: Path, manifest: manifest_mod.Manifest, key: Path) -> Path:
             }
         ],
     }
-    path = root / ATTESTATION_NAME
-    writes.write_atomic(path, json.dumps(envelope, indent=2) + "\n")
-    return path
 
 
 def allowed_ed25519_keys(allowed_signers: Path) -> dict[str, Ed25519PublicKey]:
     """Every ed25519 key of an allowed-signers file, by SSH fingerprint."""
-    found: dict[str, Ed25519PublicKey] = {}
+    return {fp: key for fp, (_, key) in allowed_ed25519_signers(allowed_signers).items()}
+
+
+def allowed_ed25519_signers(allowed_signers: Path) -> dict[str, tuple[str, Ed25519PublicKey]]:
+    """Every ed25519 key of an allowed-signers file with its principals, by SSH fingerprint."""
+    found: dict[str, tuple[str, Ed25519PublicKey]] = {}
     try:
         text = allowed_signers.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -165,21 +176,57 @@ def allowed_ed25519_keys(allowed_signers: Path) -> dict[str, Ed25519PublicKey]:
         except (ValueError, UnsupportedAlgorithm):
             continue
         if isinstance(key, Ed25519PublicKey):
-            found[fingerprint(key)] = key
+            found[fingerprint(key)] = (fields[0], key)
     return found
+
+
+def signed_payload(
+    envelope: Any,
+    signers: dict[str, tuple[str, Ed25519PublicKey]],
+    fail: Callable[[str], BenchError],
+) -> tuple[bytes, str, str]:
+    """The payload of a DSSE envelope of ours (any JSON value, hostile or not) that one of
+    `signers` (by fingerprint, as `allowed_ed25519_signers` gives them) signed over PAE:
+    (payload, fingerprint, principals). Anything else is `fail(problem)`."""
+    if not isinstance(envelope, dict):
+        raise fail("not a DSSE envelope (a JSON object)")
+    if envelope.get("payloadType") != PAYLOAD_TYPE:
+        raise fail(f"payloadType is not {PAYLOAD_TYPE}")
+    body = _b64(envelope.get("payload"), "payload", fail)
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise fail("has no signatures")
+    if len(signatures) > MAX_SIGNATURES:
+        raise fail(f"has {len(signatures)} signatures, more than {MAX_SIGNATURES}")
+    ours = [
+        (s, s["keyid"])
+        for s in signatures
+        if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"] in signers
+    ]
+    if not ours:
+        raise fail("not signed by a key of the allowed-signers file")
+    message = pae(PAYLOAD_TYPE, body)
+    for entry, keyid in ours:
+        principals, public = signers[keyid]
+        try:
+            public.verify(_b64(entry.get("sig"), "a signature", fail), message)
+        except InvalidSignature:
+            continue
+        return body, keyid, principals
+    raise fail(f"the signature by {ours[0][1]} does not verify over the payload")
 
 
 def _fail(problem: str) -> VerifyFailed:
     return VerifyFailed(f"{ATTESTATION_NAME}: {problem}")
 
 
-def _b64(value: Any, what: str) -> bytes:
+def _b64(value: Any, what: str, fail: Callable[[str], BenchError] = _fail) -> bytes:
     if not isinstance(value, str):
-        raise _fail(f"{what} is not a base64 string")
+        raise fail(f"{what} is not a base64 string")
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise _fail(f"{what} is not base64") from None
+        raise fail(f"{what} is not base64") from None
 
 
 def verify(

@@ -5,7 +5,8 @@ server's container on a GPU host, in the same order:
 
     twin up -> bench run -> bench environment -> bench report -> sign -> pack
             -> verify (as a stranger would: the .tar.gz and an allowed-signers file)
-            -> the card's tables and a verdict against the published card
+            -> the card's tables and a verdict against the published card, signed with
+               the same key beside the bundle (<run>.verdict.intoto.json)
 
 The API key is made fresh for each run and travels by environment only; signing refuses
 a bundle that contains it. The signing key lives in ~/.config/bench (made on first use).
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -30,7 +32,7 @@ import structlog
 
 from bench import run_files
 from bench.bundle import pack as pack_mod
-from bench.bundle import seal, sign
+from bench.bundle import seal, sign, verdict_attestation
 from bench.bundle.verify import verify_bundle
 from bench.command_line import bench_program
 from bench.errors import Exit, RunFailed, UsageError
@@ -112,11 +114,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def closing_lines(
-    bundle: Path, files: int, principal: str, *, key: Path, allowed: Path, page: Path | None
+    bundle: Path,
+    files: int,
+    principal: str,
+    *,
+    key: Path,
+    allowed: Path,
+    page: Path | None,
+    verdict: tuple[Path, Path] | None = None,
 ) -> list[str]:
     """Where everything is, and how to check the bundle, as commands with this run's paths
     (docs/first-hour.md follows them; a test runs them as printed). PAGE: the verdict's
-    (None: no verdict was made)."""
+    (None: no verdict was made); VERDICT: its attestation and the card it judged against
+    (None: none was written)."""
     q = shlex.quote
     bundle, allowed, key = bundle.resolve(), allowed.resolve(), key.resolve()
     check = bundle.with_name(bundle.name.removesuffix(".tar.gz") + "-check")
@@ -126,6 +136,15 @@ def closing_lines(
         'for f in json.load(open("manifest.json"))["files"]]\' | sha256sum -c -'
     )
     verify = f"{bench_program()} verify"
+    attested: list[str] = []
+    if verdict is not None:
+        statement, card = verdict[0].resolve(), verdict[1].resolve()
+        attested = [
+            f"and the verdict, signed beside it ({statement.name}: the bundle's and the "
+            "card's sha256, the verdict):",
+            f"  {verify} {q(str(bundle))} --allowed-signers {q(str(allowed))} "
+            f"--verdict {q(str(statement))} --card {q(str(card))}",
+        ]
     return [
         "",
         f"bundle: {bundle} ({files} files, signed by {principal})",
@@ -133,6 +152,7 @@ def closing_lines(
         *([] if page is None else [f"verdict against the card, as a page: {page.resolve()}"]),
         "verify the bundle:",
         f"  {verify} {q(str(bundle))} --allowed-signers {q(str(allowed))}",
+        *attested,
         "or with stock OpenSSH and coreutils, in a new directory:",
         # -i (--ignore-zeros): read past zero blocks, so that whatever was appended to the
         # signed archive lands too and the hash check below sees it (issue 49).
@@ -202,6 +222,38 @@ def _workload_args(args: argparse.Namespace) -> list[str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class LocalVerdict:
+    code: int  # bench reproduce's exit code (0 when no verdict was made)
+    page: Path | None  # its HTML page
+    attested: tuple[Path, Path] | None  # its attestation and the card judged
+
+
+def _judge(
+    args: argparse.Namespace, out: Path, bundle: Path, env: dict[str, str], *, publisher: bool
+) -> LocalVerdict:
+    """The verdict against the card (none for a workload without --card), signed with the
+    bundle's key beside the bundle (bench.verdict.attest)."""
+    statement = verdict_attestation.default_out(bundle)
+    statement.unlink(missing_ok=True)  # an earlier run's of the same --out is not this one's
+    allowed = ["--allowed-signers", str(args.allowed_signers)]
+    attest = ["--attest", str(args.key), "--attest-out", str(statement)]
+    page: Path | None = None
+    if publisher:  # its figures by the publisher's definitions (no page: a table)
+        card: Path = args.card
+        code = _bench(["reproduce", str(bundle), "--card", str(card), *allowed, *attest], env)
+    elif args.workload is None or args.card is not None:  # a workload is not the matrix
+        card = args.card or published_card()
+        page = out.with_name(out.name + "-reproduce.html")
+        code = _bench(["reproduce", str(bundle), "--card", str(card), *allowed,
+                       "--html", str(page), *attest], env)  # fmt: skip
+    else:
+        print("\nno verdict against a card: a workload is not the card's matrix "
+              "(--card CARD judges it anyway)")  # fmt: skip
+        return LocalVerdict(int(Exit.OK), None, None)
+    return LocalVerdict(code, page, (statement, card) if statement.is_file() else None)
+
+
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     log = structlog.get_logger("bench.local")
     started = time.monotonic()
@@ -249,20 +301,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     verified = verify_bundle(bundle, args.allowed_signers)
     if rc != Exit.OK:  # a finished `bench run` printed the tables already
         print((out / run_files.TABLES).read_text(encoding="utf-8"))
-    page: Path | None = None
-    verdict = int(Exit.OK)
-    if publisher:  # its figures by the publisher's definitions (no page: a table)
-        verdict = _bench(["reproduce", str(bundle), "--card", str(args.card),
-                          "--allowed-signers", str(args.allowed_signers)], env)  # fmt: skip
-    elif args.workload is None or args.card is not None:  # a workload is not the matrix
-        card = args.card or published_card()
-        page = out.with_name(out.name + "-reproduce.html")
-        verdict = _bench(["reproduce", str(bundle), "--card", str(card),
-                          "--allowed-signers", str(args.allowed_signers), "--html", str(page)],
-                         env)  # fmt: skip
-    else:
-        print("\nno verdict against a card: a workload is not the card's matrix "
-              "(--card CARD judges it anyway)")  # fmt: skip
+    judged = _judge(args, out, bundle, env, publisher=publisher)
     print(
         "\n".join(
             closing_lines(
@@ -271,7 +310,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
                 verified.signer.principal,
                 key=args.key,
                 allowed=args.allowed_signers,
-                page=page,
+                page=judged.page,
+                verdict=judged.attested,
             )
         )
     )
@@ -279,4 +319,4 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     log.info("local_run_finished", bundle=str(bundle), wall_s=round(time.monotonic() - started, 1))
     if rc != Exit.OK:
         return rc
-    return verdict
+    return judged.code

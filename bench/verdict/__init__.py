@@ -26,5 +26,6 @@ bisect       which commit moved a figure: a k-ary search from GOOD to BAD
 tables       the verdict tables as data (one source for the terminal and the page), as Markdown
 plots        heatmaps of Δ % and per-concurrency curves, as PNG bytes
 page         the verdict as one self-contained HTML page
+attest       a reproduce verdict as a signed in-toto statement beside the bundle (--attest)
 command      `bench reproduce` and `bench compare`
 """

@@ -15,7 +15,7 @@ from bench.card.parse import read_card
 from bench.errors import CardError, Exit, UsageError, validation_message
 from bench.publishers.command import is_publisher_card
 from bench.settings import Settings
-from bench.verdict import equivalence, headline, page, publisher_card
+from bench.verdict import attest, equivalence, headline, page, publisher_card
 from bench.verdict.card_source import from_card
 from bench.verdict.cells import METRICS, RunFigures
 from bench.verdict.compare import ALPHA, Comparison, Policy, compare
@@ -92,6 +92,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "by default they are shown, not judged",
     )
     rep.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    attest.add_attest_args(rep)
     _add_verification(rep)
     rep.set_defaults(func=run_reproduce)
     cmp_ = sub.add_parser("compare", help="per-cell changes of runs B, C, ... against run A")
@@ -155,6 +156,13 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
         return publisher_card.reproduce(args, verification(args))
     card = load_reference(args.card)
     how = verification(args)
+    pending = attest.prepare(
+        args.attest,
+        args.attest_out,
+        run=args.bundle,
+        card=args.card,
+        references=args.reference or (),
+    )
     ours = load_run(args.bundle, how)
     reference = None
     if args.reference:
@@ -171,6 +179,7 @@ def run_reproduce(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(reproduce_markdown(result))
     if args.html:
         page.write(args.html, page.reproduce_page(result))
+    attest.finish(pending, attest.reproduction_body(result))
     structlog.get_logger("bench.verdict").info(
         "reproduce_judged",
         bundle=str(args.bundle),

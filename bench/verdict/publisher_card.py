@@ -25,6 +25,7 @@ from bench.publishers.command import load_card
 from bench.publishers.model import PublisherCard
 from bench.publishers.reproduce import judge
 from bench.publishers.run_trials import left_out, trials_of
+from bench.verdict import attest
 from bench.verdict.run_source import Verification, check, opened
 
 DEFAULT_TOLERANCE_PCT = 5.0  # bench reproduce --tolerance's default
@@ -51,6 +52,8 @@ def reproduce(args: argparse.Namespace, how: Verification) -> int:
         how,
         tolerance_pct=args.tolerance,
         all_figures=bool(args.all_figures),
+        attest_key=args.attest,
+        attest_out=args.attest_out,
     )
 
 
@@ -61,11 +64,15 @@ def judged(
     *,
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     all_figures: bool = False,
+    attest_key: Path | None = None,
+    attest_out: Path | None = None,
 ) -> int:
     """BUNDLE (or a run directory) judged against the publisher's card at CARD_PATH, the
     verdict printed; its exit code. What `bench reproduce` and the orchestrator's summary
-    run (provisioning.runs.summary)."""
+    run (provisioning.runs.summary). With `attest_key`, the verdict is written signed too
+    (bench.verdict.attest; `attest_out`, default beside the bundle)."""
     card = load_card(card_path)
+    pending = attest.prepare(attest_key, attest_out, run=bundle, card=card_path)
     with opened(bundle) as directory:
         _, trust = check(directory, bundle, how)
         results = run_files.load_results(directory)
@@ -92,6 +99,7 @@ def judged(
         "",
     ]
     sys.stdout.write("\n".join([*head, *result.lines()]) + "\n")
+    attest.finish(pending, attest.publisher_body(result))
     structlog.get_logger("bench.verdict").info(
         "reproduce_judged",
         bundle=str(bundle),

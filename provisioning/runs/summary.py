@@ -13,14 +13,15 @@ from typing import Protocol
 from tabulate import tabulate
 
 import bench.cards
-from bench.errors import BenchError, Exit, Interrupted
+from bench.bundle import sign
+from bench.errors import BenchError, Exit, Interrupted, UsageError
 from bench.fleet import nodes as fleet_nodes
 from bench.fleet import report as fleet
 from bench.fleet import rule as fleet_rule
 from bench.fleet.tables import fleet_markdown
 from bench.launch_profile import LaunchProfile
 from bench.publishers.command import is_publisher_card
-from bench.verdict import publisher_card
+from bench.verdict import attest, publisher_card
 from bench.verdict.command import load_reference
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import Verification, load_run
@@ -39,13 +40,36 @@ def default_card(profile: LaunchProfile) -> Path | None:
 def _verdict(bundle: Path, card: Path, allowed: Path) -> Exit:
     """Print the reproduce verdict of one bundle against the card; its exit code (0 when
     reproduced; 1 not, 9 partial, 10 settings differ, 11 inconclusive). A publisher's card
-    (`bench card import --from`) is judged by its publisher's definitions."""
+    (`bench card import --from`) is judged by its publisher's definitions.
+
+    The verdict is made here, on the workstation, which holds no bundle key of its own (each
+    host's key signs its bundles): it is signed with `bench local`'s key when this machine
+    has one (attest.workstation_key, trusted in ~/.config/bench/allowed_signers), written
+    beside the bundle as <run>.verdict.intoto.json; without one, a note says so."""
+    key = _workstation_key()
     if is_publisher_card(card):
-        return Exit(publisher_card.judged(bundle, card, Verification((allowed,))))
+        return Exit(publisher_card.judged(bundle, card, Verification((allowed,)), attest_key=key))
+    pending = attest.prepare(key, None, run=bundle, card=card)
     ours = load_run(bundle, Verification((allowed,)))
     result = reproduce(ours, load_reference(card), Tolerances())
     print(reproduce_markdown(result))
+    attest.finish(pending, attest.reproduction_body(result))
     return result.exit_code
+
+
+def _workstation_key() -> Path | None:
+    """`bench local`'s key when it can sign a verdict; else None, said in one line."""
+    key = attest.workstation_key()
+    if not key.exists():
+        print(f"(no verdict attestation: no signing key {key} on this machine; "
+              "`bench local` makes one)", file=sys.stderr)  # fmt: skip
+        return None
+    try:
+        sign.check_private_key(key)
+    except UsageError as exc:
+        print(f"(no verdict attestation: {exc.one_line()})", file=sys.stderr)
+        return None
+    return key
 
 
 class Ran(Protocol):

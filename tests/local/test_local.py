@@ -48,6 +48,19 @@ def test_local_flow_leaves_a_signed_verified_bundle_and_a_verdict(tmp_path: Path
     # ... including its provenance (issue 16): the twin needs no image and loads no weights.
     assert "weights: not applicable (twin)" in check.stdout
     assert "recipe: recipe.json (twin server)" in check.stdout
+    # The verdict, signed with the same key beside the bundle, and the command that checks it.
+    from bench.local.command import published_card
+
+    verdict = out.with_name("run1.verdict.intoto.json")
+    assert verdict.is_file()
+    assert f"--verdict {verdict.resolve()} --card {published_card().resolve()}" in proc.stdout
+    judged = subprocess.run(
+        [sys.executable, "-m", "bench", "verify", str(bundle), "--allowed-signers", str(allowed),
+         "--verdict", str(verdict), "--card", str(published_card())],
+        check=False, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert judged.returncode == 0, judged.stderr
+    assert "verdict: NOT COMPARABLE (exit 10) of run1.tar.gz against qwen3.5" in judged.stdout
     recipe = subprocess.run(
         [sys.executable, "-m", "bench", "provenance", str(bundle), "--recipe",
          "--allowed-signers", str(allowed)],

@@ -1,6 +1,7 @@
-"""A bundle's attestation.intoto.json checked by a verifier bench did not write: securesystemslib's
-DSSE envelope and ed25519 verification, with the signer's key read from an allowed-signers
-line without bench's parser, then the statement's subjects hashed against the files."""
+"""A bundle's attestation.intoto.json (and a verdict's <bundle>.verdict.intoto.json) checked by
+a verifier bench did not write: securesystemslib's DSSE envelope and ed25519 verification, with
+the signer's key read from an allowed-signers line without bench's parser, then the statement's
+subjects hashed against the files."""
 
 from __future__ import annotations
 
@@ -56,3 +57,25 @@ def third_party_check(root: Path, key: SSlibKey) -> list[str]:
         for s in statement["subject"]
         if hashlib.sha256((root / s["name"]).read_bytes()).hexdigest() != s["digest"]["sha256"]
     ]
+
+
+def third_party_statement(envelope_path: Path, key: SSlibKey) -> dict[str, object]:
+    """A verdict attestation (<bundle>.verdict.intoto.json) as securesystemslib reads it:
+    raises its VerificationError unless KEY signed the envelope; the in-toto statement."""
+    envelope = Envelope.from_dict(json.loads(envelope_path.read_text()))
+    envelope.verify([key], 1)
+    assert envelope.payload_type == "application/vnd.in-toto+json"
+    statement: dict[str, object] = json.loads(envelope.payload)
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    return statement
+
+
+def subject_digests(statement: dict[str, object]) -> dict[str, str]:
+    """The statement's subjects: name -> sha256."""
+    subjects = statement["subject"]
+    assert isinstance(subjects, list)
+    return {s["name"]: s["digest"]["sha256"] for s in subjects}
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
