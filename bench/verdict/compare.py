@@ -20,8 +20,10 @@ Per cell and figure, with trials on both sides (or a pooled noise estimate):
     optional minimum effect, 0 by default).
   - MDE: the smallest change detected with 80 % power at the level a single changed
     figure must reach under BH among m tests (alpha / m), from the noise measured: a
-    change under it can go unseen. A figure not changed is EQUIVALENT within its margin or
-    NOT RESOLVED (`equivalence`), never "no change".
+    change under it can go unseen. With pooling it is never sized for a cell quieter than
+    the cell's own runs show (`mde_noise`: the moderated sd holds on average over cells,
+    not in a noisy or heavy-tailed one). A figure not changed is EQUIVALENT within its
+    margin or NOT RESOLVED (`equivalence`), never "no change".
 With one trial per side and no noise estimate, the compare cannot tell noise from change:
 it shows the raw Δ only and flags nothing on figures.
 A cell that is not_ready, invalid, interrupted or failed on either side (or measured on
@@ -124,6 +126,9 @@ class FigureDelta:
     # With the run-level model: this cell's Δ % beyond the change of the whole run, which
     # the interval, p and MDE are about (delta_pct stays the change B shows against A).
     own_pct: float | None = None
+    # The sd the MDE is computed at where it is the cell's own, larger than the moderated
+    # `sd_log` the test uses (`mde_noise`); None: the MDE is at sd_log.
+    mde_sd_log: float | None = None
     # Two one-sided tests of the change as measured against the figure's margin.
     # (the change's spread, the margin %, alpha): what `equivalence` is judged on, lazily
     # (power loops run thousands of compares and read only the changes).
@@ -134,6 +139,16 @@ class FigureDelta:
         if self.judged_on is None:
             return None
         return eqv.tost(*self.judged_on)
+
+    @property
+    def mde_note(self) -> str:
+        """What the printed MDE says of its noise when it is the cell's own (`mde_noise`)."""
+        if self.mde_sd_log is None or self.sd_log is None:
+            return ""
+        return (
+            f" (this cell's own noise {self.mde_sd_log * 100:.1f} %, above the "
+            f"{self.sd_log * 100:.1f} % its test uses)"
+        )
 
     @property
     def outcome(self) -> eqv.Outcome:
@@ -330,13 +345,15 @@ def figure_delta(
         sd, df = pooled.moderated(ss + ss_b, max(d, 0) + max(d_b, 0))
         r = stats.welch_log(ta, tb, pooled_sd=sd, pooled_df=df)
         method: Literal["welch log", "pooled"] = "pooled"
+        mde_sd = mde_noise(sd, ss + ss_b, max(d, 0) + max(d_b, 0))
     elif len(ta) >= 2 and len(tb) >= 2:
         r = stats.welch_log(ta, tb)
         sd = math.sqrt((r.sd_log_a**2 + r.sd_log_b**2) / 2.0)
         method = "welch log"
+        mde_sd = sd
     else:
         return FigureDelta(metric, va, vb, d, "raw", mark="raw")
-    mde = stats.mde_pct(sd, len(ta), len(tb), alpha=level, power=POWER, df=r.df)
+    mde = stats.mde_pct(mde_sd, len(ta), len(tb), alpha=level, power=POWER, df=r.df)
     return FigureDelta(
         metric,
         va,
@@ -348,7 +365,49 @@ def figure_delta(
         mde,
         sd,
         df=r.df,
+        mde_sd_log=mde_sd if mde_sd > sd else None,
     )
+
+
+def mde_noise(moderated_sd: float, own_ss: float, own_df: int) -> float:
+    """The sd of one trial a pooled figure's MDE is computed at: the larger of the moderated
+    sd (the test's) and the cell's own, sqrt(own_ss / own_df) / c4(own_df) from its runs on
+    both sides.
+
+    Why. The moderated variance s² = (d0 s0² + SS) / (d0 + d) is the cell's variance from its
+    runs and the prior (Smyth: 1 / s² is the posterior mean of 1 / σ²) when the cells'
+    variances scatter around the pooled s0² with d0 prior degrees of freedom and each cell's
+    noise is normal; the noncentral t at d0 + d degrees of freedom then gives 80 % power on
+    average over the cells, not in each. The cell's own evidence weighs d / (d0 + d) (6 / 23
+    with 4 + 4 runs on llama.cpp's corpus): a cell noisier than the others, or one run far
+    out (heavy tails: one slow run moves a mean of 4 by a quarter of its distance), is sized
+    as if it were as quiet as the rest. Its planted change is then missed whenever that run
+    sits on the side that hides a slowdown: on llama.cpp's corpus, 81.8 % power over all
+    figures but 73.9 % in decode 2K × 1, whose slowest run is 2.2-2.3 sd out
+    (docs/measured/corpus-power-llamacpp-every-figure-2026-12-06.md).
+
+    Derivation. With se = s_t sqrt(1/n_a + 1/n_b) (s_t the moderated sd the test uses), the
+    test finds a true change D when D + e > c se (c its critical t), e the noise of the
+    difference of the two means, about normal with sd σ sqrt(1/n_a + 1/n_b), σ the cell's
+    own noise. Sized at D = ncp s sqrt(1/n_a + 1/n_b) (ncp the noncentral t's for 80 %),
+    D is found when Z σ > c s_t - ncp s, Z standard normal. At s = s_t that is
+    Z > (c - ncp) s_t / σ: 80 % when σ = s_t, less when the cell is noisier (σ > s_t). At
+    s = σ >= s_t it is Z > c s_t / σ - ncp >= c - ncp: 80 % or more. σ is not known; its
+    estimate from this cell alone is s_own / c4(d), s_own = sqrt(SS / d) the cell's own sd
+    from its runs on both sides (d degrees of freedom) and c4 its bias (`c4`: s_own is
+    short of σ on average, and the derivation needs σ, not σ²); it holds the outlying run
+    whose share of a mean a slowdown must beat. So s = max(s_t, s_own / c4(d)): a cell no
+    noisier than the moderated sd keeps its MDE; the test is unchanged (so are its false
+    alarms); only the printed size grows, and it says so (`FigureDelta.mde_note`)."""
+    if own_df <= 0 or own_ss <= 0:
+        return moderated_sd
+    return max(moderated_sd, math.sqrt(own_ss / own_df) / c4(own_df))
+
+
+def c4(df: int) -> float:
+    """E[s] / σ for a normal sample sd on df degrees of freedom: s / c4 is unbiased for σ
+    (0.959 at 6, 0.975 at 10)."""
+    return math.sqrt(2.0 / df) * math.exp(math.lgamma((df + 1) / 2.0) - math.lgamma(df / 2.0))
 
 
 def _own_ss(values: Sequence[float]) -> float:

@@ -131,7 +131,7 @@ def _cmp_figure(f: FigureDelta | None) -> TCell:
         band = f"[{e.low_pct:+.1f}, {e.high_pct:+.1f}]".replace("-", "−")
         text += f"; equivalent within ±{e.margin_pct:g} % {band}"
     elif f.mark == "unchanged":
-        mde = f"; MDE {mde_shown(f.mde_pct)}" if f.mde_pct is not None else ""
+        mde = f"; MDE {mde_shown(f.mde_pct)}{f.mde_note}" if f.mde_pct is not None else ""
         text += f"; not resolved{mde}"
     if f.mark == "raw":
         text += " (raw, no noise estimate)"
