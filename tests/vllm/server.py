@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import random
 import re
 import secrets
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,6 +48,9 @@ BLOCK_SIZE = 128
 HEALTH_DEADLINE_S = 600.0
 STOP_GRACE_S = 20.0
 _KV_LOG = re.compile(r"CPU KV cache size: ([\d,]+) tokens")
+# vLLM's trace exporter speaks gRPC unless told otherwise; `bench run`'s receiver reads
+# OTLP/HTTP protobuf only (docs/run.md, "Server traces").
+TRACES_PROTOCOL = "http/protobuf"
 
 
 class VllmServerError(RuntimeError):
@@ -61,6 +66,9 @@ class VllmServer:
     log_path: Path
     pid: int
     started_in_s: float  # launch to the first healthy /health
+    # Where vLLM exports a span per finished request (`--otlp-traces-endpoint`), when it does:
+    # http://127.0.0.1:PORT/v1/traces, PORT for a `bench run --otlp-traces-port` to listen on.
+    traces_port: int | None = None
 
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -125,7 +133,30 @@ def retriever_dirs(python: Path) -> tuple[Path, Path]:
     return built, Path(f"{built}-cut")
 
 
-def server_env(api_key: str) -> dict[str, str]:
+def traces_port() -> int:
+    """A port for the server's trace exports that nothing listens on now, and that no other
+    test will bind while the server lives: drawn below the kernel's ephemeral range (the
+    ports of every `free_port()` and every outgoing connection), where none of the suite's
+    servers listen. A span exported to a port another test's `bench run --otlp-traces-port`
+    had bound (from `free_port()`) would be a foreign span there, which the twin's trace
+    tests count as `unknown_trace` and fail on; below the range that cannot happen."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    draw = random.SystemRandom()
+    for _ in range(200):
+        port = draw.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise VllmServerError(f"no free port below {low} for the trace exports")
+
+
+def server_env(api_key: str, tracing: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "BENCH_"))}
     env.update(
         VLLM_API_KEY=api_key,
@@ -137,6 +168,8 @@ def server_env(api_key: str) -> dict[str, str]:
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
     )
+    if tracing:
+        env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = TRACES_PROTOCOL
     return env
 
 
@@ -167,15 +200,20 @@ def start_vllm(
     log_path: Path,
     extra: tuple[str, ...] = (),
     wrap: Callable[[list[str]], list[str]] | None = None,
+    traces_port: int | None = None,
 ) -> Iterator[VllmServer]:
     """vLLM serving `model`; `extra`: more `vllm serve` flags (another --dtype, say); `wrap`:
-    the command as it is started (under a CPU quota: tests/support/cpu_quota.py)."""
+    the command as it is started (under a CPU quota: tests/support/cpu_quota.py);
+    `traces_port`: export a span per finished request to http://127.0.0.1:PORT/v1/traces
+    over OTLP/HTTP protobuf (`traces_port()` draws one)."""
     api_key = secrets.token_urlsafe(24)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    if traces_port is not None:
+        extra = (*extra, "--otlp-traces-endpoint", f"http://127.0.0.1:{traces_port}/v1/traces")
     with serving(
         (wrap or list)(serve_command(python, model, port, extra)),
-        server_env(api_key),
+        server_env(api_key, tracing=traces_port is not None),
         log_path,
         url=url,
         name="vllm serve",
@@ -191,6 +229,7 @@ def start_vllm(
             log_path=log_path,
             pid=proc.pid,
             started_in_s=started_in_s,
+            traces_port=traces_port,
         )
 
 
@@ -214,12 +253,15 @@ def start_test_vllm(
     log_path: Path,
     extra: tuple[str, ...] = (),
     quota: CpuQuota | None = None,
+    traces_port: int | None = None,
 ) -> Iterator[VllmServer]:
     """`start_vllm` as the tests run it: ahead of the machine's other work, in `quota` (a
     slower server's, say) or a SERVER_CPUS quota of its own."""
     with contextlib.ExitStack() as stack:
         group = quota or stack.enter_context(cpu_quota(SERVER_CPUS, f"vllm{next(_QUOTAS)}"))
-        with start_vllm(
-            model, python, log_path, extra, wrap=lambda argv: group.wrap(prioritized(argv))
-        ) as server:
+
+        def wrap(argv: list[str]) -> list[str]:
+            return group.wrap(prioritized(argv))
+
+        with start_vllm(model, python, log_path, extra, wrap, traces_port) as server:
             yield server
