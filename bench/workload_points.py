@@ -103,6 +103,12 @@ class CapacitySearch(_PointModel):
     met: float | None = None  # the highest point shown to meet, below every other
     missed: float | None = None  # the lowest point not shown to meet
     note: str | None = None
+    # The point estimate beside the bound `met` (bench.workload.search.point_estimate): the
+    # rate where the points' measured percentile crosses its bound (the lowest over the SLO's
+    # terms), the term that gave it, or None and why there is none. Absent before it was kept.
+    crossing: float | None = None
+    crossing_term: str | None = None
+    crossing_note: str | None = None
 
 
 class CapacityRun(_PointModel):
@@ -120,10 +126,15 @@ class CapacityRun(_PointModel):
     repeats: int = 1
     max_points: int = 12
     searches: tuple[CapacitySearch, ...] = ()
-    # The geometric mean of the searches' `met`, and its 95 % t-interval over searches
-    # (two or more that found one); None when none did.
+    # The bound: the geometric mean of the searches' `met` (each the highest rate shown to
+    # meet, a lower bound), and its 95 % t-interval over searches (two or more that found
+    # one); None when none did.
     estimate: float | None = None
     interval: tuple[float, float] | None = None
+    # The point estimate: the geometric mean of the searches' `crossing`, and its 95 %
+    # t-interval over them; None when none gave one (and in runs made before it was kept).
+    crossing: float | None = None
+    crossing_interval: tuple[float, float] | None = None
     server_s: float = 0.0  # server seconds the searches' points took, warm-ups included
 
 

@@ -24,7 +24,15 @@ Everything runs the product's own code on the twin's engine, without sockets or 
    the share whose capacity (the search's `met`) lies within 5 % of the truth, and
    found / truth's median and 5th / 95th percentiles. A met point is one whose p99 is shown
    within the bound at 99 % confidence (MLPerf's early stopping), so a search's capacity
-   sits below the population-p99 truth, by less as R grows.
+   sits below the population-p99 truth, by less as R grows: it is the bound. Beside it the
+   search's point estimate (`bench.workload.search.point_estimate`, as `bench capacity`
+   computes it: where the points' measured p99, smoothed to rise with the rate, crosses
+   its bound), its share within 5 % of the truth, its median, percentiles and spread.
+   `--compares 0` measures accuracy alone (no B, no compares); `--stop-after S` then
+   prints the table of the searches done after S seconds (the rows' searches are run
+   interleaved, so each row has its first ones, in the seeds' order); `--truth-given`
+   takes A's truth sets from an earlier run instead of computing them again; `--dump`
+   writes every result, with each point's readings, as JSON Lines.
 4. Sides of K = `--repeats` searches (one `bench capacity --repeats K` run: a workload seed
    of its own, repeats 0..K-1), `--compares` of them on the profile (A) and as many on
    B = `bench.twin.openloop.slower_decode(profile, 1.10)`, every side its own seed (two
@@ -42,6 +50,7 @@ The same command gives the same table: every seed is fixed, and the work is spli
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import shlex
@@ -63,7 +72,13 @@ from bench.verdict.compare import ALPHA as COMPARE_ALPHA
 from bench.workload import figures
 from bench.workload import slo as slo_rules
 from bench.workload.schedule import Planned, plan_point
-from bench.workload.search import CapacitySearchState, Verdict
+from bench.workload.search import (
+    KEPT_PERCENTILES,
+    CapacitySearchState,
+    Reading,
+    Verdict,
+    point_estimate,
+)
 from bench.workload_spec import Arrivals, Lengths, Slo, Workload
 
 PROFILE = "tiny"
@@ -117,6 +132,24 @@ def overloaded(records: Sequence[VirtualRequest]) -> bool:
     return end > 1.5 * mid + 4 and completed < figures.OVERLOAD_SHARE * arrived
 
 
+def readings(rate: float, records: Sequence[VirtualRequest], slo: Slo) -> dict[str, Reading]:
+    """The point's reading of each SLO term, as `bench capacity` takes it from the point's
+    figures (bench.run.slo_capacity.readings): the term's percentile of the figure
+    (`bench.workload.figures.quantiles`' rule), or, where a point keeps none, the share over
+    the bound."""
+    out: dict[str, Reading] = {}
+    for figure, q, bound in slo.terms():
+        values = [getattr(r, figure) for r in records if figure != "tpot" or r.tokens > 1]
+        if not values:
+            continue
+        if q in KEPT_PERCENTILES:
+            out[f"{figure}_p{q}"] = Reading(rate, stats.percentile(values, q), bound)
+        else:
+            over = sum(v > bound for v in values) / len(values)
+            out[f"{figure}_p{q}"] = Reading(rate, over, 1.0 - q / 100.0, log_value=False)
+    return out
+
+
 def judged(records: Sequence[VirtualRequest], slo: Slo) -> tuple[Verdict, dict[str, str]]:
     """The point's verdict as `point_verdict` gives it, and each bound's (or
     {"overloaded": "missed"})."""
@@ -163,6 +196,12 @@ class SearchFound:
     met: float | None  # the search's capacity (None: no point met)
     tried: tuple[tuple[float, Verdict], ...]
     binding: tuple[str, ...]  # what did not meet at the lowest point that did not
+    # The point estimate (bench.workload.search.point_estimate): None, and why, when none.
+    estimate: float | None = None
+    estimate_term: str | None = None
+    estimate_why: str | None = None
+    # Each point's readings, in `tried`'s order: {term: value}; None: overloaded.
+    read: tuple[dict[str, float] | None, ...] = ()
 
 
 def search(spec: SearchSpec, setup: Setup) -> SearchFound:
@@ -171,13 +210,28 @@ def search(spec: SearchSpec, setup: Setup) -> SearchFound:
     wl = workload(spec.seed, spec.requests, setup.slo, setup.start)
     state = CapacitySearchState(start=setup.start, lowest=0.01, highest=1e4)
     why: dict[float, tuple[str, ...]] = {}
+    terms: dict[str, list[Reading]] = {}
+    read: list[dict[str, float] | None] = []
+    caps: list[float] = []
     while (x := state.next_point()) is not None:
         _, records = play(profile, wl, x, spec.repeat)
         v, each = judged(records, setup.slo)
         why[x] = tuple(sorted(k for k, w in each.items() if w != "met"))
         state.record(x, v)
+        if "overloaded" in each:
+            caps.append(x)
+            read.append(None)
+            continue
+        got = readings(x, records, setup.slo)
+        read.append({t: r.value for t, r in got.items()})
+        for t, r in got.items():
+            terms.setdefault(t, []).append(r)
     lowest = state.missed
-    return SearchFound(spec, state.met, tuple(state.tried), () if lowest is None else why[lowest])
+    est = point_estimate(terms, min(caps, default=None))
+    return SearchFound(
+        spec, state.met, tuple(state.tried), () if lowest is None else why[lowest],
+        est.rate, est.term, est.why, tuple(read),
+    )  # fmt: skip
 
 
 _PROFILES: dict[tuple[Setup, str], Profile] = {}
@@ -225,13 +279,40 @@ def _task(job: Job) -> SearchFound | float:
     return search(job, setup) if isinstance(job, SearchSpec) else truth(job, setup)
 
 
-def run_all(setup: Setup, jobs: Sequence[Job], workers: int) -> list[SearchFound | float]:
-    """Every job's result, in the jobs' order; progress on stderr."""
+def dumped(got: SearchFound | float) -> dict[str, object]:
+    """One job's result as a line of `--dump`'s JSON Lines."""
+    if isinstance(got, float):
+        return {"truth": got}
+    return {
+        "side": got.spec.side, "requests": got.spec.requests, "seed": got.spec.seed,
+        "repeat": got.spec.repeat, "met": got.met, "estimate": got.estimate,
+        "estimate_term": got.estimate_term, "estimate_why": got.estimate_why,
+        "tried": [[x, v, r] for (x, v), r in zip(got.tried, got.read, strict=True)],
+    }  # fmt: skip
+
+
+def run_all(
+    setup: Setup,
+    jobs: Sequence[Job],
+    workers: int,
+    *,
+    dump: str | None = None,
+    stop_after: float | None = None,
+    must: int = 0,
+) -> list[SearchFound | float]:
+    """The jobs' results, in the jobs' order; progress on stderr; each result a line of
+    `dump` (JSON Lines) as it comes, when given. With `stop_after` (seconds), the results
+    of the jobs done by then (the first `must` whatever the time): a leading part of the
+    jobs, the rest not run."""
     t0 = time.monotonic()
     every = max(len(jobs) // 40, 1)
     out: list[SearchFound | float] = []
+    sink = open(dump, "w") if dump else None  # noqa: SIM115 (closed below)
 
     def note() -> None:
+        if sink is not None:
+            sink.write(json.dumps(dumped(out[-1])) + "\n")
+            sink.flush()
         done = len(out)
         if done % every == 0 or done == len(jobs):
             wall = time.monotonic() - t0
@@ -240,17 +321,31 @@ def run_all(setup: Setup, jobs: Sequence[Job], workers: int) -> list[SearchFound
                   file=sys.stderr, flush=True)  # fmt: skip
 
     _init(setup)
-    if workers <= 1:
-        for job in jobs:
-            out.append(_task(job))
-            note()
+    try:
+
+        def late() -> bool:
+            return (
+                stop_after is not None and len(out) >= must and time.monotonic() - t0 > stop_after
+            )
+
+        if workers <= 1:
+            for job in jobs:
+                out.append(_task(job))
+                note()
+                if late():
+                    break
+            return out
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_init, initargs=(setup,)) as pool:
+            for got in pool.imap(_task, jobs, chunksize=1):
+                out.append(got)
+                note()
+                if late():
+                    break  # the pool's other work is ended with it
         return out
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(workers, initializer=_init, initargs=(setup,)) as pool:
-        for got in pool.imap(_task, jobs, chunksize=1):
-            out.append(got)
-            note()
-    return out
+    finally:
+        if sink is not None:
+            sink.close()
 
 
 # --- compares ---------------------------------------------------------------------------
@@ -337,14 +432,19 @@ def sd_log(xs: Iterable[float | None]) -> float:
     return statistics.stdev(logs) if len(logs) > 1 else math.nan
 
 
+def within(ratios: Sequence[float]) -> int:
+    return sum(abs(r - 1.0) <= WITHIN for r in ratios)
+
+
 @dataclass(frozen=True)
 class Accuracy:
     requests: int
-    ratios: tuple[float, ...]  # found / truth (0.0: the search found none)
+    ratios: tuple[float, ...]  # the bound (met) / truth (0.0: the search found none)
+    estimates: tuple[float, ...]  # the point estimate / truth (0.0: the search gave none)
     points: float  # points a search measured, mean
 
     def within(self) -> int:
-        return sum(abs(r - 1.0) <= WITHIN for r in self.ratios)
+        return within(self.ratios)
 
     def row(self) -> str:
         r = self.ratios
@@ -353,11 +453,21 @@ class Accuracy:
             f"{pct(r, 5):.3f} – {pct(r, 95):.3f} | {self.points:.1f} |"
         )
 
+    def estimate_row(self) -> str:
+        e = self.estimates
+        given = [x for x in e if x > 0]
+        spread = sd_log(given)
+        return (
+            f"| {self.requests:,} | {share(within(e), len(e))} | {pct(e, 50):.3f} | "
+            f"{pct(e, 5):.3f} – {pct(e, 95):.3f} | {spread:.1%} | {len(e) - len(given)} |"
+        )
+
 
 def accuracy(requests: int, found: Sequence[SearchFound], truth_a: float) -> Accuracy:
     return Accuracy(
         requests,
         tuple((f.met or 0.0) / truth_a for f in found),
+        tuple((f.estimate or 0.0) / truth_a for f in found),
         statistics.fmean(len(f.tried) for f in found),
     )
 
@@ -385,13 +495,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--searches", type=int, default=200, help="searches an accuracy row")
     p.add_argument("--requests", type=int, default=5000, help="R of the compares")
     p.add_argument("--compares", type=int, default=60,
-                   help="sides a profile: as many A/A and as many A/B compares (even)")  # fmt: skip
+                   help="sides a profile: as many A/A and as many A/B compares (even; 0: "
+                   "accuracy only, no B)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=3, help="K, searches a side")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--truth-requests", type=int, default=5000, help="requests a truth stream")
     p.add_argument("--truth-seeds", type=int, default=2, help="streams a truth set")
     p.add_argument("--truth-sets", type=int, default=6, help="disjoint truth sets a profile")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--truth-given", type=float, nargs="+", metavar="X", default=None,
+                   help="A's truth sets' values as an earlier run computed them (its table or "
+                   "--dump), not computed again")  # fmt: skip
+    p.add_argument("--stop-after", type=float, default=None, metavar="S",
+                   help="accuracy only (--compares 0): after S seconds, the table of the searches "
+                   "done by then")  # fmt: skip
+    p.add_argument("--dump", metavar="FILE", default=None,
+                   help="each truth set's and search's result as a JSON line")  # fmt: skip
     p.add_argument("--quick", action="store_true",
                    help="a few small searches: the harness end to end in seconds")  # fmt: skip
     return p
@@ -427,15 +546,16 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
     setup = Setup(args.profile, slo, args.start)
     what = f"rate at {slo_rules.text(slo)}"
     k, n, r0 = args.repeats, args.compares, args.requests
-    if n < 2 or n % 2:
-        raise SystemExit("--compares must be even and at least 2 (A/A pairs the sides)")
+    if n < 0 or n % 2:
+        raise SystemExit("--compares must be even (A/A pairs the sides); 0: no compares")
     rows = sorted(set(args.accuracy_requests))
 
     truth_jobs = [
         TruthSpec(side, args.truth_requests,
                   tuple(range(s * args.truth_seeds, (s + 1) * args.truth_seeds)))
-        for side in ("A", "B")
+        for side in (("A", "B") if n else ("A",))
         for s in range(args.truth_sets)
+        if not (side == "A" and args.truth_given)
     ]  # fmt: skip
     sides = {
         name: [[SearchSpec(name, r0, SEED_BASE[name] + i, j) for j in range(k)] for i in range(n)]
@@ -449,20 +569,139 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
     }
     jobs: list[Job] = list(truth_jobs)
     seen: set[SearchSpec] = set()
+    # The rows' searches interleaved (the first of each row, then the second, ...): a run
+    # stopped by --stop-after has every row in part.
     for spec in [*(s for name in sides for side in sides[name] for s in side),
-                 *(s for r in rows for s in acc[r])]:  # fmt: skip
+                 *(acc[r][i] for i in range(args.searches) for r in rows)]:  # fmt: skip
         if spec not in seen:
             seen.add(spec)
             jobs.append(spec)
     print(f"{len(truth_jobs)} truth sets and {len(jobs) - len(truth_jobs)} searches on "
           f"{args.workers} worker(s)", file=sys.stderr, flush=True)  # fmt: skip
-    results = run_all(setup, jobs, args.workers)
+    results = run_all(
+        setup, jobs, args.workers, dump=args.dump, stop_after=args.stop_after, must=len(truth_jobs)
+    )
     truths = [x for x in results[: len(truth_jobs)] if isinstance(x, float)]
     by = {f.spec: f for f in results[len(truth_jobs) :] if isinstance(f, SearchFound)}
+    stopped = len(results) < len(jobs)
+    if stopped and (n or len(truths) < len(truth_jobs)):
+        raise SystemExit(f"--stop-after: {len(results)} of {len(jobs)} jobs done; the truth "
+                         "and the compares need all of theirs")  # fmt: skip
+    if stopped:  # a leading part of each row
+        acc = {r: [s for s in specs if s in by] for r, specs in acc.items()}
 
+    given = list(args.truth_given or ())
+    if given and len(given) != args.truth_sets:
+        raise SystemExit(f"--truth-given: {len(given)} values for --truth-sets {args.truth_sets}")
+    truths = [*given, *truths]
     t_a, t_b = truths[: args.truth_sets], truths[args.truth_sets :]
-    truth_a, truth_b = statistics.fmean(t_a), statistics.fmean(t_b)
-    accs = tuple(accuracy(r, [by[s] for s in acc[r]], truth_a) for r in rows)
+    truth_a = statistics.fmean(t_a)
+    truth_b = statistics.fmean(t_b) if t_b else math.nan
+    accs = tuple(accuracy(r, [by[s] for s in acc[r]], truth_a) for r in rows if acc[r])
+
+    def se(xs: Sequence[float]) -> str:
+        return f"{statistics.stdev(xs) / math.sqrt(len(xs)):.3f}" if len(xs) > 1 else "?"
+
+    def sets(xs: Sequence[float]) -> str:
+        return ", ".join(f"{x:.3f}" for x in xs)
+
+    per_set = args.truth_seeds * args.truth_requests
+    spread = sd_log(t_a)
+    # A rate's crossing from N requests spreads as the truth's sets do, as 1/sqrt(N): within
+    # 5 % in 95 % takes an sd of 5 % / 1.96.
+    need = per_set * (spread / (WITHIN / 1.96)) ** 2 if math.isfinite(spread) else math.nan
+    lines = [
+        f"`{shlex.join(['python', '-m', 'tools.capacity_power', *argv])}`",
+        "",
+        f"Twin profile `{args.profile}` (A)"
+        + (f" and A with every decode step x {SLOWER:g} (B)" if n else "")
+        + f", input {INPUT_TOKENS} / output {OUTPUT_TOKENS} tokens, Poisson arrivals, SLO "
+        f"`{slo_rules.text(slo)}`, in virtual time. A search: bench capacity's from "
+        f"--start {args.start:g} (x2 bracketing, bisection to high / low <= 1.05, at most 12 "
+        "points), each point R requests from idle, judged by MLPerf's early stopping.",
+        "",
+        f"True capacity (capacity_truth on {args.truth_sets} disjoint sets of "
+        f"{args.truth_seeds} stream(s) x {args.truth_requests:,} requests a rate; mean ± "
+        "standard error"
+        + ("; A's sets as given by --truth-given, not computed in this run" if given else "")
+        + "):",
+        "",
+        f"- A: {truth_a:.3f} ± {se(t_a)} req/s (sets: {sets(t_a)}; sd of a set's log {spread:.1%})",
+        *(
+            [
+                f"- B: {truth_b:.3f} ± {se(t_b)} req/s (sets: {sets(t_b)}; {sd_log(t_b):.1%}); "
+                f"B against A {truth_b / truth_a - 1:+.1%}"
+            ]
+            if t_b
+            else []
+        ),
+        "",
+        f"Accuracy on A: {args.searches} searches a row (workload seeds "
+        f"{SEED_BASE['A']}–{SEED_BASE['A'] + (args.searches - 1) // k}, repeats "
+        f"0–{k - 1}); found / truth against A's truth above."
+        + (
+            f" Stopped by --stop-after {args.stop_after:g}: the rows' first "
+            + ", ".join(f"{len(a.ratios)} (R = {a.requests:,})" for a in accs)
+            + " searches, in the seeds' order."
+            if stopped
+            else ""
+        ),
+        "",
+        "The bound (the search's `met`: the highest rate shown to meet the SLO at 99 % "
+        "confidence, a lower bound by design):",
+        "",
+        "| R (requests a point) | capacity within 5 % of the truth | found / truth, median "
+        "| 5th – 95th percentile | points a search |",
+        "|---|---|---|---|---|",
+        *(a.row() for a in accs),
+        "",
+        "The point estimate (bench.workload.search.point_estimate: where the points' measured "
+        "p99, smoothed to rise with the rate, crosses its bound, interpolated in log rate and "
+        "log p99; the lowest over the SLO's terms):",
+        "",
+        "| R (requests a point) | estimate within 5 % of the truth | estimate / truth, median "
+        "| 5th – 95th percentile | sd of its log | searches with no estimate |",
+        "|---|---|---|---|---|---|",
+        *(a.estimate_row() for a in accs),
+        "",
+        f"By the truth's own spread (sd {spread:.1%} of a set's log at {per_set:,} requests a "
+        f"rate, shrinking as 1/sqrt(requests)), a rate's p99 crossing is within 5 % of the "
+        f"truth in 95 % from about {need:,.0f} requests at the crossing.",
+        "Which term gave each estimate: "
+        + "; ".join(f"R = {a.requests:,}: {terms(acc[a.requests], by)}" for a in accs)
+        + ".",
+    ]
+    aas: dict[float, Tally] = {}
+    pws: dict[float, Tally] = {}
+    if n:
+        aas, pws, more = compares(what, args, by, sides, r0 >= max(rows))
+        lines += ["", *more]
+    lines += [
+        "",
+        f"{len(results) - len(truth_jobs)} searches and {len(truth_jobs)} truth sets in "
+        f"{time.monotonic() - t0:.0f} s on {args.workers} worker(s).",
+    ]
+    return PowerReport(truth_a, truth_b, accs, aas, pws, tuple(lines))
+
+
+def terms(specs: Sequence[SearchSpec], by: dict[SearchSpec, SearchFound]) -> str:
+    counts: dict[str, int] = {}
+    for spec in specs:
+        f = by[spec]
+        key = f.estimate_term or f"none ({f.estimate_why})"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def compares(
+    what: str,
+    args: argparse.Namespace,
+    by: dict[SearchSpec, SearchFound],
+    sides: dict[str, list[list[SearchSpec]]],
+    largest: bool,
+) -> tuple[dict[float, Tally], dict[float, Tally], list[str]]:
+    """The compares' table and lines (module docstring, 4)."""
+    k, n, r0 = args.repeats, args.compares, args.requests
     got = {name: [[by[s] for s in side] for side in v] for name, v in sides.items()}
     aa_pairs = [(x[i], x[i + 1]) for x in (got["A"], got["B"]) for i in range(0, n, 2)]
     ab_pairs = list(zip(got["A"], got["B"], strict=True))
@@ -476,48 +715,13 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
     ]
     flat_a = [f for side in got["A"] for f in side]
     flat_b = [f for side in got["B"] for f in side]
-    wall = time.monotonic() - t0
-
     why_r = (
         " (the largest R above: its searches the least biased and the least noisy, which the "
         "power needs)"
-        if r0 >= max(rows)
+        if largest
         else ""
     )
-
-    def se(xs: Sequence[float]) -> str:
-        return f"{statistics.stdev(xs) / math.sqrt(len(xs)):.3f}" if len(xs) > 1 else "?"
-
-    def sets(xs: Sequence[float]) -> str:
-        return ", ".join(f"{x:.3f}" for x in xs)
-
     lines = [
-        f"`{shlex.join(['python', '-m', 'tools.capacity_power', *argv])}`",
-        "",
-        f"Twin profile `{args.profile}` (A) and A with every decode step x {SLOWER:g} (B), "
-        f"input {INPUT_TOKENS} / output {OUTPUT_TOKENS} tokens, Poisson arrivals, SLO "
-        f"`{slo_rules.text(slo)}`, in virtual time. A search: bench capacity's from "
-        f"--start {args.start:g} (x2 bracketing, bisection to high / low <= 1.05, at most 12 "
-        "points), each point R requests from idle, judged by MLPerf's early stopping.",
-        "",
-        f"True capacity (capacity_truth on {args.truth_sets} disjoint sets of "
-        f"{args.truth_seeds} stream(s) x {args.truth_requests:,} requests a rate; mean ± "
-        "standard error):",
-        "",
-        f"- A: {truth_a:.3f} ± {se(t_a)} req/s (sets: {sets(t_a)}; sd of a set's log "
-        f"{sd_log(t_a):.1%})",
-        f"- B: {truth_b:.3f} ± {se(t_b)} req/s (sets: {sets(t_b)}; {sd_log(t_b):.1%}); "
-        f"B against A {truth_b / truth_a - 1:+.1%}",
-        "",
-        f"Accuracy on A: {args.searches} searches a row (workload seeds "
-        f"{SEED_BASE['A']}–{SEED_BASE['A'] + (args.searches - 1) // k}, repeats "
-        f"0–{k - 1}); found / truth against A's truth above.",
-        "",
-        "| R (requests a point) | capacity within 5 % of the truth | found / truth, median "
-        "| 5th – 95th percentile | points a search |",
-        "|---|---|---|---|---|",
-        *(a.row() for a in accs),
-        "",
         f"Compares at R = {r0:,}{why_r}: {n} sides of K = {k} searches a profile, each side its "
         f"own workload seed; A/A: sides 2j and 2j + 1 of one profile ({n // 2} on A, "
         f"{n // 2} on B); power: side i of A against side i of B; "
@@ -540,11 +744,8 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
         f"(5th – 95th percentile {pct(deltas, 5):+.1f} – {pct(deltas, 95):+.1f} %).",
         f"What stopped each search (not met at its lowest point that did not meet): "
         f"A: {binding(flat_a)}; B: {binding(flat_b)}.",
-        "",
-        f"{len(jobs) - len(truth_jobs)} searches and {len(truth_jobs)} truth sets in "
-        f"{wall:.0f} s on {args.workers} worker(s).",
     ]
-    return PowerReport(truth_a, truth_b, accs, aas, pws, tuple(lines))
+    return aas, pws, lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,11 @@ with its rates (or concurrencies) replaced by the one point, and judges it by th
 (MLPerf's early stopping, bench.workload.slo). A point's traffic comes from a seed made of
 the workload's seed, the point's rate and the repeat: two servers searched at the same
 rate get the same schedule and prompts, whatever path their searches took there. K
-repeats give K capacities; the estimate is their geometric mean with a 95 % t-interval
-over them (docs/workloads.md). Against a server started per run (the orchestrator), each
+repeats give K capacities; the bound is their geometric mean with a 95 % t-interval
+over them (docs/workloads.md). Beside each search's bound (the highest rate shown to meet)
+its point estimate (bench.workload.search.point_estimate: where the points' measured
+percentiles cross their bounds) is kept, and over the repeats its geometric mean and
+interval the same way. Against a server started per run (the orchestrator), each
 repeat is best its own run: `--repeats 1` into K bundles, compared with `bench compare`.
 """
 
@@ -26,7 +29,14 @@ from bench.results import Results
 from bench.run import sweep
 from bench.run.workload_run import PointStep, load, measure_point
 from bench.workload import slo as slo_rules
-from bench.workload.search import CapacitySearchState, point_verdict
+from bench.workload.search import (
+    KEPT_PERCENTILES,
+    CapacitySearchState,
+    PointEstimate,
+    Reading,
+    point_estimate,
+    point_verdict,
+)
 from bench.workload_points import CapacityRun, CapacitySearch, PointResult, WorkloadRun
 from bench.workload_spec import MAX_CONCURRENCY, MAX_RATE, Workload
 
@@ -153,6 +163,7 @@ async def measure(runner_: sweep.SweepRunner, results: Results, opts: SearchOpti
     points: list[PointResult] = []
     searches: list[CapacitySearch] = []
     for repeat in range(opts.repeats):
+        mine: list[tuple[float, PointResult]] = []
         search = CapacitySearchState(
             start=opts.start, lowest=opts.lowest, highest=opts.highest,
             integer=opts.by == "concurrency", tolerance=opts.tolerance,
@@ -162,16 +173,47 @@ async def measure(runner_: sweep.SweepRunner, results: Results, opts: SearchOpti
             step = PointStep(step_workload(wl.workload, opts.by, x, repeat), 0, repeat, len(points))
             got = await measure_point(runner_, results, step, line)
             points.append(got)
+            mine.append((x, got))
             search.record(x, point_verdict(got))
-            done = _found(search, repeat, scale)
+            done = _found(search, repeat, scale, estimated(mine))
             results = _with(results, wl, points, [*searches, done], speed=speed)
             sweep.save(runner_.rundir, results)
-        searches.append(_found(search, repeat, scale))
+        searches.append(_found(search, repeat, scale, estimated(mine)))
     results = _with(results, wl, points, searches, speed=speed)
     return results.model_copy(update={"state": "complete"})
 
 
-def _found(search: CapacitySearchState, repeat: int, scale: float) -> CapacitySearch:
+def estimated(points: list[tuple[float, PointResult]]) -> PointEstimate:
+    """A search's point estimate from its points (search units): each valid point's reading
+    of each SLO term (its percentile of the figure; for a percentile a point does not keep,
+    p95, the share of requests over the bound against 5 %); an overloaded or failed point
+    caps the crossing; a late or interrupted point is left out (its figures are not of the
+    rate asked)."""
+    terms: dict[str, list[Reading]] = {}
+    caps: list[float] = []
+    for x, p in points:
+        if p.status in ("overloaded", "failed"):
+            caps.append(x)
+            continue
+        if p.status != "valid":
+            continue
+        for c in p.slo:
+            term = f"{c.figure}_p{c.percentile}"
+            q = getattr(p, c.figure)
+            if c.percentile in KEPT_PERCENTILES and q is not None:
+                reading = Reading(x, getattr(q, f"p{c.percentile}"), c.bound_s)
+            elif c.n > 0:
+                share = c.over / c.n
+                reading = Reading(x, share, 1.0 - c.percentile / 100.0, log_value=False)
+            else:
+                continue
+            terms.setdefault(term, []).append(reading)
+    return point_estimate(terms, min(caps, default=None))
+
+
+def _found(
+    search: CapacitySearchState, repeat: int, scale: float, estimate: PointEstimate
+) -> CapacitySearch:
     met, missed = search.met, search.missed
     return CapacitySearch(
         repeat=repeat,
@@ -179,6 +221,9 @@ def _found(search: CapacitySearchState, repeat: int, scale: float) -> CapacitySe
         met=None if met is None else met * scale,
         missed=None if missed is None else missed * scale,
         note=search.note(),
+        crossing=None if estimate.rate is None else estimate.rate * scale,
+        crossing_term=estimate.term,
+        crossing_note=estimate.why,
     )
 
 
@@ -191,26 +236,38 @@ def _with(
     speed: float,
 ) -> Results:
     assert wl.capacity is not None
-    found = [s.met for s in searches if s.met is not None and s.met > 0]
-    estimate = interval = None
-    if found:
-        logs = [math.log(x) for x in found]
-        estimate = math.exp(math.fsum(logs) / len(logs))
-        if len(logs) >= 2:
-            ci = stats.mean_ci(logs)
-            interval = (math.exp(ci.low), math.exp(ci.high))
+    estimate, interval = geometric([s.met for s in searches])
+    crossing, crossing_interval = geometric([s.crossing for s in searches])
     spent = math.fsum(p.duration_s for p in points) * speed
     capacity = wl.capacity.model_copy(
         update={
             "searches": tuple(searches),
             "estimate": estimate,
             "interval": interval,
+            "crossing": crossing,
+            "crossing_interval": crossing_interval,
             "server_s": spent,
         }
     )
     return results.model_copy(
         update={"workload": wl.model_copy(update={"points": tuple(points), "capacity": capacity})}
     )
+
+
+def geometric(
+    values: list[float | None],
+) -> tuple[float | None, tuple[float, float] | None]:
+    """The geometric mean of the searches' values (those given and above 0) and its 95 %
+    t-interval over them (two or more); the bound's and the point estimate's alike."""
+    found = [x for x in values if x is not None and x > 0]
+    if not found:
+        return None, None
+    logs = [math.log(x) for x in found]
+    mean = math.exp(math.fsum(logs) / len(logs))
+    if len(logs) < 2:
+        return mean, None
+    ci = stats.mean_ci(logs)
+    return mean, (math.exp(ci.low), math.exp(ci.high))
 
 
 def method(opts: SearchOptions) -> str:

@@ -15,6 +15,10 @@ the highest rate *shown* to meet: an undecided point counts as not meeting.
 Each search step is one point, measured as any other; `max_points` bounds a search. With
 noise a met point may lie above a missed one: the bracket keeps the highest met point below
 the lowest missed one, and the search says so in its note.
+
+That capacity is a bound (below the rate where the population's percentile reaches its
+bound). Beside it, `point_estimate` reads a point estimate off the same points: where
+their measured percentiles cross their bounds (the notes above `Reading`).
 """
 
 from __future__ import annotations
@@ -116,3 +120,112 @@ class CapacitySearchState:
         if len(self.tried) >= self.max_points and self._candidate() is not None:
             return f"stopped after {self.max_points} points with the bracket still wider than asked"
         return None
+
+
+# --- the point estimate ---------------------------------------------------------------------
+#
+# The search's `met` is a bound: the highest rate *shown* (at 99 % confidence) to meet, below
+# the rate where the population's percentile reaches its bound by design. Beside it, each
+# search gives a point estimate from the very same points: for each SLO term, the rate at
+# which the points' measured percentile crosses the term's bound, read off the points
+# smoothed to rise with the rate (isotonic regression, pool-adjacent-violators) and
+# interpolated linearly in log rate and log value between the two points that bracket the
+# bound; the estimate is the lowest of the terms' crossings. A point that was overloaded or
+# failed has no usable percentile: it caps the crossing (readings above it are left out).
+
+
+KEPT_PERCENTILES = (50, 90, 99)  # what a point keeps of each figure (Quantiles)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One point's measured figure for one SLO term: `value` against `limit` (the term's
+    bound in seconds, log-interpolated; or, where the point keeps no such percentile, the
+    share of requests over the bound against 1 - q, interpolated linearly)."""
+
+    rate: float
+    value: float
+    limit: float
+    log_value: bool = True
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where one term's smoothed readings cross its limit; `rate` None when they do not
+    (then `why` says so)."""
+
+    rate: float | None
+    why: str | None = None
+    # Within its limit up to this rate (the highest read) and not crossed: the term binds
+    # above it, if anywhere.
+    under_to: float | None = None
+
+
+@dataclass(frozen=True)
+class PointEstimate:
+    """A search's point estimate: the lowest crossing over the SLO's terms, the term that
+    gave it, or None and why."""
+
+    rate: float | None
+    term: str | None = None
+    why: str | None = None
+
+
+def isotonic(values: list[float]) -> list[float]:
+    """The non-decreasing sequence nearest `values` in least squares, equal weights (pool
+    adjacent violators: a value below the block before it is pooled with it into their
+    mean, repeatedly)."""
+    blocks: list[tuple[float, int]] = []  # (mean, size)
+    for v in values:
+        blocks.append((v, 1))
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, n1), (m2, n2) = blocks[-2], blocks[-1]
+            blocks[-2:] = [((m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2)]
+    return [m for m, n in blocks for _ in range(n)]
+
+
+def crossing(readings: list[Reading], cap: float | None = None) -> Crossing:
+    """The rate where one term's readings, smoothed (isotonic in rate), cross its limit:
+    interpolated between the last smoothed reading within the limit and the first over it,
+    linearly in log rate and in log value (or in the value for a share). Readings at or
+    above `cap` (the lowest overloaded or failed point) are left out."""
+    kept = sorted((r for r in readings if cap is None or r.rate < cap), key=lambda r: r.rate)
+    if not kept:
+        return Crossing(None, "no point below the lowest overloaded or failed one")
+    limit, log_value = kept[0].limit, kept[0].log_value
+    fitted = isotonic([r.value for r in kept])
+    over = next((i for i, v in enumerate(fitted) if v > limit), None)
+    if over is None:
+        top = kept[-1].rate
+        why = f"within its bound at every point read, up to {top:g}"
+        if cap is not None:
+            why += f" ({cap:g} was overloaded or failed)"
+        return Crossing(None, why, under_to=top)
+    if over == 0:
+        return Crossing(None, f"over its bound at every point read, from {kept[0].rate:g}")
+    (x0, v0), (x1, v1) = (kept[over - 1].rate, fitted[over - 1]), (kept[over].rate, fitted[over])
+    if log_value and v0 > 0:
+        share = (math.log(limit) - math.log(v0)) / (math.log(v1) - math.log(v0))
+    else:
+        share = (limit - v0) / (v1 - v0)
+    return Crossing(math.exp(math.log(x0) + share * (math.log(x1) - math.log(x0))))
+
+
+def point_estimate(readings: dict[str, list[Reading]], cap: float | None = None) -> PointEstimate:
+    """The lowest of the terms' crossings (the notes above). A term within its bound at
+    every point read binds above them: it is passed over when the lowest crossing lies at
+    or below its highest reading. Else, or when a term is over its bound at every point
+    read (it crosses below them), there is no estimate."""
+    if not readings:
+        return PointEstimate(None, why="no point with readings of the SLO's terms")
+    each = {term: crossing(rs, cap) for term, rs in readings.items()}
+    crossed = {t: c.rate for t, c in each.items() if c.rate is not None}
+    if not crossed:
+        t, c = min(sorted(each.items()), key=lambda tc: tc[1].under_to is not None)
+        return PointEstimate(None, why=f"{t} {c.why}")
+    term = min(crossed, key=lambda t: crossed[t])
+    rate = crossed[term]
+    for t, c in sorted(each.items()):
+        if c.rate is None and (c.under_to is None or c.under_to < rate):
+            return PointEstimate(None, why=f"{t} {c.why}")
+    return PointEstimate(rate, term)

@@ -73,7 +73,8 @@ def _describe(run: WorkloadRun) -> str:
 
 
 def _capacity(run: WorkloadRun, speed: float) -> list[str]:
-    """The SLO capacity's section: the estimate, its interval, each search's path."""
+    """The SLO capacity's section: the bound and the point estimate, their intervals, each
+    search's path."""
     cap = run.capacity
     assert cap is not None
     per = speed if cap.by == "rate" else 1.0
@@ -82,22 +83,41 @@ def _capacity(run: WorkloadRun, speed: float) -> list[str]:
     def shown(x: float) -> str:
         return f"{x / per:,.3g}"
 
+    def mean(value: float | None, interval: tuple[float, float] | None, n: int) -> str:
+        assert value is not None
+        text = f"**{shown(value)} {unit}**"
+        if interval is not None:
+            text += f", 95 % interval [{shown(interval[0])}, {shown(interval[1])}]"
+        return text + f" over {n} search(es)"
+
     head = f"### SLO capacity ({escape.md_cell(cap.slo)}, by {cap.by})"
     if cap.estimate is None:
         found = "no search found a point that meets the SLO"
     else:
-        found = f"**{shown(cap.estimate)} {unit}**"
-        if cap.interval is not None:
-            found += f", 95 % interval [{shown(cap.interval[0])}, {shown(cap.interval[1])}]"
-        found += f" over {sum(s.met is not None for s in cap.searches)} search(es)"
-    lines = [head, "", f"Capacity: {found}; server time {cap.server_s:,.0f} s.",
-             f"Search: {escape.md_cell(cap.method)}.", ""]  # fmt: skip
+        found = mean(cap.estimate, cap.interval, sum(s.met is not None for s in cap.searches))
+    lines = [head, "", f"Capacity, the bound: {found} (each search's highest point shown to "
+             "meet the SLO at 99 % confidence: the capacity lies above it); server time "
+             f"{cap.server_s:,.0f} s."]  # fmt: skip
+    if cap.crossing is not None:
+        given = sum(s.crossing is not None for s in cap.searches)
+        lines.append(
+            "Capacity, the point estimate: "
+            f"{mean(cap.crossing, cap.crossing_interval, given)} (where each search's measured "
+            "percentile crosses its bound, interpolated between its points)."
+        )
+    elif any(s.crossing_note for s in cap.searches):
+        lines.append("Capacity, the point estimate: none (each search's reason below).")
+    lines += [f"Search: {escape.md_cell(cap.method)}.", ""]
     for s in cap.searches:
         path = ", ".join(f"{shown(x)} {v}" for x, v in s.tried)
         bracket = (
             f"met {shown(s.met) if s.met is not None else '-'}, "
             f"not {shown(s.missed) if s.missed is not None else '-'}"
         )
+        if s.crossing is not None:
+            bracket += f"; estimate {shown(s.crossing)} ({escape.md_cell(s.crossing_term or '')})"
+        elif s.crossing_note:
+            bracket += f"; no estimate: {escape.md_cell(s.crossing_note)}"
         note = f" ({escape.md_cell(s.note)})" if s.note else ""
         lines.append(f"- search {s.repeat + 1}: {path}; {bracket}{note}")
     return lines

@@ -124,7 +124,7 @@ def test_the_estimate_lies_between_the_searches(capacity_runs: tuple[Path, Path]
         assert cap["server_s"] > 0
         tables = (run / "tables.md").read_text(encoding="utf-8")
         assert "### SLO capacity (ttft_p99<=1s, by rate)" in tables
-        shown = f"Capacity: **{est / SPEED:,.3g} requests/s**, 95 % interval "
+        shown = f"Capacity, the bound: **{est / SPEED:,.3g} requests/s**, 95 % interval "
         shown += f"[{low / SPEED:,.3g}, {high / SPEED:,.3g}] over 2 search(es)"
         assert shown in tables, tables
         paths = re.findall(r"^- search (\d): (.*)$", tables, flags=re.M)

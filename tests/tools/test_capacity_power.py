@@ -3,8 +3,12 @@ the harness runs end to end with a plausible accuracy in its quick mode."""
 
 from __future__ import annotations
 
+import json
 import time
 from array import array
+from pathlib import Path
+
+import pytest
 
 from bench.stream.records import RequestRecord
 from bench.twin.openloop import VirtualRequest
@@ -60,6 +64,22 @@ def test_the_harness_judges_a_point_as_point_verdict_does() -> None:
     assert seen[40.0] == ("missed", "overloaded")
 
 
+def test_the_harness_reads_a_point_as_bench_capacity_does() -> None:
+    """The point estimate's readings: each SLO term's p99 of the point's requests, the same
+    number `bench capacity` keeps in the point's figures (what bench.run.slo_capacity reads)."""
+    wl = cp.workload(11, 500, SETUP.slo, SETUP.start)
+    tiny = SETUP.of("A")
+    for rate in (2.0, 3.0, 3.5):
+        planned, records = cp.play(tiny, wl, rate, 0)
+        full = product_point(planned, records, rate)
+        ours = cp.readings(rate, records, SETUP.slo)
+        for c in full.slo:
+            q = getattr(full, c.figure)
+            got = ours[f"{c.figure}_p{c.percentile}"]
+            assert got.value == pytest.approx(q.p99, rel=1e-9), (rate, c.figure)
+            assert got.limit == pytest.approx(c.bound_s)
+
+
 def test_a_search_is_seeded_and_stays_in_the_bracket() -> None:
     spec = cp.SearchSpec("A", 500, 3, 1)
     one = cp.search(spec, SETUP)
@@ -68,6 +88,10 @@ def test_a_search_is_seeded_and_stays_in_the_bracket() -> None:
     missed = min(x for x, v in one.tried if v != "met")
     assert one.met < missed <= one.met * 2
     assert one.binding  # the lowest point that did not meet names what it missed
+    # Its point estimate: from its own points, above the bound, below twice it.
+    assert one.estimate is not None and one.estimate_term in ("ttft_p99", "tpot_p99")
+    assert one.met < one.estimate < 2 * one.met
+    assert len(one.read) == len(one.tried)
 
 
 def test_quick_mode_runs_end_to_end_with_a_plausible_accuracy() -> None:
@@ -81,6 +105,20 @@ def test_quick_mode_runs_end_to_end_with_a_plausible_accuracy() -> None:
     [row] = report.accuracy
     assert len(row.ratios) == cp.QUICK["searches"]
     assert all(0.7 <= r <= 1.05 for r in row.ratios), row.ratios
+    assert all(0.75 <= e <= 1.35 for e in row.estimates), row.estimates
     table = "\n".join(report.lines)
     assert "| 1,000 |" in table and "A/A: flagged CHANGED" in table
+    assert "estimate within 5 % of the truth" in table
     assert report.lines[0] == "`python -m tools.capacity_power --quick --workers 1`"
+
+
+def test_stop_after_keeps_a_leading_part_and_the_dump_says_each(tmp_path: Path) -> None:
+    """--stop-after: the jobs done by then, from the first (the first `must` whatever the
+    time); --dump: one JSON line each, with the search's points and readings."""
+    jobs = [cp.SearchSpec("A", 500, seed, 0) for seed in (1, 2, 3)]
+    dump = tmp_path / "d.jsonl"
+    got = cp.run_all(SETUP, jobs, 1, dump=str(dump), stop_after=0.0, must=1)
+    assert len(got) == 1 and isinstance(got[0], cp.SearchFound) and got[0].spec == jobs[0]
+    [line] = [json.loads(x) for x in dump.read_text().splitlines()]
+    assert (line["seed"], line["met"], line["estimate"]) == (1, got[0].met, got[0].estimate)
+    assert [x for x, _, _ in line["tried"]] == [x for x, _ in got[0].tried]
