@@ -56,7 +56,7 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.verdict import saved_files
-from bench.verdict.cells import Cell, Key, RunFigures, Status, context_order, mean_rse, median_rse
+from bench.verdict.cells import Cell, Key, RunFigures, Status, mean_rse, median_rse
 
 MAX_BYTES = 64 * 1024 * 1024  # one export is ~20 KB; bounded all the same
 HEAD_BYTES = 1024 * 1024
@@ -355,24 +355,16 @@ def load(path: Path) -> RunFigures:
         trials = {m: tuple(v[m] for _, _, v, _ in found if m in v) for m in names}
         rse = found[0][3] if len(found) == 1 else {}
         cells[key] = Cell("workload", key[1], key[2], "valid", None, trials, rse)
-    metadata = {
-        "source": "AIPerf profile_export_aiperf.json",
-        "aiperf_version": ", ".join(sorted(versions)),
-        "model": first["model"],
-        "arrivals": "; ".join(sorted(arrivals)),
-        "records": str(sum(len(v) for v in by_key.values())),
-    }
-    return RunFigures(
-        name=path.name,
-        kind="run",
-        speed_factor=1.0,
-        identities=frozenset(identities),
-        metadata=metadata,
+    return saved_files.as_run(
+        path,
+        tool="AIPerf",
+        verb="exported",
+        source="AIPerf profile_export_aiperf.json",
+        versions=versions,
+        about=first,
+        arrivals=arrivals,
+        records=sum(len(v) for v in by_key.values()),
+        identities=identities,
         cells=cells,
-        contexts=context_order(k[1] for k in cells),
-        concurrencies=tuple(sorted({k[2] for k in cells})),
-        trust="unsigned",
-        provenance=f"{path.name}: exported by AIPerf (no bundle, no signature)",
-        settings={"model": first["model"], "api": first["api"]},
-        server_s=(math.fsum(seconds),),
+        seconds=seconds,
     )

@@ -64,7 +64,6 @@ GuideLLM writes.
 from __future__ import annotations
 
 import hashlib
-import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -72,7 +71,7 @@ from bench import bounds
 from bench.errors import UsageError
 from bench.run_files import read_json
 from bench.verdict import saved_files
-from bench.verdict.cells import Cell, Key, RunFigures, Status, context_order, mean_rse, median_rse
+from bench.verdict.cells import Cell, Key, RunFigures, Status, mean_rse, median_rse
 
 MAX_BYTES = 256 * 1024 * 1024  # ~95 KB of summaries a benchmark, ~3.5 KB a request kept
 MAX_BENCHMARKS = 4096  # benchmarks in all the files read
@@ -409,24 +408,16 @@ def load(path: Path) -> RunFigures:
     if not by_key:
         raise UsageError(f"{path}: holds no GuideLLM benchmarks")
     cells = {key: _cell(key, found) for key, found in by_key.items()}
-    metadata = {
-        "source": "GuideLLM benchmarks.json",
-        "guidellm_version": ", ".join(sorted(versions)),
-        "model": first["model"],
-        "arrivals": "; ".join(sorted(arrivals)),
-        "records": str(count),
-    }
-    return RunFigures(
-        name=path.name,
-        kind="run",
-        speed_factor=1.0,
-        identities=frozenset(identities),
-        metadata=metadata,
+    return saved_files.as_run(
+        path,
+        tool="GuideLLM",
+        verb="written",
+        source="GuideLLM benchmarks.json",
+        versions=versions,
+        about=first,
+        arrivals=arrivals,
+        records=count,
+        identities=identities,
         cells=cells,
-        contexts=context_order(k[1] for k in cells),
-        concurrencies=tuple(sorted({k[2] for k in cells})),
-        trust="unsigned",
-        provenance=f"{path.name}: written by GuideLLM (no bundle, no signature)",
-        settings={"model": first["model"], "api": first["api"]},
-        server_s=(math.fsum(seconds),),
+        seconds=seconds,
     )

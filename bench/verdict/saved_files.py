@@ -1,14 +1,17 @@
 """Another tool's saved result files found in a folder, bounded (`bench.verdict.aiperf_saved`,
 `bench.verdict.guidellm_saved`): at most MAX_DEPTH folders down, MAX_ENTRIES entries looked
-at and MAX_FILES files kept, each a one-line UsageError past its bound."""
+at and MAX_FILES files kept, each a one-line UsageError past its bound; and the cells read
+from them as one unsigned run (`as_run`)."""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.verdict.cells import Cell, Key, RunFigures, context_order
 
 MAX_FILES = 256  # files of the tool's in one folder
 MAX_DEPTH = 4  # folders below the one given
@@ -43,3 +46,43 @@ def recognises(path: Path, looks: Callable[[Path], bool], what: str) -> bool:
     except (OSError, UsageError):
         return False
     return looks(path)
+
+
+def as_run(
+    path: Path,
+    *,
+    tool: str,
+    verb: str,
+    source: str,
+    versions: Iterable[str],
+    about: Mapping[str, str],
+    arrivals: Iterable[str],
+    records: int,
+    identities: Iterable[str],
+    cells: dict[Key, Cell],
+    seconds: Iterable[float],
+) -> RunFigures:
+    """TOOL's cells read from PATH as one run: unsigned, at speed 1, its model and API from
+    ABOUT (the first file's), SOURCE naming the file kind in its metadata; VERB how the tool
+    made the file ("exported", "written")."""
+    metadata = {
+        "source": source,
+        f"{tool.lower()}_version": ", ".join(sorted(versions)),
+        "model": about["model"],
+        "arrivals": "; ".join(sorted(arrivals)),
+        "records": str(records),
+    }
+    return RunFigures(
+        name=path.name,
+        kind="run",
+        speed_factor=1.0,
+        identities=frozenset(identities),
+        metadata=metadata,
+        cells=cells,
+        contexts=context_order(k[1] for k in cells),
+        concurrencies=tuple(sorted({k[2] for k in cells})),
+        trust="unsigned",
+        provenance=f"{path.name}: {verb} by {tool} (no bundle, no signature)",
+        settings={"model": about["model"], "api": about["api"]},
+        server_s=(math.fsum(seconds),),
+    )
