@@ -172,9 +172,11 @@ def test_the_first_hour_walk_through_runs_as_printed(tmp_path: Path) -> None:
     assert lines.count("## Prefill") == 1  # the tables once
     start = lines.index("verify the bundle:")
     printed = [x[2:] for x in lines[start + 1 :] if x.startswith("  ")]
-    assert len(printed) == 4, lines[start:]
-    assert all(str(bundle) in x for x in printed[:2])
-    assert printed[2].startswith("ssh-keygen -Y verify -f ")  # stock OpenSSH, as the page says
+    # bench verify, the signed verdict beside it, then stock tools: tar, ssh-keygen, sha256sum
+    assert len(printed) == 5, lines[start:]
+    assert all(str(bundle) in x for x in printed[:3])
+    assert " --verdict " in printed[1] and " --card " in printed[1]
+    assert printed[3].startswith("ssh-keygen -Y verify -f ")  # stock OpenSSH, as the page says
     # Run from the folder that holds the clone (named bench, as the page clones it): the
     # printed `python -m bench verify` imported that folder instead of the package.
     ran = subprocess.run(["bash", "-c", "set -euo pipefail\n" + "\n".join(printed) + "\n"],
