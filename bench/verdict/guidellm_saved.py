@@ -99,16 +99,8 @@ class GuidellmPoint(NamedTuple):
 
 def _looks_saved(path: Path) -> bool:
     """A .json file whose head has GuideLLM's report keys (read no further than that)."""
-    if path.suffix != ".json" or path.name == "results.json":
-        return False
-    try:
-        if not path.is_file():
-            return False
-        with path.open("rb") as f:
-            head = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return all(key in head for key in SIGNATURE)
+    head = saved_files.json_head(path, HEAD_BYTES)
+    return head is not None and all(key in head for key in SIGNATURE)
 
 
 def _found(path: Path) -> list[Path]:

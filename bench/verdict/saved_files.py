@@ -18,6 +18,20 @@ MAX_DEPTH = 4  # folders below the one given
 MAX_ENTRIES = 20_000  # directory entries looked at while searching a folder
 
 
+def json_head(path: Path, head_bytes: int) -> str | None:
+    """The first HEAD_BYTES of a .json file other than bench's results.json, as text (bad
+    bytes replaced); None for any other file or one that cannot be read."""
+    if path.suffix != ".json" or path.name == "results.json":
+        return None
+    try:
+        if not path.is_file():
+            return None
+        with path.open("rb") as f:
+            return f.read(head_bytes).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def found(path: Path, looks: Callable[[Path], bool], what: str) -> list[Path]:
     """The files in folder PATH that LOOKS takes for WHAT ("AIPerf exports"), sorted."""
     out: list[Path] = []
