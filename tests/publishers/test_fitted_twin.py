@@ -86,12 +86,19 @@ def _reproduce(base: Path, card: Path, slower: float, speed: float) -> tuple[int
     spec = base / "card.toml"
     rc, _, err = _bench("card", "workload", str(card), "-o", str(spec))
     assert rc == 0, err[-2000:]
-    run = base / f"run-{slower:g}"
-    with start_twin(str(profile), speed=speed) as twin:
-        prioritize(twin.proc.pid)
-        rc, _, err = _bench("run", "--url", twin.url, "--workload", str(spec), "--out", str(run))
-        assert rc == 0, err[-3000:]
-    rc, out, err = _bench("reproduce", str(run), "--card", str(card))
+    for attempt in (1, 2):
+        run = base / f"run-{slower:g}-{attempt}"
+        with start_twin(str(profile), speed=speed) as twin:
+            prioritize(twin.proc.pid)
+            rc, _, err = _bench("run", "--url", twin.url, "--workload", str(spec),
+                                "--out", str(run))  # fmt: skip
+            assert rc == 0, err[-3000:]
+        rc, out, err = _bench("reproduce", str(run), "--card", str(card))
+        # A trial our client sent late is left out, not judged (the product's own guard):
+        # on a CI machine whose two cores a real vLLM shares, MLPerf's 780 requests at speed
+        # 10 once ran 228 ms late at p99. One more run then; a second late one fails.
+        if "late_client" not in out + err:
+            break
     return rc, out + err
 
 

@@ -83,6 +83,12 @@ class VirtualJob(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
+        try:
+            self.measure()
+        finally:
+            self.done.set()  # last: the bisection reads `figures` as soon as it is set
+
+    def measure(self) -> None:
         shown = subprocess.run(["git", "-C", str(self.repo), "show", f"{self.commit}:twin.json"],
                                capture_output=True, text=True, check=True).stdout  # fmt: skip
         try:
@@ -94,7 +100,6 @@ class VirtualJob(threading.Thread):
             change = (CELL, "total_tok_s", slower) if slower else None
             self.figures = power.side(PROFILE, BASE, [seed + t for t in range(3)],
                                       self.commit, change=change)  # fmt: skip
-        self.done.set()
 
     def stop(self, *, hard: bool) -> None:
         pass
@@ -145,8 +150,10 @@ class AnsweringJob(VirtualJob):
         super().__init__(commit, repo)
         self.index, self.answers_at = index, answers_at
 
-    def run(self) -> None:
-        super().run()
+    def measure(self) -> None:
+        # Its fingerprints are set before `done` (a clean-clone CI run once read a commit's
+        # figures between the two, without them, and bisected to another commit).
+        super().measure()
         if self.figures is not None:
             fp = fp_of(s=ids_at(3) if self.index >= self.answers_at else ids_at())
             self.figures = dataclasses.replace(self.figures, fingerprints=(fp,))
