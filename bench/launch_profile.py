@@ -30,11 +30,20 @@ bundle records its argv. The model:
     dropped_flags        that profile's flags this launch leaves out, each with the reason
                          (a table: flag = "why"); tests/image/test_cpu_vllm_profile.py checks
                          every flag of the rehearsed launch is kept or dropped, not both
+    server_traces        whether `provision bench` starts the server with tracing on
+                         (default false): `--otlp-traces-endpoint` to the run's own receiver
+                         added to argv, OTLP/HTTP in its environment
+                         (provisioning.flow.server_traces); its `--server-traces` and
+                         `--no-server-traces` override it for a run
+    traces_port          the port in the container the run receives the spans on (default
+                         4318, OTLP/HTTP's own); not the server's port
 
 Rules checked on load: no `--api-key` on the command line; `--port` and
 `--served-model-name`, when present, agree with the fields; a `vllm` launch uses
 tensor-parallel x pipeline-parallel = gpus; a `bench` or `vllm-cpu` launch uses no GPU;
-a dropped flag is not in argv and has a reason, and only a rehearsal drops flags.
+a dropped flag is not in argv and has a reason, and only a rehearsal drops flags;
+argv has no `--otlp-traces-endpoint` (tracing is the orchestrator's addition) and
+traces_port is not port.
 Bad profiles are a `ProfileError` with one line naming the file and the problem.
 """
 
@@ -53,6 +62,12 @@ from bench.errors import ProfileError, validation_message
 LAUNCH_PROFILE_DIR = Path(__file__).with_name("launch_profiles")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _SECRET_FLAG = "--api-key"  # noqa: S105 (a flag name, not a secret)
+# Tracing, as the orchestrator adds it to a launch: the flag vLLM (and the twin) export spans
+# to, and the protocol their OTLP exporter is told to speak (vLLM's default is gRPC, which
+# `bench run --otlp-traces-port` does not speak).
+TRACES_ENDPOINT_FLAG = "--otlp-traces-endpoint"
+TRACES_PROTOCOL_ENV = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+DEFAULT_TRACES_PORT = 4318
 
 
 class LaunchProfile(BaseModel):
@@ -79,6 +94,8 @@ class LaunchProfile(BaseModel):
     argv: tuple[str, ...] = Field(min_length=1)
     rehearses: str | None = None
     dropped_flags: dict[str, str] = Field(default_factory=dict)
+    server_traces: bool = Field(default=False, strict=True)
+    traces_port: int = Field(default=DEFAULT_TRACES_PORT, ge=1, le=65535)
 
     def flag(self, name: str) -> str | None:
         """The value after `name` in argv (`--flag value` or `--flag=value`), else None."""
@@ -100,6 +117,17 @@ class LaunchProfile(BaseModel):
                 raise ValueError(f"{dropped} is both in argv and in dropped_flags")
             if not why.strip():
                 raise ValueError(f"dropped flag {dropped} has no reason")
+        return self
+
+    @model_validator(mode="after")
+    def _traces_apply(self) -> LaunchProfile:
+        if TRACES_ENDPOINT_FLAG in flag_names(self.argv):
+            raise ValueError(
+                f"argv carries {TRACES_ENDPOINT_FLAG}; tracing is the orchestrator's to add, "
+                "set server_traces = true instead"
+            )
+        if self.traces_port == self.port:
+            raise ValueError(f"traces_port {self.traces_port} is the server's own port")
         return self
 
     @model_validator(mode="after")
@@ -144,6 +172,12 @@ class LaunchProfile(BaseModel):
 def flag_names(argv: tuple[str, ...]) -> tuple[str, ...]:
     """The `--flags` of argv in order, without their values (`--flag=value` gives `--flag`)."""
     return tuple(t.partition("=")[0] for t in argv if t.startswith("--"))
+
+
+def traces_endpoint(port: int) -> str:
+    """Where a server in the run's container sends its spans: the run's own receiver
+    (`bench run --otlp-traces-port PORT`, listening on 127.0.0.1)."""
+    return f"http://127.0.0.1:{port}/v1/traces"
 
 
 def card_argv(command: str) -> tuple[str, ...]:

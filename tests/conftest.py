@@ -52,6 +52,10 @@ from _pytest.nodeid import coerce_node_id  # pytest 9.2's node ids (group_in_nod
 import bench
 from tests.support import procs
 
+# tests.support.otlp asserts on its tests' behalf: rewritten as theirs are, a failure there
+# shows both sides' values (registered before any test module imports it).
+pytest.register_assert_rewrite("tests.support.otlp")
+
 # A test with one of these is a real-process test: outside the unit tier, unguarded.
 REAL_PROCESS_MARKERS = ("integration", "docker", "ssh", "vllm", "slurm", "slow", "subprocess")
 UNIT_MARKEXPR = "not (" + " or ".join(REAL_PROCESS_MARKERS) + ")"

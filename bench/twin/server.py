@@ -8,6 +8,7 @@ each step actually completes is the step lag reported on /metrics.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import hmac
 import itertools
 import json
@@ -64,6 +65,10 @@ class Twin:
         self.engine = TwinScheduler(config.profile, config.seed)
         self.frontend: Frontend[Request] = Frontend(config.profile)
         self._frontend_timer: asyncio.TimerHandle | None = None
+        # Requests past the frontend, by the loop time they reach the engine (`_admit_due`).
+        self._ready: list[tuple[float, int, Request]] = []
+        self._ready_seq = itertools.count()
+        self._ready_timer: asyncio.TimerHandle | None = None
         self.tokenizer = Tokenizer()
         self.lag = metrics.StepLag()
         self.dice = FaultDice(config.faults, config.seed)
@@ -113,6 +118,7 @@ class Twin:
                     self._wake.clear()
                     await self._wake.wait()
                 due = woke = loop.time()
+                self._admit_due(due)
                 result = self._step()
                 step_s = result.duration_s / speed
                 due += step_s
@@ -123,6 +129,9 @@ class Twin:
             self._collect(result)
             if now - due > RESYNC_S:
                 due = now
+            # The step that starts at `due` takes every request that reached the engine by
+            # then, even one whose timer this process ran late (a loaded machine).
+            self._admit_due(due)
             result = None if self.engine.idle else self._step()
             if result is None:
                 continue
@@ -263,13 +272,40 @@ class Twin:
         loop = asyncio.get_running_loop()
         speed = self.config.speed
         for ready_s, req in self.frontend.start_due(loop.time() * speed, len(self.streams)):
-            loop.call_at(ready_s / speed, self._enqueue, req)
+            heapq.heappush(self._ready, (ready_s / speed, next(self._ready_seq), req))
+        self._arm_ready_timer()
         if self._frontend_timer is not None:
             self._frontend_timer.cancel()
             self._frontend_timer = None
         nxt = self.frontend.next_start_s()
         if nxt is not None:
             self._frontend_timer = loop.call_at(nxt / speed, self._pump_frontend)
+
+    def _arm_ready_timer(self) -> None:
+        if self._ready_timer is not None:
+            self._ready_timer.cancel()
+            self._ready_timer = None
+        if self._ready:
+            loop = asyncio.get_running_loop()
+            self._ready_timer = loop.call_at(self._ready[0][0], self._admit_now)
+
+    def _admit_now(self) -> None:
+        self._ready_timer = None
+        self._admit_due(asyncio.get_running_loop().time())
+
+    def _admit_due(self, upto: float) -> None:
+        """Hand the engine every request due to reach it at or before loop time `upto`.
+
+        Its timer usually does so on time; when this process ran it late (the loop busy
+        writing streams on a loaded machine), the step planned at the boundary it was due
+        before still takes it, as vLLM's scheduler would, instead of one step later."""
+        ready = self._ready
+        taken = False
+        while ready and ready[0][0] <= upto:
+            self._enqueue(heapq.heappop(ready)[2])
+            taken = True
+        if taken or self._ready_timer is None:
+            self._arm_ready_timer()
 
     def _enqueue(self, req: Request) -> None:
         if req.finished:

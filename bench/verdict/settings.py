@@ -11,7 +11,10 @@ those are accepted by their name only.
 Names: window_s, max_tokens, api, model, engine_version, engine_commit, launch_flags,
 gpu_count, gpu_model, workload (a workload run's name and hash; none for the matrix). A twin
 simulates the GPUs and the launch of the card it models, so on a twin those two are not
-checked.
+checked. A run's launch flags leave out `--otlp-traces-endpoint URL` when URL is where the
+run itself received the server's spans (results.json's `server_spans.endpoint`): that is the
+run's tracing (`provision bench --server-traces`), announced, not a change to the launch. Any
+other value of the flag, or the flag in a run that recorded no receiver, is a difference.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import UsageError
+from bench.launch_profile import TRACES_ENDPOINT_FLAG
 from bench.verdict.cells import CELL_FLAGS
 
 NAMES: tuple[str, ...] = (
@@ -119,6 +123,28 @@ def launch_flags_of_text(command: str) -> str | None:
     return launch_flags(words)
 
 
+def without_own_traces(argv: Sequence[str], results: Any) -> list[str]:
+    """ARGV less `--otlp-traces-endpoint URL` (or `=URL`) where URL is the endpoint the run
+    recorded receiving the server's spans on (module docstring); as it is otherwise."""
+    spans = getattr(results, "server_spans", None)
+    own = getattr(spans, "endpoint", None)
+    if not own:
+        return list(argv)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == f"{TRACES_ENDPOINT_FLAG}={own}":
+            i += 1
+            continue
+        if word == TRACES_ENDPOINT_FLAG and i + 1 < len(argv) and argv[i + 1] == own:
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def gpu_name(name: str) -> str:
     low = name.lower().strip()
     return low.removeprefix("nvidia ").strip()
@@ -146,8 +172,8 @@ def from_run(results: Any, env: Any) -> dict[str, str]:
         commit = labels.get("bench.vllm.commit")
         if commit:
             out["engine_commit"] = str(commit)
-        argv = (env.get("launch") or {}).get("argv") or []
-        flags = launch_flags([str(w) for w in argv])
+        argv = [str(w) for w in (env.get("launch") or {}).get("argv") or []]
+        flags = launch_flags(without_own_traces(argv, results))
         if flags is not None:
             out["launch_flags"] = flags
         gpus = [str(g.get("name", "?")) for g in (env.get("gpu") or {}).get("gpus", [])]

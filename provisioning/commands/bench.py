@@ -31,13 +31,15 @@ from provisioning.commands.options import (
     add_build_args,
     add_common,
     add_live_args,
+    add_traces_arg,
     add_workload_args,
     history_choice,
     live_choice,
     target_choice,
+    traces_wanted,
     workload_choice,
 )
-from provisioning.flow import signing
+from provisioning.flow import server_traces, signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.live import LiveChoice, otlp_headers
 from provisioning.flow.options import Options, Secrets
@@ -94,6 +96,7 @@ def register(sub: SubParsers) -> None:
     add_build_args(p)
     add_workload_args(p)
     add_live_args(p)
+    add_traces_arg(p)
     recording.add_args(p)
     slurm.add_slurm(p)
     p.set_defaults(func=_bench)
@@ -118,6 +121,7 @@ class BenchChoice:
     history: Target | None = None
     workload: WorkloadChoice | None = None  # None: the card's matrix
     live: LiveChoice | None = None  # bench run --otel-url, --metrics-port (None: neither)
+    traces: bool | None = None  # --server-traces / --no-server-traces (None: the profile's)
 
     def verdict_card(self, profile: LaunchProfile) -> Path | None:
         """The card each bundle is judged against: none with --no-verdict, and none for a
@@ -167,6 +171,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         history=history_choice(args, settings),
         workload=card_plan.workload if card_plan is not None else workload_choice(args),
         live=live_choice(args),
+        traces=traces_wanted(args),
     )
     return bench_hosts(choice, settings)
 
@@ -177,12 +182,13 @@ def bench_hosts(choice: BenchChoice, settings: Settings) -> int:
     if choice.live is not None:
         for t in targets:
             choice.live.check_server_port(t.profile.port, t.profile.name)
+    traces = [server_traces.choose(t.profile, choice.traces, choice.live) for t in targets]
     for target in targets:  # nothing starts unless every host passes
         preflight_host(target, trust_new_host=choice.trust_new_host, environ=environ)
     run_id = choice.run_id or new_run_id()
     allowed = choice.allowed_signers or signing.default_allowed_signers()
     workers = []
-    for t in targets:
+    for t, traced in zip(targets, traces, strict=True):
         opts = Options(
             profile=t.profile,
             requirements=t.requirements,
@@ -202,6 +208,7 @@ def bench_hosts(choice: BenchChoice, settings: Settings) -> int:
             history=choice.history,
             workload=choice.workload,
             live=choice.live,
+            traces=traced,
         )
         workers.append(Worker(HostRun(t.host, opts, remote=Remote(t.host))))
     run_all(workers)

@@ -14,7 +14,7 @@ from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict.command import add_alpha_arg
 from bench.verdict.settings import add_accept_arg
-from provisioning.flow import live, workload
+from provisioning.flow import live, server_traces, workload
 from provisioning.flow.live import LiveChoice
 from provisioning.flow.workload import WorkloadChoice
 from provisioning.hosts import inventory
@@ -182,6 +182,27 @@ def add_live_args(p: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="the host's address --metrics-port is published on (default 0.0.0.0: all)",
     )
+
+
+def add_traces_arg(p: argparse.ArgumentParser) -> None:
+    """--server-traces / --no-server-traces (provisioning.flow.server_traces)."""
+    p.add_argument(
+        "--server-traces",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="start the server with tracing on (--otlp-traces-endpoint to the run's own "
+        "receiver, `bench run --otlp-traces-port` the profile's traces_port) and record its "
+        "spans in the bundle; --no-server-traces: off (default: the launch profile's "
+        "server_traces, on for cpu-vllm and twin, off for published)",
+    )
+
+
+def traces_wanted(args: argparse.Namespace) -> bool | None:
+    """--server-traces (True), --no-server-traces (False) or neither (None: the profile
+    says); --otlp-traces-port after -- is refused (a UsageError, exit 2)."""
+    server_traces.check_bench_args(tuple(args.bench_args))
+    wanted: bool | None = args.server_traces
+    return wanted
 
 
 def live_choice(args: argparse.Namespace) -> LiveChoice | None:

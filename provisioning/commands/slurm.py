@@ -11,7 +11,12 @@ from pathlib import Path
 from bench.command_line import SubParsers
 from bench.history import recording
 from bench.settings import Settings
-from provisioning.commands.options import DEFAULT_INVENTORY, history_choice, live_choice
+from provisioning.commands.options import (
+    DEFAULT_INVENTORY,
+    history_choice,
+    live_choice,
+    traces_wanted,
+)
 from provisioning.hosts import inventory
 from provisioning.slurm import node, submit
 from provisioning.slurm.submit import ClusterChoice, FollowChoice, SlurmChoice
@@ -123,6 +128,7 @@ def slurm_choice(args: argparse.Namespace, settings: Settings) -> SlurmChoice:
         bench_args=tuple(args.bench_args),
         download_weights=not args.no_weights_download,
         live=live_choice(args),
+        server_traces=traces_wanted(args),
     )
 
 

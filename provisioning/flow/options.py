@@ -12,6 +12,7 @@ from bench.errors import BenchError
 from bench.history.database import Target
 from bench.launch_profile import LaunchProfile
 from provisioning.flow.live import LiveChoice
+from provisioning.flow.server_traces import ServerTraces
 from provisioning.flow.workload import WorkloadChoice
 from provisioning.image.build import BuildSpec
 from provisioning.preflight.requirements import Requirements
@@ -52,6 +53,13 @@ class Options:
     history: Target | None = None  # where the verified bundle is recorded (None: nowhere)
     workload: WorkloadChoice | None = None  # `bench run --workload` (None: the card's matrix)
     live: LiveChoice | None = None  # `bench run --otel-url`, `--metrics-port` (None: neither)
+    # The server started with tracing on, `bench run --otlp-traces-port` (None: off).
+    traces: ServerTraces | None = None
+
+    def server_argv(self) -> tuple[str, ...]:
+        """The server's argv: the profile's, with the tracing flag when tracing is on."""
+        argv = self.profile.argv
+        return argv if self.traces is None else self.traces.server_argv(argv)
 
 
 @dataclass

@@ -71,7 +71,7 @@ def recipe_for(
         build_target=opts.build.target if opts.build else p.image,
         build_args=dict(opts.build.build_args) if opts.build else {},
         launch_profile=p.name,
-        launch_argv=p.argv,
+        launch_argv=opts.server_argv(),
         model=req.hf_model,
         model_revision=revision,
         revision_pinned=req.model_revision is not None,
@@ -86,6 +86,8 @@ def recipe_for(
                 orchestrate += ["--build-arg", f"{name}={value}"]
     if not req.download_weights:
         orchestrate.append("--no-weights-download")
+    if (opts.traces is not None) != p.server_traces:  # tracing other than the profile says
+        orchestrate.append("--server-traces" if opts.traces is not None else "--no-server-traces")
     if opts.workload is not None:  # as given here: a preset's name or this machine's file
         orchestrate += opts.workload.command_args()
     return recipe_mod.for_image(

@@ -124,12 +124,14 @@ class ServerStarter:
             env["VLLM_API_KEY"] = secrets.api_key.get_secret_value()
         if secrets.hf_token is not None:
             env["HF_TOKEN"] = secrets.hf_token.get_secret_value()
+        if self.opts.traces is not None:
+            env.update(self.opts.traces.server_environment())
         self.shell.run(f"mkdir -p {shlex.quote(where.model_cache)}", check=True)
         with self.steps("server start"):
             cid = self.engine.start(
                 ContainerSpec(
                     image=self.image,
-                    command=p.argv,
+                    command=self.opts.server_argv(),
                     run_id=self.scope,
                     role="server",
                     gpus=p.gpus,
@@ -146,6 +148,10 @@ class ServerStarter:
             )
             server = ServerContainer(cid, self.engine.host_port(cid, p.port))
             self.engine.follow_logs(cid, server.log.append)
+        traces = self.opts.traces
+        if traces is not None:
+            print(f"[{self.host}] tracing on: the server sends its spans to the run's receiver "
+                  f"in the container ({traces.endpoint})", file=self.out, flush=True)  # fmt: skip
         live = self.opts.live
         if live is not None and live.metrics_port is not None:
             print(f"[{self.host}] the run's Prometheus endpoint, while `bench run` runs: "

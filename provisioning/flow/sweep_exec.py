@@ -70,6 +70,8 @@ class SweepExec:
             command += opts.workload.run_args()
         if opts.live is not None:
             command += opts.live.run_args()
+        if opts.traces is not None:
+            command += opts.traces.run_args()
         if server.log:
             try:
                 self.shell.write_text(f"{where.run_dir}/server.log", "\n".join(server.log) + "\n")

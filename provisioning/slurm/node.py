@@ -47,7 +47,7 @@ from bench.settings import Settings
 from provisioning.containers.docker_sdk import ImageMissing
 from provisioning.containers.engine import DockerEngine
 from provisioning.containers.engine_side import EngineSide
-from provisioning.flow import signing
+from provisioning.flow import server_traces, signing
 from provisioning.flow.host_run import HostRun
 from provisioning.flow.live import ALL_ADDRESSES, LiveChoice, otlp_headers
 from provisioning.flow.options import HostOutcome, Options, Secrets
@@ -87,6 +87,9 @@ class NodeJob(BaseModel):
     otel_url: str | None = None
     metrics_port: int | None = None
     metrics_host: str | None = None
+    # --server-traces / --no-server-traces (None: the profile's server_traces), checked by
+    # the submitter (provisioning.flow.server_traces).
+    server_traces: bool | None = None
 
     def live(self) -> LiveChoice | None:
         if self.otel_url is None and self.metrics_port is None:
@@ -310,6 +313,7 @@ def _node_run(job: NodeJob, host: ResolvedHost, directory: Path, settings: Setti
             otlp_headers=otlp_headers(live, environ),  # the node's own, if any
         ),
         live=live,
+        traces=server_traces.choose(profile, job.server_traces, live),
     )
     tar = Path(job.image_tar) if job.image_tar else None
     shell = LocalShell(host)

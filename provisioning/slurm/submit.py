@@ -45,7 +45,7 @@ from bench.history.database import Target
 from bench.launch_profile import LaunchProfile, load_launch_profile
 from bench.run.options import estimate_s
 from bench.settings import Settings
-from provisioning.flow import signing
+from provisioning.flow import server_traces, signing
 from provisioning.flow.live import OTLP_HEADER_VARIABLES, LiveChoice
 from provisioning.hosts import inventory
 from provisioning.hosts.local import LocalShell, local_host
@@ -130,6 +130,7 @@ class SlurmChoice:
     bench_args: tuple[str, ...] = ()
     download_weights: bool = True
     live: LiveChoice | None = None  # bench run --otel-url, --metrics-port on every node
+    server_traces: bool | None = None  # --server-traces / --no-server-traces (None: profile's)
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ def bench_slurm(choice: SlurmChoice, settings: Settings) -> int:
     if live is not None:
         live.check_server_port(profile.port, profile.name)
         _say_headers_stay(live)
+    server_traces.choose(profile, choice.server_traces, live)  # refused here, not on a node
     image_ref = choice.image or default_image(profile)
     bench_args = choice.bench_args
     minutes = time_limit_min(profile.startup_timeout_s, estimate_s(list(bench_args)))
@@ -260,6 +262,7 @@ def bench_slurm(choice: SlurmChoice, settings: Settings) -> int:
         otel_url=live.otel_url if live else None,
         metrics_port=live.metrics_port if live else None,
         metrics_host=live.metrics_host if live else None,
+        server_traces=choice.server_traces,
     )
     run_dir.write(JOB_FILE, job.model_dump_json(indent=2) + "\n")
     node_command = [cluster.python, "-m", "provisioning", "node-run", run_dir.path]

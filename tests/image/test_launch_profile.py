@@ -172,6 +172,42 @@ def test_argv_must_match_the_card_it_claims(tmp_path: Path) -> None:
         load_launch_profile(_write(tmp_path, "published", tampered))
 
 
+def test_tracing_is_on_for_the_vllm_rehearsal_and_off_for_the_cards_launch_and_the_twin() -> None:
+    on = {name: load_launch_profile(name).server_traces for name in available()}
+    assert on == {"cpu-vllm": True, "published": False, "smoke": False, "twin": False}
+    assert {load_launch_profile(name).traces_port for name in available()} == {4318}
+
+
+def test_a_profile_sets_its_traces_port(tmp_path: Path) -> None:
+    body = (
+        GOOD.format(name="t", gpus=2, argv=GOOD_ARGV) + "server_traces = true\ntraces_port = 4400\n"
+    )
+    profile = load_launch_profile(_write(tmp_path, "t", body))
+    assert (profile.server_traces, profile.traces_port) == (True, 4400)
+
+
+@pytest.mark.parametrize(
+    ("more", "argv", "message"),
+    [
+        ("traces_port = 8000\n", GOOD_ARGV, "traces_port 8000 is the server's own port"),
+        ("traces_port = 0\n", GOOD_ARGV, "traces_port: Input should be greater than or equal to 1"),
+        ('server_traces = "yes"\n', GOOD_ARGV, "server_traces: Input should be a valid boolean"),
+        ("", GOOD_ARGV + ', "--otlp-traces-endpoint", "http://c:4318/v1/traces"',
+         "argv carries --otlp-traces-endpoint; tracing is the orchestrator's to add"),
+        ("", GOOD_ARGV + ', "--otlp-traces-endpoint=http://c:4318/v1/traces"',
+         "argv carries --otlp-traces-endpoint"),
+    ],
+)  # fmt: skip
+def test_a_bad_tracing_setting_fails_in_one_line(
+    tmp_path: Path, more: str, argv: str, message: str
+) -> None:
+    path = _write(tmp_path, "t", GOOD.format(name="t", gpus=2, argv=argv) + more)
+    with pytest.raises(ProfileError) as err:
+        load_launch_profile(path)
+    line = err.value.one_line()
+    assert message in line and str(path) in line and "\n" not in line
+
+
 def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="is not valid TOML"):
         load_launch_profile(_write(tmp_path, "bad", "name = [unclosed\n"))

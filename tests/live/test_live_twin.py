@@ -23,8 +23,8 @@ import pytest
 
 from bench.errors import Exit
 from bench.live import otel
-from tests.support import procs, prom
-from tests.support.otlp_receiver import HistogramPoint, otlp_receiver, silent_receiver
+from tests.support import otlp, procs, prom
+from tests.support.otlp_receiver import otlp_receiver, silent_receiver
 from tests.support.prometheus_server import prometheus_server
 from tests.support.twinproc import TwinProcess, start_twin
 
@@ -44,12 +44,6 @@ warmups_per_stream = 1
 input_tokens = 64
 output_tokens = {output}
 """
-NAMES = {
-    "gen_ai.client.operation.duration": "s",
-    "gen_ai.client.token.usage": "{token}",
-    "gen_ai.client.operation.time_to_first_chunk": "s",
-    "gen_ai.client.operation.time_per_output_chunk": "s",
-}
 
 
 def _spec(tmp: Path, output: int) -> Path:
@@ -80,20 +74,6 @@ def twin() -> Iterator[TwinProcess]:
 def fast_twin() -> Iterator[TwinProcess]:
     with start_twin("tiny", speed=10.0) as t:
         yield t
-
-
-def _point_sum(points: list[HistogramPoint], name: str, point: int, trial: int,
-               **attrs: object) -> tuple[int, float]:  # fmt: skip
-    """(count, sum) of the completed requests of one point and trial."""
-    found = [
-        p for p in points
-        if p.name == name and p.attributes.get("bench.phase") == "point"
-        and p.attributes.get("bench.point") == point and p.attributes.get("bench.trial") == trial
-        and p.attributes.get("bench.outcome") == "completed"
-        and all(p.attributes.get(k) == v for k, v in attrs.items())
-    ]  # fmt: skip
-    assert len(found) == 1, (name, point, trial, attrs, found)
-    return found[0].count, found[0].sum
 
 
 def test_otlp_metrics_agree_with_results_and_prometheus_reads_the_cells_done(
@@ -131,39 +111,11 @@ def test_otlp_metrics_agree_with_results_and_prometheus_reads_the_cells_done(
     points = results["workload"]["points"]
     assert len(points) == 4 and all(p["status"] == "valid" for p in points)
     latest = rx.latest()
-    assert rx.paths and set(rx.paths) == {"/v1/metrics"}
-    assert {p.name for p in latest} == set(NAMES)
-    for p in latest:
-        assert p.unit == NAMES[p.name], (p.name, p.unit)
-        assert p.temporality == 2  # AGGREGATION_TEMPORALITY_CUMULATIVE
-        a = p.attributes
-        assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "vllm"
-        assert a["gen_ai.request.model"] == "tiny" and a["bench.run.id"] == results["run_id"]
-        assert a["server.address"] == "127.0.0.1" and a["server.port"] == int(
-            twin.url.rsplit(":", 1)[1]
-        )
-        assert ("error.type" in a) == (a["bench.outcome"] != "completed")
-        assert p.resource["service.name"] == "bench"
-    for pt in points:
-        i, trial = pt["index"], pt["trial"]
-        n, output = _point_sum(latest, "gen_ai.client.token.usage", i, trial,
-                               **{"gen_ai.token.type": "output"})  # fmt: skip
-        assert (n, output) == (pt["completed"], pt["output_tokens"])  # tokens: exactly
-        n, prompt = _point_sum(latest, "gen_ai.client.token.usage", i, trial,
-                               **{"gen_ai.token.type": "input"})  # fmt: skip
-        assert (n, prompt) == (pt["completed"], pt["input_tokens"])
-        n, duration = _point_sum(latest, "gen_ai.client.operation.duration", i, trial)
-        e2el = pt["e2el"]["mean"] * pt["e2el"]["n"]  # written to last token; ours: stream end
-        assert n == pt["completed"] and duration == pytest.approx(e2el, rel=0.01)
-        n, ttft = _point_sum(latest, "gen_ai.client.operation.time_to_first_chunk", i, trial)
-        assert n == pt["ttft"]["n"]
-        assert ttft == pytest.approx(pt["ttft"]["mean"] * pt["ttft"]["n"], rel=1e-9)
-        n, _ = _point_sum(latest, "gen_ai.client.operation.time_per_output_chunk", i, trial)
-        assert n == pt["completed"]
-    # The warm-ups are exported apart from the measured requests, never in their sums.
-    warm = [p for p in latest if p.attributes["bench.phase"] == "warmup"
-            and p.name == "gen_ai.client.operation.duration"]  # fmt: skip
-    assert sum(p.count for p in warm) == sum(pt["warmups"] for pt in points) == 2 * (1 + 2)
+    otlp.check_genai_points(
+        latest, rx.paths, model="tiny", run_id=results["run_id"], server_url=twin.url
+    )
+    # Per point and trial: tokens exactly, durations within 1 %; the warm-ups apart.
+    assert otlp.check_point_totals(latest, points) == 2 * (1 + 2)
 
 
 def _failing_run(

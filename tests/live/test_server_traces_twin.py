@@ -31,7 +31,7 @@ from bench.bundle import manifest, seal
 from bench.errors import Exit
 from bench.live import span_receiver
 from tests.bundle.conftest import Keys
-from tests.support import procs
+from tests.support import otlp, procs
 from tests.support.twinproc import TwinProcess, start_twin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -67,20 +67,6 @@ def _run(twin: TwinProcess, tmp: Path, port: int, *extra: str, per_stream: int =
     )  # fmt: skip
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def _measured(out: Path) -> list[dict[str, Any]]:
-    """The completed requests of the workload's points (warm-ups are not in samples)."""
-    return [s for s in _jsonl(out / "samples.jsonl") if s["finished"] and s["error"] is None]
-
-
-def _ttft(sample: dict[str, Any]) -> float:
-    origin = sample["start_s"] if sample["sent_s"] is None else sample["sent_s"]
-    return float(sample["first_token_s"] - origin)
-
-
 def test_the_twins_spans_join_the_measured_requests_and_are_signed(tmp_path: Path) -> None:
     (tmp_path / "keys").mkdir()
     keys = Keys(tmp_path / "keys", "traces@example.org")
@@ -91,26 +77,22 @@ def test_the_twins_spans_join_the_measured_requests_and_are_signed(tmp_path: Pat
     out = tmp_path / "run"
     results = json.loads((out / "results.json").read_text())
     spans = results["server_spans"]
-    measured = _measured(out)
+    measured = otlp.measured(out)
     assert len(measured) == 6 * (1 + 4) and spans["completed"] == len(measured)
     assert spans["joined"] >= 0.95 * len(measured), spans
     assert spans["dropped"] == {}, spans["dropped"]
     said = [line for line in out_text.splitlines() if line.startswith("server spans: ")]
     assert len(said) == 1 and said[0] == spans["note"]
     # Per request, from the files themselves: the server's TTFT never exceeds the client's.
-    by_trace = {s["trace_id"]: s for s in _jsonl(out / "server_spans.jsonl")}
-    joined = [(m, by_trace[m["trace_id"]]) for m in measured if m["trace_id"] in by_trace]
+    joined = otlp.joined_spans(out, measured)
     assert len(joined) == spans["joined"]
     for sample, span in joined:
         assert span["name"] == "llm_request" and span["queue_s"] >= 0
-        assert 0 < span["ttft_s"] <= _ttft(sample), (sample["trace_id"], span, _ttft(sample))
+        ttft = otlp.client_ttft(sample)
+        assert 0 < span["ttft_s"] <= ttft, (sample["trace_id"], span, ttft)
         assert span["completion_tokens"] == sample["tokens"] == 64
     # Per cell: a workload point is one cell; the medians are over the same requests.
-    cells = {(c["context"], c["trial"]): c for c in spans["cells"]}
-    assert set(cells) == {("0", 0), ("1", 0)}
-    assert [cells[("0", 0)]["completed"], cells[("1", 0)]["completed"]] == [6, 24]
-    for c in cells.values():
-        assert c["server_ttft_s"] <= c["client_ttft_s"] and c["server_ttft_larger"] == 0
+    otlp.check_span_cells(spans, [6, 24])
     # Signed: the manifest lists server_spans.jsonl with its hash.
     seal.seal(out, keys.private, now=datetime.now(UTC))
     listed = {f.path: f for f in manifest.read(out).files}

@@ -7,7 +7,7 @@ import shlex
 
 from bench.card.model import Card
 from bench.errors import Exit
-from bench.results import Results
+from bench.results import Results, ServerSpans
 from bench.verdict.card_source import from_card
 from bench.verdict.cells import BY_NAME
 from bench.verdict.page import reproduce_heat_cell
@@ -199,16 +199,50 @@ def test_settings_that_differ_from_the_card_make_it_not_comparable(card: Card) -
     }
 
 
-def test_same_gpus_and_flags_as_the_card_are_comparable(card: Card) -> None:
+def _launched_as_the_card(card: Card, *more: str) -> dict[str, object]:
+    """environment.json of a run on the card's GPUs and image, launched with the card's
+    command and then MORE."""
     assert card.launch_command is not None
     argv = shlex.split(card.launch_command.replace("<redacted>", "k"))
-    env = {
+    return {
         "gpu": {"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 4},
-        "launch": {"argv": ["python3", "-m", "vllm.entrypoints.openai.api_server", *argv[2:]]},
+        "launch": {
+            "argv": ["python3", "-m", "vllm.entrypoints.openai.api_server", *argv[2:], *more]
+        },
         "image": {"labels": {"bench.vllm.commit": "73a5831127a9d1c5a3e0f0000000000000000000"}},
     }
+
+
+def test_same_gpus_and_flags_as_the_card_are_comparable(card: Card) -> None:
+    env = _launched_as_the_card(card)
     r = reproduce(from_results(make_results(card), env), from_card(card), Tolerances())
     assert r.settings.differences == () and r.overall == "REPRODUCED"
+
+
+def test_the_runs_own_tracing_is_no_launch_difference_and_any_other_tracing_is(
+    card: Card,
+) -> None:
+    own = "http://127.0.0.1:4318/v1/traces"  # `provision bench --server-traces` adds it
+    received = make_results(card).model_copy(update={"server_spans": ServerSpans(endpoint=own)})
+    for added in (("--otlp-traces-endpoint", own), (f"--otlp-traces-endpoint={own}",)):
+        env = _launched_as_the_card(card, *added)
+        r = reproduce(from_results(received, env), from_card(card), Tolerances())
+        assert r.settings.differences == () and r.overall == "REPRODUCED", added
+    # Not recorded (the run received no spans), or sent anywhere but the run's receiver.
+    elsewhere = ("--otlp-traces-endpoint", "http://collector.lan:4318/v1/traces")
+    for results, added in ((make_results(card), ("--otlp-traces-endpoint", own)),
+                           (received, elsewhere)):  # fmt: skip
+        env = _launched_as_the_card(card, *added)
+        r = reproduce(from_results(results, env), from_card(card), Tolerances())
+        assert [d.name for d in r.settings.blocking] == ["launch_flags"], added
+        assert "--otlp-traces-endpoint" in r.settings.blocking[0].ours
+    # Recorded, with another flag added: that one is still a difference.
+    env = _launched_as_the_card(card, "--otlp-traces-endpoint", own, "--enforce-eager")
+    (diff,) = reproduce(
+        from_results(received, env), from_card(card), Tolerances()
+    ).settings.blocking
+    assert diff.name == "launch_flags" and "--enforce-eager" in diff.ours
+    assert "--otlp-traces-endpoint" not in diff.ours
 
 
 def test_trials_decide_by_their_interval_against_the_band(card: Card) -> None:

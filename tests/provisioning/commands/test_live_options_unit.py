@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -58,19 +58,28 @@ def _untouchable(*args: object, **kwargs: object) -> object:
     raise _Touched("a host was touched")
 
 
-@pytest.fixture
-def swept(monkeypatch: pytest.MonkeyPatch) -> list[Options]:
-    """The Options of every host run `provision bench` would start; no host, no thread."""
+def stand_in_runs(
+    monkeypatch: pytest.MonkeyPatch, target: Callable[[TargetChoice, str], HostTarget]
+) -> list[Options]:
+    """The Options of every host run `provision bench` will start, each host TARGET gives;
+    no host is touched, no thread started."""
     seen: list[Options] = []
 
     def run_all(workers: Sequence[object]) -> bool:
         seen.extend(w.host_run.opts for w in workers)  # type: ignore[attr-defined]
         return True
 
-    monkeypatch.setattr(bench, "resolve_target", _target)
+    monkeypatch.setattr(bench, "resolve_target", target)
     monkeypatch.setattr(bench, "preflight_host", lambda *a, **k: None)
     monkeypatch.setattr(bench, "run_all", run_all)
     monkeypatch.setattr(bench, "summarise", lambda *a, **k: 0)
+    return seen
+
+
+@pytest.fixture
+def swept(monkeypatch: pytest.MonkeyPatch) -> list[Options]:
+    """The Options of every host run `provision bench` would start; no host, no thread."""
+    seen = stand_in_runs(monkeypatch, _target)
     for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS"):
         monkeypatch.delenv(name, raising=False)
     return seen

@@ -32,7 +32,8 @@ output_tokens = 32
 
 
 def _target(choice: TargetChoice, name: str) -> HostTarget:
-    profile = load_launch_profile("twin")
+    # Without the twin profile's tracing: its `bench run` flags are test_server_traces_unit's.
+    profile = load_launch_profile("twin").model_copy(update={"server_traces": False})
     req = load_requirements(profile.name, profile.gpus, image_ref="bench:test")
     return HostTarget(HOST, profile, req, "bench:test")
 

@@ -352,11 +352,14 @@ def test_the_documented_rehearsal_from_a_fresh_clone_ends_in_a_verified_bundle(
     assert f"weights: {MODEL} at {weights['revision']}, not pinned, generated on the host" in (
         "; ".join(ok.provenance)
     )
-    # The server's own command line, read from its process in the container.
+    # The server's own command line, read from its process in the container: the profile's,
+    # and the tracing its server_traces turns on (provisioning.flow.server_traces).
+    traced = ["--otlp-traces-endpoint", "http://127.0.0.1:4318/v1/traces"]
     launch = environment["launch"]["argv"]
-    assert launch[1].endswith("/vllm") and launch[2:] == list(
-        load_launch_profile("cpu-vllm").argv[1:]
-    )
+    assert launch[1].endswith("/vllm") and launch[2:] == [
+        *load_launch_profile("cpu-vllm").argv[1:],
+        *traced,
+    ]
     assert environment["launch"]["env"]["VLLM_API_KEY"] != API_KEY
     server_log = (run_dir / "server.log").read_text()
     assert "version 0.32.0" in server_log and _LOG_LINE.search(server_log) is not None
@@ -372,6 +375,10 @@ def test_the_documented_rehearsal_from_a_fresh_clone_ends_in_a_verified_bundle(
         )  # fmt: skip
     listed = {f["path"] for f in json.loads((run_dir / "manifest.json").read_text())["files"]}
     assert {REPORT_NAME, f"{PLOTS_DIR}/frontier.png", "server.log", "metrics.jsonl"} <= listed
+    # vLLM's span per request reached the run's receiver and joined its request.
+    spans = results["server_spans"]
+    assert spans["endpoint"] == traced[1] and "server_spans.jsonl" in listed
+    assert spans["completed"] > 0 and spans["joined"] >= 0.95 * spans["completed"], spans
     page = (run_dir / REPORT_NAME).read_text(encoding="utf-8")
     probe, _ = probe_frontier(chromium_path(), page, tmp_path / "chromium")
     frontier = (run_dir / PLOTS_DIR / "frontier.png").read_bytes()

@@ -74,7 +74,8 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
 ) -> None:
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
-    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin", *SMALL_SWEEP)
+    proc = _provision(ssh_host, tmp_path, bench_image, run_id, "--profile", "twin",
+                      "--server-traces", *SMALL_SWEEP)  # fmt: skip
     out, err = proc.communicate(timeout=900)
     took = time.monotonic() - started
     assert proc.returncode == 0, err[-4000:]
@@ -88,8 +89,9 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
     bundle = tmp_path / "results" / ssh_host.alias / run_id
     archive = bundle.with_name(f"{run_id}.tar.gz")
     for name in ("results.json", "manifest.json", "manifest.json.sig", ATTESTATION_NAME,
-                 "tables.md", "server.log"):  # fmt: skip
+                 "tables.md", "server.log", "server_spans.jsonl"):  # fmt: skip
         assert (bundle / name).is_file(), name
+    _traced_by_the_orchestrator(bundle)
     assert not (bundle / "INCOMPLETE").exists()
     ok = verify_bundle(archive, tmp_path / "allowed_signers", provenance=True)
     assert ok.signer.principal == f"vllm-bench@{ssh_host.alias}"
@@ -103,6 +105,7 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
     assert last.startswith(
         f"python -m provisioning bench {ssh_host.alias} --profile twin --image {bench_image} "
     )
+    assert " --server-traces -- " in last  # not the twin profile's default: said
     assert last.endswith(
         "-- --api chat --contexts 8K --prefill-only-contexts --concurrencies 1 "
         "--duration 2 --max-tokens 512 --trials 1 --seed 0 --request-timeout 600"
@@ -121,6 +124,22 @@ def test_whole_flow_on_the_twin_leaves_a_verified_bundle_and_nothing_running(
     _attestation_checks_with_a_verifier_bench_did_not_write(bundle, ok, ssh_host, tmp_path)
     print(f"whole flow against the test host: {took:.1f} s\n{out}")
     print("bundle: " + " ".join(sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*"))))
+
+
+def _traced_by_the_orchestrator(bundle: Path) -> None:
+    """--server-traces: the twin started with the OTLP endpoint in the container, `bench run`
+    receiving there; every completed request joined to its server span; the launch as
+    started in the recipe and environment.json."""
+    endpoint = "http://127.0.0.1:4318/v1/traces"
+    spans = json.loads((bundle / "results.json").read_text())["server_spans"]
+    assert spans["endpoint"] == endpoint, spans
+    assert spans["completed"] > 0 and spans["joined"] == spans["completed"], spans
+    listed = json.loads((bundle / "manifest.json").read_text())["files"]
+    assert "server_spans.jsonl" in {f["path"] for f in listed}
+    pair = ["--otlp-traces-endpoint", endpoint]
+    recipe = json.loads((bundle / RECIPE_NAME).read_text())
+    assert recipe["server"]["launch_argv"][-2:] == pair
+    assert json.loads((bundle / "environment.json").read_text())["launch"]["argv"][-2:] == pair
 
 
 def _attestation_checks_with_a_verifier_bench_did_not_write(
