@@ -448,7 +448,9 @@ verdict-power: setup ## false alarms, power, MDE and server time of compare, in 
 # decode from the searches' own noise? Real searches in virtual time on the twin's tiny
 # profile (tools/capacity_power.py): accuracy against the true capacity at 500, 2,000 and
 # 5,000 requests a point, A/A false alarms and power of 3 vs 3 searches (about 15 minutes on
-# 2 CPUs); CAPACITY_POWER_ARGS='--compares 200' for tighter intervals.
+# 2 CPUs); CAPACITY_POWER_ARGS='--compares 200' for tighter intervals. A long run in parts:
+# '--stop-after S --dump FILE', then the same arguments but '--resume FILE --dump FILE2'
+# (the module docstring, 3).
 CAPACITY_POWER_ARGS ?=
 .PHONY: capacity-power
 capacity-power: setup ## accuracy of bench capacity's search, false alarms and power of its compare, in virtual time

@@ -32,7 +32,17 @@ Everything runs the product's own code on the twin's engine, without sockets or 
    prints the table of the searches done after S seconds (the rows' searches are run
    interleaved, so each row has its first ones, in the seeds' order); `--truth-given`
    takes A's truth sets from an earlier run instead of computing them again; `--dump`
-   writes every result, with each point's readings, as JSON Lines.
+   writes every result, with each point's readings, as JSON Lines. `--resume FILE` finishes
+   a stopped run: it takes the results in FILE (an earlier `--dump`) and runs only the jobs
+   it lacks, so the tables are those of one run not stopped. Each search in FILE is replayed
+   from its points' verdicts and readings, which must give the points, capacity and estimate
+   it says under this run's --start and --slo (its --profile cannot be checked). The rows
+   are this run's --accuracy-requests: FILE's searches at another R are left out of the
+   tables (and kept in the new `--dump`, which must be another file: FILE's lines first, then
+   the new ones as they come); a cut last line (a run killed while writing it) is left out;
+   any other line that is not the result of a job planned ends the run, naming the line.
+   (A dump written before dumps said what stopped each search leaves that unknown, and the
+   compares' line on it says so.)
 4. Sides of K = `--repeats` searches (one `bench capacity --repeats K` run: a workload seed
    of its own, repeats 0..K-1), `--compares` of them on the profile (A) and as many on
    B = `bench.twin.openloop.slower_decode(profile, 1.10)`, every side its own seed (two
@@ -53,6 +63,7 @@ import argparse
 import json
 import math
 import multiprocessing
+import os
 import shlex
 import statistics
 import sys
@@ -143,11 +154,19 @@ def readings(rate: float, records: Sequence[VirtualRequest], slo: Slo) -> dict[s
         if not values:
             continue
         if q in KEPT_PERCENTILES:
-            out[f"{figure}_p{q}"] = Reading(rate, stats.percentile(values, q), bound)
+            value = stats.percentile(values, q)
         else:
-            over = sum(v > bound for v in values) / len(values)
-            out[f"{figure}_p{q}"] = Reading(rate, over, 1.0 - q / 100.0, log_value=False)
+            value = sum(v > bound for v in values) / len(values)
+        out[f"{figure}_p{q}"] = reading(rate, q, bound, value)
     return out
+
+
+def reading(rate: float, q: float, bound: float, value: float) -> Reading:
+    """A term's reading of `value`: its percentile against the bound, or (a percentile a
+    point does not keep) the share over the bound against 1 - q."""
+    if q in KEPT_PERCENTILES:
+        return Reading(rate, value, bound)
+    return Reading(rate, value, 1.0 - q / 100.0, log_value=False)
 
 
 def judged(records: Sequence[VirtualRequest], slo: Slo) -> tuple[Verdict, dict[str, str]]:
@@ -195,7 +214,9 @@ class SearchFound:
     spec: SearchSpec
     met: float | None  # the search's capacity (None: no point met)
     tried: tuple[tuple[float, Verdict], ...]
-    binding: tuple[str, ...]  # what did not meet at the lowest point that did not
+    # What did not meet at the lowest point that did not; None: not known (a search read
+    # back by --resume from a dump written before dumps said it).
+    binding: tuple[str, ...] | None
     # The point estimate (bench.workload.search.point_estimate): None, and why, when none.
     estimate: float | None = None
     estimate_term: str | None = None
@@ -208,7 +229,7 @@ def search(spec: SearchSpec, setup: Setup) -> SearchFound:
     """One seeded search (module docstring, 2)."""
     profile = _profile(setup, spec.side)
     wl = workload(spec.seed, spec.requests, setup.slo, setup.start)
-    state = CapacitySearchState(start=setup.start, lowest=0.01, highest=1e4)
+    state = search_state(setup)
     why: dict[float, tuple[str, ...]] = {}
     terms: dict[str, list[Reading]] = {}
     read: list[dict[str, float] | None] = []
@@ -232,6 +253,11 @@ def search(spec: SearchSpec, setup: Setup) -> SearchFound:
         spec, state.met, tuple(state.tried), () if lowest is None else why[lowest],
         est.rate, est.term, est.why, tuple(read),
     )  # fmt: skip
+
+
+def search_state(setup: Setup) -> CapacitySearchState:
+    """A search's state as `bench capacity` starts it (its defaults)."""
+    return CapacitySearchState(start=setup.start, lowest=0.01, highest=1e4)
 
 
 _PROFILES: dict[tuple[Setup, str], Profile] = {}
@@ -280,15 +306,188 @@ def _task(job: Job) -> SearchFound | float:
 
 
 def dumped(got: SearchFound | float) -> dict[str, object]:
-    """One job's result as a line of `--dump`'s JSON Lines."""
+    """One job's result as a line of `--dump`'s JSON Lines (`loaded` reads it back)."""
     if isinstance(got, float):
         return {"truth": got}
     return {
         "side": got.spec.side, "requests": got.spec.requests, "seed": got.spec.seed,
         "repeat": got.spec.repeat, "met": got.met, "estimate": got.estimate,
         "estimate_term": got.estimate_term, "estimate_why": got.estimate_why,
+        "binding": None if got.binding is None else list(got.binding),
         "tried": [[x, v, r] for (x, v), r in zip(got.tried, got.read, strict=True)],
     }  # fmt: skip
+
+
+SEARCH_KEYS = frozenset(("side", "requests", "seed", "repeat", "met", "estimate",
+                         "estimate_term", "estimate_why", "binding", "tried"))  # fmt: skip
+
+
+def loaded(line: object, setup: Setup) -> SearchFound | float:
+    """`dumped`'s inverse: the result a line of `--dump` holds (parsed), as its job returned
+    it. A search is replayed from its points' verdicts and readings under `setup`'s start and
+    SLO (the points it tries, its capacity and its point estimate follow from them); a line
+    that is not one `dumped` wrote, or not that of a search from this start under this SLO,
+    is a ValueError saying why. A line without "binding" (dumps before it had none): None."""
+    if not isinstance(line, dict):
+        raise ValueError("not a JSON object")
+    if line.keys() == {"truth"}:
+        if type(line["truth"]) is not float or not 0 < line["truth"] < math.inf:
+            raise ValueError(f"truth {line['truth']!r}: not a rate")
+        return float(line["truth"])
+    if not SEARCH_KEYS - {"binding"} <= line.keys() <= SEARCH_KEYS:
+        raise ValueError(f"fields {', '.join(map(str, line))}: neither a search's nor a truth's")
+    side, numbers = line["side"], [line[k] for k in ("requests", "seed", "repeat")]
+    if side not in SEED_BASE or not all(type(x) is int and x >= 0 for x in numbers):
+        raise ValueError("side, requests, seed or repeat: not a search's")
+    state, read, caps, each = replayed(line["tried"], setup)
+    est = point_estimate(each, min(caps, default=None))
+    given = [line["met"], line["estimate"], line["estimate_term"], line["estimate_why"]]
+    if given != [state.met, est.rate, est.term, est.why]:
+        raise ValueError(f"met and estimate: not {state.met!r} and {est.rate!r} {est.term!r} "
+                         f"{est.why!r}, which its points give")  # fmt: skip
+    binding = line.get("binding")
+    lowest = state.missed
+    if lowest is None:  # every point met
+        fits = binding == []
+    elif lowest in caps:  # the lowest that did not meet was overloaded
+        fits = binding == ["overloaded"]
+    else:  # some of the SLO's figures, each once, in order
+        figures = sorted(setup.slo.bounds())
+        fits = isinstance(binding, list) and [f for f in figures if f in binding] == binding != []
+    if binding is not None and not fits:
+        raise ValueError(f"binding {binding!r}: not what its points give")
+    return SearchFound(
+        SearchSpec(str(side), *map(int, numbers)), state.met, tuple(state.tried),
+        None if binding is None else tuple(binding), est.rate, est.term, est.why, tuple(read),
+    )  # fmt: skip
+
+
+def replayed(
+    points: object, setup: Setup
+) -> tuple[
+    CapacitySearchState, list[dict[str, float] | None], list[float], dict[str, list[Reading]]
+]:
+    """A dumped search's points replayed: the search's state after them, each point's
+    readings (None: overloaded), the overloaded points and each term's readings; points that
+    are not the ones the search tries, in its order to its end, are a ValueError."""
+    terms = {f"{figure}_p{q}": (q, bound) for figure, q, bound in setup.slo.terms()}
+    state = search_state(setup)
+    read: list[dict[str, float] | None] = []
+    caps: list[float] = []
+    each: dict[str, list[Reading]] = {}
+    if not isinstance(points, list):
+        raise ValueError("tried: not a list of points")
+    for i, point in enumerate(points, 1):
+        if not (isinstance(point, list) and len(point) == 3):
+            raise ValueError(f"point {i}: not [rate, verdict, readings]")
+        (x, verdict, got), due = point, state.next_point()
+        if due is None or x != due or verdict not in ("met", "missed", "undecided"):
+            where = "the search had ended" if due is None else f"the search tries {due!r}"
+            raise ValueError(f"point {i}: {x!r} {verdict!r}, where {where} (another --start?)")
+        state.record(due, verdict)
+        if got is None and verdict == "missed":  # overloaded
+            caps.append(due)
+            read.append(None)
+            continue
+        if not (
+            isinstance(got, dict)
+            and got
+            and got.keys() <= terms.keys()
+            and all(type(v) in (int, float) and math.isfinite(v) for v in got.values())
+        ):
+            raise ValueError(f"point {i}: readings {got!r}, not of the SLO's terms "
+                             f"({', '.join(terms)}; another --slo?)")  # fmt: skip
+        read.append(dict(got))
+        for t, v in got.items():
+            each.setdefault(t, []).append(reading(due, *terms[t], v))
+    if (due := state.next_point()) is not None:
+        raise ValueError(f"{len(points)} points: the search had not ended (it tries {due!r})")
+    return state, read, caps, each
+
+
+RESUME_MAX_BYTES = 64 << 20  # a search's line is under 2 KB: room for tens of thousands
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """An earlier `--dump` as --resume reads it: each line's number, text and result."""
+
+    path: str
+    lines: tuple[tuple[int, str, SearchFound | float], ...]
+    cut: int | None  # the last line's number when it was cut short (left out)
+
+
+def resume(path: str, setup: Setup) -> Resumed:
+    """The results in an earlier `--dump`, read bounded (RESUME_MAX_BYTES). A line that is not
+    JSON, or not a result `loaded` reads under `setup`, ends the run with a one-line error
+    naming it; a last line without its newline that is not JSON (the run ended while writing
+    it) is left out, and said so on stderr."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(RESUME_MAX_BYTES + 1)
+    except OSError as exc:
+        raise SystemExit(f"--resume {path}: cannot read: {exc.strerror}") from None
+    if len(raw) > RESUME_MAX_BYTES:
+        raise SystemExit(f"--resume {path}: larger than {RESUME_MAX_BYTES:,} bytes, refused")
+    texts = raw.split(b"\n")
+    ended = texts[-1] == b""  # the file ends with its last line's newline
+    if ended:
+        texts.pop()
+    out: list[tuple[int, str, SearchFound | float]] = []
+    for n, data in enumerate(texts, 1):
+        try:
+            text = data.decode().strip()
+            line = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # bad UTF-8 and bad JSON are ValueErrors
+            if n == len(texts) and not ended:
+                print(f"--resume {path}: its last line ({n}) is cut short: left out",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                return Resumed(path, tuple(out), n)
+            raise SystemExit(f"--resume {path}, line {n}: not JSON ({_clip(exc)})") from None
+        try:
+            out.append((n, text, loaded(line, setup)))
+        except (ValueError, RecursionError) as exc:  # RecursionError: repr of a deep line
+            raise SystemExit(f"--resume {path}, line {n}: {_clip(exc)}") from None
+    return Resumed(path, tuple(out), None)
+
+
+def _clip(exc: BaseException) -> str:
+    what = " ".join(str(exc).split())
+    return what if len(what) <= 300 else what[:299] + "…"
+
+
+def matched(
+    got: Resumed, jobs: Sequence[Job], truths: int
+) -> tuple[dict[int, SearchFound | float], dict[int, int]]:
+    """The resumed results by their job's index in `jobs`, whose first `truths` are the truth
+    sets (a dump's truth lines are theirs, in order), and the count of searches at each R
+    the jobs do not search at (left out). A search at an R searched that is not one of the
+    jobs, a second line of a job, or a truth line past `truths` ends the run with a one-line
+    error naming the line."""
+    index = {job: i for i, job in enumerate(jobs) if isinstance(job, SearchSpec)}
+    searched = {job.requests for job in index}
+    done: dict[int, SearchFound | float] = {}
+    line_of: dict[int, int] = {}
+    aside: dict[int, int] = {}
+    t = 0
+    for n, _, found in got.lines:
+        at = f"--resume {got.path}, line {n}"
+        if isinstance(found, float):
+            if t >= truths:
+                raise SystemExit(f"{at}: a truth set past the {truths} this run computes")
+            done[t], t = found, t + 1
+            continue
+        s = found.spec
+        if s.requests not in searched:
+            aside[s.requests] = aside.get(s.requests, 0) + 1
+        elif (i := index.get(s)) is None:
+            raise SystemExit(f"{at}: side {s.side}, R = {s.requests}, seed {s.seed}, repeat "
+                             f"{s.repeat}: not a search of this run")  # fmt: skip
+        elif i in line_of:
+            raise SystemExit(f"{at}: the search of line {line_of[i]} again")
+        else:
+            done[i], line_of[i] = found, n
+    return done, aside
 
 
 def run_all(
@@ -299,15 +498,19 @@ def run_all(
     dump: str | None = None,
     stop_after: float | None = None,
     must: int = 0,
+    kept: Sequence[str] = (),
 ) -> list[SearchFound | float]:
     """The jobs' results, in the jobs' order; progress on stderr; each result a line of
-    `dump` (JSON Lines) as it comes, when given. With `stop_after` (seconds), the results
-    of the jobs done by then (the first `must` whatever the time): a leading part of the
-    jobs, the rest not run."""
+    `dump` (JSON Lines) as it comes, when given, after the lines `kept` (an earlier dump's,
+    resumed). With `stop_after` (seconds), the results of the jobs done by then (the first
+    `must` whatever the time): a leading part of the jobs, the rest not run."""
     t0 = time.monotonic()
     every = max(len(jobs) // 40, 1)
     out: list[SearchFound | float] = []
     sink = open(dump, "w") if dump else None  # noqa: SIM115 (closed below)
+    if sink is not None:
+        sink.writelines(f"{line}\n" for line in kept)
+        sink.flush()
 
     def note() -> None:
         if sink is not None:
@@ -328,7 +531,7 @@ def run_all(
                 stop_after is not None and len(out) >= must and time.monotonic() - t0 > stop_after
             )
 
-        if workers <= 1:
+        if workers <= 1 or len(jobs) <= 1:
             for job in jobs:
                 out.append(_task(job))
                 note()
@@ -477,7 +680,11 @@ def binding(found: Sequence[SearchFound]) -> str:
     not meet."""
     counts: dict[str, int] = {}
     for f in found:
-        key = " and ".join(f.binding) or "none (no point failed)"
+        key = (
+            "not known (resumed from a dump without it)"
+            if f.binding is None
+            else " and ".join(f.binding) or "none (no point failed)"
+        )
         counts[key] = counts.get(key, 0) + 1
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
@@ -511,6 +718,13 @@ def _parser() -> argparse.ArgumentParser:
                    "done by then")  # fmt: skip
     p.add_argument("--dump", metavar="FILE", default=None,
                    help="each truth set's and search's result as a JSON line")  # fmt: skip
+    p.add_argument(
+        "--resume",
+        metavar="FILE",
+        default=None,
+        help="an earlier run's --dump: its results are taken, only the jobs not in "
+        "it are run (with --dump, a file other than FILE, the new dump holds both)",
+    )
     p.add_argument("--quick", action="store_true",
                    help="a few small searches: the harness end to end in seconds")  # fmt: skip
     return p
@@ -538,6 +752,8 @@ class PowerReport:
     aa: dict[float, Tally]
     power: dict[float, Tally]
     lines: tuple[str, ...]
+    found: tuple[SearchFound | float, ...]  # every job's result, in the jobs' order
+    resumed: int  # of them, read from --resume's file (the others run now)
 
 
 def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
@@ -576,23 +792,24 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
         if spec not in seen:
             seen.add(spec)
             jobs.append(spec)
-    print(f"{len(truth_jobs)} truth sets and {len(jobs) - len(truth_jobs)} searches on "
-          f"{args.workers} worker(s)", file=sys.stderr, flush=True)  # fmt: skip
-    results = run_all(
-        setup, jobs, args.workers, dump=args.dump, stop_after=args.stop_after, must=len(truth_jobs)
-    )
-    truths = [x for x in results[: len(truth_jobs)] if isinstance(x, float)]
-    by = {f.spec: f for f in results[len(truth_jobs) :] if isinstance(f, SearchFound)}
-    stopped = len(results) < len(jobs)
-    if stopped and (n or len(truths) < len(truth_jobs)):
-        raise SystemExit(f"--stop-after: {len(results)} of {len(jobs)} jobs done; the truth "
-                         "and the compares need all of theirs")  # fmt: skip
-    if stopped:  # a leading part of each row
-        acc = {r: [s for s in specs if s in by] for r, specs in acc.items()}
-
     given = list(args.truth_given or ())
     if given and len(given) != args.truth_sets:
         raise SystemExit(f"--truth-given: {len(given)} values for --truth-sets {args.truth_sets}")
+    ran = run_jobs(args, setup, jobs, len(truth_jobs))
+    done = ran.results
+    truths = [x for i in range(len(truth_jobs)) if isinstance(x := done.get(i), float)]
+    by = {f.spec: f for i in sorted(done) if isinstance(f := done[i], SearchFound)}
+    stopped = len(done) < len(jobs)
+    if stopped and (n or len(truths) < len(truth_jobs)):
+        raise SystemExit(
+            f"--stop-after: {len(done)} of {len(jobs)} jobs done; the truth and the compares "
+            "need all of theirs (--resume a --dump to finish)"
+        )
+    leading = True  # each row's searches done are its first ones
+    if stopped:
+        held = {r: [s for s in specs if s in by] for r, specs in acc.items()}
+        leading = all(held[r] == acc[r][: len(held[r])] for r in rows)
+        acc = held
     truths = [*given, *truths]
     t_a, t_b = truths[: args.truth_sets], truths[args.truth_sets :]
     truth_a = statistics.fmean(t_a)
@@ -613,6 +830,7 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
     lines = [
         f"`{shlex.join(['python', '-m', 'tools.capacity_power', *argv])}`",
         "",
+        *([resumed_from(ran, args.dump), ""] if args.resume else []),
         f"Twin profile `{args.profile}` (A)"
         + (f" and A with every decode step x {SLOWER:g} (B)" if n else "")
         + f", input {INPUT_TOKENS} / output {OUTPUT_TOKENS} tokens, Poisson arrivals, SLO "
@@ -640,9 +858,14 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
         f"{SEED_BASE['A']}–{SEED_BASE['A'] + (args.searches - 1) // k}, repeats "
         f"0–{k - 1}); found / truth against A's truth above."
         + (
-            f" Stopped by --stop-after {args.stop_after:g}: the rows' first "
+            f" Stopped by --stop-after {args.stop_after:g}: the rows' "
+            + ("first " if leading else "")
             + ", ".join(f"{len(a.ratios)} (R = {a.requests:,})" for a in accs)
-            + " searches, in the seeds' order."
+            + (
+                " searches, in the seeds' order."
+                if leading
+                else " searches done (not each row's first: the file resumed held others)."
+            )
             if stopped
             else ""
         ),
@@ -676,12 +899,76 @@ def measure(args: argparse.Namespace, argv: Sequence[str]) -> PowerReport:
     if n:
         aas, pws, more = compares(what, args, by, sides, r0 >= max(rows))
         lines += ["", *more]
-    lines += [
-        "",
-        f"{len(results) - len(truth_jobs)} searches and {len(truth_jobs)} truth sets in "
-        f"{time.monotonic() - t0:.0f} s on {args.workers} worker(s).",
-    ]
-    return PowerReport(truth_a, truth_b, accs, aas, pws, tuple(lines))
+    lines += ["", ran.footer(f"in {time.monotonic() - t0:.0f} s on {args.workers} worker(s).")]
+    found = tuple(done[i] for i in sorted(done))
+    return PowerReport(truth_a, truth_b, accs, aas, pws, tuple(lines), found, sum(ran.old))
+
+
+def counted(results: Sequence[SearchFound | float]) -> tuple[int, int]:
+    """How many of `results` are searches, and how many truth sets."""
+    searches = sum(isinstance(x, SearchFound) for x in results)
+    return searches, len(results) - searches
+
+
+@dataclass(frozen=True)
+class JobsDone:
+    """The jobs' results by index: those --resume's file held and those run now."""
+
+    results: dict[int, SearchFound | float]
+    got: Resumed  # what --resume read
+    aside: dict[int, int]  # searches in it at each R not searched, left out
+    old: tuple[int, int]  # searches and truth sets from --resume's file
+    now: tuple[int, int]  # searches and truth sets run now
+
+    def footer(self, took: str) -> str:
+        (s0, t0), (s1, t1) = self.old, self.now
+        if not self.got.path:
+            return f"{s1} searches and {t1} truth sets {took}"
+        return (
+            f"{s0 + s1} searches and {t0 + t1} truth sets: {s0} and {t0} from --resume, "
+            f"{s1} and {t1} run now {took}"
+        )
+
+
+def run_jobs(args: argparse.Namespace, setup: Setup, jobs: Sequence[Job], truths: int) -> JobsDone:
+    """The jobs' results (the first `truths` jobs are the truth sets): with --resume, those
+    its file holds, and the others run; with --stop-after, a leading part of the others."""
+    done: dict[int, SearchFound | float] = {}
+    aside: dict[int, int] = {}
+    got = Resumed("", (), None)
+    if args.resume:
+        got = resume(args.resume, setup)
+        if args.dump and os.path.exists(args.dump) and os.path.samefile(args.dump, args.resume):
+            raise SystemExit("--dump: the file --resume reads; give another (it gets both)")
+        done, aside = matched(got, jobs, truths)
+    todo = [i for i in range(len(jobs)) if i not in done]
+    old = counted(list(done.values()))
+    print(f"{truths} truth sets and {len(jobs) - truths} searches"
+          + (f" ({len(done)} of them from --resume {args.resume})" if args.resume else "")
+          + f" on {args.workers} worker(s)", file=sys.stderr, flush=True)  # fmt: skip
+    results = run_all(
+        setup, [jobs[i] for i in todo], args.workers, dump=args.dump,
+        stop_after=args.stop_after, must=sum(i < truths for i in todo),
+        kept=[text for _, text, _ in got.lines],
+    )  # fmt: skip
+    done.update(zip(todo, results, strict=False))  # those run: a leading part of todo
+    return JobsDone(done, got, aside, old, counted(results))
+
+
+def resumed_from(ran: JobsDone, dump: str | None) -> str:
+    """The table's line on what --resume read and what was run now."""
+    (s0, t0), (s1, t1) = ran.old, ran.now
+    return (
+        f"Resumed from `{ran.got.path}`: {s0} searches and {t0} truth sets read from it, "
+        f"{s1} searches and {t1} truth sets run now"
+        + "".join(
+            f"; its {c} searches at R = {r:,}, not a row of this run, left out of the tables"
+            + (" (kept in --dump)" if dump else "")
+            for r, c in sorted(ran.aside.items())
+        )
+        + (f"; its last line ({ran.got.cut}), cut short, left out" if ran.got.cut else "")
+        + "."
+    )
 
 
 def terms(specs: Sequence[SearchSpec], by: dict[SearchSpec, SearchFound]) -> str:

@@ -149,6 +149,7 @@ class Twin:
             else:
                 held += 1
                 self.lag.deferred += 1
+                self._flush(first_only=True)  # a few streams: time to first token unheld
 
     def _step(self) -> StepResult:
         """Plan the next step; aborts the engine took at its start end their lingering.
@@ -179,12 +180,25 @@ class Twin:
     def _flush_cost_s(self) -> float:
         return len(self._dirty) * self._write_cost_s
 
-    def _flush(self) -> None:
+    def _flush(self, *, first_only: bool = False) -> None:
+        """Write every stream's pending chunk (FIRST_ONLY: only first outputs, the rest stay
+        held). First outputs are written first: with hundreds of streams a flush takes
+        milliseconds, and a new stream's first token would otherwise wait behind them
+        (vLLM's time to first token ends when its first output is sent, not a flush later)."""
         if not self._dirty:
             return
         started = time.perf_counter()
         wall = time.time
-        dirty, self._dirty = self._dirty, {}
+        firsts = {r: s for r, s in self._dirty.items() if not s.output_tokens}
+        if first_only:
+            if not firsts:
+                return
+            for req in firsts:
+                del self._dirty[req]
+            dirty = firsts
+        else:
+            dirty = {**firsts, **self._dirty}  # first outputs first, then the rest in order
+            self._dirty = {}
         ended: list[tuple[Request, Stream]] = []
         for req, stream in dirty.items():
             if self.streams.get(req) is not stream:

@@ -3,13 +3,16 @@ reproduction: `bench card import --from`, `bench twin fit` (and `--slower 10`),
 `bench twin serve --profile`, `bench card workload`, `bench run --workload`, then
 `bench reproduce RUN --card CARD.json`.
 
-Per publisher, the fixture's own point, unshortened (docs/measured/fitted-twin-2026-12-06.md:
-InferenceX and MLPerf REPRODUCED whole; vLLM's random point every judged figure but its median
-TTFT, +6.88 % live where the fit said +1.18 %: the twin and the client share two cores while
-streaming 10,000 tokens a second). So these tests hold TTFT to -5 .. +12 % and every other
-judged figure to REPRODUCED, MLPerf's whole verdict too; a twin 10 % slower is NOT
-REPRODUCED on its TPOT figures (+7 % or more: at a fixed arrival rate a slower server also
-holds more requests at once)."""
+Per publisher, the fixture's own point, unshortened (docs/measured/fitted-twin-2026-12-06.md):
+the fitted twin is REPRODUCED whole, every judged figure inside the card's ±5 %; a twin 10 %
+slower is NOT REPRODUCED on its TPOT figures (+7 % or more: at a fixed arrival rate a slower
+server also holds more requests at once).
+
+The run is live: the twin and our client share this machine's two cores, and in `make test`
+with everything else the suite runs beside them. vLLM's random point streams 10,000 tokens a
+second over 200 connections; its median TTFT came +3.2 .. +4.1 % on an idle machine and with a
+core taken (the fit itself says +1.18 %). So a fitted run that is not REPRODUCED, or that our
+client sent late, is run once more; a second such run fails the test."""
 
 from __future__ import annotations
 
@@ -27,7 +30,6 @@ from tests.support.twinproc import start_twin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
-TTFT_GAP_PCT = 12.0  # the live twin's TTFT over the fit's (module docstring), with slack
 POINTS = {
     # publisher: (fixture, import options, speed of the fitted run, speed of the slower run)
     "inferencex": (DATA / "inferencex", ("--select", "id=101"), 2.0, 4.0),
@@ -94,10 +96,11 @@ def _reproduce(base: Path, card: Path, slower: float, speed: float) -> tuple[int
                                 "--out", str(run))  # fmt: skip
             assert rc == 0, err[-3000:]
         rc, out, err = _bench("reproduce", str(run), "--card", str(card))
-        # A trial our client sent late is left out, not judged (the product's own guard):
-        # on a CI machine whose two cores a real vLLM shares, MLPerf's 780 requests at speed
-        # 10 once ran 228 ms late at p99. One more run then; a second late one fails.
-        if "late_client" not in out + err:
+        # A trial our client sent late is left out, not judged (the product's own guard): on
+        # a CI machine whose two cores a real vLLM shares, MLPerf's 780 requests at speed 10
+        # once ran 228 ms late at p99. One more run then (module docstring).
+        late = "late_client" in out + err
+        if not late and (slower or rc == int(Exit.OK)):
             break
     return rc, out + err
 
@@ -114,15 +117,13 @@ def test_a_twin_fitted_to_the_card_reproduces_it_and_one_10pct_slower_does_not(
     how = {f.name: f.computed_as or "" for f in load_card(card).figures}
 
     rc, out = _reproduce(tmp_path, card, 0.0, speed)
+    assert rc == int(Exit.OK), out[-4000:]
     rows = {n: o for n, o in _rows(out).items() if o != "NOT CHECKED"}
-    ttft = [n for n in rows if "ttft" in how[n]]
-    assert ttft, out[-3000:]
-    others = {n: o for n, o in rows.items() if n not in ttft}
-    assert len(others) >= 3 and set(others.values()) == {"REPRODUCED"}, out[-4000:]
-    for name in ttft:
-        assert -5.0 <= _off(out, name) <= TTFT_GAP_PCT, out[-4000:]
+    assert [n for n in rows if "ttft" in how[n]], out[-3000:]  # TTFT judged, not only shown
+    assert len(rows) >= 4 and set(rows.values()) == {"REPRODUCED"}, out[-4000:]
+    for name in rows:
+        assert abs(_off(out, name)) <= 5.0, out[-4000:]
     if publisher == "mlperf":  # its limits met by LoadGen's early stopping, its duration run
-        assert rc == int(Exit.OK), out[-4000:]
         assert out.count(": REPRODUCED: ") == 3, out[-4000:]
 
     rc, out = _reproduce(tmp_path, card, 10.0, slow_speed)

@@ -3,6 +3,7 @@ the harness runs end to end with a plausible accuracy in its quick mode."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from array import array
@@ -94,12 +95,21 @@ def test_a_search_is_seeded_and_stays_in_the_bracket() -> None:
     assert len(one.read) == len(one.tried)
 
 
-def test_quick_mode_runs_end_to_end_with_a_plausible_accuracy() -> None:
+def measured(argv: list[str]) -> cp.PowerReport:
+    """`main`'s report of `argv`."""
+    args = cp._parser().parse_args(argv)
+    if args.quick:
+        for key, value in cp.QUICK.items():
+            setattr(args, key, value)
+    return cp.measure(args, argv)
+
+
+def test_quick_mode_runs_end_to_end_with_a_plausible_accuracy(tmp_path: Path) -> None:
+    """And its dump reads back as the results were (`loaded` inverts `dumped`), whole: a run
+    resuming it runs nothing and prints the same tables."""
     t0 = time.process_time()  # CPU seconds: a loaded machine does not fail it
-    args = cp._parser().parse_args(["--quick", "--workers", "1"])
-    for key, value in cp.QUICK.items():
-        setattr(args, key, value)
-    report = cp.measure(args, ["--quick", "--workers", "1"])
+    dump = tmp_path / "quick.jsonl"
+    report = measured(["--quick", "--workers", "1", "--dump", str(dump)])
     assert time.process_time() - t0 < 20
     assert 2.0 < report.truth_b < report.truth_a < 5.0  # the slower decode's is lower
     [row] = report.accuracy
@@ -109,7 +119,21 @@ def test_quick_mode_runs_end_to_end_with_a_plausible_accuracy() -> None:
     table = "\n".join(report.lines)
     assert "| 1,000 |" in table and "A/A: flagged CHANGED" in table
     assert "estimate within 5 % of the truth" in table
-    assert report.lines[0] == "`python -m tools.capacity_power --quick --workers 1`"
+    assert report.lines[0] == f"`python -m tools.capacity_power --quick --workers 1 --dump {dump}`"
+
+    lines = [json.loads(x) for x in dump.read_text().splitlines()]
+    assert len(lines) == len(report.found) and report.resumed == 0
+    assert {type(x) for x in report.found} == {float, cp.SearchFound}  # truths and searches
+    for line, found in zip(lines, report.found, strict=True):
+        assert cp.loaded(line, SETUP) == found
+        assert cp.loaded(cp.dumped(found), SETUP) == found
+    again = measured(["--quick", "--workers", "1", "--resume", str(dump)])
+    assert again.resumed == len(report.found) and again.found == report.found
+    assert again.lines[2] == (
+        f"Resumed from `{dump}`: {len(report.found) - 4} searches and 4 truth sets read from "
+        "it, 0 searches and 0 truth sets run now."
+    )
+    assert again.lines[4:-1] == report.lines[2:-1]  # all but the command and the footer
 
 
 def test_stop_after_keeps_a_leading_part_and_the_dump_says_each(tmp_path: Path) -> None:
@@ -122,3 +146,73 @@ def test_stop_after_keeps_a_leading_part_and_the_dump_says_each(tmp_path: Path) 
     [line] = [json.loads(x) for x in dump.read_text().splitlines()]
     assert (line["seed"], line["met"], line["estimate"]) == (1, got[0].met, got[0].estimate)
     assert [x for x, _, _ in line["tried"]] == [x for x, _ in got[0].tried]
+
+
+TINY = ["--compares", "0", "--truth-sets", "2", "--truth-given", "3.4", "3.5", "--workers", "1"]
+
+
+def test_resume_runs_only_the_searches_a_dump_lacks(tmp_path: Path) -> None:
+    """--resume: a dump's searches are not run again, the tables are those of one run not
+    stopped; its searches at an R not searched now are left out of them and kept in the new
+    dump, after its other lines; a cut last line is left out."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    measured(["--accuracy-requests", "500", "600", "--searches", "1", *TINY, "--dump", str(first)])
+    old = first.read_text()
+    assert [json.loads(x)["requests"] for x in old.splitlines()] == [500, 600]
+    first.write_text(old + old.splitlines()[0][:100])  # a run killed while writing a line
+    plan = ["--accuracy-requests", "600", "--searches", "3", *TINY]
+    resumed = measured([*plan, "--resume", str(first), "--dump", str(second)])
+    assert (resumed.resumed, len(resumed.found)) == (1, 3)  # R = 600's first, and 2 run now
+    assert resumed.lines[2] == (
+        f"Resumed from `{first}`: 1 searches and 0 truth sets read from it, 2 searches and 0 "
+        "truth sets run now; its 1 searches at R = 500, not a row of this run, left out of the "
+        "tables (kept in --dump); its last line (3), cut short, left out."
+    )
+    assert resumed.lines[-1].startswith("3 searches and 0 truth sets: 1 and 0 from --resume, ")
+    kept = second.read_text().splitlines()
+    assert "\n".join(kept[:2]) + "\n" == old and len(kept) == 4
+
+    whole = measured(plan)
+    assert resumed.found == whole.found and resumed.accuracy == whole.accuracy
+    assert resumed.lines[4:-1] == whole.lines[2:-1]  # all but the command and the footer
+
+
+def test_resume_names_the_line_it_cannot_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = cp.search(cp.SearchSpec("A", 500, 1, 0), SETUP)
+    good = json.dumps(cp.dumped(found))
+    dump = tmp_path / "d.jsonl"
+    plan = ["--accuracy-requests", "500", "--searches", "2", *TINY, "--resume", str(dump)]
+
+    def refused(text: str, *more: str) -> str:
+        dump.write_text(text)
+        with pytest.raises(SystemExit) as got:
+            measured([*plan, *more])
+        return str(got.value)
+
+    assert refused(f"{good}\n{{oops\n{good}\n").startswith(f"--resume {dump}, line 2: not JSON")
+    assert refused(f"{good}\n{good}\n") == f"--resume {dump}, line 2: the search of line 1 again"
+    other = good.replace('"seed": 1,', '"seed": 9,')
+    assert refused(f"{good}\n{other}\n") == (
+        f"--resume {dump}, line 2: side A, R = 500, seed 9, repeat 0: not a search of this run"
+    )
+    tampered = good.replace(f'"met": {found.met!r}', '"met": 3.0')
+    assert refused(f"{tampered}\n").startswith(f"--resume {dump}, line 1: met and estimate: not")
+    assert "(another --start?)" in refused(f"{good}\n", "--start", "3")
+    assert refused('{"truth": 3.4}\n') == (
+        f"--resume {dump}, line 1: a truth set past the 0 this run computes"
+    )
+    assert refused(f"{good}\n", "--dump", str(dump)).startswith("--dump: the file --resume reads")
+    monkeypatch.setattr(cp, "RESUME_MAX_BYTES", len(good))
+    assert refused(f"{good}\n") == f"--resume {dump}: larger than {len(good):,} bytes, refused"
+
+
+def test_loaded_reads_dumps_from_before_binding_was_dumped() -> None:
+    found = cp.search(cp.SearchSpec("A", 500, 2, 1), SETUP)
+    line = cp.dumped(found)
+    assert line["binding"] == list(found.binding or ())
+    del line["binding"]
+    back = cp.loaded(line, SETUP)
+    assert back == dataclasses.replace(found, binding=None) and isinstance(back, cp.SearchFound)
+    assert cp.binding([back]) == "not known (resumed from a dump without it) 1"
