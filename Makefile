@@ -85,7 +85,7 @@ LIVE_FLAGS = $(if $(call set,OTEL_URL),--otel-url $(call q,OTEL_URL)) \
 	$(if $(call set,METRICS_HOST),--metrics-host $(call q,METRICS_HOST))
 # The server's trace spans (docs/provisioning.md, "Server traces"): TRACES=1 starts the server
 # with tracing on and `bench run` receives its spans into the bundle; TRACES=0 turns it off
-# where the launch profile turns it on (cpu-vllm, twin; published does not: the card's launch).
+# where the launch profile turns it on (cpu-vllm; published, smoke and twin do not).
 # With HOST or SLURM only: the orchestrator's launch.
 TRACES_FLAGS = $(if $(call set,TRACES),$(if $(filter 1,$(call set,TRACES)),--server-traces,$(if \
 	$(filter 0,$(call set,TRACES)),--no-server-traces,$(error TRACES= is 1 or 0))))

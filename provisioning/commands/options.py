@@ -193,7 +193,7 @@ def add_traces_arg(p: argparse.ArgumentParser) -> None:
         help="start the server with tracing on (--otlp-traces-endpoint to the run's own "
         "receiver, `bench run --otlp-traces-port` the profile's traces_port) and record its "
         "spans in the bundle; --no-server-traces: off (default: the launch profile's "
-        "server_traces, on for cpu-vllm and twin, off for published)",
+        "server_traces, on for cpu-vllm, off for published, smoke and twin)",
     )
 
 

@@ -14,8 +14,8 @@ reaches the run's receiver on the container's own 127.0.0.1. With tracing on:
   (bench.verdict.settings).
 
 PORT is the profile's `traces_port` (default 4318). Nothing is published: the spans never
-leave the container. The profile says whether tracing is on (cpu-vllm and twin: on;
-published: off, its launch is the card's token for token); `--server-traces` and
+leave the container. The profile says whether tracing is on (cpu-vllm: on; published: off,
+its launch is the card's token for token; smoke and twin: off); `--server-traces` and
 `--no-server-traces` override it for a run.
 
 Every refusal is one line (a UsageError, exit 2) before any host is touched: the traces port
