@@ -76,12 +76,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         metavar="FILE",
         help="also check a verdict attestation (bench reproduce --attest: "
-        "<bundle stem>.verdict.intoto.json): its signature, and that its subjects are "
-        "BUNDLE and --card; then print the verdict",
+        "<bundle stem>.verdict.intoto.json; bench compare --attest: "
+        "<B stem>.compare.intoto.json): its signature, and that its subjects are BUNDLE and "
+        "--card, or the bundles of --compared and --vs; then print the verdict",
     )
     p.add_argument(
         "--card", type=Path, default=None, metavar="CARD", help="with --verdict: the card judged"
     )
+    for flag, side in (("--compared", "A"), ("--vs", "B")):
+        p.add_argument(
+            flag,
+            type=Path,
+            nargs="+",
+            default=None,
+            metavar=side,
+            help=f"with --verdict of a compare (bench compare --attest): side {side}'s "
+            "bundles, BUNDLE one of them",
+        )
     p.add_argument(
         "--verdict-signers",
         type=Path,
@@ -160,7 +171,10 @@ def _finished_signing(root: Path) -> None:
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
-    if (args.verdict is None) != (args.card is None) or (
+    compared = args.compared is not None or args.vs is not None
+    if compared:
+        _compared_usage(args)
+    elif (args.verdict is None) != (args.card is None) or (
         args.verdict_signers is not None and args.verdict is None
     ):
         raise UsageError(
@@ -169,16 +183,15 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
             "--card CARD",
         )
     # The verdict first: a bundle changed since it was judged fails on its subject line.
-    verdict = (
-        None
-        if args.verdict is None
-        else verdict_attestation.check(
-            args.verdict,
-            args.verdict_signers or args.allowed_signers,
-            run=args.bundle,
-            card=args.card,
+    signers = args.verdict_signers or args.allowed_signers
+    if args.verdict is None:
+        verdict = None
+    elif compared:
+        verdict = verdict_attestation.check_compare(
+            args.verdict, signers, a=args.compared, b=args.vs
         )
-    )
+    else:
+        verdict = verdict_attestation.check(args.verdict, signers, run=args.bundle, card=args.card)
     ok = verify_bundle(args.bundle, args.allowed_signers, provenance=not args.integrity_only)
     print(
         escape.terminal(
@@ -198,6 +211,22 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     if verdict is not None:
         print("\n".join(verdict.lines()))
     return 0
+
+
+def _compared_usage(args: argparse.Namespace) -> None:
+    """--compared and --vs: both, with --verdict, not with --card, BUNDLE one of theirs."""
+    if args.verdict is None or args.compared is None or args.vs is None or args.card is not None:
+        raise UsageError(
+            "--verdict, --compared and --vs go together (and not with --card)",
+            hint="bench verify BUNDLE --allowed-signers FILE --verdict B.compare.intoto.json "
+            "--compared A1 [A2 ...] --vs B1 [B2 ...]",
+        )
+    given = {p.resolve() for p in (*args.compared, *args.vs)}
+    if args.bundle.resolve() not in given:
+        raise UsageError(
+            f"{args.bundle}: not one of the bundles of --compared or --vs",
+            hint="BUNDLE is the compared bundle whose signature bench verify checks",
+        )
 
 
 def _schema(args: argparse.Namespace, settings: Settings) -> int:

@@ -19,6 +19,14 @@ The predicate (PREDICATE_TYPE, a type of this project's, versioned like the bund
 provenance predicate) names which subject is the run and which the card, and carries the
 verdict (bench.verdict.attest makes it).
 
+A compare's (`bench compare --attest`: <first B bundle's stem>.compare.intoto.json): every
+bundle of both sides is a subject, hashed as a run is; the predicate (kind "compare") names
+which subjects are side A and which side B. `check_compare` is what `bench verify BUNDLE
+--verdict FILE --compared A... --vs B...` runs: the signature, then each bundle given
+against its side's subjects (a changed bundle, the sides swapped, a subject not given or a
+bundle the compare did not judge: one line each). A compare's attestation checked with
+--card, or a reproduce's with --compared, is a UsageError.
+
 `check` is what `bench verify BUNDLE --verdict FILE --card CARD` runs: the envelope read
 bounded, signed by an ed25519 key of the allowed-signers file, a statement of ours whose
 run and card subjects have the sha256 of the files given. Every failure is a one-line
@@ -30,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +51,7 @@ from bench.errors import DiskError, UsageError, VerifyFailed
 
 PREDICATE_TYPE = "https://github.com/bench/attestation/verdict/v1"
 SUFFIX = ".verdict.intoto.json"
+COMPARE_SUFFIX = ".compare.intoto.json"  # a compare's, beside its first B bundle
 MAX_BYTES = 1 << 20  # the envelope file; a verdict's is some tens of kB
 MAX_ROWS = 400  # cells (or a publisher's figures) listed in a predicate; the rest counted
 _MAX_SUBJECTS = 64
@@ -93,8 +102,9 @@ def card_subject(card: Path) -> Subject:
     return _hashed(card, card.name)
 
 
-def default_out(run: Path) -> Path:
-    """`<bundle stem>.verdict.intoto.json` beside the run (a .tar.gz, a directory, a file)."""
+def default_out(run: Path, suffix: str = SUFFIX) -> Path:
+    """`<bundle stem>.verdict.intoto.json` (or another suffix) beside the run (a .tar.gz, a
+    directory, a file)."""
     resolved = run.resolve()
     name = resolved.name
     if resolved.is_dir():
@@ -103,7 +113,7 @@ def default_out(run: Path) -> Path:
         stem = name.removesuffix(".tar.gz")
     else:
         stem = Path(name).stem
-    return resolved.with_name(stem + SUFFIX)
+    return resolved.with_name(stem + suffix)
 
 
 def statement(subjects: list[Subject], predicate: dict[str, Any]) -> dict[str, Any]:
@@ -140,23 +150,37 @@ class Attested:
         found: dict[str, Any] = self.statement["predicate"]
         return found
 
+    @property
+    def is_compare(self) -> bool:
+        return self.predicate.get("kind") == "compare"
+
     def lines(self) -> list[str]:
         p = self.predicate
         made = p["made_at"] if isinstance(p.get("made_at"), str) else "?"
         bench = p.get("bench")
         version = bench.get("version") if isinstance(bench, dict) else None
+        if self.is_compare:
+            a, b = (_names(p[side]["subjects"]) for side in ("a", "b"))
+            judged = f"of side A {a} against side B {b}"
+            given = "the bundles given, each on its side"
+        else:
+            judged = f"of {p['run']['subject']} against {p['card']['subject']}"
+            given = "the run and the card given"
         lines = [
-            f"verdict: {_short(p['outcome'])} (exit {p['exit_code']}) of {p['run']['subject']} "
-            f"against {p['card']['subject']}, made at {_short(made)} by bench "
-            f"{_short(version) if isinstance(version, str) else '?'}",
+            f"verdict: {_short(p['outcome'])} (exit {p['exit_code']}) {judged}, made at "
+            f"{_short(made)} by bench {_short(version) if isinstance(version, str) else '?'}",
         ]
         if isinstance(p.get("summary"), str):
             lines.append(f"  {_short(p['summary'], 1000)}")
         lines.append(
-            f"  signed by {self.principals} ({self.signer}); subjects' sha256 match the run "
-            "and the card given"
+            f"  signed by {self.principals} ({self.signer}); subjects' sha256 match {given}"
         )
         return [escape.terminal(line) for line in lines]
+
+
+def _names(names: list[str], most: int = 4) -> str:
+    shown = ", ".join(_short(n) for n in names[:most])
+    return shown + (f" (+{len(names) - most} more)" if len(names) > most else "")
 
 
 def _short(text: str, most: int = 100) -> str:
@@ -214,6 +238,24 @@ def _check_statement(doc: Any, fail: Callable[[str], VerifyFailed]) -> None:
     code = p.get("exit_code")
     if not isinstance(p.get("outcome"), str) or isinstance(code, bool) or not isinstance(code, int):
         raise fail("the predicate has no outcome and exit code")
+    _check_roles(p, names, fail)
+
+
+def _check_roles(p: dict[str, Any], names: set[str], fail: Callable[[str], VerifyFailed]) -> None:
+    """The predicate names its subjects: the run and the card, or a compare's two sides."""
+    if p.get("kind") == "compare":
+        listed: list[Any] = []
+        for side in ("a", "b"):
+            named = p.get(side)
+            subjects_of = named.get("subjects") if isinstance(named, dict) else None
+            if not isinstance(subjects_of, list) or not subjects_of:
+                listed = []
+                break
+            listed.extend(subjects_of)
+        strings = all(isinstance(n, str) for n in listed)
+        if not strings or len(listed) != len(names) or set(listed) != names:
+            raise fail("the predicate does not name side A and side B among the subjects")
+        return
     for role in ("run", "card"):
         named = p.get(role)
         subject = named.get("subject") if isinstance(named, dict) else None
@@ -230,6 +272,11 @@ def check(path: Path, allowed_signers: Path, *, run: Path, card: Path) -> Attest
     """`read`, then the run's and the card's subjects against the files given: a one-line
     VerifyFailed naming the subject whose sha256 differs."""
     attested = read(path, allowed_signers)
+    if attested.is_compare:
+        raise UsageError(
+            f"{path.name}: a compare's attestation, not a verdict against a card",
+            hint="give the bundles it compared: --compared A... --vs B...",
+        )
     doc, p = attested.statement, attested.predicate
     for role, given, subject in (
         ("run", run, run_subject(run)),
@@ -245,6 +292,57 @@ def check(path: Path, allowed_signers: Path, *, run: Path, card: Path) -> Attest
                 )
             )
     return attested
+
+
+def check_compare(
+    path: Path, allowed_signers: Path, *, a: Sequence[Path], b: Sequence[Path]
+) -> Attested:
+    """`read`, then a compare's subjects against the bundles given for side A and side B
+    (in any order within a side): a one-line VerifyFailed for a bundle whose sha256 is not
+    its side's (changed, or of the other side: the sides swapped), a subject not given or
+    a bundle given that the compare did not judge."""
+    attested = read(path, allowed_signers)
+    if not attested.is_compare:
+        raise UsageError(
+            f"{path.name}: a verdict against a card, not a compare's attestation",
+            hint="give the card it judged: --card CARD",
+        )
+    doc, p = attested.statement, attested.predicate
+    want = {side: {n: _digest(doc, n) for n in p[key]["subjects"]} for side, key in _SIDES}
+    for side, given in (("A", a), ("B", b)):
+        other = "B" if side == "A" else "A"
+        left = dict(want[side])
+        for bundle in given:
+            got = run_subject(bundle)
+            match = next((n for n, sha in left.items() if sha == got.sha256), None)
+            if match is not None:
+                del left[match]
+                continue
+            if got.sha256 in want[other].values():
+                problem = (
+                    f"{bundle} is side {other}'s bundle in this compare, given as side "
+                    f"{side}: the sides are swapped"
+                )
+            elif got.name in left:
+                sha = left[got.name]
+                problem = (
+                    f"subject {got.name} (side {side}): sha256 {sha[:16]}... differs from "
+                    f"{bundle}'s {got.sha256[:16]}...: not the bundle this compare judged"
+                )
+            else:
+                problem = f"{bundle} (side {side}): not a bundle this compare judged"
+            raise VerifyFailed(escape.terminal(f"{path.name}: {problem}"))
+        if left:
+            raise VerifyFailed(
+                escape.terminal(
+                    f"{path.name}: subject {next(iter(left))} (side {side}): not given: "
+                    f"this compare judged {len(want[side])} bundles as side {side}"
+                )
+            )
+    return attested
+
+
+_SIDES = (("A", "a"), ("B", "b"))
 
 
 def now_iso() -> str:

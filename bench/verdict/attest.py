@@ -7,6 +7,10 @@ envelope (a passphrase, RSA) leaves the verdict without an attestation, said in 
 warning line, as a bundle signed with one is left without attestation.intoto.json.
 `finish` writes the verdict's predicate, signed, to `<bundle stem>.verdict.intoto.json`.
 
+`bench compare --attest KEY` does the same for one comparison (A B, or A1 A2 --vs B1 B2):
+`prepare_compare` hashes every bundle of both sides, `finish` writes `compare_body` to
+`<first B bundle's stem>.compare.intoto.json` beside it (bench verify --compared/--vs).
+
 The predicate (PREDICATE_TYPE https://github.com/bench/attestation/verdict/v1):
 
     kind          "reproduce" (a speed-test card) | "reproduce-publisher" (bench.publishers)
@@ -22,6 +26,21 @@ The predicate (PREDICATE_TYPE https://github.com/bench/attestation/verdict/v1):
     listed, total how many of the cells (figures) are listed: at most MAX_ROWS
     bench         {"version"}: the bench that made the verdict
     made_at       when, UTC
+
+A compare's predicate (the same type):
+
+    kind          "compare"
+    outcome       the compare's word: CHANGED, EQUIVALENT, NOT RESOLVED (bench.verdict.headline),
+                  NOT COMPARABLE (settings differ) or NOT COMPARED (no cell compared)
+    exit_code     what `bench compare` exits with; exit_name its name
+    summary       the compare's last line (headline.verdict)
+    alpha         --alpha as used; margin {"pct", "figures": {FIGURE: PCT}}; min_effect
+                  {"throughput_pct", "latency_pct"}
+    a, b          {"name": ..., "subjects": [NAME, ...]}: which subjects are side A and side B
+    settings_differ  the settings that make the sides not comparable
+    figures       per figure judged: "cell", "figure", "delta_pct", its 95 % interval "low",
+                  "high" (Δ %), "outcome" (changed | equivalent | not resolved)
+    listed, total, bench, made_at   as above
 """
 
 from __future__ import annotations
@@ -29,7 +48,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +60,18 @@ from bench.bundle import dsse, sign
 from bench.bundle import verdict_attestation as va
 from bench.errors import Exit, UsageError
 from bench.publishers.reproduce import PublisherReproduction
+from bench.verdict import headline
+from bench.verdict.cells import Key
+from bench.verdict.compare import Comparison
 from bench.verdict.reproduce import Reproduction
 
 
-def add_attest_args(p: argparse.ArgumentParser) -> None:
+def add_attest_args(
+    p: argparse.ArgumentParser,
+    *,
+    checked_by: str = "--card CARD",
+    default_out: str = "<bundle stem>.verdict.intoto.json beside it",
+) -> None:
     p.add_argument(
         "--attest",
         type=Path,
@@ -52,14 +79,14 @@ def add_attest_args(p: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help="also write the verdict as an in-toto statement in a DSSE envelope signed with "
         "KEY (an unencrypted ed25519 key, e.g. bench local's ~/.config/bench/signing_ed25519); "
-        "`bench verify BUNDLE --verdict FILE --card CARD` checks it",
+        f"`bench verify BUNDLE --verdict FILE {checked_by}` checks it",
     )
     p.add_argument(
         "--attest-out",
         type=Path,
         default=None,
         metavar="FILE",
-        help="where --attest writes (default: <bundle stem>.verdict.intoto.json beside it)",
+        help=f"where --attest writes (default: {default_out})",
     )
 
 
@@ -72,13 +99,15 @@ def workstation_key() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """A verdict attestation to write once the verdict is made: its subjects hashed."""
+    """A verdict attestation to write once the verdict is made: its subjects hashed.
+
+    A reproduce's subjects are the run, the card and any references; a compare's
+    (`side_a` set) side A's bundles, then side B's: the first `side_a` are side A."""
 
     key: Path
     out: Path
-    run: va.Subject
-    card: va.Subject
-    references: tuple[va.Subject, ...] = ()
+    subjects: tuple[va.Subject, ...]
+    side_a: int | None = None
 
 
 def prepare(
@@ -90,6 +119,33 @@ def prepare(
     references: Sequence[Path] = (),
 ) -> Pending | None:
     """The subjects hashed and the key checked (module docstring); None: no attestation."""
+    return _prepare(
+        key,
+        lambda key: Pending(
+            key,
+            out or va.default_out(run),
+            (va.run_subject(run), va.card_subject(card), *map(va.run_subject, references)),
+        ),
+    )
+
+
+def prepare_compare(
+    key: Path | None, out: Path | None, *, a: Sequence[Path], b: Sequence[Path]
+) -> Pending | None:
+    """A compare's subjects (every bundle of side A, then of side B) hashed and the key
+    checked, as `prepare`; the default out is `<first B's stem>.compare.intoto.json`."""
+    return _prepare(
+        key,
+        lambda key: Pending(
+            key,
+            out or va.default_out(b[0], va.COMPARE_SUFFIX),
+            tuple(va.run_subject(r) for r in (*a, *b)),
+            side_a=len(a),
+        ),
+    )
+
+
+def _prepare(key: Path | None, hashed: Callable[[Path], Pending]) -> Pending | None:
     if key is None:
         return None
     sign.check_private_key(key)
@@ -99,13 +155,7 @@ def prepare(
         _warn(exc.one_line())
         return None
     try:
-        return Pending(
-            key,
-            out or va.default_out(run),
-            va.run_subject(run),
-            va.card_subject(card),
-            tuple(va.run_subject(r) for r in references),
-        )
+        return hashed(key)
     except UsageError as exc:  # an unsigned run directory: the verdict still stands
         _warn(exc.one_line())
         return None
@@ -116,22 +166,33 @@ def _warn(why: str) -> None:
 
 
 def finish(pending: Pending | None, body: dict[str, Any]) -> Path | None:
-    """Write the attestation of a verdict (`body`: reproduction_body or publisher_body)."""
+    """Write the attestation of a verdict (`body`: reproduction_body, publisher_body or,
+    for a Pending of prepare_compare, compare_body)."""
     if pending is None:
         return None
-    subjects = [pending.run, pending.card, *pending.references]
+    subjects = list(pending.subjects)
     names = [s.name for s in subjects]
     if len(set(names)) != len(names):  # a reference named as the run: keep subjects apart
         subjects = [va.Subject(f"{i}:{s.name}", s.sha256) for i, s in enumerate(subjects)]
-    predicate = {
-        **body,
-        "run": {**body.get("run", {}), "subject": subjects[0].name},
-        "card": {**body.get("card", {}), "subject": subjects[1].name},
-        "bench": {"version": bench.__version__},
-        "made_at": va.now_iso(),
-    }
-    if pending.references:
-        predicate["references"] = [s.name for s in subjects[2:]]
+        names = [s.name for s in subjects]
+    made = {"bench": {"version": bench.__version__}, "made_at": va.now_iso()}
+    if pending.side_a is not None:
+        n = pending.side_a
+        predicate = {
+            **body,
+            "a": {**body.get("a", {}), "subjects": names[:n]},
+            "b": {**body.get("b", {}), "subjects": names[n:]},
+            **made,
+        }
+    else:
+        predicate = {
+            **body,
+            "run": {**body.get("run", {}), "subject": names[0]},
+            "card": {**body.get("card", {}), "subject": names[1]},
+            **made,
+        }
+        if len(names) > 2:
+            predicate["references"] = names[2:]
     fingerprint = va.write(pending.out, va.statement(subjects, predicate), pending.key)
     print(f"verdict attestation: {pending.out} (signed by {fingerprint})", file=sys.stderr)
     return pending.out
@@ -139,6 +200,15 @@ def finish(pending: Pending | None, body: dict[str, Any]) -> Path | None:
 
 def _num(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _cell(key: Key) -> str:
+    return f"{key[0]} {key[1]} x {key[2]}"
+
+
+def _listed(key: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """At most MAX_ROWS rows under `key`, and how many are listed of how many."""
+    return {key: rows[: va.MAX_ROWS], "listed": min(len(rows), va.MAX_ROWS), "total": len(rows)}
 
 
 def _exit(code: Exit) -> dict[str, Any]:
@@ -149,7 +219,7 @@ def reproduction_body(result: Reproduction) -> dict[str, Any]:
     """A speed-test card's verdict: every cell with its figures (at most MAX_ROWS cells)."""
     cells = [
         {
-            "cell": f"{c.key[0]} {c.key[1]} x {c.key[2]}",
+            "cell": _cell(c.key),
             "verdict": c.verdict,
             "figures": [
                 {
@@ -176,9 +246,7 @@ def reproduction_body(result: Reproduction) -> dict[str, Any]:
         "run": {"name": result.ours.name},
         "card": {"name": result.card.name},
         "settings_differ": [d.name for d in result.settings.blocking],
-        "cells": cells[: va.MAX_ROWS],
-        "listed": min(len(cells), va.MAX_ROWS),
-        "total": len(cells),
+        **_listed("cells", cells),
     }
 
 
@@ -213,4 +281,42 @@ def publisher_body(result: PublisherReproduction) -> dict[str, Any]:
         ],
         "listed": min(len(figures), va.MAX_ROWS),
         "total": len(figures),
+    }
+
+
+def compare_body(c: Comparison, code: Exit) -> dict[str, Any]:
+    """A compare's verdict (one comparison: A against B): every figure judged (a Δ %% made)
+    with its interval, at most MAX_ROWS of them."""
+    rows = [
+        {
+            "cell": _cell(x.key),
+            "figure": f.metric.name,
+            "delta_pct": _num(f.delta_pct),
+            "low": None if f.ci_pct is None else _num(f.ci_pct[0]),
+            "high": None if f.ci_pct is None else _num(f.ci_pct[1]),
+            "outcome": f.outcome,
+        }
+        for x in c.cells
+        for f in x.figures
+        if f.delta_pct is not None
+    ]
+    word = headline.outcome(c)
+    policy = c.policy
+    return {
+        "kind": "compare",
+        "outcome": "NOT COMPARABLE"
+        if not c.settings.comparable
+        else (word or "not compared").upper(),
+        **_exit(code),
+        "summary": headline.verdict(c),
+        "alpha": policy.alpha,
+        "margin": {"pct": policy.margin_pct, "figures": dict(policy.figure_margins)},
+        "min_effect": {
+            "throughput_pct": policy.min_effect_throughput_pct,
+            "latency_pct": policy.min_effect_latency_pct,
+        },
+        "a": {"name": c.a.name},
+        "b": {"name": c.b.name},
+        "settings_differ": [d.name for d in c.settings.blocking],
+        **_listed("figures", rows),
     }

@@ -133,6 +133,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_margin_arg(cmp_)
     cmp_.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
+    attest.add_attest_args(
+        cmp_,
+        checked_by="--compared A... --vs B...",
+        default_out="<first B bundle's stem>.compare.intoto.json beside it; one comparison "
+        "only: A B, or A1 A2 --vs B1 B2",
+    )
     _add_verification(cmp_)
     cmp_.set_defaults(func=run_compare)  # fmt: skip
 
@@ -223,6 +229,15 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
         accept=parse_accept(args.accept),
         **margins(args.margin),
     )
+    side_b = args.vs or args.runs[1:]
+    if args.attest is not None and not args.vs and len(args.runs) > 2:
+        raise UsageError(
+            "--attest attests one comparison: A against B",
+            hint="bench compare A B --attest KEY, or bench compare A1 A2 --vs B1 B2 --attest KEY",
+        )
+    pending = attest.prepare_compare(
+        args.attest, args.attest_out, a=args.runs if args.vs else args.runs[:1], b=side_b
+    )
     how = verification(args)
     runs = [load_run(p, how) for p in args.runs]
     others = [load_run(p, how) for p in args.vs or []]
@@ -245,6 +260,8 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(order + "\n".join(compare_markdown(c) for c in comparisons))
     if args.html:
         page.write(args.html, page.compare_page(comparisons))
+    code = compare_exit(comparisons)
+    attest.finish(pending, attest.compare_body(comparisons[0], code))
     flagged = sum(len(c.flagged) for c in comparisons)
     structlog.get_logger("bench.verdict").info(
         "compare_judged",
@@ -252,7 +269,7 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
         flagged_cells=flagged,
         answers_differ=any(c.answers.different for c in comparisons),
     )
-    return int(compare_exit(comparisons))
+    return int(code)
 
 
 def add_margin_arg(p: argparse.ArgumentParser) -> None:

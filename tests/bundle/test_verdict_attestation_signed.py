@@ -151,3 +151,47 @@ def test_verdict_options_go_together_and_a_verdict_from_an_untrusted_key_fails(
     assert code == 0, err
     assert f"signed by {other_keys.principal} (SHA256:" in outp
     assert va.SUFFIX == ".verdict.intoto.json"
+
+
+def test_bench_verify_checks_a_compares_attestation_with_its_sides(
+    archive: Path, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench compare A --vs B --attest: bench verify B --compared A --vs B checks it; a
+    changed B, the sides swapped, --card, or a BUNDLE not compared: one line each."""
+    root = tmp_path / "run2"
+    root.mkdir()
+    (root / "results.json").write_text(
+        make_results(read_card(SHIPPED), speed=10.0).model_dump_json()
+    )
+    seal.seal(root, keys.private, now=NOW)
+    other = pack(root, tmp_path / "run2.tar.gz")
+    allowed = ["--allowed-signers", str(keys.allowed)]
+    code, _, err = _run(
+        ["compare", str(archive), "--vs", str(other), *allowed, "--attest", str(keys.private)],
+        capsys,
+    )
+    out = tmp_path / ("run2" + va.COMPARE_SUFFIX)
+    assert out.is_file() and f"verdict attestation: {out}" in err
+    check = ["verify", str(other), INTEGRITY, *allowed, "--verdict", str(out)]
+    sides = ["--compared", str(archive), "--vs", str(other)]
+    got, printed, err = _run([*check, *sides], capsys)
+    assert got == 0, err
+    assert f"(exit {code}) of side A run1.tar.gz against side B run2.tar.gz, made at " in printed
+    assert f"signed by {keys.principal} (SHA256:" in printed
+    swapped = ["--compared", str(other), "--vs", str(archive)]
+    got, printed, err = _run([*check, *swapped], capsys)
+    assert got == Exit.VERIFY_FAILED and printed == "" and err.count("\n") == 1, err
+    assert err.endswith("given as side A: the sides are swapped\n")
+    got, _, err = _run([*check, "--card", str(SHIPPED)], capsys)
+    assert got == Exit.USAGE and "a compare's attestation, not a verdict against a card" in err
+    got, _, err = _run([*check, *sides, "--card", str(SHIPPED)], capsys)
+    assert got == Exit.USAGE and "--verdict, --compared and --vs go together" in err
+    got, _, err = _run([*check, "--compared", str(archive), "--vs", str(archive)], capsys)
+    assert got == Exit.USAGE and "not one of the bundles of --compared or --vs" in err
+    # One byte of B changed after the compare.
+    data = bytearray(other.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    other.write_bytes(bytes(data))
+    got, printed, err = _run([*check, *sides], capsys)
+    assert got == Exit.VERIFY_FAILED and printed == "" and err.count("\n") == 1, err
+    assert err.startswith(f"bench: error: {out.name}: subject run2.tar.gz (side B): sha256 "), err
