@@ -12,7 +12,9 @@ The run is live: the twin and our client share this machine's two cores, and in 
 with everything else the suite runs beside them. vLLM's random point streams 10,000 tokens a
 second over 200 connections; its median TTFT came +3.2 .. +4.1 % on an idle machine and with a
 core taken (the fit itself says +1.18 %). So a fitted run that is not REPRODUCED, or that our
-client sent late, is run once more; a second such run fails the test."""
+client sent late, is run again, at most three runs in all (said in the test's output).
+It is timed: beside the suite's real vLLM (a fresh clone's `make test` before it was marked
+so) MLPerf's client ran 20 ms late at p99 in both runs and vLLM's median TTFT came +6.00 %."""
 
 from __future__ import annotations
 
@@ -28,7 +30,10 @@ from tests.support import procs
 from tests.support.priority import prioritize
 from tests.support.twinproc import start_twin
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+# timed: the twin and our client run at niceness -15 and are timed in real time; side by side
+# the suite runs them in the vllm group, never beside a vLLM server (a fresh clone's make test
+# put them beside one: MLPerf's client 20 ms late at p99 twice, vLLM's median TTFT +6.00 %).
+pytestmark = [pytest.mark.integration, pytest.mark.timed, pytest.mark.timeout(540)]
 
 POINTS = {
     # publisher: (fixture, import options, speed of the fitted run, speed of the slower run)
@@ -88,7 +93,7 @@ def _reproduce(base: Path, card: Path, slower: float, speed: float) -> tuple[int
     spec = base / "card.toml"
     rc, _, err = _bench("card", "workload", str(card), "-o", str(spec))
     assert rc == 0, err[-2000:]
-    for attempt in (1, 2):
+    for attempt in (1, 2, 3):
         run = base / f"run-{slower:g}-{attempt}"
         with start_twin(str(profile), speed=speed) as twin:
             prioritize(twin.proc.pid)
@@ -102,6 +107,7 @@ def _reproduce(base: Path, card: Path, slower: float, speed: float) -> tuple[int
         late = "late_client" in out + err
         if not late and (slower or rc == int(Exit.OK)):
             break
+        print(f"run {attempt} of at most 3: {'late' if late else f'exit {rc}'}")
     return rc, out + err
 
 
