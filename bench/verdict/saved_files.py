@@ -86,6 +86,29 @@ def as_run(
         "arrivals": "; ".join(sorted(arrivals)),
         "records": str(records),
     }
+    return unsigned_run(
+        path,
+        made=f"{verb} by {tool}",
+        identities=identities,
+        metadata=metadata,
+        cells=cells,
+        settings={"model": about["model"], "api": about["api"]},
+        server_s=math.fsum(seconds),
+    )
+
+
+def unsigned_run(
+    path: Path,
+    *,
+    made: str,
+    identities: Iterable[str],
+    metadata: dict[str, str],
+    cells: dict[Key, Cell],
+    settings: dict[str, str],
+    server_s: float,
+) -> RunFigures:
+    """A peer tool's saved file(s) at PATH as one run: unsigned, at speed 1, its contexts and
+    concurrencies those of CELLS; MADE how the tool made it ("saved by vllm bench serve")."""
     return RunFigures(
         name=path.name,
         kind="run",
@@ -96,7 +119,7 @@ def as_run(
         contexts=context_order(k[1] for k in cells),
         concurrencies=tuple(sorted({k[2] for k in cells})),
         trust="unsigned",
-        provenance=f"{path.name}: {verb} by {tool} (no bundle, no signature)",
-        settings={"model": about["model"], "api": about["api"]},
-        server_s=(math.fsum(seconds),),
+        provenance=f"{path.name}: {made} (no bundle, no signature)",
+        settings=settings,
+        server_s=(server_s,),
     )

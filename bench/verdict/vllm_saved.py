@@ -32,7 +32,8 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.run.prompts import context_label
-from bench.verdict.cells import Cell, Key, RunFigures, Status, context_order
+from bench.verdict import saved_files
+from bench.verdict.cells import Cell, Key, RunFigures, Status
 
 MAX_BYTES = 256 * 1024 * 1024  # --save-detailed keeps every request's texts: large, bounded
 # Keys every generation record of vLLM's save-result has (the `result` dict of `benchmark`
@@ -191,20 +192,15 @@ def load(path: Path) -> RunFigures:
         },
         "records": str(sum(len(v) for v in by_cell.values())),
     }
-    return RunFigures(
-        name=path.name,
-        kind="run",
-        speed_factor=1.0,
-        identities=frozenset(
+    return saved_files.unsigned_run(
+        path,
+        made="saved by vllm bench serve",
+        identities=(
             f"records sha256 {hashlib.sha256(f.read_bytes()).hexdigest()[:16]}"
             for f in _files(path)
         ),
         metadata=metadata,
         cells=cells,
-        contexts=context_order(k[1] for k in cells),
-        concurrencies=tuple(sorted({k[2] for k in cells})),
-        trust="unsigned",
-        provenance=f"{path.name}: saved by vllm bench serve (no bundle, no signature)",
         settings=settings,
-        server_s=(sum(seconds),),
+        server_s=sum(seconds),
     )
