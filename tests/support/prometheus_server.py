@@ -39,6 +39,23 @@ class PrometheusServer:
         result: list[dict[str, Any]] = body["data"]["result"]
         return result
 
+    def cells_while_running(
+        self, proc: subprocess.Popen[str], timeout_s: float
+    ) -> tuple[list[float], list[float]]:
+        """While PROC runs (at most TIMEOUT_S), every 0.25 s: bench_run_cells_done, and
+        cells left + done (the plan) beside each reading of it."""
+        done_during: list[float] = []
+        planned_during: list[float] = []
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            done = self.query("bench_run_cells_done")
+            if done:
+                done_during.append(float(done[0]["value"][1]))
+                left = self.query("bench_run_cells_left + bench_run_cells_done")
+                planned_during += [float(x["value"][1]) for x in left]
+            time.sleep(0.25)
+        return done_during, planned_during
+
     def targets_up(self) -> list[dict[str, Any]]:
         r = httpx.get(f"{self.url}/api/v1/targets", timeout=10)
         r.raise_for_status()

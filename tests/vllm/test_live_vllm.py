@@ -126,16 +126,7 @@ def live(
             "0.5", "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1",
             "--otlp-traces-port", str(vllm_server.traces_port),
         )  # fmt: skip
-        done_during: list[float] = []
-        planned_during: list[float] = []
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while proc.poll() is None and time.monotonic() < deadline:
-            done = prom.query("bench_run_cells_done")
-            if done:
-                done_during.append(float(done[0]["value"][1]))
-                left = prom.query("bench_run_cells_left + bench_run_cells_done")
-                planned_during += [float(x["value"][1]) for x in left]
-            time.sleep(0.25)
+        done_during, planned_during = prom.cells_while_running(proc, RUN_TIMEOUT_S)
         rc, stdout, stderr = procs.finish(proc, timeout_s=60)
         wall_s = time.monotonic() - started
         done_max = prom.query("max_over_time(bench_run_cells_done[10m])")
