@@ -200,5 +200,12 @@ def test_the_first_hour_walk_through_runs_as_printed(tmp_path: Path) -> None:
         cwd=tmp_path / "bench",
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
-    assert f"{bench_bin}/pytest -q --durations 40 -n '2' --dist loadgroup tests" in dry.stdout
+    # The parallel tiers, then the tests that must run alone (one at a time, nothing beside them)
+    tiers = [x for x in dry.stdout.splitlines() if f"{bench_bin}/pytest " in x]
+    assert len(tiers) == 2, dry.stdout
+    assert (
+        f"{bench_bin}/pytest -q --durations 40 -n '2' --dist loadgroup -m 'not alone' tests"
+        in tiers[0]
+    )
+    assert tiers[1] == f"{bench_bin}/pytest -q -m alone tests", tiers
     print(f"first hour: clone + make bench took {took:.1f} s")
