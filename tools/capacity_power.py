@@ -48,7 +48,9 @@ Everything runs the product's own code on the twin's engine, without sockets or 
    B = `bench.twin.openloop.slower_decode(profile, 1.10)`, every side its own seed (two
    runs of one server differ so). Each pair is judged by
    `bench.verdict.capacity_delta.judge` (Welch on the logs; CHANGED when the interval
-   excludes 0) at `--alpha` and at `bench compare`'s own alpha.
+   excludes 0) at `--alpha` and at `bench compare`'s own alpha, twice: on each search's
+   point estimate, as `bench compare` judges capacity runs (the bounds when a search on
+   either side gave none), and on the bounds alone, as it judged them before.
    A/A: sides 2j and 2j + 1 of A, and of B (one profile each), `--compares` in all: the
    share flagged CHANGED. Power: side i of A against side i of B: the share where B is
    found lower (CHANGED, Δ < 0).
@@ -554,8 +556,16 @@ def run_all(
 # --- compares ---------------------------------------------------------------------------
 
 
-def run_of(name: str, what: str, found: Iterable[float | None]) -> RunFigures:
-    """A `bench capacity` run as `bench compare` reads it: its searches' capacities."""
+# What a compare judges: "estimates", as `bench compare` reads a capacity run today (each
+# search's point estimate, when every search on both sides has one; else the bounds), or
+# "bounds", as it read one before (each search's `met`, the estimates not given).
+BASES = ("estimates", "bounds")
+
+
+def run_of(name: str, what: str, found: Sequence[SearchFound], basis: str) -> RunFigures:
+    """A `bench capacity` run as `bench compare` reads it (bench.verdict.workload_cells):
+    its searches' bounds, point estimates (not given for BASIS "bounds") and count."""
+    estimated = basis == "estimates"
     return RunFigures(
         name=name,
         kind="run",
@@ -565,15 +575,23 @@ def run_of(name: str, what: str, found: Iterable[float | None]) -> RunFigures:
         contexts=(),
         concurrencies=(),
         capacity_of=what,
-        capacity=tuple(x for x in found if x is not None and x > 0),
+        capacity=tuple(f.met for f in found if f.met is not None and f.met > 0),
+        capacity_estimate=tuple(
+            f.estimate for f in found if estimated and f.estimate is not None and f.estimate > 0
+        ),
+        capacity_searches=len(found) if estimated else 0,
     )
 
 
 def delta(
-    what: str, a: Sequence[SearchFound], b: Sequence[SearchFound], alpha: float
+    what: str,
+    a: Sequence[SearchFound],
+    b: Sequence[SearchFound],
+    alpha: float,
+    basis: str = "estimates",
 ) -> CapacityDelta:
     """`bench compare`'s judgement of two sides' capacities."""
-    got = judge(run_of("A", what, (f.met for f in a)), run_of("B", what, (f.met for f in b)), alpha)
+    got = judge(run_of("A", what, a, basis), run_of("B", what, b, basis), alpha)
     assert got is not None
     return got
 
@@ -582,29 +600,31 @@ def delta(
 class Tally:
     n: int
     flagged: int  # CHANGED (A/A); CHANGED with B lower (power)
-    other: int  # A/A: flagged with both sides' searches all equal; power: B found higher
+    other: int  # A/A: flagged with both sides' values all equal; power: B found higher
+    on_estimates: int = 0  # compares judged on the point estimates (the rest on the bounds)
 
 
-def aa(
-    what: str, pairs: Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]], alpha: float
-) -> Tally:
-    flagged = flat = 0
+Pairs = Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]]
+
+
+def aa(what: str, pairs: Pairs, alpha: float, basis: str = "estimates") -> Tally:
+    flagged = flat = on_estimates = 0
     for a, b in pairs:
-        d = delta(what, a, b, alpha)
+        d = delta(what, a, b, alpha, basis)
         flagged += d.changed
-        flat += d.changed and len({f.met for f in a}) == 1 and len({f.met for f in b}) == 1
-    return Tally(len(pairs), flagged, flat)
+        flat += d.changed and len(set(d.a)) == 1 and len(set(d.b)) == 1
+        on_estimates += d.basis == "point estimates"
+    return Tally(len(pairs), flagged, flat, on_estimates)
 
 
-def power(
-    what: str, pairs: Sequence[tuple[Sequence[SearchFound], Sequence[SearchFound]]], alpha: float
-) -> Tally:
-    lower = higher = 0
+def power(what: str, pairs: Pairs, alpha: float, basis: str = "estimates") -> Tally:
+    lower = higher = on_estimates = 0
     for a, b in pairs:
-        d = delta(what, a, b, alpha)
+        d = delta(what, a, b, alpha, basis)
         lower += d.changed and (d.delta_pct or 0.0) < 0
         higher += d.changed and (d.delta_pct or 0.0) > 0
-    return Tally(len(pairs), lower, higher)
+        on_estimates += d.basis == "point estimates"
+    return Tally(len(pairs), lower, higher, on_estimates)
 
 
 # --- the table --------------------------------------------------------------------------
@@ -626,8 +646,8 @@ def pct(xs: Sequence[float], q: float) -> float:
     return stats.percentile(list(xs), q)
 
 
-def median(found: Sequence[SearchFound]) -> float:
-    return pct([f.met or 0.0 for f in found], 50)
+def median(found: Sequence[SearchFound], of: str = "met") -> float:
+    return pct([getattr(f, of) or 0.0 for f in found], 50)
 
 
 def sd_log(xs: Iterable[float | None]) -> float:
@@ -993,13 +1013,23 @@ def compares(
     aa_pairs = [(x[i], x[i + 1]) for x in (got["A"], got["B"]) for i in range(0, n, 2)]
     ab_pairs = list(zip(got["A"], got["B"], strict=True))
     alphas = sorted({args.alpha, COMPARE_ALPHA}, reverse=True)
-    aas = {x: aa(what, aa_pairs, x) for x in alphas}
-    pws = {x: power(what, ab_pairs, x) for x in alphas}
-    deltas = [
-        d.delta_pct
-        for a, b in ab_pairs
-        if (d := delta(what, a, b, alphas[0])).delta_pct is not None
-    ]
+    every = {
+        (basis, x): (aa(what, aa_pairs, x, basis), power(what, ab_pairs, x, basis))
+        for basis in BASES
+        for x in alphas
+    }
+    aas = {x: every["estimates", x][0] for x in alphas}
+    pws = {x: every["estimates", x][1] for x in alphas}
+    deltas = {
+        basis: [
+            d.delta_pct
+            for a, b in ab_pairs
+            if (d := delta(what, a, b, alphas[0], basis)).delta_pct is not None
+        ]
+        for basis in BASES
+    }
+    judged = {"estimates": "the point estimates (bench compare)", "bounds": "the bounds"}
+    on = aas[alphas[0]].on_estimates + pws[alphas[0]].on_estimates
     flat_a = [f for side in got["A"] for f in side]
     flat_b = [f for side in got["B"] for f in side]
     why_r = (
@@ -1012,23 +1042,34 @@ def compares(
         f"Compares at R = {r0:,}{why_r}: {n} sides of K = {k} searches a profile, each side its "
         f"own workload seed; A/A: sides 2j and 2j + 1 of one profile ({n // 2} on A, "
         f"{n // 2} on B); power: side i of A against side i of B; "
-        "bench.verdict.capacity_delta.judge (Welch on the logs).",
+        "bench.verdict.capacity_delta.judge (Welch on the logs), on each search's point "
+        "estimate as `bench compare` judges capacity runs (the bounds where a search on "
+        "either side gave no estimate), and on the bounds alone as it judged them before.",
         "",
-        "| alpha | A/A: flagged CHANGED | of them, both sides' K searches all equal | "
+        "| compared | alpha | A/A: flagged CHANGED | of them, both sides' values all equal | "
         "power: B found lower | B found higher |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
         *(
-            f"| {x:g}{' (bench compare)' if x == COMPARE_ALPHA else ''} | "
-            f"{share(aas[x].flagged, aas[x].n)} | {aas[x].other} | "
-            f"{share(pws[x].flagged, pws[x].n)} | {share(pws[x].other, pws[x].n)} |"
-            for x in alphas
+            f"| {judged[basis]} | {x:g}{' (bench compare)' if x == COMPARE_ALPHA else ''} | "
+            f"{share(t.flagged, t.n)} | {t.other} | {share(p.flagged, p.n)} | "
+            f"{share(p.other, p.n)} |"
+            for (basis, x), (t, p) in every.items()
         ),
         "",
-        f"The searches at R = {r0:,}: A's capacity median {median(flat_a):.3f} req/s, sd of "
+        f"Compares judged on the point estimates: {on} of {len(aa_pairs) + len(ab_pairs)} "
+        "(the rest on the bounds: a search without an estimate).",
+        f"The searches at R = {r0:,}: A's bound median {median(flat_a):.3f} req/s, sd of "
         f"its log {sd_log(f.met for f in flat_a):.1%}; B's {median(flat_b):.3f}, "
-        f"{sd_log(f.met for f in flat_b):.1%}; "
-        f"B against A in a compare: median {pct(deltas, 50):+.1f} % "
-        f"(5th – 95th percentile {pct(deltas, 5):+.1f} – {pct(deltas, 95):+.1f} %).",
+        f"{sd_log(f.met for f in flat_b):.1%}. Their point estimates: A's median "
+        f"{median(flat_a, 'estimate'):.3f} req/s, sd of its log "
+        f"{sd_log(f.estimate for f in flat_a):.1%}; B's {median(flat_b, 'estimate'):.3f}, "
+        f"{sd_log(f.estimate for f in flat_b):.1%}.",
+        *(
+            f"B against A in a compare of {judged[basis]}: median "
+            f"{pct(deltas[basis], 50):+.1f} % (5th – 95th percentile "
+            f"{pct(deltas[basis], 5):+.1f} – {pct(deltas[basis], 95):+.1f} %)."
+            for basis in BASES
+        ),
         f"What stopped each search (not met at its lowest point that did not meet): "
         f"A: {binding(flat_a)}; B: {binding(flat_b)}.",
     ]

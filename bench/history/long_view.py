@@ -46,7 +46,8 @@ COLUMNS = (
 )  # fmt: skip
 # (phase, statistic, figures): what each stored figure is of its cell's requests. `window`:
 # a total over the measured window (a rate, a count, the window itself); `single`: the
-# prefill sample's one request; `highest_met` / `lowest_missed`: a capacity search's bracket.
+# prefill sample's one request; `highest_met` / `lowest_missed`: a capacity search's bracket;
+# `crossing`: its point estimate (where its points' measured percentile crosses the bound).
 STATISTICS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("decode", "window", ("total_tok_s", "completed_requests", "output_tokens",
                           "measured_for_s")),
@@ -59,6 +60,7 @@ STATISTICS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       for q in ("p50", "p90", "p99")),
     (wl.CAPACITY_PHASE, "highest_met", ("capacity",)),
     (wl.CAPACITY_PHASE, "lowest_missed", ("capacity_missed",)),
+    (wl.CAPACITY_PHASE, "crossing", ("capacity_estimate",)),
 )  # fmt: skip
 COMMENT = (
     "bench history, long and narrow: a row per run, cell or workload point, trial and "

@@ -220,11 +220,15 @@ def figures(conn: Connection, run: Run) -> RunFigures:
     """RUN's cells and figures as bench compare reads a bundle's."""
     found: dict[Key, _Trials] = {}
     capacity: dict[int, float] = {}
+    estimate: dict[int, float] = {}
+    searches: set[int] = set()
     for phase, context, conc, trial, recorded, said, flags, figure, value in conn.query(
         _CELLS, [run.manifest_sha256]
     ):
-        if phase == wl.CAPACITY_PHASE and recorded == "valid" and figure == "capacity":
-            capacity[int(trial)] = float(value)
+        if phase == wl.CAPACITY_PHASE:
+            searches.add(int(trial))
+            if recorded == "valid" and figure in ("capacity", "capacity_estimate"):
+                (capacity if figure == "capacity" else estimate)[int(trial)] = float(value)
         if phase not in _METRIC:
             continue
         status, reason = recorded, said
@@ -263,13 +267,17 @@ def figures(conn: Connection, run: Run) -> RunFigures:
         model_revision=None if r["weights_revision"] is None else _clip(r["weights_revision"]),
         weights=_weights(r),
         identities=frozenset({f"manifest sha256 {run.manifest_sha256[:16]}"}),
-        **_capacity(conn, run, capacity),
+        **_capacity(conn, run, capacity, estimate, len(searches)),
     )
 
 
-def _capacity(conn: Connection, run: Run, found: dict[int, float]) -> dict[str, Any]:
-    """RunFigures' capacity of a capacity run (what was searched, each search's capacity
-    in trial order), as bench.verdict.workload_cells.capacity_of gives a bundle's."""
+def _capacity(
+    conn: Connection, run: Run, found: dict[int, float], estimate: dict[int, float], searches: int
+) -> dict[str, Any]:
+    """RunFigures' capacity of a capacity run (what was searched, each search's bound and
+    point estimate in trial order, how many searches), as
+    bench.verdict.workload_cells.capacity_of gives a bundle's. A run recorded before the
+    estimate was kept has none: compare then judges the bounds."""
     searched = conn.query(_CAPACITY, [run.manifest_sha256])
     if not searched or searched[0][0] is None:
         return {}
@@ -277,4 +285,6 @@ def _capacity(conn: Connection, run: Run, found: dict[int, float]) -> dict[str, 
     return {
         "capacity_of": _clip(f"{by} at {slo}"),
         "capacity": tuple(found[t] for t in sorted(found)),
+        "capacity_estimate": tuple(estimate[t] for t in sorted(estimate)),
+        "capacity_searches": searches,
     }

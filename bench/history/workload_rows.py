@@ -17,10 +17,12 @@ the reason, as for a cell.
 A `bench capacity` run records no points (they are steps of its searches, at rates of their
 own, as compare leaves them out) but a cell (phase `capacity`, context `capacity`) per
 search, its trial the search's repeat: `capacity`, the highest point shown to meet the SLO
-below every other, and `capacity_missed`, the lowest not shown to meet (the bracket it ended
-with), in server requests/s or streams. A search that found none is `none_met`, its note the
-reason. A run's value (the geometric mean of its searches, as `changes` takes it) is the
-capacity `bench capacity` reports; the run's estimate and 95 % interval are in `workloads`.
+below every other, `capacity_missed`, the lowest not shown to meet (the bracket it ended
+with), and `capacity_estimate`, its point estimate (where its points' measured percentile
+crosses the bound; absent when it gave none), in server requests/s or streams. A search that
+found none is `none_met`, its note the reason. A run's value (the geometric mean of its
+searches, as `changes` takes it) is the capacity `bench capacity` reports; the run's
+estimate and 95 % interval are in `workloads`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ POINT_FIGURES: tuple[tuple[str, str], ...] = tuple((n, u) for n, u, _ in POINT_S
 CAPACITY_FIGURES: tuple[tuple[str, str], ...] = (
     ("capacity", "requests/s or streams"),
     ("capacity_missed", "requests/s or streams"),
+    ("capacity_estimate", "requests/s or streams"),
 )
 NONE_MET = "none_met"  # a capacity search that found no point within the SLO
 
@@ -153,7 +156,8 @@ def capacity_rows(results: Results, manifest_sha256: str) -> tuple[list[Row], li
             continue
         key = (CAPACITY_PHASE, CAPACITY_CONTEXT, 0, search.repeat)
         values = {"capacity": _server(search.met, per),
-                  "capacity_missed": _server(search.missed, per)}  # fmt: skip
+                  "capacity_missed": _server(search.missed, per),
+                  "capacity_estimate": _server(search.crossing, per)}  # fmt: skip
         found = values["capacity"]
         status, reason = ("valid", search.note) if found and found > 0 else (NONE_MET, search.note)
         if status == "valid" and (why := _problem(values)):

@@ -199,6 +199,11 @@ class RunFigures:
     # any other input) and each search's capacity at server speed (bench.verdict.capacity_delta).
     capacity_of: str = ""
     capacity: tuple[float, ...] = ()
+    # Each search's point estimate (its `crossing`, at server speed) and how many searches the
+    # run made: the estimates are complete when there is one for every search (not in runs
+    # saved before the estimate was kept, nor when a search's points never crossed a bound).
+    capacity_estimate: tuple[float, ...] = ()
+    capacity_searches: int = 0
 
     def __post_init__(self) -> None:
         # The one door every input's figures pass (bundle, run directory, card, vLLM's

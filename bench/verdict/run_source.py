@@ -334,6 +334,8 @@ def merge_runs(runs: list[RunFigures], name: str) -> RunFigures:
         start_s=tuple(t for r in runs for t in r.start_s),
         capacity_of=runs[0].capacity_of if len({r.capacity_of for r in runs}) == 1 else "mixed",
         capacity=tuple(x for r in runs for x in r.capacity),
+        capacity_estimate=tuple(x for r in runs for x in r.capacity_estimate),
+        capacity_searches=sum(r.capacity_searches for r in runs),
         weights=weights,
         model_revision=first.model_revision,
         image_id=first.image_id,

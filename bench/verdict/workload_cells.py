@@ -77,7 +77,15 @@ def capacity_of(results: Results) -> dict[str, Any]:
     cap = wl.capacity
     per = results.server.speed_factor if cap.by == "rate" else 1.0
     found = tuple(s.met / per for s in cap.searches if s.met is not None and s.met > 0)
-    return {"capacity_of": f"{cap.by} at {cap.slo}", "capacity": found}
+    crossed = tuple(
+        s.crossing / per for s in cap.searches if s.crossing is not None and s.crossing > 0
+    )
+    return {
+        "capacity_of": f"{cap.by} at {cap.slo}",
+        "capacity": found,
+        "capacity_estimate": crossed,
+        "capacity_searches": len(cap.searches),
+    }
 
 
 def cells(run: WorkloadRun, speed: float) -> dict[Key, Cell]:

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 
 from bench.stream.client import Client, Clock
 from bench.stream.records import RequestRecord
+from bench.stream.waker import MONOTONIC_CLOCKS, Waker
 
 WORKER_STOP_S = 5.0
 MAX_WAKES = 8
-# The last stretch before a due time, spent yielding: the loop's millisecond timers wake up
-# to 1 ms after the time asked for, so asking 1.1 ms early is never late on their account.
-# Each turn costs CPU (an epoll round): 1.5 ms of it made up 15 % of a core at 100
-# requests/s (tools/perf's open-loop part, docs/measured/perf-openloop-2026-12-06.md).
+# Without a timerfd (bench.stream.waker: not Linux, or a clock of the caller's own), the last
+# stretch before a due time is spent yielding: the loop's millisecond timers wake up to 1 ms
+# after the time asked for, so asking 1.1 ms early is never late on their account. Each turn
+# costs CPU (an epoll round): 1.1 ms of it made up about 5 % of a core at 100 requests/s, a
+# quarter of the client's CPU (tools/perf's open-loop part); the timerfd wakes once instead.
 SPIN_S = 0.0011
 SPIN_TURNS = 100_000
 LEAD_S = 0.02  # client seconds between planning the point and its first due send
@@ -80,27 +82,36 @@ async def run_open(
             await client.stream(path, bodies[i], record)
 
     tasks: list[asyncio.Task[None]] = []
+    waker = Waker.open() if clock in MONOTONIC_CLOCKS else None
 
     async def dispatch() -> None:
         for i in range(n):
-            await _until(due[i], clock)
+            await _until(due[i], clock, waker)
             run.dispatched_s[i] = clock()
             tasks.append(asyncio.create_task(one(i)))
 
     dispatcher = asyncio.create_task(dispatch())
     deadline = (due[-1] if due else t0) + bound_s
-    await asyncio.wait({dispatcher}, timeout=max(deadline - clock(), 0.0))
-    if not dispatcher.done():
-        run.stopped = "the client could not dispatch its schedule within the point's bound"
-    await _finish(run, tasks, deadline, clock, dispatcher)
+    try:
+        await asyncio.wait({dispatcher}, timeout=max(deadline - clock(), 0.0))
+        if not dispatcher.done():
+            run.stopped = "the client could not dispatch its schedule within the point's bound"
+        await _finish(run, tasks, deadline, clock, dispatcher)
+    finally:
+        if waker is not None:
+            dispatcher.cancel()  # done by now, unless this point itself was cancelled
+            waker.close()
     return run
 
 
-async def _until(due_s: float, clock: Clock) -> None:
-    """Return at `due_s` on `clock`, never before it. The loop's timers are coarse (uvloop
-    rounds to the millisecond, and may fire early): it sleeps until SPIN_S before the due
-    time, at most MAX_WAKES times, then yields to the loop until the time has come (at most
-    SPIN_S of turns: under a millisecond of CPU a request)."""
+async def _until(due_s: float, clock: Clock, waker: Waker | None = None) -> None:
+    """Return at `due_s` on `clock`, never before it. With a waker (a timerfd on `clock`'s
+    own CLOCK_MONOTONIC) one precise sleep does it. Otherwise: the loop's timers are coarse
+    (uvloop rounds to the millisecond, and may fire early): it sleeps until SPIN_S before the
+    due time, at most MAX_WAKES times, then yields to the loop until the time has come (at
+    most SPIN_S of turns: under a millisecond of CPU a request)."""
+    if waker is not None:
+        await waker.sleep(due_s - clock())
     for _ in range(MAX_WAKES):
         wait = due_s - clock() - SPIN_S
         if wait <= 0:

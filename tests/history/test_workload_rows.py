@@ -133,7 +133,7 @@ def test_closed_trace_and_all_at_once_points_are_keyed_as_compare_keys_them() ->
 
 
 def test_a_capacity_run_records_each_search_not_its_steps() -> None:
-    results = capacity_results([3.0, 3.5, None], speed=SPEED)
+    results = capacity_results([3.0, 3.5, None], speed=SPEED, crossing=[3.2])
     assert results.workload is not None
     steps = (point(0, 3.0), point(1, 6.0))
     results = results.model_copy(
@@ -149,6 +149,8 @@ def test_a_capacity_run_records_each_search_not_its_steps() -> None:
     figures = _figures(record, "capacity")
     assert figures[("capacity", 0, 0, "capacity")] == pytest.approx(3.0)  # server requests/s
     assert figures[("capacity", 0, 1, "capacity_missed")] == pytest.approx(3.85)
+    assert figures[("capacity", 0, 0, "capacity_estimate")] == pytest.approx(3.2)
+    assert ("capacity", 0, 1, "capacity_estimate") not in figures  # that search gave none
     assert not [k for k in figures if k[2] == 2]
     assert {f[7] for f in record.figures if f[1] == "capacity"} == {"requests/s"}
     assert record.workload is not None

@@ -174,7 +174,9 @@ def test_a_recorded_workload_run_reads_as_its_bundle_reads_for_compare(
 def test_capacity_runs_trend_and_compare_by_their_searches(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first = capacity_results([3.0, 3.2], run_id="cap-01", created_at="2026-11-01T00:00:00Z")
+    first = capacity_results(
+        [3.0, 3.2], run_id="cap-01", created_at="2026-11-01T00:00:00Z", crossing=[3.3, 3.4]
+    )
     second = capacity_results([2.5, None], run_id="cap-02", created_at="2026-11-02T00:00:00Z")
     target = fill(tmp_path, [unsigned_record(first), unsigned_record(second)])
     assert main(["history", "trend", "--cell", "capacity", "--db", target.where]) == 0
@@ -185,9 +187,15 @@ def test_capacity_runs_trend_and_compare_by_their_searches(
     with schema.opened(target, create=False) as conn:
         found = runs.all_runs(conn, host=None, profile=None)
         recorded = runs.figures(conn, found[0])
+        later = runs.figures(conn, found[1])
     bundle = from_results(first)
     assert recorded.capacity_of == bundle.capacity_of == "rate at ttft_p99<=2s,tpot_p99<=80ms"
     assert recorded.capacity == pytest.approx(bundle.capacity)
+    # each search's point estimate too, and the count that says whether every search has one
+    assert recorded.capacity_estimate == pytest.approx(bundle.capacity_estimate)
+    assert bundle.capacity_estimate == pytest.approx((3.3, 3.4))
+    assert recorded.capacity_searches == bundle.capacity_searches == 2
+    assert later.capacity_searches == 2 and later.capacity_estimate == ()
     assert recorded.cells == {}
     text = report(target, "capacity")
     assert f"<th>{matrix.CAPACITY_CORNER}</th><th>capacity</th>" in text

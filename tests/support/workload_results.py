@@ -101,16 +101,20 @@ def rate_results(
 def capacity_results(
     met: Sequence[float | None], *, name: str = "cap", speed: float = 10.0,
     run_id: str = "cap-run", created_at: str = "2026-12-06T00:00:00Z",
+    crossing: Sequence[float | None] = (),
 ) -> Results:  # fmt: skip
     """A `bench capacity` run by rate whose searches found MET (server requests/s; None:
-    none met), each bracketed by 1.1 x above; its estimate and interval in client units."""
+    none met), each bracketed by 1.1 x above, with its point estimate CROSSING where given
+    (server requests/s); its estimate and interval in client units."""
+    crossings = [*crossing, *[None] * (len(met) - len(crossing))]
     searches = tuple(
         CapacitySearch(
             repeat=i, tried=(), met=None if m is None else m * speed,
             missed=(m or 0.5) * 1.1 * speed,
             note=None if m is not None else "no point met the SLO: the lowest tried did not",
+            crossing=None if c is None else c * speed,
         )
-        for i, m in enumerate(met)
+        for i, (m, c) in enumerate(zip(met, crossings, strict=True))
     )  # fmt: skip
     found = [m * speed for m in met if m is not None]
     cap = CapacityRun(

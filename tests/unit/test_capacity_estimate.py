@@ -18,7 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.card.parse import read_card
 from bench.run import slo_capacity
+from bench.verdict import workload_cells
+from bench.verdict.run_figures import from_results
+from bench.verdict.run_source import merge_runs
 from bench.workload import tables
 from bench.workload.search import (
     CapacitySearchState,
@@ -37,6 +41,8 @@ from bench.workload_points import (
     WorkloadRun,
 )
 from bench.workload_spec import Arrivals, Lengths, Workload
+from tests.card.conftest import SHIPPED
+from tests.support.synth import make_results
 
 
 def _power(rates: list[float], c: float, bound: float, k: float = 3.0) -> list[Reading]:
@@ -270,3 +276,27 @@ def test_a_search_state_and_its_estimate_agree_on_a_clean_server() -> None:
         readings.append(Reading(x, p99, 0.5))
     assert state.met is not None and state.met <= 3.0
     assert point_estimate({"ttft_p99": readings}).rate == pytest.approx(3.0)
+
+
+def test_compare_reads_each_search_s_bound_and_estimate_at_server_speed() -> None:
+    """What `bench compare` reads from a capacity run (bench.verdict.workload_cells): each
+    search's bound and point estimate, rates divided by the twin's speed factor (server
+    time), and how many searches there were, so that a search without an estimate is seen;
+    two bundles of one side merged keep that count, so the merged estimates are incomplete
+    when one bundle's are (and compare then judges the bounds)."""
+    s1 = CapacitySearch(repeat=0, met=20.0, missed=40.0, crossing=25.0)
+    s2 = CapacitySearch(repeat=1, met=20.0, missed=40.0, crossing_note="no crossing")
+    base = make_results(read_card(SHIPPED), speed=10.0)
+    got = workload_cells.capacity_of(base.model_copy(update={"workload": _run(s1, s2)}))
+    assert got == {
+        "capacity_of": "rate at ttft_p99<=0.5s",
+        "capacity": (2.0, 2.0),
+        "capacity_estimate": (2.5,),
+        "capacity_searches": 2,
+    }
+    one = from_results(base.model_copy(update={"workload": _run(s1)}), name="one")
+    two = from_results(base.model_copy(update={"workload": _run(s1, s2)}), name="two")
+    assert one.capacity_estimate == (2.5,) and one.capacity_searches == 1
+    merged = merge_runs([one, two], "A")
+    assert merged.capacity == (2.0, 2.0, 2.0) and merged.capacity_estimate == (2.5, 2.5)
+    assert merged.capacity_searches == 3

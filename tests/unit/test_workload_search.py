@@ -240,11 +240,53 @@ def test_point_verdict(
 # --- two capacity runs compared ----------------------------------------------------------
 
 
-def _capacity_run(name: str, *found: float) -> RunFigures:
+def _capacity_run(
+    name: str, *found: float, estimates: tuple[float, ...] = (), searches: int = 0
+) -> RunFigures:
     return RunFigures(
         name=name, kind="run", speed_factor=1.0, metadata={}, cells={}, contexts=(),
         concurrencies=(), capacity_of="rate at ttft_p99<=1s", capacity=found,
+        capacity_estimate=estimates, capacity_searches=searches,
     )  # fmt: skip
+
+
+def test_point_estimates_are_compared_when_every_search_on_both_sides_has_one() -> None:
+    """The bounds sit on the search's grid (40 on both sides: no spread, so no interval); the
+    point estimates lie 10 % apart and vary a little: compared, they give the change, CHANGED,
+    and the section says which values it compared."""
+    a = _capacity_run("a", 40.0, 40.0, 40.0, estimates=(44.0, 44.4, 43.7), searches=3)
+    b = _capacity_run("b", 40.0, 40.0, 40.0, estimates=(39.6, 40.0, 39.4), searches=3)
+    d = capacity_delta.judge(a, b, 0.05)
+    assert d is not None and d.basis == "point estimates" and d.note is None
+    assert d.a == (44.0, 44.4, 43.7) and d.changed and d.delta_pct is not None
+    assert -10.5 < d.delta_pct < -9.5
+    said = capacity_delta.lines(d, 0.05)
+    assert any("compared: each search's point estimate (" in x for x in said), said
+    assert "B against A: \u22129." in "\n".join(said) and ": CHANGED" in "\n".join(said)
+
+
+@pytest.mark.parametrize(
+    ("estimates", "searches", "why"),
+    [
+        ((), 0, "A: saved before the point estimate was kept"),
+        ((44.0, 44.4), 3, "A: 1 of 3 searches gave none"),
+    ],
+)
+def test_without_every_estimate_both_sides_are_compared_on_their_bounds(
+    estimates: tuple[float, ...], searches: int, why: str
+) -> None:
+    """A run saved before the estimate was kept, or one search that gave none: both sides are
+    compared on their bounds (never one side's estimates against the other's bounds, which
+    differ by the bound's bias, a grid step), and the section says why."""
+    a = _capacity_run("a", 40.0, 41.0, 39.5, estimates=estimates, searches=searches)
+    b = _capacity_run("b", 40.5, 40.0, 40.2, estimates=(44.0, 44.1, 43.9), searches=3)
+    d = capacity_delta.judge(a, b, 0.05)
+    assert d is not None and d.basis == "bounds" and d.a == (40.0, 41.0, 39.5)
+    assert d.b == (40.5, 40.0, 40.2)
+    assert d.note == f"compared on the bounds, not the point estimates ({why})"
+    said = capacity_delta.lines(d, 0.05)
+    assert any("compared: each search's bound (" in x for x in said), said
+    assert f"- {d.note}" in said
 
 
 def test_searches_without_spread_are_not_a_certain_change() -> None:
@@ -274,5 +316,6 @@ def test_the_compare_page_of_two_capacity_runs_shows_the_capacity_and_no_empty_p
     b = _capacity_run("b", 40.5, 40.0, 40.2)
     c = compare(a, b, Policy())
     html = page.compare_page([c])
-    assert "Searched: rate at ttft_p99&lt;=1s." in html and "data:image/png" not in html
+    assert "Searched: rate at ttft_p99&lt;=1s; compared: each search&#x27;s bound (" in html
+    assert "data:image/png" not in html
     assert 'class="verdict pass">SLO CAPACITY EQUIVALENT WITHIN ±5 %<' in html
