@@ -118,26 +118,19 @@ class OtelSink:
         resource = Resource.create({"service.name": "bench", "service.version": __version__})
         self.provider = MeterProvider(metric_readers=[reader], resource=resource)
         meter = self.provider.get_meter("bench.live", __version__)
-        self.duration = meter.create_histogram(
-            semconv.OPERATION_DURATION, unit=semconv.SECONDS,
-            description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=semconv.DURATION_BUCKETS,
-        )  # fmt: skip
-        self.tokens = meter.create_histogram(
-            semconv.TOKEN_USAGE, unit=semconv.TOKENS,
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=semconv.TOKEN_BUCKETS,
-        )  # fmt: skip
-        self.first_chunk = meter.create_histogram(
-            semconv.TIME_TO_FIRST_CHUNK, unit=semconv.SECONDS,
-            description="Time to receive the first chunk.",
-            explicit_bucket_boundaries_advisory=semconv.FIRST_CHUNK_BUCKETS,
-        )  # fmt: skip
-        self.per_chunk = meter.create_histogram(
-            semconv.TIME_PER_OUTPUT_CHUNK, unit=semconv.SECONDS,
-            description="Mean time per output chunk after the first, one value per request.",
-            explicit_bucket_boundaries_advisory=semconv.PER_CHUNK_BUCKETS,
-        )  # fmt: skip
+        made = {
+            name: meter.create_histogram(
+                name,
+                unit=unit,
+                description=description,
+                explicit_bucket_boundaries_advisory=buckets,
+            )
+            for name, (unit, description, buckets) in semconv.HISTOGRAMS.items()
+        }
+        self.duration = made[semconv.OPERATION_DURATION]
+        self.tokens = made[semconv.TOKEN_USAGE]
+        self.first_chunk = made[semconv.TIME_TO_FIRST_CHUNK]
+        self.per_chunk = made[semconv.TIME_PER_OUTPUT_CHUNK]
         self._run: LiveRun | None = None
         self._closed = False
 

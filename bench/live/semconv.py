@@ -1,6 +1,7 @@
 """One finished request in the terms of the OpenTelemetry GenAI semantic conventions.
 
-Metrics (histograms, one value per request, recorded when its stream ends):
+Metrics (histograms, one value per request, recorded when its stream ends; `HISTOGRAMS` gives
+each its unit, description and advised bucket boundaries):
 
     gen_ai.client.operation.duration              s        request written to stream end
     gen_ai.client.token.usage                     {token}  prompt tokens (gen_ai.token.type
@@ -63,6 +64,17 @@ TOKEN_BUCKETS = tuple(float(4**i) for i in range(14))  # 1, 4, 16, ... 67,108,86
 FIRST_CHUNK_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                        2.5, 5.0, 7.5, 10.0)  # fmt: skip
 PER_CHUNK_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+# The four histograms: name -> (unit, description, advised bucket boundaries).
+HISTOGRAMS: dict[str, tuple[str, str, tuple[float, ...]]] = {
+    OPERATION_DURATION: (SECONDS, "GenAI operation duration.", DURATION_BUCKETS),
+    TOKEN_USAGE: (TOKENS, "Number of input and output tokens used.", TOKEN_BUCKETS),
+    TIME_TO_FIRST_CHUNK: (SECONDS, "Time to receive the first chunk.", FIRST_CHUNK_BUCKETS),
+    TIME_PER_OUTPUT_CHUNK: (
+        SECONDS,
+        "Mean time per output chunk after the first, one value per request.",
+        PER_CHUNK_BUCKETS,
+    ),
+}
 
 Outcome = Literal["completed", "failed", "cancelled"]
 Attributes = dict[str, str | int]

@@ -7,8 +7,9 @@ the engine `frontend_s + request_overhead_s` later, and the engine picks it up a
 step boundary (at once when idle); each step's tokens are stamped at the step's end. No
 sleeping, no clock: the same arrivals and seed give the same records, bit for bit.
 
-`point_truth` is one Poisson point of a workload (bench/workload/schedule.py's `gaps`),
-measured on a long stream; `slower_decode` is a profile whose decode steps are slower.
+`measured_stream` is one Poisson point of a workload (bench/workload/schedule.py's `gaps`)
+on a long stream, `point_truth` its figures; `slower_decode` is a profile whose decode steps
+are slower.
 The SLO capacity search over these is `bench.twin.capacity`.
 """
 
@@ -219,32 +220,14 @@ def measured_stream(
 
 
 def point_truth(
-    profile: Profile,
-    rate: float,
-    *,
-    requests: int,
-    input_tokens: int,
-    output_tokens: int,
-    process: Process = "poisson",
-    seed: int = 0,
-    margin: float = MARGIN,
+    records: Sequence[VirtualRequest], measured: Sequence[VirtualRequest]
 ) -> dict[str, float]:
-    """One open-loop point on a long stream (`measured_stream`): p50/p99 of TTFT, TPOT
-    and E2EL of the measured requests (`ttft_p50`, ..., server seconds, by
-    `bench.stats.percentile` as a point's figures are), the offered rate of the whole
-    stream (`scheduled_rate`: (n - 1) / arrivals' span), the achieved `throughput_rps` and
-    `output_tok_s` (every request / first arrival to last finish) and `backlog_end` (in
-    flight at the last arrival)."""
-    records, measured = measured_stream(
-        profile,
-        rate,
-        requests=requests,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        process=process,
-        seed=seed,
-        margin=margin,
-    )
+    """One open-loop point's figures from a long stream and its measured part, as
+    `measured_stream` gives them: p50/p99 of TTFT, TPOT and E2EL of the measured requests
+    (`ttft_p50`, ..., server seconds, by `bench.stats.percentile` as a point's figures are),
+    the offered rate of the whole stream (`scheduled_rate`: (n - 1) / arrivals' span), the
+    achieved `throughput_rps` and `output_tok_s` (every request / first arrival to last
+    finish) and `backlog_end` (in flight at the last arrival)."""
     out: dict[str, float] = {}
     for fig in FIGURES:
         values = [getattr(r, fig) for r in measured]

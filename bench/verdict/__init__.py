@@ -9,6 +9,7 @@ card_source  a published card as `RunFigures`, the reference side of reproduce
 vllm_saved   runs saved by `vllm bench serve --save-result` as `RunFigures`
 aiperf_saved  AIPerf's exports (profile_export_aiperf.json) as `RunFigures`: workload cells
 saved_files  another tool's saved files found in a folder, bounded (AIPerf's, GuideLLM's)
+saved_points  AIPerf's and GuideLLM's workload points as one unsigned run, a point a trial
 guidellm_saved  GuideLLM's reports (benchmarks.json) as `RunFigures`: a benchmark a workload cell
 settings     the settings both sides must share, and which of them differ
 reproduce    a run against a card, cell by cell, a verdict per cell

@@ -48,7 +48,6 @@ error naming the file and field when it is not what AIPerf writes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -56,13 +55,17 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.verdict import saved_files
-from bench.verdict.cells import Cell, Key, RunFigures, Status, mean_rse, median_rse
+from bench.verdict.cells import Key, RunFigures, mean_rse, median_rse
+from bench.verdict.saved_files import as_object as _dict
+from bench.verdict.saved_files import short as _short
+from bench.verdict.saved_points import Points, PointTrial, closed_point, rate_point
 
 MAX_BYTES = 64 * 1024 * 1024  # one export is ~20 KB; bounded all the same
 HEAD_BYTES = 1024 * 1024
 MAX_CONCURRENCY = 1_000_000  # requests in flight a run can have, and a rate it can offer
 MAX_RATE = 1e9
 MAX_SECONDS = 1e8  # a run's benchmark_duration taken into server_s (a longer one is not)
+SOURCE = "AIPerf profile_export_aiperf.json"  # the kind of file, in a run's metadata
 SIGNATURE = frozenset({"aiperf_version", "input_config", "was_cancelled", "is_complete"})
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "sec": 1.0, "s": 1.0}
 _RATE_TYPES = frozenset({"poisson", "gamma", "constant"})
@@ -82,10 +85,6 @@ def _looks_exported(path: Path) -> bool:
     """A .json file whose head has AIPerf's export keys (read no further than that)."""
     head = saved_files.json_head(path, HEAD_BYTES)
     return head is not None and all(f'"{key}"' in head for key in SIGNATURE)
-
-
-def _found(path: Path) -> list[Path]:
-    return saved_files.found(path, _looks_exported, "AIPerf exports")
 
 
 def recognises(path: Path) -> bool:
@@ -115,20 +114,6 @@ def _read(path: Path) -> tuple[dict[str, Any], bytes]:
     if missing:
         raise UsageError(f"{path}: not an AIPerf profile export (no {', '.join(missing)})")
     return value, raw
-
-
-def _dict(value: Any, where: str, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise UsageError(f"{where}: {name} is {_short(value)}, not an object")
-    return value
-
-
-def _short(value: Any) -> str:
-    try:
-        text = repr(value)
-    except RecursionError:
-        text = type(value).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _finite(value: Any, where: str, name: str) -> float:
@@ -195,18 +180,14 @@ def _key(config: dict[str, Any], where: str) -> tuple[Key, str]:
         c = phase.get("concurrency", 1)
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CONCURRENCY:
             raise UsageError(f"{where}: concurrency is {_short(c)}, not a count of requests")
-        return ("workload", "closed", c), f"closed loop, {c} in flight"
+        return closed_point(c)
     if kind in _RATE_TYPES:
         rate = _finite(phase.get("rate"), where, "the phase's rate")
         if not 0 < rate <= MAX_RATE:
             raise UsageError(f"{where}: the phase's rate is {rate:g}, not a rate")
-        if phase.get("concurrency") is not None:
-            raise UsageError(
-                f"{where}: rate {rate:g}/s capped at concurrency {_short(phase['concurrency'])}: "
-                "neither an open loop nor a closed one",
-                hint="bench's rate points are not capped: run AIPerf without --concurrency",
-            )
-        return ("workload", f"{rate:g}/s", 0), f"{kind} at {rate:g} requests/s"
+        cap = phase.get("concurrency")
+        capped = None if cap is None else _short(cap)
+        return rate_point(kind, rate, capped, where, "run AIPerf without --concurrency")
     if kind == "fixed_schedule":
         return ("workload", "trace", 0), "fixed schedule"
     raise UsageError(
@@ -271,10 +252,8 @@ def _figures(
     return values, rse
 
 
-def _run_of(
-    data: dict[str, Any], where: str
-) -> tuple[Key, Status, str | None, dict[str, float], dict[str, float], dict[str, str]]:
-    """(key, status, detail, figures, rse, what the run was) of one export."""
+def _run_of(data: dict[str, Any], where: str) -> tuple[Key, PointTrial, dict[str, str]]:
+    """(key, the trial it is, what the run was) of one export."""
     config = _dict(data["input_config"], where, "input_config")
     endpoint = _dict(config.get("endpoint", {}), where, "input_config.endpoint")
     api = _APIS.get(str(endpoint.get("type", "chat")))
@@ -290,73 +269,33 @@ def _run_of(
         model = str(models[0].get("name", "?"))[:200]
     about = {"model": model, "api": api, "arrivals": arrivals}
     if data["was_cancelled"] is not False or data["is_complete"] is not True:
-        return key, "interrupted", "AIPerf's run was cancelled or did not complete", {}, {}, about
+        why = "AIPerf's run was cancelled or did not complete"
+        return key, PointTrial("interrupted", why, {}, {}), about
     failed = _errors(data, where)
     completed = _stat(data, "request_count", "avg", where)
     if failed > 0:
-        return key, "invalid", f"{failed} failed requests", {}, {}, about
+        return key, PointTrial("invalid", f"{failed} failed requests", {}, {}), about
     if completed is not None and completed <= 0:
-        return key, "failed", "no request completed", {}, {}, about
+        return key, PointTrial("failed", "no request completed", {}, {}), about
     values, rse = _figures(data, endpoint, where)
     if not values:
         raise UsageError(
             f"{where}: no figure bench reads (time_to_first_token needs --streaming; output "
             "tok/s and ITL need --use-server-token-count)"
         )
-    return key, "valid", None, values, rse, about
-
-
-def _files(path: Path) -> list[Path]:
-    try:
-        if path.is_dir():
-            return _found(path)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
-    return [path]
+    return key, PointTrial("valid", None, values, rse), about
 
 
 def load(path: Path) -> RunFigures:
     """The AIPerf exports at `path` as one run (see the module docstring)."""
-    by_key: dict[Key, list[tuple[Status, str | None, dict[str, float], dict[str, float]]]] = {}
-    first: dict[str, str] = {}
-    arrivals: set[str] = set()
-    seconds: list[float] = []
-    identities: set[str] = set()
-    versions: set[str] = set()
-    for file in _files(path):
+    points = Points()
+    for file in saved_files.files(path, _looks_exported, "AIPerf exports"):
         data, raw = _read(file)
         where = str(file)
-        key, status, detail, values, rse, about = _run_of(data, where)
-        by_key.setdefault(key, []).append((status, detail, values, rse))
+        key, trial, about = _run_of(data, where)
         duration = _stat(data, "benchmark_duration", "avg", where) or 0.0
-        seconds.append(duration if 0.0 <= duration <= MAX_SECONDS else 0.0)
-        identities.add(f"records sha256 {hashlib.sha256(raw).hexdigest()[:16]}")
-        versions.add(str(data["aiperf_version"])[:40])
-        first = first or about
-        arrivals.add(about["arrivals"])
-    if not by_key:
+        points.point(key, trial, about, duration if 0.0 <= duration <= MAX_SECONDS else 0.0)
+        points.file(raw, data["aiperf_version"])
+    if not points.by_key:
         raise UsageError(f"{path}: holds no AIPerf profile exports")
-    cells: dict[Key, Cell] = {}
-    for key, found in by_key.items():
-        bad = [(s, d) for s, d, _, _ in found if s != "valid"]
-        if bad:
-            detail = f"{len(bad)} of {len(found)} AIPerf runs: {bad[0][1]}"
-            cells[key] = Cell("workload", key[1], key[2], bad[0][0], detail)
-            continue
-        names = sorted({m for _, _, v, _ in found for m in v})
-        trials = {m: tuple(v[m] for _, _, v, _ in found if m in v) for m in names}
-        rse = found[0][3] if len(found) == 1 else {}
-        cells[key] = Cell("workload", key[1], key[2], "valid", None, trials, rse)
-    return saved_files.as_run(
-        path,
-        tool="AIPerf",
-        verb="exported",
-        source="AIPerf profile_export_aiperf.json",
-        versions=versions,
-        about=first,
-        arrivals=arrivals,
-        records=sum(len(v) for v in by_key.values()),
-        identities=identities,
-        cells=cells,
-        seconds=seconds,
-    )
+    return points.run(path, tool="AIPerf", verb="exported", source=SOURCE, what="runs")

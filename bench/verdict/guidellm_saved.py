@@ -63,7 +63,6 @@ GuideLLM writes.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -71,7 +70,10 @@ from bench import bounds
 from bench.errors import UsageError
 from bench.run_files import read_json
 from bench.verdict import saved_files
-from bench.verdict.cells import Cell, Key, RunFigures, Status, mean_rse, median_rse
+from bench.verdict.cells import Key, RunFigures, Status, mean_rse, median_rse
+from bench.verdict.saved_files import as_object as _dict
+from bench.verdict.saved_files import short as _short
+from bench.verdict.saved_points import Points, PointTrial, closed_point, rate_point
 
 MAX_BYTES = 256 * 1024 * 1024  # ~95 KB of summaries a benchmark, ~3.5 KB a request kept
 MAX_BENCHMARKS = 4096  # benchmarks in all the files read
@@ -79,19 +81,18 @@ HEAD_BYTES = 1024 * 1024
 MAX_CONCURRENCY = 1_000_000  # requests in flight a run can have, and a rate it can offer
 MAX_RATE = 1e9
 MAX_MS = 1e12  # a latency in ms (bench.bounds.FIGURE_MAX in seconds would be 1e15 ms)
+SOURCE = "GuideLLM benchmarks.json"  # the kind of file, in a run's metadata
 SIGNATURE = ('"guidellm_version"', '"benchmarks"')
 _APIS = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
 _RATE_TYPES = frozenset({"constant", "poisson"})
 
 
 class GuidellmPoint(NamedTuple):
-    """One GuideLLM benchmark as a workload point: its key, status and figures."""
+    """One GuideLLM benchmark as a workload point: its key, the trial it is (status and
+    figures)."""
 
     key: Key
-    status: Status
-    detail: str | None
-    values: dict[str, float]
-    rse: dict[str, float]
+    trial: PointTrial
     about: dict[str, str]  # model, api, arrivals
     seconds: float  # its measurement window
     identity: str  # its config.id_
@@ -103,27 +104,9 @@ def _looks_saved(path: Path) -> bool:
     return head is not None and all(key in head for key in SIGNATURE)
 
 
-def _found(path: Path) -> list[Path]:
-    return saved_files.found(path, _looks_saved, "GuideLLM reports")
-
-
 def recognises(path: Path) -> bool:
     """A GuideLLM benchmarks.json, or a folder of them without results.json."""
     return saved_files.recognises(path, _looks_saved, "GuideLLM reports")
-
-
-def _short(value: Any) -> str:
-    try:
-        text = repr(value)
-    except RecursionError:
-        text = type(value).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _dict(value: Any, where: str, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise UsageError(f"{where}: {name} is {_short(value)}, not an object")
-    return value
 
 
 def _number(value: Any, where: str, name: str, hi: float) -> float:
@@ -191,22 +174,17 @@ def _key(config: dict[str, Any], where: str) -> tuple[Key, str]:
         rate = _number(strategy.get("rate"), where, "the strategy's rate", MAX_RATE)
         if rate <= 0:
             raise UsageError(f"{where}: the strategy's rate is {rate:g}, not a rate")
-        if cap is not None:
-            raise UsageError(
-                f"{where}: rate {rate:g}/s capped at concurrency {cap}: "
-                "neither an open loop nor a closed one",
-                hint="bench's rate points are not capped: run GuideLLM without max_concurrency",
-            )
-        return ("workload", f"{rate:g}/s", 0), f"{kind} at {rate:g} requests/s"
+        capped = None if cap is None else str(cap)
+        return rate_point(kind, rate, capped, where, "run GuideLLM without max_concurrency")
     if kind == "throughput":
         if cap is None:
             return ("workload", "inf/s", 0), "every request at once"
-        return ("workload", "closed", cap), f"closed loop, {cap} in flight"
+        return closed_point(cap)
     if kind in ("concurrent", "synchronous"):
         c = 1 if kind == "synchronous" else strategy.get("streams")
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CONCURRENCY:
             raise UsageError(f"{where}: streams is {_short(c)}, not a count of requests")
-        return ("workload", "closed", c), f"closed loop, {c} in flight"
+        return closed_point(c)
     if kind == "trace":
         return ("workload", "trace", 0), "trace replay"
     raise UsageError(
@@ -331,7 +309,7 @@ def _point(bench: Any, where: str) -> GuidellmPoint:
     def point(
         status: Status, detail: str | None, v: dict[str, float], r: dict[str, float]
     ) -> GuidellmPoint:
-        return GuidellmPoint(key, status, detail, v, r, about, duration, identity)
+        return GuidellmPoint(key, PointTrial(status, detail, v, r), about, duration, identity)
 
     if errored > 0:
         return point("invalid", f"{errored} failed requests", {}, {})
@@ -346,70 +324,27 @@ def _point(bench: Any, where: str) -> GuidellmPoint:
     return point("valid", None, values, rse)
 
 
-def _files(path: Path) -> list[Path]:
-    try:
-        if path.is_dir():
-            return _found(path)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
-    return [path]
-
-
-def _cell(key: Key, found: list[GuidellmPoint]) -> Cell:
-    """A key's benchmarks as one cell, each a trial; not valid if any one is not."""
-    bad = [p for p in found if p.status != "valid"]
-    if bad:
-        detail = f"{len(bad)} of {len(found)} GuideLLM benchmarks: {bad[0].detail}"
-        return Cell("workload", key[1], key[2], bad[0].status, detail)
-    names = sorted({m for p in found for m in p.values})
-    trials = {m: tuple(p.values[m] for p in found if m in p.values) for m in names}
-    rse = found[0].rse if len(found) == 1 else {}
-    return Cell("workload", key[1], key[2], "valid", None, trials, rse)
-
-
 def load(path: Path) -> RunFigures:
     """The GuideLLM reports at `path` as one run (see the module docstring)."""
-    by_key: dict[Key, list[GuidellmPoint]] = {}
-    seconds: list[float] = []
-    identities: set[str] = set()
-    versions: set[str] = set()
-    arrivals: set[str] = set()
-    first: dict[str, str] = {}
+    points = Points()
     count = 0
-    for file in _files(path):
+    for file in saved_files.files(path, _looks_saved, "GuideLLM reports"):
         meta, benchmarks, raw = _read(file)
-        identities.add(f"records sha256 {hashlib.sha256(raw).hexdigest()[:16]}")
-        versions.add(str(meta["guidellm_version"])[:40])
+        points.file(raw, meta["guidellm_version"])
         for i, bench in enumerate(benchmarks):
             count += 1
             if count > MAX_BENCHMARKS:
                 raise UsageError(f"{path}: over {MAX_BENCHMARKS} GuideLLM benchmarks")
             p = _point(bench, f"{file}: benchmark {i + 1}")
-            by_key.setdefault(p.key, []).append(p)
-            seconds.append(p.seconds)
-            if p.identity in identities:
+            points.point(p.key, p.trial, p.about, p.seconds)
+            if p.identity in points.identities:
                 raise UsageError(
                     f"{file}: benchmark {i + 1} ({p.identity}) is in {path} twice: "
                     "one benchmark is one trial",
                     hint="give each GuideLLM report once",
                 )
             if p.identity:
-                identities.add(p.identity)
-            first = first or p.about
-            arrivals.add(p.about["arrivals"])
-    if not by_key:
+                points.identities.add(p.identity)
+    if not points.by_key:
         raise UsageError(f"{path}: holds no GuideLLM benchmarks")
-    cells = {key: _cell(key, found) for key, found in by_key.items()}
-    return saved_files.as_run(
-        path,
-        tool="GuideLLM",
-        verb="written",
-        source="GuideLLM benchmarks.json",
-        versions=versions,
-        about=first,
-        arrivals=arrivals,
-        records=count,
-        identities=identities,
-        cells=cells,
-        seconds=seconds,
-    )
+    return points.run(path, tool="GuideLLM", verb="written", source=SOURCE, what="benchmarks")

@@ -1,14 +1,16 @@
 """Another tool's saved result files found in a folder, bounded (`bench.verdict.aiperf_saved`,
 `bench.verdict.guidellm_saved`): at most MAX_DEPTH folders down, MAX_ENTRIES entries looked
-at and MAX_FILES files kept, each a one-line UsageError past its bound; and the cells read
-from them as one unsigned run (`as_run`)."""
+at and MAX_FILES files kept, each a one-line UsageError past its bound; the words a one-line
+error gives a field of one that is not what the tool writes (`short`, `as_object`); and the
+cells read from such files as one unsigned run (`unsigned_run`: `bench.verdict.vllm_saved`'s,
+and `bench.verdict.saved_points`' for AIPerf's and GuideLLM's)."""
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from bench.errors import UsageError
 from bench.verdict.cells import Cell, Key, RunFigures, context_order
@@ -50,6 +52,16 @@ def found(path: Path, looks: Callable[[Path], bool], what: str) -> list[Path]:
     return sorted(out)
 
 
+def files(path: Path, looks: Callable[[Path], bool], what: str) -> list[Path]:
+    """The files PATH stands for: itself, or the ones `found` in it when it is a folder."""
+    try:
+        if path.is_dir():
+            return found(path, looks, what)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    return [path]
+
+
 def recognises(path: Path, looks: Callable[[Path], bool], what: str) -> bool:
     """PATH is a file LOOKS takes, or a folder of such files without results.json."""
     try:
@@ -62,39 +74,20 @@ def recognises(path: Path, looks: Callable[[Path], bool], what: str) -> bool:
     return looks(path)
 
 
-def as_run(
-    path: Path,
-    *,
-    tool: str,
-    verb: str,
-    source: str,
-    versions: Iterable[str],
-    about: Mapping[str, str],
-    arrivals: Iterable[str],
-    records: int,
-    identities: Iterable[str],
-    cells: dict[Key, Cell],
-    seconds: Iterable[float],
-) -> RunFigures:
-    """TOOL's cells read from PATH as one run: unsigned, at speed 1, its model and API from
-    ABOUT (the first file's), SOURCE naming the file kind in its metadata; VERB how the tool
-    made the file ("exported", "written")."""
-    metadata = {
-        "source": source,
-        f"{tool.lower()}_version": ", ".join(sorted(versions)),
-        "model": about["model"],
-        "arrivals": "; ".join(sorted(arrivals)),
-        "records": str(records),
-    }
-    return unsigned_run(
-        path,
-        made=f"{verb} by {tool}",
-        identities=identities,
-        metadata=metadata,
-        cells=cells,
-        settings={"model": about["model"], "api": about["api"]},
-        server_s=math.fsum(seconds),
-    )
+def short(value: Any) -> str:
+    """VALUE as a one-line error shows it: its repr, cut to 60 characters."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_object(value: Any, where: str, name: str) -> dict[str, Any]:
+    """VALUE, the field NAME of the file at WHERE, if it is a JSON object; else the error."""
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: {name} is {short(value)}, not an object")
+    return value
 
 
 def unsigned_run(

@@ -2,21 +2,20 @@
 word for the list variables), never evaluated by the shell or by make (issue 15).
 
 Real make on the real Makefile; `bench` and `python` in BIN are stand-ins that write down
-their arguments, so nothing else runs. No sockets.
+their arguments (tests/support/make_stand_ins.py), so nothing else runs. No sockets.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.support.make_stand_ins import stand_ins
 from tests.support.require import require
 
 pytestmark = pytest.mark.subprocess
@@ -28,12 +27,6 @@ ROOT = Path(__file__).parents[2]
 def _make_and_venv() -> None:
     require("make", paths=(ROOT / ".venv/bin/bench", ROOT / ".venv/bin/python"))
 
-
-STUB = """#!{python}
-import json, sys
-with open({log!r}, "a") as f:
-    f.write(json.dumps([sys.argv[0].rsplit("/", 1)[-1], *sys.argv[1:]]) + "\\n")
-"""
 
 CASES: dict[str, tuple[list[str], list[str]]] = {
     # target: (variables set to a hostile value, variables set to a hostile word list)
@@ -95,12 +88,7 @@ def test_hostile_make_variables_run_nothing_and_arrive_as_given(
     target: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "argv.jsonl"
-    stubs = tmp_path / "bin"
-    stubs.mkdir()
-    for name in ("bench", "python"):
-        path = stubs / name
-        path.write_text(STUB.format(python=sys.executable, log=str(log)))
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    stubs = stand_ins(tmp_path, log)
     stamp = tmp_path / "stamp"
     stamp.touch()  # newer than pyproject.toml: `setup` has nothing to do
     canary = tmp_path / "ran"

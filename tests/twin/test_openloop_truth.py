@@ -9,6 +9,7 @@ from bench.twin import profile, virtual
 from bench.twin.capacity import capacity_truth
 from bench.twin.engine import TwinScheduler
 from bench.twin.openloop import (
+    measured_stream,
     point_truth,
     poisson_arrivals,
     prompt,
@@ -22,7 +23,10 @@ BOUNDS = {"ttft": 0.5, "tpot": 0.05}
 
 
 def point(rate: float, requests: int, seed: int) -> dict[str, float]:
-    return point_truth(TINY, rate, requests=requests, input_tokens=IN, output_tokens=OUT, seed=seed)
+    stream = measured_stream(
+        TINY, rate, requests=requests, input_tokens=IN, output_tokens=OUT, seed=seed
+    )
+    return point_truth(*stream)
 
 
 def capacity(

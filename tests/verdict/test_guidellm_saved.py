@@ -24,18 +24,13 @@ from hypothesis import strategies as st
 from bench.errors import UsageError
 from bench.verdict import aiperf_saved, guidellm_saved, run_source
 from bench.verdict.cells import median_rse
-from bench.verdict.compare import Policy, compare
+from tests.support import saved_runs
 
 DATA = pathlib.Path(__file__).parent.parent / "data" / "guidellm"
 RATE4 = DATA / "rate4" / "benchmarks.json"
 SEED1 = DATA / "rate4-seed1" / "benchmarks.json"
 CONC4 = DATA / "conc4" / "benchmarks.json"
 AIPERF = pathlib.Path(__file__).parent.parent / "data" / "aiperf"
-VLLM_SAVED = (
-    pathlib.Path(__file__).parent.parent
-    / "data/publishers/vllm-dashboard/serving_llama8B_tp1_sharegpt_qps_4.json"
-)
-BENCH_RESULTS = pathlib.Path(__file__).parent.parent / "data/noise_corpus/vllm-cpu/runs/03"
 
 
 def _report(path: pathlib.Path = CONC4) -> dict[str, Any]:
@@ -49,9 +44,7 @@ def _bench(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write(tmp: pathlib.Path, data: Any, name: str = "benchmarks.json") -> pathlib.Path:
-    path = tmp / name
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
+    return saved_runs.write_json(tmp, data, name)
 
 
 def _requests(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -71,16 +64,11 @@ def _order_statistic(values: list[float], p: float) -> float:
     return ordered[-1]
 
 
-def test_the_fixture_folder_is_one_run_of_two_points() -> None:
-    assert guidellm_saved.recognises(DATA)
+def test_the_fixture_folders_version_identities_and_server_seconds() -> None:
+    """What is GuideLLM's own in the fixture run (that it is one run of two points, as the other
+    tool's is: tests/verdict/test_saved_points.py)."""
     run = guidellm_saved.load(DATA)
-    assert set(run.cells) == {("workload", "4/s", 0), ("workload", "closed", 4)}
-    assert run.contexts == ("4/s", "closed") and run.concurrencies == (0, 4)
-    assert run.settings == {"model": "tiny", "api": "chat"}
-    assert run.trust == "unsigned" and run.speed_factor == 1.0
-    assert "written by GuideLLM" in run.provenance
     assert run.metadata["guidellm_version"] == "0.8.1"
-    assert run.metadata["records"] == "3"
     assert run.metadata["arrivals"] == "closed loop, 4 in flight; poisson at 4 requests/s"
     # each file's bytes, and each benchmark's config.id_
     assert len(run.identities) == 6
@@ -159,41 +147,17 @@ def test_two_runs_of_one_point_are_its_trials() -> None:
     assert cell.rse == {}  # several trials: their spread, not one trial's
 
 
-def test_the_same_run_twice_changes_nothing() -> None:
-    run = guidellm_saved.load(DATA)
-    c = compare(run, guidellm_saved.load(DATA), Policy())
-    assert {x.key for x in c.cells} == set(run.cells)
-    assert not [x for x in c.cells if x.flagged]
-
-
 def test_recognises_guidellm_only() -> None:
     assert guidellm_saved.recognises(RATE4) and guidellm_saved.recognises(DATA / "conc4")
     assert not guidellm_saved.recognises(AIPERF)  # AIPerf's exports
     assert not guidellm_saved.recognises(AIPERF / "rate4" / "profile_export_aiperf.json")
     assert not aiperf_saved.recognises(RATE4) and not aiperf_saved.recognises(DATA)
-    assert not guidellm_saved.recognises(VLLM_SAVED)  # vllm bench serve --save-result
-    assert not guidellm_saved.recognises(BENCH_RESULTS)  # a bench run directory
-    assert not guidellm_saved.recognises(BENCH_RESULTS / "results.json")
-    assert not guidellm_saved.recognises(DATA / "README.md")
-    assert not guidellm_saved.recognises(DATA / "nothing-here.json")
 
 
 def test_run_source_reads_it_as_a_run() -> None:
     run = run_source.load_run(DATA / "conc4")
     assert run.metadata["source"] == "GuideLLM benchmarks.json"
     assert list(run.cells) == [("workload", "closed", 4)]
-
-
-def test_a_folder_passes_over_other_json(tmp_path: pathlib.Path) -> None:
-    shutil.copy(CONC4, tmp_path / "benchmarks.json")
-    (tmp_path / "other.json").write_text('{"data": []}', encoding="utf-8")
-    assert list(guidellm_saved.load(tmp_path).cells) == [("workload", "closed", 4)]
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    (empty / "other.json").write_text("{}", encoding="utf-8")
-    assert not guidellm_saved.recognises(empty)
-    with pytest.raises(UsageError, match="holds no GuideLLM benchmarks"):
-        guidellm_saved.load(empty)
 
 
 def test_one_benchmark_twice_in_a_folder_is_refused(tmp_path: pathlib.Path) -> None:
@@ -314,29 +278,7 @@ def _ttft(d: dict[str, Any]) -> dict[str, Any]:
 def test_bad_reports_are_one_line_errors(tmp_path: pathlib.Path, change: Any, message: str) -> None:
     data = copy.deepcopy(_report())
     change(data)
-    path = _write(tmp_path, data)
-    with pytest.raises(UsageError) as err:
-        guidellm_saved.load(path)
-    assert message in str(err.value) and str(path) in str(err.value)
-    assert "\n" not in str(err.value)
-
-
-@pytest.mark.parametrize(
-    ("raw", "message"),
-    [
-        (b"\xff\xfe", "not valid JSON"),
-        (b"{", "not valid JSON"),
-        (b"[1, 2]", "not a JSON object"),
-        (b"[" * 100_000, "not valid JSON"),
-        (b'{"n": 1' + b"0" * 5000 + b"}", "not valid JSON"),
-    ],
-)
-def test_bad_bytes_are_one_line_errors(tmp_path: pathlib.Path, raw: bytes, message: str) -> None:
-    path = tmp_path / "benchmarks.json"
-    path.write_bytes(raw)
-    with pytest.raises(UsageError, match=message) as err:
-        guidellm_saved.load(path)
-    assert "\n" not in str(err.value)
+    assert message in saved_runs.one_line_error(guidellm_saved, _write(tmp_path, data))
 
 
 def test_a_report_over_the_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -345,11 +287,6 @@ def test_a_report_over_the_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
         guidellm_saved.load(CONC4)
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
-    max_leaves=20,
-)
 _SMALL = _report()
 _bench(_SMALL)["requests"]["successful"] = _bench(_SMALL)["requests"]["successful"][:2]
 _BENCH_KEYS = sorted(_bench(_SMALL).keys())
@@ -371,14 +308,16 @@ _METRICS = sorted(
 )
 @given(
     drop=st.lists(st.sampled_from(_BENCH_KEYS), max_size=3),
-    put=st.dictionaries(st.sampled_from(_BENCH_KEYS), _json, max_size=3),
-    metrics=st.dictionaries(st.sampled_from(_METRICS), _json, max_size=3),
+    put=st.dictionaries(st.sampled_from(_BENCH_KEYS), saved_runs.JSON_VALUES, max_size=3),
+    metrics=st.dictionaries(st.sampled_from(_METRICS), saved_runs.JSON_VALUES, max_size=3),
     strategy=st.dictionaries(
         st.sampled_from(["type_", "rate", "streams", "rampup_duration", "max_concurrency"]),
-        _json,
+        saved_runs.JSON_VALUES,
         max_size=3,
     ),
-    top=st.dictionaries(st.sampled_from(["metadata", "benchmarks", "config"]), _json, max_size=1),
+    top=st.dictionaries(
+        st.sampled_from(["metadata", "benchmarks", "config"]), saved_runs.JSON_VALUES, max_size=1
+    ),
 )
 def test_hostile_reports_are_figures_or_one_line_errors(
     tmp_path: pathlib.Path,
@@ -396,43 +335,7 @@ def test_hostile_reports_are_figures_or_one_line_errors(
         b.pop(k, None)
     b.update(put)
     data.update(top)
-    _check(_write(tmp_path, data, "h.json"))
-
-
-@settings(
-    max_examples=100,
-    deadline=timedelta(seconds=5),
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(raw=st.binary(max_size=200) | _json.map(lambda v: json.dumps(v).encode()))
-def test_hostile_bytes_are_figures_or_one_line_errors(tmp_path: pathlib.Path, raw: bytes) -> None:
-    path = tmp_path / "b.json"
-    path.write_bytes(raw)
-    _check(path)
-
-
-def _check(path: pathlib.Path) -> None:
-    guidellm_saved.recognises(path)
-    try:
-        run = guidellm_saved.load(path)
-    except UsageError as exc:
-        message = str(exc)
-    else:
-        assert all(c.phase == "workload" for c in run.cells.values())
-        return
-    assert message and "\n" not in message
-
-
-def test_bench_compare_reads_two_guidellm_runs_as_a_user_gives_them(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from bench.cli import main
-
-    code = main(["compare", str(DATA / "rate4"), str(DATA / "rate4-seed1")])
-    out = capsys.readouterr().out
-    assert code == 9  # one run a side: raw Δ only, as for any two single runs
-    assert "| 4/s |" in out and "CANNOT TELL NOISE FROM CHANGE (ONE TRIAL A SIDE)" in out
-    assert "written by GuideLLM" in out
+    saved_runs.figures_or_one_line_error(guidellm_saved, _write(tmp_path, data, "h.json"))
 
 
 def test_bench_compare_judges_an_aiperf_run_against_a_guidellm_run(

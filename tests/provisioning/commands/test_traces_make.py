@@ -3,7 +3,7 @@ the orchestrator's options, nothing without TRACES; any other value, or TRACES w
 host (`bench local`), stops make with one line and runs nothing.
 
 Real make on the real Makefile; `bench` and `python` in BIN are stand-ins
-(tests/provisioning/commands/test_live_make.py's), so nothing else runs."""
+(tests/support/make_stand_ins.py), so nothing else runs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.provisioning.commands.test_live_make import MAKE_VARS, ROOT, _argv
+from tests.provisioning.commands.test_live_make import MAKE_VARS, _argv
+from tests.support.make_stand_ins import ROOT
 from tests.support.require import require
 
 pytestmark = pytest.mark.subprocess

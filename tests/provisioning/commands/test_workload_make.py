@@ -3,25 +3,21 @@ WORKLOAD=...`: the variables reach the commands as --workload, --rates, --slo, o
 whatever they hold, and nothing at all when not given (the command is what it was).
 
 Real make on the real Makefile; `bench` and `python` in BIN are stand-ins that write down
-their arguments (tests/hostile/test_makefile.py's), so nothing else runs."""
+their arguments (tests/support/make_stand_ins.py), so nothing else runs."""
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.hostile.test_makefile import STUB, _hostile
+from tests.hostile.test_makefile import _hostile
+from tests.support.make_stand_ins import ROOT, make_argv
 from tests.support.require import require
 
 pytestmark = pytest.mark.subprocess
 
-ROOT = Path(__file__).parents[3]
 MAKE_VARS = ("WORKLOAD", "RATES", "SLO", "HOST", "RUN_ARGS", "A", "B", "SLURM", "CLUSTER")
 TARGETS = {
     "bench-local": ("bench", []),
@@ -38,27 +34,7 @@ def _make_and_venv() -> None:
 
 def _argv(tmp_path: Path, target: str, *words: str) -> list[str]:
     """The one command TARGET ran, as the stand-in wrote it down."""
-    log = tmp_path / "argv.jsonl"
-    log.unlink(missing_ok=True)
-    stubs = tmp_path / "bin"
-    stubs.mkdir(exist_ok=True)
-    for name in ("bench", "python"):
-        path = stubs / name
-        path.write_text(STUB.format(python=sys.executable, log=str(log)))
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    stamp = tmp_path / "stamp"
-    stamp.touch()  # newer than pyproject.toml: `setup` has nothing to do
-    got = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), target, f"BIN={stubs}",
-         f"STAMP={stamp}", *words],
-        capture_output=True, text=True, timeout=60, check=False,
-        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", *MAKE_VARS)},
-    )  # fmt: skip
-    assert got.returncode == 0, got.stderr
-    lines = log.read_text().splitlines()
-    assert len(lines) == 1
-    argv: list[str] = json.loads(lines[0])
-    return argv
+    return make_argv(tmp_path, target, *words, unset=MAKE_VARS)
 
 
 @pytest.mark.parametrize("case", list(TARGETS))
