@@ -9,6 +9,7 @@ urls        the server's base URL: checked, and whether it is on this machine
 tokens      output tokens counted when the server sends no usage on every chunk
 rxstamp     receive timestamps of stream chunks
 event_loop  uvloop when installed, else asyncio's own loop
+waker       a sub-millisecond wake-up on the loop (a Linux timerfd): the open loop's due times
 records     RequestRecord: one request as measured
 traceparent  the W3C traceparent every request carries, a new random trace id each
 metrics     the server's Prometheus /metrics: parsing and sampling

@@ -105,6 +105,8 @@ class _Connection:
             self.abort()  # bytes nobody asked for: the connection cannot be trusted
             return
         ex.received(data, now)
+        if not (ex.complete or ex.close):
+            return  # the usual read: the exchange goes on
         if ex.done.done() and ex.complete and not ex.close:
             self.exchange = None
             if self.on_idle is not None:

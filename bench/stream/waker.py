@@ -2,11 +2,12 @@
 
 The loop's own timers are coarse (uvloop rounds a delay to whole milliseconds and may fire
 up to one early), so the open-loop dispatcher (bench.workload.runner) used to sleep to a
-millisecond before each due time and then turn the loop (`sleep(0)`) until it came: some
-15 % of a core at 100 requests/s, a quarter of the client's CPU (tools/perf's open-loop
-part). A timerfd fires on the kernel's high-resolution timer instead; the loop wakes once,
-when it is readable. CLOCK_MONOTONIC is time.perf_counter's and time.monotonic's clock on
-Linux, so a wait of `s` seconds armed now ends no earlier than `s` later on either.
+millisecond before each due time and then turn the loop (`sleep(0)`) until it came: about
+5 % of a core at 100 requests/s, a fifth of the client's CPU (tools/perf's open-loop part,
+7 December 2026). A timerfd fires on the kernel's high-resolution timer instead; the loop
+wakes once, when it is readable. CLOCK_MONOTONIC is time.perf_counter's and
+time.monotonic's clock on Linux, so a wait of `s` seconds armed now ends no earlier than
+`s` later on either.
 
 Linux only (glibc's timerfd_create, through ctypes): `Waker.open()` is None elsewhere, or
 where the call fails, and callers keep their own way.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
+import functools
 import math
 import os
 import sys
@@ -38,11 +39,14 @@ class _Itimerspec(ctypes.Structure):
     _fields_ = (("it_interval", _Timespec), ("it_value", _Timespec))
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """libc with its timerfd calls typed, once (None: no timerfd here)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # The process's own symbols (libc's among them): find_library would run ldconfig.
+        libc = ctypes.CDLL(None, use_errno=True)
         libc.timerfd_create.argtypes = (ctypes.c_int, ctypes.c_int)
         libc.timerfd_settime.argtypes = (
             ctypes.c_int,
@@ -53,9 +57,6 @@ def _libc() -> ctypes.CDLL | None:
     except (OSError, AttributeError):
         return None
     return libc
-
-
-_LIBC = _libc()
 
 
 class Waker:
@@ -72,13 +73,17 @@ class Waker:
     @classmethod
     def open(cls) -> Waker | None:
         """A waker on the running loop, or None where there is no timerfd."""
-        if _LIBC is None:
+        libc = _libc()
+        if libc is None:
             return None
-        fd = _LIBC.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        fd = libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
         if fd < 0:
             return None
         try:
-            return cls(fd, _LIBC)
+            return cls(fd, libc)
+        except NotImplementedError:  # a loop that cannot watch a file descriptor
+            os.close(fd)
+            return None
         except BaseException:
             os.close(fd)
             raise

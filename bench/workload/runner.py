@@ -30,7 +30,7 @@ MAX_WAKES = 8
 # stretch before a due time is spent yielding: the loop's millisecond timers wake up to 1 ms
 # after the time asked for, so asking 1.1 ms early is never late on their account. Each turn
 # costs CPU (an epoll round): 1.1 ms of it made up about 5 % of a core at 100 requests/s, a
-# quarter of the client's CPU (tools/perf's open-loop part); the timerfd wakes once instead.
+# fifth of the client's CPU (tools/perf's open-loop part); the timerfd wakes once instead.
 SPIN_S = 0.0011
 SPIN_TURNS = 100_000
 LEAD_S = 0.02  # client seconds between planning the point and its first due send
