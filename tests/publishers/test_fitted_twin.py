@@ -1,28 +1,32 @@
 """A twin fitted to a publisher's card, served over HTTP, as a user rehearses a
 reproduction: `bench card import --from`, `bench twin fit` (and `--slower 10`),
 `bench twin serve --profile`, `bench card workload`, `bench run --workload`, then
-`bench reproduce RUN --card CARD.json`.
+`bench reproduce RUN --card CARD.json`: each fitted twin REPRODUCED whole, each twin 10 %
+slower NOT REPRODUCED on its TPOT figures (+7 % or more: at a fixed arrival rate a slower
+server also holds more requests at once).
 
-Per publisher, the fixture's own point, unshortened. On this machine idle, or with one core
-taken, each fitted twin is REPRODUCED whole (docs/measured/fitted-twin-first-output-2026-12-06.md:
-vLLM's median TTFT +3.2 .. +4.1 %, MLPerf's p99 TTFT within 0.5 %). Beside the rest of the suite
-on the same two cores a TTFT of 40-50 ms moves by milliseconds: runs
-beside a starting `make test` came +6.1 .. +6.6 % (InferenceX's and vLLM's medians), beside
-the suite's real vLLM +6.00 % and the client 20 ms late at p99. Run alone, after the suite,
-InferenceX's came +6.51 % three times while a niced CPU-bound job ran (its TTFT is 25 ms of
-wall time at speed 2), and passed with the machine idle. So these tests hold TTFT figures to
--5 .. +12 %, every other judged figure to REPRODUCED and MLPerf's constraints to met; a twin
-10 % slower is NOT REPRODUCED on its TPOT figures (+7 % or more: at a fixed arrival rate a
-slower server also holds more requests at once). A fitted run our client sent late is not
-judged (the product's guard) and is run again, at most three runs in all. The tests are
-`alone`: `make test` and `make integration` run them last, one at a time, with nothing of the
-suite beside them."""
+Per publisher, the fixture's own point, unshortened, at a speed where the twin's real-time
+loop keeps the publisher's time to first token on this machine. InferenceX's median TTFT is
+53 ms of server time: served at speed 2 (27 ms of wall time) it came +5.4 .. +11.3 % off the
+card beside a niced CPU-bound job (7 December, /tmp runs of these steps), +6.5 % in an
+earlier alone run, while the fit says +1.1 %; at speed 1, +2.8 .. +3.6 % in five runs beside
+the same job and +4.3 % with two more CPU hogs at the default niceness. vLLM's dashboard
+point at speed 1 came +2.0 % beside that job and +6.0 .. +6.6 % beside a starting `make test`;
+at speed 0.5, +1.0 %. So InferenceX runs at speed 1 and vLLM's at 0.5 (the slower twins at
+twice those). MLPerf's p99 TTFT of seconds is no such figure: speed 10 keeps its 600 s of
+server time to a minute. A fitted run our client sent late is not judged (the product's
+guard) and is run again, at most three runs in all; so is one not REPRODUCED in which the
+twin's own loop ended a step more than 5 ms late (its /metrics): the twin did not keep its
+profile's timeline, and the run measured this machine's load, not the profile. The tests
+are `alone`: `make test` and `make integration` run them last, one at a time, with nothing of
+the suite beside them."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.errors import Exit
@@ -32,7 +36,10 @@ from tests.support import procs
 from tests.support.priority import prioritize
 from tests.support.twinproc import start_twin
 
-TTFT_GAP_PCT = 12.0  # what a loaded make test adds to a TTFT of 40-50 ms (docstring), with slack
+# A fitted run the twin's loop ended a step of more than this late is not a run of its profile:
+# idle, its latest step came 3.4 ms late; beside a niced CPU hog 7-11 ms
+# (docs/measured/fitted-twin-speeds-2026-12-07.md).
+TWIN_LAG_S = 0.005
 # alone: after the parallel tiers (module docstring); timed: should it run side by side anyway
 # (pytest -n 2 without -m), never beside a vLLM server.
 pytestmark = [
@@ -44,14 +51,14 @@ pytestmark = [
 
 POINTS = {
     # publisher: (fixture, import options, speed of the fitted run, speed of the slower run)
-    "inferencex": (DATA / "inferencex", ("--select", "id=101"), 2.0, 4.0),
+    "inferencex": (DATA / "inferencex", ("--select", "id=101"), 1.0, 2.0),
     "vllm-dashboard": (
         DATA
         / "vllm-dashboard"
         / "serving_qwen3_8b_tp1_random_in1k_out2k_qps_10_concurrency_200.json",
         (),
+        0.5,
         1.0,
-        2.0,
     ),
     # 780 requests over MLPerf's minimum 600 s (server time): 60 s at speed 10. Its dataset
     # cannot ship: stand-in lengths, 656 out being the summary's tokens / samples.
@@ -107,14 +114,34 @@ def _reproduce(base: Path, card: Path, slower: float, speed: float) -> tuple[int
             rc, _, err = _bench("run", "--url", twin.url, "--workload", str(spec),
                                 "--out", str(run))  # fmt: skip
             assert rc == 0, err[-3000:]
+            lag_s = _step_lag_max_s(twin.url)
         rc, out, err = _bench("reproduce", str(run), "--card", str(card))
         # A trial our client sent late is left out, not judged (the product's own guard): on
         # a CI machine whose two cores a real vLLM shares, MLPerf's 780 requests at speed 10
         # once ran 228 ms late at p99. One more run then (module docstring).
-        if "late_client" not in out + err:
+        if "late_client" in out + err:
+            print(f"run {attempt} of at most 3: our client sent late, not judged")
+        elif rc != 0 and not slower and lag_s > TWIN_LAG_S:
+            # The twin itself fell behind its profile's timeline: not a run of its profile.
+            print(f"run {attempt} of at most 3: {_summary(out)}; the twin's loop fell "
+                  f"{lag_s * 1e3:.1f} ms behind its timeline, run again")  # fmt: skip
+        else:
             break
-        print(f"run {attempt} of at most 3: our client sent late, not judged")
     return rc, out + err
+
+
+def _step_lag_max_s(url: str) -> float:
+    """The twin's own report of how late its loop ended a step (its /metrics)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    m = re.search(r"^twin:step_lag_max_seconds\{[^}]*\} (\S+)$", text, re.M)
+    assert m, text[-2000:]
+    return float(m.group(1))
+
+
+def _summary(out: str) -> str:
+    return "; ".join(
+        f"{n} {_off(out, n):+.2f} %" for n, o in _rows(out).items() if o != "REPRODUCED"
+    )
 
 
 @pytest.mark.parametrize("publisher", sorted(POINTS))
@@ -129,13 +156,10 @@ def test_a_twin_fitted_to_the_card_reproduces_it_and_one_10pct_slower_does_not(
     how = {f.name: f.computed_as or "" for f in load_card(card).figures}
 
     rc, out = _reproduce(tmp_path, card, 0.0, speed)
+    assert rc == 0, out[-4000:]
     rows = {n: o for n, o in _rows(out).items() if o != "NOT CHECKED"}
-    ttft = [n for n in rows if "ttft" in how[n]]
-    assert ttft, out[-3000:]  # judged, not only shown
-    others = {n: o for n, o in rows.items() if n not in ttft}
-    assert len(others) >= 3 and set(others.values()) == {"REPRODUCED"}, out[-4000:]
-    for name in ttft:
-        assert -5.0 <= _off(out, name) <= TTFT_GAP_PCT, out[-4000:]
+    assert any("ttft" in how[n] for n in rows), out[-3000:]  # judged, not only shown
+    assert len(rows) >= 4 and set(rows.values()) == {"REPRODUCED"}, out[-4000:]
     if publisher == "mlperf":  # its limits met by LoadGen's early stopping, its duration run
         assert out.count(": REPRODUCED: ") == 3, out[-4000:]
 
