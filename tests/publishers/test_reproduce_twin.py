@@ -25,7 +25,12 @@ from tests.support import procs
 from tests.support.priority import prioritize
 from tests.support.twinproc import start_twin
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+# timed: the run's 40 requests at 40/s judge our client's lateness (p99 over 40 is the latest
+# one, and over 10 ms the trial is left out); beside the suite's vLLM server, whose processes
+# run at the same niceness as the twin and the client here, one request went 22 ms late
+# (a fresh clone's make test, 7 December) and nothing was judged. In the vllm group no vLLM
+# server runs beside it (tests/conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.timed, pytest.mark.timeout(300)]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "publishers" / "vllm-dashboard"
 RANDOM = DATA / "serving_qwen3_8b_tp1_random_in1k_out2k_qps_10_concurrency_200.json"
