@@ -17,7 +17,7 @@ import dataclasses
 import json
 import socket
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given
@@ -28,6 +28,7 @@ from bench.stream.records import RequestRecord
 from bench.stream.response import Exchange
 from bench.stream.sse import Events, one_count
 from tests.support.budget import fixed_budget
+from tests.support.scripted import paused_clocks
 
 BUDGET = fixed_budget(400)
 
@@ -215,22 +216,6 @@ def reference_to_clock(
     return best_now - max(0.0, best_wall - wall)
 
 
-def scripted(pauses: list[float]) -> tuple[Callable[[], float], Callable[[], float]]:
-    """A clock and a wall clock read alternately; the k-th wall reading `pauses[k]` late."""
-    now = [5.0]
-    left: Iterator[float] = iter(pauses)
-
-    def clock() -> float:
-        now[0] += 1e-6
-        return now[0]
-
-    def wall() -> float:
-        now[0] += next(left, 0.0) + 1e-6
-        return now[0] + 1000.0
-
-    return clock, wall
-
-
 @BUDGET
 @given(
     pauses=st.lists(st.sampled_from([0.0, 5e-6, 2e-5, 1e-4, 3e-3]), max_size=6),
@@ -238,7 +223,8 @@ def scripted(pauses: list[float]) -> tuple[Callable[[], float], Callable[[], flo
 )
 def test_to_clock_gives_what_its_loop_gave(pauses: list[float], age: float | None) -> None:
     wall = None if age is None else 1005.0 - age
-    assert rxstamp.to_clock(wall, *scripted(pauses)) == reference_to_clock(wall, *scripted(pauses))
+    got = rxstamp.to_clock(wall, *paused_clocks(pauses))
+    assert got == reference_to_clock(wall, *paused_clocks(pauses))
 
 
 class FakeSock:

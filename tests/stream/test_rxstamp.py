@@ -3,39 +3,17 @@ process preempted between its clock readings (no sockets: the clocks are scripte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import pytest
 
 from bench.stream import rxstamp
-
-# The client's perf_counter and the wall clock run side by side, 1,000 s apart.
-OFFSET = 1000.0
-
-
-def _clocks(preempted: list[float]) -> tuple[Callable[[], float], Callable[[], float]]:
-    """A perf_counter and a time.time read alternately (clock, wall, clock, ...); the
-    k-th wall reading comes `preempted[k]` seconds after the clock reading before it, as
-    when the scheduler takes the CPU away between the two calls; each call takes 1 us."""
-    now = [5.0]
-    pauses: Iterator[float] = iter(preempted)
-
-    def clock() -> float:
-        now[0] += 1e-6
-        return now[0]
-
-    def wall() -> float:
-        now[0] += next(pauses, 0.0) + 1e-6
-        return now[0] + OFFSET
-
-    return clock, wall
+from tests.support.scripted import OFFSET, paused_clocks
 
 
 def test_a_preemption_between_the_readings_does_not_date_the_stamp_early() -> None:
     # The bytes arrived 2 ms ago on the wall clock; the process lost the CPU for 5 ms
     # between its first clock and wall readings. Read once (the old conversion), the stamp
     # came out 5 ms before its true time, earlier than the request it answers.
-    clock, wall = _clocks([5e-3])
+    clock, wall = paused_clocks([5e-3])
     arrived_wall = 5.0 + OFFSET - 2e-3
     stamp = rxstamp.to_clock(arrived_wall, clock, wall)
     truth = arrived_wall - OFFSET
@@ -43,7 +21,7 @@ def test_a_preemption_between_the_readings_does_not_date_the_stamp_early() -> No
 
 
 def test_when_every_bracket_is_preempted_the_tightest_is_used() -> None:
-    clock, wall = _clocks([9e-3, 3e-3, 7e-3, 4e-3])
+    clock, wall = paused_clocks([9e-3, 3e-3, 7e-3, 4e-3])
     arrived_wall = 5.0 + OFFSET
     stamp = rxstamp.to_clock(arrived_wall, clock, wall)
     # The second bracket is 3 ms wide: its midpoint is wrong by at most 1.5 ms.
@@ -53,11 +31,11 @@ def test_when_every_bracket_is_preempted_the_tightest_is_used() -> None:
 @pytest.mark.parametrize("pause", [0.0, 1e-3])
 def test_a_stamp_from_the_future_is_now(pause: float) -> None:
     # A wall clock stepped back (or a stamp later than now) gives now, not a later time.
-    clock, wall = _clocks([pause])
+    clock, wall = paused_clocks([pause])
     stamp = rxstamp.to_clock(10.0 + OFFSET, clock, wall)
     assert 5.0 < stamp < 5.0 + 1e-3 + 1e-5
 
 
 def test_no_stamp_is_the_clock_now() -> None:
-    clock, wall = _clocks([])
+    clock, wall = paused_clocks([])
     assert rxstamp.to_clock(None, clock, wall) == pytest.approx(5.0 + 1e-6)

@@ -1,9 +1,9 @@
-"""Test doubles that are not mocks of a server: a scripted clock and canned SSE bodies."""
+"""Test doubles that are not mocks of a server: scripted clocks and canned SSE bodies."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -76,3 +76,26 @@ def transport(parts: Sequence[bytes | Exception], status: int = 200) -> httpx.Mo
         )
 
     return httpx.MockTransport(handler)
+
+
+# The client's perf_counter and the wall clock run side by side, 1,000 s apart.
+OFFSET = 1000.0
+
+
+def paused_clocks(preempted: list[float]) -> tuple[Callable[[], float], Callable[[], float]]:
+    """A perf_counter and a time.time read alternately (clock, wall, clock, ...), as
+    bench.stream.rxstamp reads them; the k-th wall reading comes `preempted[k]` seconds
+    after the clock reading before it, as when the scheduler takes the CPU away between the
+    two calls; each call takes 1 us."""
+    now = [5.0]
+    pauses: Iterator[float] = iter(preempted)
+
+    def clock() -> float:
+        now[0] += 1e-6
+        return now[0]
+
+    def wall() -> float:
+        now[0] += next(pauses, 0.0) + 1e-6
+        return now[0] + OFFSET
+
+    return clock, wall
