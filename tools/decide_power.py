@@ -37,16 +37,24 @@ from dataclasses import dataclass
 
 from bench.twin import noise
 from bench.twin import profile as profiles
-from bench.verdict import budget, headline, sequential
+from bench.twin.profile import Profile
+from bench.verdict import budget, headline, noise_prior, sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import Comparison, Policy, compare
+from bench.verdict.noise_prior import NoisePrior
 from bench.verdict.run_source import merge_runs
 from tools import corpus_power
 from tools import verdict_power as vp
 
 START_S = budget.START_ESTIMATE_S
 SIX_PCT = 6.0
-DESIGNS = ("fixed 2 + 2", "fixed 3 + 3", "decide")
+DESIGNS = ("fixed 2 + 2", "fixed 3 + 3", "decide", "decide, history prior")
+# The history a prior is estimated from: HISTORY_BUILDS builds of the same twin, each run
+# HISTORY_RUNS times (seeds of their own), as `bench.verdict.noise_prior` reads a host's series.
+HISTORY_BUILDS = 3
+HISTORY_RUNS = 3
+# A host noisier than its history: its run level varies this many times as much today.
+NOISIER = 3.0
 
 
 @dataclass
@@ -63,6 +71,7 @@ class DesignTally:
     seconds: list[float] = dataclasses.field(default_factory=list)
     runs: list[int] = dataclasses.field(default_factory=list)
     measurements: list[int] = dataclasses.field(default_factory=list)
+    prior_used: int = 0  # compares whose last look used the prior (its check passed)
 
     def add(self, c: Comparison, target: Key | None, cost: tuple[float, int, int]) -> None:
         self.compares += 1
@@ -109,7 +118,7 @@ def _fixed(
 
 
 def _decide(
-    source: Source, cost: Callable[[RunFigures], float]
+    source: Source, cost: Callable[[RunFigures], float], prior: NoisePrior | None = None
 ) -> tuple[Comparison, tuple[float, int, int]]:
     spent: list[RunFigures] = []
 
@@ -118,22 +127,26 @@ def _decide(
         spent.append(run)
         return run
 
-    out = sequential.run(measure, Policy(), goal="decide")
+    out = sequential.run(measure, Policy(noise_prior=prior), goal="decide")
     seconds = sum(cost(r) for r in spent)
     return out.comparison, (seconds, len(spent), sum(out.measurements.values()))
 
 
 def _tally(
-    sources: Iterator[tuple[Source, Key | None]],
+    sources: Iterator[tuple[Source, Key | None, NoisePrior | None]],
     cost: Callable[[RunFigures], float],
 ) -> dict[str, DesignTally]:
     out = {d: DesignTally() for d in DESIGNS}
-    for source, target in sources:
+    for source, target, prior in sources:
         for n, name in ((2, DESIGNS[0]), (3, DESIGNS[1])):
             c, spent = _fixed(source, n, cost)
             out[name].add(c, target, spent)
         c, spent = _decide(source, cost)
         out[DESIGNS[2]].add(c, target, spent)
+        if prior is not None:
+            c, spent = _decide(source, cost, prior)
+            out[DESIGNS[3]].add(c, target, spent)
+            out[DESIGNS[3]].prior_used += bool(c.prior is not None and c.prior.used)
     return out
 
 
@@ -149,6 +162,11 @@ def _rows(truth: str, tallies: dict[str, DesignTally], planted: bool, timed: boo
     for name in DESIGNS:
         t = tallies[name]
         n = t.compares
+        if not n:
+            continue
+        shown = name
+        if name == DESIGNS[3]:
+            shown = f"{name} (its noise used at the last look in {t.prior_used}/{n})"
         target = (
             f"CHANGED {corpus_power.share(t.target_changed, n)}; "
             f"EQUIVALENT {corpus_power.share(t.target_equivalent, n)}"
@@ -161,7 +179,7 @@ def _rows(truth: str, tallies: dict[str, DesignTally], planted: bool, timed: boo
         else:
             time_text = "—"
         yield (
-            f"| {truth} | {name} | {n} | {corpus_power.share(t.changed, n)} | "
+            f"| {truth} | {shown} | {n} | {corpus_power.share(t.changed, n)} | "
             f"{corpus_power.share(t.equivalent, n)} | "
             f"{t.cells_equivalent}/{t.cells} = {t.cells_equivalent / max(t.cells, 1):.1%} | "
             f"{target} | {time_text} | {statistics.fmean(t.runs):.2f} | "
@@ -169,20 +187,33 @@ def _rows(truth: str, tallies: dict[str, DesignTally], planted: bool, timed: boo
         )
 
 
+def _history(profile: Profile, base: vp.Base, i: int) -> NoisePrior | None:
+    """Compare I's prior: HISTORY_BUILDS builds of the twin, HISTORY_RUNS runs each, seeds
+    apart from A's and B's."""
+    seeds = iter(range(1_000_000 * i + 3000, 1_000_000 * i + 4000))
+    builds = [
+        [vp.side(profile, base, [next(seeds)], "H") for _ in range(HISTORY_RUNS)]
+        for _ in range(HISTORY_BUILDS)
+    ]
+    return noise_prior.estimate(builds, f"{HISTORY_BUILDS} x {HISTORY_RUNS} simulated runs")
+
+
 def twin_report(name: str, n: int) -> Iterator[str]:
     profile = profiles.load("published")
     if name != "default":
         profile = noise.with_fit(profile, name)
+    noisier = profile.model_copy(update={"noise_shared": profile.noise_shared * NOISIER})
     base = vp.simulate_card(profile, vp.CARD / vp.CARD_NAME)
     keys = sorted(base.figures)
+    priors = [_history(profile, base, i) for i in range(n)]
 
     def cost(run: RunFigures) -> float:
         return START_S + sum(base.server_s[k] for k in run.cells)
 
-    def source(i: int, plant_b: Plant | None) -> Source:
+    def source(i: int, plant_b: Plant | None, today: Profile = profile) -> Source:
         def get(side: str, trial: int) -> RunFigures:
             label = "A" if side == "a" else "B"
-            run = vp.side(profile, base, [vp._seeds(i, label, trial)[-1]], label)
+            run = vp.side(today, base, [vp._seeds(i, label, trial)[-1]], label)
             return plant_b(run) if plant_b is not None and side == "b" else run
 
         return get
@@ -191,16 +222,16 @@ def twin_report(name: str, n: int) -> Iterator[str]:
     said = "its default noise" if name == "default" else f"the noise fit {name}"
     yield f"\n## Twin (published) with {said}\n"
     yield HEAD
-    yield from _rows("A/A", _tally(((source(i, None), None) for i in range(n)), cost), False, True)
+    aa = ((source(i, None), None, priors[i]) for i in range(n))
+    yield from _rows("A/A", _tally(aa, cost), False, True)
     six = [rng.choice(keys) for _ in range(n)]
 
     def six_worse(i: int) -> Plant:
         return lambda r: _worse_cell(r, six[i], SIX_PCT)
 
     truth = f"one cell {SIX_PCT:g} % worse"
-    yield from _rows(
-        truth, _tally(((source(i, six_worse(i)), six[i]) for i in range(n)), cost), True, True
-    )
+    worse = ((source(i, six_worse(i)), six[i], priors[i]) for i in range(n))
+    yield from _rows(truth, _tally(worse, cost), True, True)
     changes = []
     for i in range(n):
         c, _ = _fixed(source(i, None), 3, cost)
@@ -214,8 +245,19 @@ def twin_report(name: str, n: int) -> Iterator[str]:
         return lambda r: corpus_power.planted(r, pct, (key, metric))
 
     truth = "one figure worse by fixed 3 + 3's printed MDE"
-    hit = _tally(((source(i, at_mde(i)), changes[i][0]) for i in range(n)), cost)
+    hit = _tally(((source(i, at_mde(i)), changes[i][0], priors[i]) for i in range(n)), cost)
     yield from _rows(truth, hit, True, True)
+    if profile.noise_shared > 0:
+        x = f"{NOISIER:g} x"
+        aa = ((source(i, None, noisier), None, priors[i]) for i in range(n))
+        yield from _rows(f"A/A, run level {x} the history's", _tally(aa, cost), False, True)
+        worse = ((source(i, six_worse(i), noisier), six[i], priors[i]) for i in range(n))
+        yield from _rows(
+            f"one cell {SIX_PCT:g} % worse, run level {x} the history's",
+            _tally(worse, cost),
+            True,
+            True,
+        )
     mdes = sorted(pct for _, _, pct in changes)
     yield (
         f"\nThe printed MDEs planted: median {statistics.median(mdes):.1f} %, "
@@ -244,7 +286,7 @@ def corpus_report(engine: str, draws: int) -> Iterator[str]:
     )
     yield HEAD
     yield from _rows(
-        "A/A", _tally(((source(o), None) for o in orders), lambda r: 0.0), False, False
+        "A/A", _tally(((source(o), None, None) for o in orders), lambda r: 0.0), False, False
     )
 
 

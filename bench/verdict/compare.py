@@ -41,7 +41,7 @@ from typing import Literal
 
 from bench import stats
 from bench.verdict import answers as answers_mod
-from bench.verdict import capacity_delta, runlevel
+from bench.verdict import capacity_delta, noise_prior, runlevel
 from bench.verdict import equivalence as eqv
 from bench.verdict import settings as settings_mod
 from bench.verdict.cells import (
@@ -96,6 +96,9 @@ class Policy:
     # Each one-sided test of equivalence at this level (None: alpha). A sequential compare
     # that looks K times sets alpha / K, so that its claim of equivalence holds at alpha.
     equivalence_alpha: float | None = None
+    # Run-to-run noise measured before the compare (`noise_prior`: the history's repeated
+    # runs of this host): pooled with the compare's own, unless its runs are noisier.
+    noise_prior: noise_prior.NoisePrior | None = None
 
     def margin(self, metric: str) -> float:
         return dict(self.figure_margins).get(metric, self.margin_pct)
@@ -203,6 +206,8 @@ class Comparison:
     )
     # Two `bench capacity` runs: the change in SLO capacity (bench.verdict.capacity_delta).
     capacity: capacity_delta.CapacityDelta | None = None
+    # With Policy.noise_prior: whether it was used, and why not (`PriorUse`).
+    prior: PriorUse | None = None
 
     @property
     def level_for_one(self) -> float:
@@ -255,7 +260,7 @@ class Comparison:
         return lines
 
     def noise_lines(self) -> list[str]:
-        out = []
+        out = [] if self.prior is None else self.prior.lines()
         for name, n in self.noise.items():
             how = "pooled over cells" if n.sound and self.policy.pool else "per cell (not pooled)"
             what = "run-to-run sd of one trial"
@@ -266,6 +271,21 @@ class Comparison:
                 f"({n.df} degrees of freedom, {n.cells} cells, both sides): {how}"
             )
         return out
+
+
+@dataclass(frozen=True)
+class PriorUse:
+    """The noise prior a compare was given, and whether its runs let it be used."""
+
+    prior: noise_prior.NoisePrior
+    used: bool
+    why_not: str | None = None  # the check that failed: this compare's runs are noisier
+
+    def lines(self) -> list[str]:
+        head = self.prior.line()
+        if self.used:
+            return [f"- {head} Pooled with this compare's own noise (its runs are no noisier)."]
+        return [f"- {head} Not used: {self.why_not}; this compare's own noise only."]
 
 
 @dataclass(frozen=True)
@@ -282,6 +302,8 @@ class WholeRun:
     df: float
     runs: tuple[int, int]
     changed: bool
+    # Its noise is the history's (`noise_prior`): 1 run a side, no spread of its own.
+    from_prior: bool = False
 
 
 def mde_df(n_a: int, n_b: int) -> float:
@@ -293,15 +315,140 @@ def mde_df(n_a: int, n_b: int) -> float:
     return float(max(min(n_a, n_b) - 1, 1))
 
 
-def _whole(lv: runlevel.Levels, policy: Policy) -> WholeRun | None:
+def _whole(
+    lv: runlevel.Levels, policy: Policy, prior: noise_prior.NoisePrior | None
+) -> WholeRun | None:
+    """The whole-run test on the levels: Welch's t on the compare's own (2 runs a side), or,
+    with a PRIOR and no spread of its own (1 run a side with a level), the t on the prior's.
+    A run level measured today is never pooled with the history's: a host whose run level
+    varies more than it did would have its false alarms counted at the history's noise."""
     r = lv.test()
-    if r is None:
-        return None
-    sd = math.sqrt((r.sd_log_a**2 + r.sd_log_b**2) / 2.0)
+    from_prior = False
+    if r is not None:
+        sd = math.sqrt((r.sd_log_a**2 + r.sd_log_b**2) / 2.0)
+        df = mde_df(len(lv.a), len(lv.b))
+    else:
+        if prior is None or not lv.a or not lv.b or level_spread(lv)[0] is not None:
+            return None
+        sd, df, from_prior = prior.run_sd_log, float(prior.run_df), True
+        r = stats.welch_log(
+            [math.exp(v) for v in lv.a.values()],
+            [math.exp(v) for v in lv.b.values()],
+            pooled_sd=sd,
+            pooled_df=df,
+        )
     n = (len(lv.a), len(lv.b))
-    mde = stats.mde_pct(sd, n[0], n[1], alpha=policy.alpha / 2.0, power=POWER, df=mde_df(*n))
+    mde = stats.mde_pct(sd, n[0], n[1], alpha=policy.alpha / 2.0, power=POWER, df=df)
     changed = r.p_value <= policy.alpha / 2.0
-    return WholeRun(r.delta_pct, (r.low_pct, r.high_pct), r.p_value, mde, sd, r.df, n, changed)
+    return WholeRun(
+        r.delta_pct, (r.low_pct, r.high_pct), r.p_value, mde, sd, r.df, n, changed, from_prior
+    )
+
+
+def level_spread(lv: runlevel.Levels) -> tuple[float | None, int]:
+    """(sd, df) of the runs' levels about their side's mean; (None, 0) under 2 on both."""
+    ss, df = 0.0, 0
+    for side in (lv.a, lv.b):
+        if len(side) >= 2:
+            m = math.fsum(side.values()) / len(side)
+            ss += math.fsum((u - m) ** 2 for u in side.values())
+            df += len(side) - 1
+    return (math.sqrt(ss / df), df) if df else (None, 0)
+
+
+def _complete(run: RunFigures) -> set[int]:
+    """The runs of RUN (one side, runs merged) that measured the most valid cells."""
+    count: dict[int, int] = {}
+    for cell in run.cells.values():
+        if cell.status == "valid":
+            for r in set(cell.runs or range(cell.valid_trials)):
+                count[r] = count.get(r, 0) + 1
+    most = max(count.values(), default=0)
+    return {r for r, n in count.items() if n == most}
+
+
+def _only_runs(run: RunFigures, keep: set[int]) -> RunFigures:
+    """RUN with each cell's values from the runs KEEP only (cells left with none dropped)."""
+    cells: dict[Key, Cell] = {}
+    for key, cell in run.cells.items():
+        trials: dict[str, tuple[float, ...]] = {}
+        runs: tuple[int, ...] = ()
+        for m, values in cell.trials.items():
+            ids = cell.run_ids(m)
+            kept = [(r, v) for r, v in zip(ids, values, strict=True) if r in keep]
+            if kept:
+                trials[m] = tuple(v for _, v in kept)
+                runs = tuple(r for r, _ in kept)
+        if trials:
+            cells[key] = replace(cell, trials=trials, runs=runs)
+    return replace(run, cells=cells)
+
+
+def _changes_1v1(a: RunFigures, b: RunFigures, metric: str) -> list[float]:
+    """log(B / A) of METRIC over the valid cells with one value a side."""
+    out = []
+    for key, ca in a.cells.items():
+        cb = b.cells.get(key)
+        if cb is None or ca.status != "valid" or cb.status != "valid":
+            continue
+        va, vb = ca.trials.get(metric, ()), cb.trials.get(metric, ())
+        if len(va) == len(vb) == 1 and va[0] > 0 and vb[0] > 0:
+            out.append(math.log(vb[0] / va[0]))
+    return out
+
+
+def _check_prior(
+    prior: noise_prior.NoisePrior,
+    lv: runlevel.Levels,
+    noise: dict[str, stats.PooledNoise],
+    tested: tuple[RunFigures, RunFigures],
+) -> PriorUse:
+    """Is this compare noisier than its prior? Each part the runs can measure (the run
+    levels' spread, each figure's own noise) against the prior's, F-tests at CHECK_ALPHA
+    shared by them (Bonferroni)."""
+    found: list[tuple[str, float, float, float]] = []  # (what, own sd, prior sd, p)
+    own_sd, own_df = level_spread(lv)
+    if own_sd is not None:
+        p = noise_prior.noisier(own_sd, own_df, prior.run_sd_log, prior.run_df)
+        if p is not None:
+            found.append(("a run's level", own_sd, prior.run_sd_log, p))
+    for name, fig in prior.figures.items():
+        own = noise.get(name)
+        if own is not None and own.df > 0:
+            sd, df = own.sd_log, float(own.df)
+        else:
+            spread = noise_prior.spread_of_changes(_changes_1v1(*tested, name))
+            if spread is None:
+                continue
+            sd, df = spread
+        p = noise_prior.noisier(sd, df, fig.sd_log, fig.df)
+        if p is not None:
+            found.append((name, sd, fig.sd_log, p))
+    if not found:
+        return PriorUse(prior, True)
+    what, sd, was, p = min(found, key=lambda x: x[3])
+    if p > noise_prior.CHECK_ALPHA / len(found):
+        return PriorUse(prior, True)
+    why = (
+        f"this compare's runs are noisier than the history's ({what}: {sd * 100:.2f} % "
+        f"against {was * 100:.2f} %, F-test p = {p:.2g})"
+    )
+    return PriorUse(prior, False, why)
+
+
+def _with_prior(
+    noise: dict[str, stats.PooledNoise], prior: noise_prior.NoisePrior
+) -> dict[str, stats.PooledNoise]:
+    """Each figure's pooled noise with the prior's pooled in."""
+    out = dict(noise)
+    for name, fig in prior.figures.items():
+        own = noise.get(name)
+        if own is None or own.df <= 0:
+            out[name] = stats.PooledNoise(fig.sd_log, fig.df, True, 0)
+            continue
+        sd, df = noise_prior.pooled(fig.sd_log, fig.df, own.sd_log, own.df)
+        out[name] = replace(own, sd_log=sd, df=int(df))
+    return out
 
 
 def _signed(value: float) -> str:
@@ -469,13 +616,30 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     found = runlevel.items(a, b)
     whole: WholeRun | None = None
     tested_a, tested_b = a, b  # what the figures' own tests read
+    noise: dict[str, stats.PooledNoise] | None = None
+    use: PriorUse | None = None
     if policy.run_level and runlevel.applies(found):
         lv = runlevel.levels(a, b, found)
-        whole = _whole(lv, policy)
-        if whole is not None:
-            tested_a, tested_b = runlevel.residuals(a, b, found)
+        prior = policy.noise_prior
+        if prior is not None and lv.a and lv.b:
+            resid = runlevel.residuals(a, b, found)
+            own = pooled_noise(list(resid))
+            # checked on the runs that measured the whole matrix: a sequential compare's
+            # later runs measure the cells its first looks left open, chosen for a change
+            # larger than their noise would give (and a run of a few cells keeps its level)
+            full = (_only_runs(resid[0], _complete(a)), _only_runs(resid[1], _complete(b)))
+            use = _check_prior(prior, lv, pooled_noise(list(full)), full)
+            whole = _whole(lv, policy, prior if use.used else None)
+            if use.used and whole is not None:
+                tested_a, tested_b = resid
+                noise = _with_prior(own, prior)
+        if whole is None:
+            whole = _whole(lv, policy, None)
+            if whole is not None:
+                tested_a, tested_b = runlevel.residuals(a, b, found)
     share = 0.5 if whole is not None else 1.0
-    noise = pooled_noise([tested_a, tested_b])
+    if noise is None:
+        noise = pooled_noise([tested_a, tested_b])
     comparable = [
         k
         for k in keys
@@ -533,7 +697,7 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
     )
     return Comparison(
         a, b, policy, tuple(cells), metadata_diff(a, b), check, noise, m, whole, answers,
-        capacity_delta.judge(a, b, policy.alpha, policy.margin_pct),
+        capacity_delta.judge(a, b, policy.alpha, policy.margin_pct), use,
     )  # fmt: skip
 
 

@@ -66,6 +66,9 @@ Goal = Literal["settle", "decide"]
 # They start at 2 + 2: the run-level model (`runlevel`), without which a cell's noise is
 # estimated from runs that share their levels, needs 2 runs a side.
 DECIDE_STAGES: tuple[tuple[int, int], ...] = ((2, 2), (3, 3), (5, 5))
+# With the noise measured before the compare (`Policy.noise_prior`), the first look is at
+# 1 + 1: the prior stands in for the noise 1 run a side cannot measure.
+PRIOR_STAGES: tuple[tuple[int, int], ...] = ((1, 1), *DECIDE_STAGES)
 EARLY_CHANGE_P = 0.001
 FUTILE_FACTOR = 4
 
@@ -237,7 +240,16 @@ def decided(comparison: Comparison) -> dict[Key, str]:
     "equivalent" by the compare's own tests (at its equivalence alpha, the look's), or
     "changed" at p <= EARLY_CHANGE_P, the whole run's or a changed figure's own."""
     whole = comparison.whole
-    everywhere = whole is not None and whole.changed and whole.p_value <= EARLY_CHANGE_P
+    # A look whose run level is the history's (1 run a side) closes no cell on a change
+    # everywhere: a host whose run level varies more today than it did would read as one.
+    # Those cells are measured again, and their runs' own levels judge them. A cell's own
+    # change (against the other cells of its run) does not involve the run level.
+    everywhere = (
+        whole is not None
+        and not whole.from_prior
+        and whole.changed
+        and whole.p_value <= EARLY_CHANGE_P
+    )
     out: dict[Key, str] = {}
     for cell in comparison.cells:
         if cell.outcome is None:
@@ -355,7 +367,7 @@ def run(
     budget_need: int | None = None
     alpha = policy.tost_alpha
     if goal == "decide":
-        stages = stages or DECIDE_STAGES
+        stages = stages or (PRIOR_STAGES if policy.noise_prior is not None else DECIDE_STAGES)
     chosen = None if stages is not None else stage_plan.choose(costs, cells, alpha=policy.alpha)
     plan = stages if stages is not None else chosen.stages  # type: ignore[union-attr]
     done: list[tuple[int, int]] = []

@@ -8,11 +8,12 @@ import math
 import pytest
 
 from bench.verdict import budget, headline
-from bench.verdict.cells import Cell, Key, RunFigures
+from bench.verdict.cells import Key, RunFigures
 from bench.verdict.compare import ALPHA, Policy, compare, mde_shown
 from bench.verdict.run_figures import server_start_s
 from bench.verdict.run_source import merge_runs
 from bench.verdict.tables import compare_markdown
+from tests.support.decode_cell import decode_cell
 from tools.verdict_power import run_of
 
 KEYS: list[Key] = [("decode", ctx, c) for ctx in ("1K", "2K", "4K") for c in (1, 2)]
@@ -30,13 +31,7 @@ def run(name: str, level: float, seed: int, slower: dict[Key, float] | None = No
     cells = {}
     for i, key in enumerate(KEYS):
         f = math.exp(level + _cell_noise(seed, i)) * (slower or {}).get(key, 1.0)
-        trials: dict[str, tuple[float, ...]] = {
-            "total_tok_s": (100.0 * key[2] / f,),
-            "per_request_tok_s": (100.0 / f,),
-            "ttft_s": (0.05 * f,),
-            "tbt_s": (0.01 * f,),
-        }
-        cells[key] = Cell("decode", key[1], key[2], "valid", None, trials)
+        cells[key] = decode_cell(key, f)
     return dataclasses.replace(run_of(name, cells), server_s=(60.0,), start_s=(40.0,))
 
 
