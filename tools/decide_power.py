@@ -2,22 +2,30 @@
 
 For each noise of the twin (`published`, the card's 40 valid cells, virtual time: the runs
 `tools.verdict_power` simulates) and for each real-noise corpus (tests/data/noise_corpus),
-three designs on the same seeded runs:
+four designs on the same seeded runs:
 
 - fixed 2 + 2 and fixed 3 + 3: every cell measured in every run, one compare at the end;
 - decide (`bench.verdict.sequential`, goal "decide", `--order decide`): looks at 2+2, 3+3,
   5+5; a cell stops when EQUIVALENT within ±5 % (each one-sided test at alpha / 4 at the
   first two looks, alpha / 2 at the last) or CHANGED at p <= 0.001; the compare stops when
-  no open cell can be decided within 4 x the budget of 5 a side.
+  no open cell can be decided within 4 x the budget of 5 a side;
+- decide, history prior (`--order decide --noise-from HISTORY`): the same with the host's
+  noise measured before the compare (`bench.verdict.noise_prior`, from 3 builds run 3 times
+  each, seeds of their own: each compare its own history), so its first look is at 1+1
+  (each one-sided test at alpha / 6 at the first three looks, alpha / 2 at the last); a
+  look on the history's run level closes no cell on a change everywhere. Twin only: the
+  corpora's 12 runs are all A's and B's.
 
-Three truths, each its own comparisons:
+Truths, each its own comparisons:
 
 - A/A: nothing changed. A false alarm is a compare that ends CHANGED; "every cell decided"
   a compare that ends EQUIVALENT; the share of cells equivalent is over all compares' cells;
 - one cell 6 % worse in every figure (B's latencies x 1.06, rates / 1.06): that cell called
   EQUIVALENT within ±5 % is the error the margin exists to prevent;
 - one figure of one cell worse by the MDE the fixed 3 + 3 compare printed for it on the same
-  seeds (as `make verdict-power` plants it): that cell called CHANGED is the power.
+  seeds (as `make verdict-power` plants it): that cell called CHANGED is the power;
+- A/A and one cell 6 % worse again on a host whose run level varies NOISIER (3) times as
+  much as its history says (the history as before): what a prior that is out of date costs.
 
 Server time: a run costs a server start (START_S, stated: the compare budget's estimate
 of a 4-GPU vLLM start) plus the server seconds of the cells it measured (the twin's virtual
