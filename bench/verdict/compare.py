@@ -367,6 +367,13 @@ def _complete(run: RunFigures) -> set[int]:
     return {r for r, n in count.items() if n == most}
 
 
+def _level_less(cell: Cell, metric: str, with_level: set[int] | None) -> int:
+    """How many of CELL's METRIC values come from runs with no level of their own."""
+    if with_level is None:
+        return 0
+    return sum(1 for r in cell.run_ids(metric) if r not in with_level)
+
+
 def _only_runs(run: RunFigures, keep: set[int]) -> RunFigures:
     """RUN with each cell's values from the runs KEEP only (cells left with none dropped)."""
     cells: dict[Key, Cell] = {}
@@ -475,9 +482,16 @@ def figure_delta(
     pooled: stats.PooledNoise | None = None,
     tests: int = 1,
     share: float = 1.0,
+    level_less: tuple[int, int] = (0, 0),
+    run_noise: tuple[float, float] | None = None,
 ) -> FigureDelta:
     """Δ, interval, p and MDE of one figure (the mark is set after BH in `compare`);
-    `share` of the FDR is what the figures' tests spend (the rest: the whole-run test)."""
+    `share` of the FDR is what the figures' tests spend (the rest: the whole-run test).
+
+    LEVEL_LESS: how many of A's and B's values come from runs with no level of their own (a
+    sequential compare's runs of a few open cells: they get their side's mean level), whose
+    run's deviation from that mean is still in them; RUN_NOISE (sd, df of a run's level)
+    adds that variance to the pooled test's: var(mean) gains run sd² for each such value."""
     ta, tb = a.trials.get(metric.name, ()), b.trials.get(metric.name, ())
     va, vb = a.value(metric.name), b.value(metric.name)
     d = delta_pct(vb, va)
@@ -490,6 +504,7 @@ def figure_delta(
         ss, d = _own_ss(ta), len(ta) - 1
         ss_b, d_b = _own_ss(tb), len(tb) - 1
         sd, df = pooled.moderated(ss + ss_b, max(d, 0) + max(d_b, 0))
+        sd, df = _with_levels_unknown(sd, df, (len(ta), len(tb)), level_less, run_noise)
         r = stats.welch_log(ta, tb, pooled_sd=sd, pooled_df=df)
         method: Literal["welch log", "pooled"] = "pooled"
         mde_sd = mde_noise(sd, ss + ss_b, max(d, 0) + max(d_b, 0))
@@ -513,6 +528,27 @@ def figure_delta(
         sd,
         df=r.df,
         mde_sd_log=mde_sd if mde_sd > sd else None,
+    )
+
+
+def _with_levels_unknown(
+    sd: float,
+    df: float,
+    n: tuple[int, int],
+    level_less: tuple[int, int],
+    run_noise: tuple[float, float] | None,
+) -> tuple[float, float]:
+    """(sd, df) of one trial that gives the difference of means its variance when the
+    LEVEL_LESS values of each side also carry a run's level (sd, df = RUN_NOISE):
+    se² = sd² (1/n_a + 1/n_b) + run sd² (m_a / n_a² + m_b / n_b²); df by Satterthwaite."""
+    if run_noise is None or not any(level_less) or min(n) == 0:
+        return sd, df
+    run_sd, run_df = run_noise
+    base = sd**2 * (1.0 / n[0] + 1.0 / n[1])
+    extra = run_sd**2 * (level_less[0] / n[0] ** 2 + level_less[1] / n[1] ** 2)
+    total = base + extra
+    return math.sqrt(total / (1.0 / n[0] + 1.0 / n[1])), eqv.satterthwaite(
+        [(base, df), (extra, run_df)]
     )
 
 
@@ -638,6 +674,10 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
             if whole is not None:
                 tested_a, tested_b = runlevel.residuals(a, b, found)
     share = 0.5 if whole is not None else 1.0
+    # the runs with a level of their own, each side (None: every run counts as having one)
+    lv_runs: tuple[set[int] | None, set[int] | None] = (None, None)
+    if whole is not None:
+        lv_runs = (set(lv.a), set(lv.b))
     if noise is None:
         noise = pooled_noise([tested_a, tested_b])
     comparable = [
@@ -664,6 +704,11 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
                     pooled=noise.get(metric.name),
                     tests=m,
                     share=share,
+                    level_less=(
+                        _level_less(tested_a.cells[k], metric.name, lv_runs[0]),
+                        _level_less(tested_b.cells[k], metric.name, lv_runs[1]),
+                    ),
+                    run_noise=None if whole is None else (whole.sd_log, whole.df),
                 ),
                 a.cells[k],
                 b.cells[k],

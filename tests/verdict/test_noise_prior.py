@@ -10,9 +10,10 @@ import random
 
 import pytest
 
+from bench import stats
 from bench.verdict import noise_prior, sequential
-from bench.verdict.cells import Key, RunFigures
-from bench.verdict.compare import Policy, compare
+from bench.verdict.cells import BY_NAME, Key, RunFigures
+from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_source import merge_runs
 from tests.support.decode_cell import decode_cell
 from tools.verdict_power import run_of
@@ -193,3 +194,27 @@ def test_a_change_everywhere_seen_on_the_historys_run_level_closes_no_cell() -> 
     assert taken[:4] == [("a", 1, 20), ("b", 1, 20), ("a", 2, 20), ("b", 2, 20)]
     assert out.comparison.whole is not None and not out.comparison.whole.from_prior
     assert {how for _, how in out.closed.values()} == {"changed"}
+
+
+def test_values_from_runs_without_a_level_of_their_own_carry_its_noise() -> None:
+    """A later look's run of a few open cells gets its side's mean level: its run's own
+    deviation stays in its values, and the cell's test counts it (run sd² a value)."""
+    key = KEYS[0]
+    a = dataclasses.replace(
+        decode_cell(key, 1.0), trials={"ttft_s": (0.050, 0.0502, 0.0499)}, runs=(0, 1, 2)
+    )
+    b = dataclasses.replace(
+        decode_cell(key, 1.0), trials={"ttft_s": (0.0508, 0.0507, 0.0511)}, runs=(0, 1, 2)
+    )
+    pooled = stats.PooledNoise(0.005, 100, True, 10)
+    metric = BY_NAME["ttft_s"]
+    known = figure_delta(metric, a, b, Policy(), pooled=pooled)
+    unknown = figure_delta(
+        metric, a, b, Policy(), pooled=pooled, level_less=(2, 2), run_noise=(0.01, 10.0)
+    )
+    # se² = 0.005² (2/3) + 0.01² (2/9 + 2/9): one trial's sd sqrt(0.005² + 0.01² x 2/3)
+    assert unknown.sd_log == pytest.approx(math.sqrt(0.005**2 + 0.01**2 * 2 / 3))
+    assert known.sd_log == pytest.approx(0.005)
+    assert unknown.p_value is not None and known.p_value is not None
+    assert unknown.p_value > known.p_value
+    assert unknown.df is not None and unknown.df < 100
