@@ -28,7 +28,7 @@ USER_VARS := HOST RUN_ARGS PROFILE MORE BUILD_ARGS BUILD_ARGS_A BUILD_ARGS_B BUN
 	ALLOWED_SIGNERS ACCEPT TRIALS ORDER GOOD BAD CELL VLLM_REPO FIGURE BUNDLES SLURM NODES \
 	ACCOUNT SHARED_DIR IMAGE_TAR SLURM_LOGIN CLUSTER_CHECKOUT CLUSTER GPU_CHECK_OUT URL \
 	HISTORY NO_HISTORY NO_WEIGHTS_DOWNLOAD WORKLOAD RATES SLO OTEL_URL METRICS_PORT METRICS_HOST \
-	TRACES
+	TRACES NOISE_FROM
 
 .PHONY: help setup lint test unit vllm-cpu bench reproduce-twin twin-calibration twin-fit
 
@@ -187,12 +187,16 @@ test-deps: postgresql
 # local` and the orchestrator maintain), 9 for a partial verdict, 10 for settings that differ.
 VERDICT_FLAGS = $(if $(call set,ALLOWED_SIGNERS),--allowed-signers $(call q,ALLOWED_SIGNERS)) \
 	$(if $(call set,ACCEPT),--accept $(call q,ACCEPT)) $(if $(call set,HTML),--html $(call q,HTML))
+# NOISE_FROM=<postgresql://user@host/db or a SQLite file>: compare, compare-images and
+# compare-commits take the host's run-to-run noise from its repeated runs of one build in that
+# history (docs/history.md, "Noise measured before a compare"); one run a side then decides.
+NOISE_FLAGS = $(if $(call set,NOISE_FROM),--noise-from $(call q,NOISE_FROM))
 .PHONY: compare reproduce
-compare: setup ## A=.. B=..  per-cell changes of bundle B (and MORE=...) against A [HTML=out.html]
+compare: setup ## A=.. B=..  per-cell changes of bundle B (and MORE=...) against A [HTML=out.html] [NOISE_FROM=..]
 	@if [ -z $(call q,A) ] || [ -z $(call q,B) ]; then \
-		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html]" >&2; exit 2; fi
+		echo "usage: make compare A='a1.tar.gz [a2 a3]' B='b1.tar.gz [b2 b3]' (several bundles a side) | A=a B=b MORE='c ...' [HTML=out.html] [NOISE_FROM=history]" >&2; exit 2; fi
 	BENCH_MAKE_TARGET=compare $(BIN)/bench compare $(call qw,A) $(if $(call set,MORE),$(call qw,B) $(call qw,MORE),--vs $(call qw,B)) \
-		$(VERDICT_FLAGS)
+		$(VERDICT_FLAGS) $(NOISE_FLAGS)
 
 reproduce: setup ## BUNDLE=.. CARD=..  judge a bundle against a published card [HTML=out.html]
 	@if [ -z $(call q,BUNDLE) ] || [ -z $(call q,CARD) ]; then \
@@ -321,10 +325,12 @@ SLURM_FLAGS = $(PREFLIGHT_FLAGS) $(HISTORY_FLAGS) $(if $(call set,CARD),--card $
 # default) or blocked (all A, then all B: fewer switches, drift not controlled) or
 # sequential (A B A, then sweeps of the still-open cells only, up to 5 a side; TRIALS unused)
 # or decide (looks at 2+2, 3+3, 5+5: a cell stops once CHANGED or EQUIVALENT within the
-# margin, the compare once no open cell can be decided within 20 a side; TRIALS unused).
+# margin, the compare once no open cell can be decided within 20 a side; TRIALS unused;
+# with NOISE_FROM=<history>, the first look is at 1+1).
 TRIALS ?= 3
 ORDER ?= interleaved
-PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER) $(HISTORY_FLAGS)
+PAIR_FLAGS = --trials-per-side $(call q,TRIALS) --order $(call q,ORDER) $(HISTORY_FLAGS) \
+	$(NOISE_FLAGS)
 
 # Two images on one host, one sweep after the other, then `bench compare` B against A:
 # make compare-images HOST=gpu01 A=<image ref> B=<image ref> (IMAGE_A/IMAGE_B also work).

@@ -86,6 +86,18 @@ class Recipe(_RecipeModel):
     commands: tuple[str, ...] = Field(min_length=1, description="shell commands, in order")
 
 
+def launch_profile(recipe: Recipe | None) -> str | None:
+    """The launch profile RECIPE ran (`twin:NAME` on a twin), as the history records it;
+    None for a server at a URL or without a recipe."""
+    if recipe is None:
+        return None
+    if isinstance(recipe.server, TwinServer):
+        return f"twin:{recipe.server.profile}"
+    if isinstance(recipe.server, ImageServer):
+        return recipe.server.launch_profile
+    return None
+
+
 def _tokens(n: int) -> str:
     return f"{n // 1024}K" if n % 1024 == 0 else str(n)
 

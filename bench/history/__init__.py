@@ -15,6 +15,7 @@ dashboard_sql  every query of the Grafana dashboard (tools/grafana_dashboard.py 
 matrix     the page's matrix: each cell's series (newest runs, bounded), searched
 sparkline  a series as a small inline SVG trend line, change points marked
 runs       a recorded run as a verdict reads it, and its baseline (the run before it)
+noise_runs  a host's repeated runs of one build as a compare's noise prior (--noise-from)
 page       `bench history report`'s HTML page: trends, panels, filters, the latest compare
 command    `bench history ingest`, `trend`, `changes` and `report`
 recording  each run's verified bundle in, as the run finishes (bench local, the orchestrator)

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench import is_dirty
 from bench.bundle import provenance as prov
-from bench.bundle.recipe import ImageServer, Recipe, TwinServer
+from bench.bundle.recipe import Recipe, launch_profile
 from bench.export import rows as export_rows
 from bench.history import workload_rows
 from bench.results import Results
@@ -95,16 +95,6 @@ def comparable_settings(results: Results, env: Any) -> dict[str, str]:
     out = {n: found[n] for n in names if n in found}
     out["server"] = "twin" if twin else "engine"
     return out
-
-
-def launch_profile(recipe: Recipe | None) -> str | None:
-    if recipe is None:
-        return None
-    if isinstance(recipe.server, TwinServer):
-        return f"twin:{recipe.server.profile}"
-    if isinstance(recipe.server, ImageServer):
-        return recipe.server.launch_profile
-    return None
 
 
 @dataclass(frozen=True)

@@ -103,14 +103,22 @@ def _run(row: tuple[Any, ...]) -> Run:
     )  # fmt: skip
 
 
-def all_runs(conn: Connection, *, host: str | None, profile: str | None) -> list[Run]:
-    """The history's runs, oldest first (on --host and --profile when given)."""
-    sql, params = _RUN + " WHERE 1 = 1", list[str]()
+def all_runs(
+    conn: Connection, *, host: str | None, profile: str | None, limit: int | None = None
+) -> list[Run]:
+    """The history's runs, oldest first (on --host and --profile when given); with LIMIT,
+    the latest LIMIT of them only (read so: the database returns no more)."""
+    sql, params = _RUN + " WHERE 1 = 1", list[str | int]()
     if host is not None:
         sql, params = sql + " AND host = ?", [*params, host]
     if profile is not None:
         sql, params = sql + " AND launch_profile = ?", [*params, profile]
-    return [_run(r) for r in conn.query(sql + " ORDER BY created_at, manifest_sha256", params)]
+    if limit is None:
+        return [_run(r) for r in conn.query(sql + " ORDER BY created_at, manifest_sha256", params)]
+    latest = conn.query(
+        sql + " ORDER BY created_at DESC, manifest_sha256 DESC LIMIT ?", [*params, limit]
+    )
+    return [_run(r) for r in reversed(latest)]
 
 
 def previous(runs: Sequence[Run], latest: Run) -> Run | None:

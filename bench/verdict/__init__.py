@@ -20,6 +20,7 @@ headline     a compare's outcome (changed, equivalent, not resolved) and its las
 answers      the runs' answer fingerprints, compared before the figures (within-side rule)
 retrieval    the long-context retrieval check of A's runs against B's
 runlevel     the run-level model: a factor shared by every cell of a run, and each cell's own
+noise_prior  run-to-run noise measured before a compare, from a host's repeated runs
 budget       the runs a side (and server time, starts included) a 5 % or 10 % MDE would need
 sequential   a sequential compare: trials go to the cells still open
 stage_plan   its stages, chosen for the least server time (starts included) at its error rates

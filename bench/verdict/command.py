@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,13 @@ from bench.verdict import attest, equivalence, headline, page, publisher_card
 from bench.verdict.card_source import from_card
 from bench.verdict.cells import METRICS, RunFigures
 from bench.verdict.compare import ALPHA, Comparison, Policy, compare
+from bench.verdict.noise_prior import NoisePrior
 from bench.verdict.reproduce import Tolerances, reproduce
 from bench.verdict.run_source import (
     Verification,
     add_verification_args,
     load_run,
+    load_run_and_profile,
     merge_runs,
     refuse_repeats,
 )
@@ -132,6 +136,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="smallest |Δ %%| of a latency that counts as a change (default 0)",
     )
     add_margin_arg(cmp_)
+    add_noise_from_arg(
+        cmp_,
+        series="the host and launch profile of --noise-host and --noise-profile; the runs "
+        "compared left out",
+    )
+    cmp_.add_argument(
+        "--noise-host",
+        metavar="HOST",
+        help="with --noise-from: the host whose runs it reads, as the history records it "
+        "(default: side A's first run's, from its environment.json)",
+    )
+    cmp_.add_argument(
+        "--noise-profile",
+        metavar="PROFILE",
+        help="with --noise-from: the launch profile whose runs it reads (twin:NAME on a "
+        "twin; default: side A's first run's, from its recipe.json)",
+    )
     cmp_.add_argument("--html", type=Path, metavar="OUT", help="also write an HTML page")
     attest.add_attest_args(
         cmp_,
@@ -216,12 +237,62 @@ def checked_alpha(alpha: float) -> float:
     return alpha
 
 
+def _history_given(text: str) -> str:
+    """--noise-from's value: never empty (database.locate would read its default file)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a history is needed: a SQLite file or postgresql:// URL")
+    return text
+
+
+def add_noise_from_arg(p: argparse.ArgumentParser, *, series: str) -> None:
+    """--noise-from: the run-to-run noise measured before a compare (bench compare,
+    provision compare); SERIES says whose runs it reads."""
+    p.add_argument(
+        "--noise-from",
+        type=_history_given,
+        metavar="URL|FILE",
+        help="a results history (postgresql://user@host/db, password from PGPASSWORD or "
+        "~/.pgpass, or a SQLite file): the run-to-run noise of its repeated runs of one "
+        f"build ({series}) is pooled with the compare's own unless the compare's runs are "
+        "noisier; with 1 run a side the verdict tests on it alone",
+    )
+
+
+def _noise_prior(
+    args: argparse.Namespace, first: RunFigures, profile: str | None, compared: Sequence[RunFigures]
+) -> NoisePrior:
+    """--noise-from's prior: the runs of --noise-host (default: side A's first run's host)
+    and --noise-profile (default: its launch profile), the runs compared left out."""
+    # Deferred: the history (bench.history) builds on the verdicts; only --noise-from reads it.
+    from bench.history import database, noise_runs
+
+    target = database.locate(args.noise_from, None)
+    host = args.noise_host or first.metadata.get("host")
+    profile = args.noise_profile or profile or first.metadata.get("launch profile")
+    for flag, value, where in (("--noise-host", host, "environment.json"),
+                               ("--noise-profile", profile, "recipe.json")):  # fmt: skip
+        if not value:
+            raise UsageError(
+                f"--noise-from: side A's first run ({first.name}) does not say its "
+                f"{flag.removeprefix('--noise-')} ({where})",
+                hint=f"give {flag} as the history records it (`bench history report` offers "
+                "its hosts and profiles as filters)",
+            )
+    return noise_runs.from_history(target, host=str(host), profile=str(profile), compared=compared)
+
+
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     if len(args.runs) < 2 and not args.vs:
         raise UsageError(
             "compare needs at least two runs",
             hint="bench compare A B [C ...], or bench compare A1 A2 A3 --vs B1 B2 B3",
         )
+    for flag in ("noise_host", "noise_profile"):
+        if getattr(args, flag) is not None and args.noise_from is None:
+            raise UsageError(
+                f"--{flag.replace('_', '-')} needs --noise-from",
+                hint="--noise-from URL|FILE: the history whose runs it names",
+            )
     policy = Policy(
         checked_alpha(args.alpha),
         args.min_effect_throughput,
@@ -239,11 +310,15 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
         args.attest, args.attest_out, a=args.runs if args.vs else args.runs[:1], b=side_b
     )
     how = verification(args)
-    runs = [load_run(p, how) for p in args.runs]
+    first, profile = load_run_and_profile(args.runs[0], how)
+    runs = [first, *(load_run(p, how) for p in args.runs[1:])]
     others = [load_run(p, how) for p in args.vs or []]
     refuse_repeats(
         [(str(p), r) for p, r in zip([*args.runs, *(args.vs or [])], runs + others, strict=True)]
     )
+    if args.noise_from is not None:
+        prior = _noise_prior(args, first, profile, runs + others)
+        policy = dataclasses.replace(policy, noise_prior=prior)
     if args.vs:
         side_a = merge_runs(runs, f"A ({len(runs)} runs)" if len(runs) > 1 else runs[0].name)
         name_b = f"B ({len(others)} runs)" if len(others) > 1 else others[0].name

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import run_files
+from bench.bundle import recipe
 from bench.bundle.manifest import MANIFEST_NAME
 from bench.bundle.pack import open_bundle
 from bench.bundle.sign import Signer
@@ -149,6 +150,25 @@ def load_run(path: Path, how: Verification | None = None) -> RunFigures:
     if guidellm_saved.recognises(path):
         return guidellm_saved.load(path)
     return load_run_with(path, how, lambda directory: None)[0]
+
+
+def load_run_and_profile(
+    path: Path, how: Verification | None = None
+) -> tuple[RunFigures, str | None]:
+    """`load_run`, and the launch profile the bundle's recipe.json names (`twin:NAME` on a
+    twin), as the history records it; None for another tool's results, or without a readable
+    recipe (a run directory `bench sign` has not sealed, an older bundle)."""
+    if any(m.recognises(path) for m in (vllm_saved, aiperf_saved, guidellm_saved)):
+        return load_run(path, how), None
+    return load_run_with(path, how, launch_profile_of)
+
+
+def launch_profile_of(directory: Path) -> str | None:
+    """The launch profile of the run in DIRECTORY (its recipe.json), for `load_run_with`."""
+    try:
+        return recipe.launch_profile(recipe.read(directory))
+    except VerifyFailed:
+        return None
 
 
 def load_run_with(

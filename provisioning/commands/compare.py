@@ -9,6 +9,7 @@ The arguments become a PairChoice (and a TargetChoice) once, in the handlers her
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -16,12 +17,14 @@ from pathlib import Path
 
 from bench.command_line import SubParsers
 from bench.errors import UsageError
+from bench.history import noise_runs
 from bench.history.database import Target
 from bench.settings import Settings
 from bench.verdict import sequential
 from bench.verdict.cells import Key, RunFigures
 from bench.verdict.command import checked_alpha, compare_exit
 from bench.verdict.compare import ALPHA, Comparison, Policy, compare
+from bench.verdict.noise_prior import NoisePrior
 from bench.verdict.run_source import Verification, load_run, merge_runs
 from bench.verdict.settings import parse_accept
 from bench.verdict.tables import compare_markdown
@@ -32,6 +35,7 @@ from provisioning.commands.options import (
     add_pair_outputs,
     add_workload_args,
     history_choice,
+    noise_choice,
     target_choice,
     workload_choice,
 )
@@ -105,9 +109,12 @@ class PairChoice:
     accept: frozenset[str] = frozenset()  # --accept: what the verdict lets differ (bench compare's)
     alpha: float = ALPHA  # --alpha: what the verdict spends under no change (bench compare's)
     workload: WorkloadChoice | None = None  # every sweep's (None: the card's matrix)
+    noise_from: Target | None = None  # --noise-from: the history the noise prior comes from
+    # Its prior, read once the host and profile are known (`with_noise_prior`).
+    noise_prior: NoisePrior | None = None
 
     def policy(self) -> Policy:
-        return Policy(self.alpha, accept=self.accept)
+        return Policy(self.alpha, accept=self.accept, noise_prior=self.noise_prior)
 
 
 def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
@@ -123,7 +130,22 @@ def _pair_choice(args: argparse.Namespace, settings: Settings) -> PairChoice:
         accept=parse_accept(args.accept),
         alpha=checked_alpha(args.alpha),
         workload=workload_choice(args),
+        noise_from=noise_choice(args),
     )
+
+
+def with_noise_prior(pair: PairChoice, target: HostTarget) -> PairChoice:
+    """PAIR with the noise prior of --noise-from, read once, before the first sweep: the
+    history's runs of this host and the compare's launch profile. The host as its runs
+    record it is its name as given: the server container, where `bench run` writes
+    environment.json, takes it as its hostname (provisioning.flow.server_start). A UsageError
+    when the history holds too few repeated runs (bench.history.noise_runs)."""
+    if pair.noise_from is None:
+        return pair
+    prior = noise_runs.from_history(
+        pair.noise_from, host=target.host.name, profile=target.profile.name
+    )
+    return dataclasses.replace(pair, noise_prior=prior)
 
 
 def _one_host(args: argparse.Namespace, command: str) -> str:
@@ -152,6 +174,7 @@ def compare_images(
 ) -> int:
     """Two images on one host, one sweep after the other, then `bench compare` A vs B."""
     target = resolve_target(choice, name)
+    pair = with_noise_prior(pair, target)
     preflight_host(target, trust_new_host=pair.trust_new_host, environ=dict(os.environ))
     title = f"{images[0]} (A) vs {images[1]} (B) on {target.host.name}"
     return _sweep_both(pair, settings, target, images, title)
@@ -181,6 +204,7 @@ def compare_commits(
 ) -> int:
     """An image per vLLM commit, built on the host; both sweeps; `bench compare` B vs A."""
     target = resolve_target(choice, name)
+    pair = with_noise_prior(pair, target)
     stage = target.profile.image
     specs = [
         build.spec_for(stage, build.commit_tag(stage, c), commit=c, build_args=own)

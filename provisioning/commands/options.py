@@ -9,10 +9,10 @@ import argparse
 from pathlib import Path
 
 from bench.errors import UsageError
-from bench.history import recording
+from bench.history import database, recording
 from bench.history.database import Target
 from bench.settings import Settings
-from bench.verdict.command import add_alpha_arg
+from bench.verdict.command import add_alpha_arg, add_noise_from_arg
 from bench.verdict.settings import add_accept_arg
 from provisioning.flow import live, server_traces, workload
 from provisioning.flow.live import LiveChoice
@@ -73,6 +73,14 @@ def history_choice(args: argparse.Namespace, settings: Settings) -> Target | Non
     return recording.choice(args.history, settings.history.url, off=args.no_history)
 
 
+def noise_choice(args: argparse.Namespace) -> Target | None:
+    """The history --noise-from names (None: not given), its noise prior read later, once
+    the host and profile are resolved. A URL with a password is a UsageError here, before
+    anything runs."""
+    given: str | None = args.noise_from
+    return database.locate(given, None) if given else None
+
+
 def add_pair_outputs(p: argparse.ArgumentParser) -> None:
     """Where the two runs of a comparison (compare, compare-commits) go."""
     p.add_argument("--results", type=Path, default=Path("results"), help="local results folder")
@@ -98,12 +106,17 @@ def add_pair_outputs(p: argparse.ArgumentParser) -> None:
         "blocked: all A, then all B (fewer image switches; the verdict says drift is not "
         "controlled); sequential: A B A, then more sweeps of the cells still open only, "
         "up to 5 a side (about 55 %% of the server time; --trials-per-side is ignored); "
-        "decide: looks at 2+2, 3+3, 5+5, each cell measured until CHANGED or EQUIVALENT "
-        "within the margin, stopping early when no open cell can be decided within 20 a "
-        "side (--trials-per-side is ignored)",
+        "decide: looks at 2+2, 3+3, 5+5 (with --noise-from: first at 1+1), each cell "
+        "measured until CHANGED or EQUIVALENT within the margin, stopping early when no "
+        "open cell can be decided within 20 a side (--trials-per-side is ignored)",
     )
     add_accept_arg(p, between=" between A's and B's runs")
     add_alpha_arg(p)
+    add_noise_from_arg(
+        p,
+        series="this host, as its runs record it, and the compare's launch profile; read "
+        "once, before the first sweep",
+    )
     recording.add_args(p)
 
 

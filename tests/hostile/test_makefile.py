@@ -56,14 +56,17 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "gpu-check": (["GPU_CHECK_OUT", "URL"], []),
     "verify": (["BUNDLE", "ALLOWED"], []),
     # A and B are lists too: several bundles a side (make compare A='a1 a2' B='b1 b2').
-    "compare": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["A", "B", "MORE"]),
+    "compare": (["HTML", "ALLOWED_SIGNERS", "ACCEPT", "NOISE_FROM"], ["A", "B", "MORE"]),
     "reproduce": (["BUNDLE", "CARD", "HTML", "ALLOWED_SIGNERS", "ACCEPT"], []),
     # One bundle per node: a list (make fleet BUNDLES='gpu01.tar.gz gpu02.tar.gz ...').
     "fleet": (["HTML", "ALLOWED_SIGNERS", "ACCEPT"], ["BUNDLES"]),
     "smoke": (["HOST", "IMAGE", "IMAGE_SOURCE"], ["BUILD_ARGS"]),
-    "compare-images": (["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER", "HISTORY"], ["RUN_ARGS"]),
+    "compare-images": (
+        ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER", "HISTORY", "NOISE_FROM"],
+        ["RUN_ARGS"],
+    ),
     "compare-commits": (
-        ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER", "HISTORY"],
+        ["HOST", "A", "B", "PROFILE", "TRIALS", "ORDER", "HISTORY", "NOISE_FROM"],
         ["RUN_ARGS", "BUILD_ARGS"],
     ),
     "bisect": (
@@ -151,6 +154,17 @@ def test_defaults_and_plain_values_still_reach_the_commands() -> None:
                                       "VLLM_REPO=v"])):  # fmt: skip
         line = _dry_run(target, *words, "HISTORY=postgresql://bench@db/history", "NO_HISTORY=1")
         assert "--history 'postgresql://bench@db/history' --no-history" in line, (target, line)
+    # The history a compare's noise prior comes from (NOISE_FROM): only the compares take it.
+    compares = {
+        "compare": ["A=a", "B=b"],
+        "compare-images": ["HOST=gpu01", "A=a", "B=b"],
+        "compare-commits": ["HOST=gpu01", "A=abc1234", "B=def5678"],
+    }
+    for target, words in compares.items():
+        line = _dry_run(target, *words, "NOISE_FROM=h.sqlite3")
+        assert "--noise-from 'h.sqlite3'" in line, (target, line)
+        assert "--noise-from" not in _dry_run(target, *words), target
+    assert "--noise-from" not in _dry_run("bench", "HOST=gpu01", "NOISE_FROM=h.sqlite3")
     smoke = _dry_run("smoke", "HOST=gpu01", "HISTORY=h.sqlite3")
     assert "--no-history" in smoke and "h.sqlite3" not in smoke
     line = _dry_run("bench", "HOST=gpu01,gpu02", "RUN_ARGS=--contexts 8K 16K", "KEEP=1")
