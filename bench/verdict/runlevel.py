@@ -109,15 +109,21 @@ def _centred(a: RunFigures, b: RunFigures, found: list[Item]) -> tuple[Centred, 
 def _side_levels(
     table: Centred, skip: Key | None = None
 ) -> tuple[dict[int, float], dict[int, float]]:
-    """(levels of the runs with MIN_CELLS cells or more, a level for every run), leaving
-    the cell `skip` out."""
+    """(levels of the runs with a level of their own, a level for every run), leaving the
+    cell `skip` out. A run has one when it measured MIN_CELLS cells or more and at least
+    half as many as its side's fullest run."""
+    cells = {r: len({key for key, _ in values}) for r, values in table.items()}
+    least = max(MIN_CELLS, math.ceil(max(cells.values(), default=0) / 2))
     full: dict[int, float] = {}
     for r, values in table.items():
         kept = [z for key, z in values if key != skip]
-        if len({key for key, _ in values if key != skip}) >= MIN_CELLS:
+        if cells[r] >= least and kept:
             full[r] = statistics.median(kept)
     # A run of a few cells (a sequential compare's later stages) has no level of its own:
-    # its cells' values are all there is to test. It gets its side's mean level.
+    # a median of the few cells left open would be mostly their own noise, and its spread
+    # with as few degrees of freedom as runs would widen every cell's interval. It gets its
+    # side's mean level; its run's deviation from it stays in its values, and the cells'
+    # tests count it (`compare._with_levels_unknown`).
     mean = math.fsum(full.values()) / len(full) if full else 0.0
     return full, {r: full.get(r, mean) for r in table}
 

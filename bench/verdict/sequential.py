@@ -264,6 +264,21 @@ def decided(comparison: Comparison) -> dict[Key, str]:
     return out
 
 
+def as_stopped(comparison: Comparison, stopped: dict[Key, CellDelta]) -> Comparison:
+    """COMPARISON with each cell that stopped as EQUIVALENT at an earlier look shown as it
+    was judged there, unless the last look found it changed. Its runs are the same; what
+    moves at later looks is the noise pooled over the cells still open, which were left
+    open for looking noisier (and their runs of a few cells, which keep their run's noise).
+    Its claim holds at alpha: each look's test at its share (`look_alpha`)."""
+    if not stopped:
+        return comparison
+    cells = tuple(
+        stopped[c.key] if c.key in stopped and c.outcome != "changed" else c
+        for c in comparison.cells
+    )
+    return replace(comparison, cells=cells)
+
+
 def beyond_budget(comparison: Comparison, open_cells: frozenset[Key], budget: int) -> int | None:
     """None while some open cell could still be decided near BUDGET runs a side (it is
     flagged, or it needs at most FUTILE_FACTOR x BUDGET to show its margin); else the runs
@@ -364,6 +379,7 @@ def run(
     open_cells: frozenset[Key] | None = None  # None: every cell (the first stage)
     last: Comparison | None = None
     closed: dict[Key, tuple[int, str]] = {}
+    stopped: dict[Key, CellDelta] = {}  # each cell stopped as equivalent, as judged then
     budget_need: int | None = None
     alpha = policy.tost_alpha
     if goal == "decide":
@@ -385,6 +401,9 @@ def run(
         if goal == "decide":
             now = {k: v for k, v in decided(last).items() if open_cells is None or k in open_cells}
             closed.update({k: (len(done), how) for k, how in now.items() if k not in closed})
+            for c in last.cells:
+                if now.get(c.key) == "equivalent" and c.key not in stopped:
+                    stopped[c.key] = c
             still = comparable(last) - set(closed)
         else:
             still = comparable(last) - settled(last, policy)
@@ -405,6 +424,7 @@ def run(
             )
             plan = chosen.stages
     assert last is not None
+    last = as_stopped(last, stopped)
     return SequentialOutcome(
         last, tuple(book.trials), len(done), book.measurements, plan, chosen,
         stopped_on_answers=last.answers.refused, goal=goal, closed=closed,

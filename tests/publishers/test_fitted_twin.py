@@ -12,10 +12,12 @@ card beside a niced CPU-bound job (7 December, /tmp runs of these steps), +6.5 %
 earlier alone run, while the fit says +1.1 %; at speed 1, +2.8 .. +3.6 % in five runs beside
 the same job and +4.3 % with two more CPU hogs at the default niceness. vLLM's dashboard
 point at speed 1 came +2.0 % beside that job and +6.0 .. +6.6 % beside a starting `make test`;
-at speed 0.5, +1.0 %. So InferenceX runs at speed 1 and vLLM's at 0.5 (the slower twins at
-twice those). MLPerf's p99 TTFT of seconds is no such figure: speed 10 keeps its 600 s of
-server time to a minute. A fitted run our client sent late is not judged (the product's
-guard) and is run again, at most three runs in all; so is one not REPRODUCED in which the
+at speed 0.5, +1.0 %. So InferenceX runs at speed 1 and vLLM's at 0.5. The slower twins run at
+four times those (MLPerf's at twice): they are judged on TPOT, which must come +7 % off or more,
+and a twin that falls behind its timeline only adds to that. MLPerf's p99 TTFT of seconds is no
+such figure: speed 10 keeps its 600 s of server time to a minute. A fitted run our client sent
+late is not judged (the product's guard) and is run again, at most three runs in all; so is one
+not REPRODUCED in which the
 twin's own loop ended a step more than 5 ms late (its /metrics): the twin did not keep its
 profile's timeline, and the run measured this machine's load, not the profile. The tests
 are `alone`: `make test` and `make integration` run them last, one at a time, with nothing of
@@ -51,14 +53,14 @@ pytestmark = [
 
 POINTS = {
     # publisher: (fixture, import options, speed of the fitted run, speed of the slower run)
-    "inferencex": (DATA / "inferencex", ("--select", "id=101"), 1.0, 2.0),
+    "inferencex": (DATA / "inferencex", ("--select", "id=101"), 1.0, 4.0),
     "vllm-dashboard": (
         DATA
         / "vllm-dashboard"
         / "serving_qwen3_8b_tp1_random_in1k_out2k_qps_10_concurrency_200.json",
         (),
         0.5,
-        1.0,
+        2.0,
     ),
     # 780 requests over MLPerf's minimum 600 s (server time): 60 s at speed 10. Its dataset
     # cannot ship: stand-in lengths, 656 out being the summary's tokens / samples.
@@ -66,7 +68,7 @@ POINTS = {
         DATA / "mlperf" / "llama3_1-405b_server_mlperf_log_summary.txt",
         ("--select", "benchmark=llama3_1-405b", "--lengths", "1024,656"),
         10.0,
-        10.0,
+        20.0,
     ),
 }
 # figure, unit, published, ours, interval, band, outcome

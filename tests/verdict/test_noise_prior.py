@@ -11,11 +11,14 @@ import random
 import pytest
 
 from bench import stats
-from bench.verdict import noise_prior, sequential
+from bench.twin import profile as profiles
+from bench.verdict import headline, noise_prior, sequential
 from bench.verdict.cells import BY_NAME, Key, RunFigures
 from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_source import merge_runs
 from tests.support.decode_cell import decode_cell
+from tools import decide_power
+from tools import verdict_power as vp
 from tools.verdict_power import run_of
 
 KEYS: list[Key] = [("decode", f"{k}K", c) for k in (1, 2, 4, 8, 16) for c in (1, 2, 4, 8)]
@@ -218,3 +221,23 @@ def test_values_from_runs_without_a_level_of_their_own_carry_its_noise() -> None
     assert unknown.p_value is not None and known.p_value is not None
     assert unknown.p_value > known.p_value
     assert unknown.df is not None and unknown.df < 100
+
+
+def test_a_cell_stopped_as_equivalent_is_reported_as_judged_at_its_look() -> None:
+    """The twin's card matrix with its default noise (1 % a cell, no run level), nothing
+    changed, a history of 3 builds run 3 times: 23 cells stop equivalent at 1 + 1, the
+    other 17 at 2 + 2 (runs of those cells only). Judged again on every run at the end,
+    cells of the first look came out not resolved (the noise pooled over the cells left
+    open, chosen for looking noisier); each keeps the verdict its look gave it."""
+    profile = profiles.load("published")
+    base = vp.simulate_card(profile, vp.CARD / vp.CARD_NAME)
+    found = decide_power._history(profile, base, 3)
+
+    def measure(side: sequential.Side, trial: int, cells: frozenset[Key] | None) -> RunFigures:
+        seed = vp._seeds(3, "A" if side == "a" else "B", trial)[-1]
+        return decide_power._restrict(vp.side(profile, base, [seed], side), cells)
+
+    out = sequential.run(measure, Policy(noise_prior=found), goal="decide")
+    assert sorted(look for look, _ in out.closed.values()) == [1] * 23 + [2] * 17
+    assert {c.outcome for c in out.comparison.cells if c.key in out.closed} == {"equivalent"}
+    assert headline.outcome(out.comparison) == "equivalent"
