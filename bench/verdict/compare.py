@@ -266,9 +266,12 @@ class Comparison:
             what = "run-to-run sd of one trial"
             if self.whole is not None:
                 what = "a cell's own run-to-run sd beyond its run's level"
+            source = f"{n.cells} cells, both sides"
+            if self.prior is not None and self.prior.used and name in self.prior.prior.figures:
+                source = "the history's alone" if n.cells == 0 else f"{source}, and the history's"
             out.append(
                 f"- {name}: {what} {n.sd_log * 100:.2f} % "
-                f"({n.df} degrees of freedom, {n.cells} cells, both sides): {how}"
+                f"({n.df} degrees of freedom, {source}): {how}"
             )
         return out
 

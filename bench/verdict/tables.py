@@ -336,12 +336,15 @@ def _method_lines(c: Comparison) -> list[str]:
         if w.changed
         else f"not shown changed (a change under {mde_shown(w.mde_pct)} can go unseen)"
     )
+    test = (
+        f"t on the history's run-level sd {w.sd_log * 100:.2f} %" if w.from_prior else "Welch's t"
+    )
     return [
         "Run-level model: every cell of a run shares that run's level (its median over the "
         "run's figures), so a change everywhere is tested on the runs' levels and a change in "
         "one cell on its values with their run's level divided out.",
         f"- Whole run: B {'slower' if w.delta_pct > 0 else 'faster'} by "
-        f"{abs(w.delta_pct):.1f} % {ci}, p={w.p_value:.2g} (Welch's t on {w.runs[0]} + "
+        f"{abs(w.delta_pct):.1f} % {ci}, p={w.p_value:.2g} ({test} on {w.runs[0]} + "
         f"{w.runs[1]} run levels, {w.df:.1f} df, at FDR {p.alpha / 2:g}): "
         f"{said}.",
         f"- Each cell: Δ = (B − A) / A on geometric means as measured; own = its change "

@@ -16,6 +16,7 @@ from bench.verdict import headline, noise_prior, sequential
 from bench.verdict.cells import BY_NAME, Key, RunFigures
 from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_source import merge_runs
+from bench.verdict.tables import compare_markdown
 from tests.support.decode_cell import decode_cell
 from tools import decide_power
 from tools import verdict_power as vp
@@ -100,6 +101,9 @@ def test_one_run_a_side_is_raw_alone_and_equivalent_with_the_prior() -> None:
     lines = "\n".join(with_prior.noise_lines())
     assert "Noise measured before this compare (test history): 60 runs of 20 build(s)" in lines
     assert "Pooled with this compare's own noise" in lines
+    page = compare_markdown(with_prior)
+    assert "(t on the history's run-level sd " in page
+    assert "degrees of freedom, the history's alone)" in page
 
 
 def test_one_cell_20_pct_slower_is_changed_with_one_run_a_side() -> None:
