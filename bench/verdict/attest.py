@@ -62,7 +62,7 @@ from bench.errors import Exit, UsageError
 from bench.publishers.reproduce import PublisherReproduction
 from bench.verdict import headline
 from bench.verdict.cells import Key
-from bench.verdict.compare import Comparison
+from bench.verdict.compare import Comparison, PriorUse
 from bench.verdict.reproduce import Reproduction
 
 
@@ -318,5 +318,19 @@ def compare_body(c: Comparison, code: Exit) -> dict[str, Any]:
         "a": {"name": c.a.name},
         "b": {"name": c.b.name},
         "settings_differ": [d.name for d in c.settings.blocking],
+        "noise_prior": None if c.prior is None else _prior(c.prior),
         **_listed("figures", rows),
+    }
+
+
+def _prior(use: PriorUse) -> dict[str, Any]:
+    """The noise measured before the compare (--noise-from): where from, and whether used."""
+    p = use.prior
+    return {
+        "source": p.source,
+        "runs": p.runs,
+        "builds": p.builds,
+        "run_level_sd_pct": _num(p.run_sd_log * 100.0),
+        "used": use.used,
+        "why_not": use.why_not,
     }

@@ -11,8 +11,9 @@ import random
 import pytest
 
 from bench import stats
+from bench.errors import Exit
 from bench.twin import profile as profiles
-from bench.verdict import headline, noise_prior, sequential
+from bench.verdict import attest, headline, noise_prior, sequential
 from bench.verdict.cells import BY_NAME, Key, RunFigures
 from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_source import merge_runs
@@ -245,3 +246,17 @@ def test_a_cell_stopped_as_equivalent_is_reported_as_judged_at_its_look() -> Non
     assert sorted(look for look, _ in out.closed.values()) == [1] * 23 + [2] * 17
     assert {c.outcome for c in out.comparison.cells if c.key in out.closed} == {"equivalent"}
     assert headline.outcome(out.comparison) == "equivalent"
+
+
+def test_the_attestation_of_a_compare_says_the_noise_it_was_given_and_whether_used() -> None:
+    rng = random.Random(11)
+    a, b = run("A", rng), run("B", rng)
+    used = attest.compare_body(compare(a, b, Policy(noise_prior=prior())), Exit.OK)
+    assert used["noise_prior"]["source"] == "test history"
+    assert used["noise_prior"]["runs"] == 60 and used["noise_prior"]["used"] is True
+    assert used["noise_prior"]["why_not"] is None
+    loud = run("A", rng, own_sd=0.02), run("B", rng, own_sd=0.02)
+    refused = attest.compare_body(compare(*loud, Policy(noise_prior=prior())), Exit.OK)
+    assert refused["noise_prior"]["used"] is False
+    assert "noisier than the history's" in refused["noise_prior"]["why_not"]
+    assert attest.compare_body(compare(a, b, Policy()), Exit.OK)["noise_prior"] is None
