@@ -250,6 +250,8 @@ def compare_parts(c: Comparison) -> list[str]:
     if c.answers.refused:  # what B's figures say is not judged
         return parts
     parts += [f"<p>{html.escape(line)}</p>" for line in fewer_trials_lines(c)]
+    if c.prior is not None:  # the noise measured before the compare (--noise-from)
+        parts += [f"<p>{html.escape(line.lstrip('- '))}</p>" for line in c.prior.lines()]
     said = c.summaries() + [s.lstrip("- ") for s in budget.lines(c)]
     items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
     parts.append(f"<ul>{items}</ul>")

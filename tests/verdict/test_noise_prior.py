@@ -13,7 +13,7 @@ import pytest
 from bench import stats
 from bench.errors import Exit
 from bench.twin import profile as profiles
-from bench.verdict import attest, headline, noise_prior, sequential
+from bench.verdict import attest, headline, noise_prior, page, sequential
 from bench.verdict.cells import BY_NAME, Key, RunFigures
 from bench.verdict.compare import Policy, compare, figure_delta
 from bench.verdict.run_source import merge_runs
@@ -260,3 +260,11 @@ def test_the_attestation_of_a_compare_says_the_noise_it_was_given_and_whether_us
     assert refused["noise_prior"]["used"] is False
     assert "noisier than the history's" in refused["noise_prior"]["why_not"]
     assert attest.compare_body(compare(a, b, Policy()), Exit.OK)["noise_prior"] is None
+
+
+def test_the_compare_page_says_the_noise_it_was_given() -> None:
+    rng = random.Random(11)
+    a, b = run("A", rng), run("B", rng)
+    shown = "".join(page.compare_page([compare(a, b, Policy(noise_prior=prior()))]))
+    assert "Noise measured before this compare (test history): 60 runs of 20 build(s)" in shown
+    assert "Noise measured before" not in "".join(page.compare_page([compare(a, b, Policy())]))
