@@ -26,6 +26,9 @@ from provisioning.hosts.remote import (
 from provisioning.retry import retry_call
 
 CHUNK_BYTES = 1 << 20
+# How long a stopped copy waits for paramiko to finish sending its read requests (a 384 MiB
+# bundle is 12,288 of them; sent without waiting for replies) before the connection closes.
+READ_AHEAD_WAIT_S = 10.0
 
 
 class TransferStopped(TransferFailed):
@@ -106,10 +109,13 @@ def _get_once(
         done = 0
     src = sftp.open(remote_path, "rb")
     stopped = False
+    ahead: list[threading.Thread] = []
     try:
         with part.open("ab") as dst:
             src.seek(done)
+            before = set(_read_ahead_threads())
             src.prefetch(size)
+            ahead = [t for t in _read_ahead_threads() if t not in before]
             while done < size:
                 if stop is not None and stop.is_set():
                     stopped = True
@@ -123,10 +129,20 @@ def _get_once(
                     progress(done, size)
     finally:
         # Closing a file waits for every read-ahead reply, i.e. the rest of the file:
-        # a stopped copy leaves it open; closing the connection (the caller) ends it.
+        # a stopped copy leaves it open; closing the connection (the caller) ends it. But
+        # not under paramiko's thread that is still sending the file's read requests: it
+        # would end in a traceback on the terminal (a Ctrl-C during the pull-back under
+        # stress-ng, 7 December). It sends them without waiting for replies; a bounded wait.
         if not stopped:
             src.close()
+        for thread in ahead:
+            thread.join(timeout=READ_AHEAD_WAIT_S)
     return size
+
+
+def _read_ahead_threads() -> list[threading.Thread]:
+    """paramiko's read-ahead threads (SFTPFile._prefetch_thread, named after it)."""
+    return [t for t in threading.enumerate() if t.name.endswith("(_prefetch_thread)")]
 
 
 def put(

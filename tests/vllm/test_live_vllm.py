@@ -204,8 +204,10 @@ def test_the_otlp_totals_agree_with_results_json(live: LiveRun) -> None:
     for s in otlp.measured(live.out):
         origin = s["start_s"] if s["sent_s"] is None else s["sent_s"]
         ends[s["context"]] = ends.get(s["context"], 0.0) + s["end_s"] - origin
-    # Per point and trial: tokens exactly, durations within 1 %; the warm-ups apart.
-    assert otlp.check_point_totals(live.points, points) == sum(CONCURRENCIES)
+    # Per point and trial: tokens exactly, durations e2el plus each stream's tail after its
+    # last token (samples.jsonl); the warm-ups apart.
+    tails = otlp.stream_tails(live.out)
+    assert otlp.check_point_totals(live.points, points, tails) == sum(CONCURRENCIES)
     for pt in points:  # and every answer its full length, every duration samples.jsonl's
         i, trial = pt["index"], pt["trial"]
         _, output = otlp.point_sum(live.points, "gen_ai.client.token.usage", i, trial,
