@@ -676,6 +676,12 @@ def compare(a: RunFigures, b: RunFigures, policy: Policy) -> Comparison:
             whole = _whole(lv, policy, None)
             if whole is not None:
                 tested_a, tested_b = runlevel.residuals(a, b, found)
+    if policy.noise_prior is not None and use is None:
+        why = (
+            f"fewer than {runlevel.MIN_CELLS} cells valid on both sides with a run's level: "
+            "the run-level model it is for does not apply"
+        )
+        use = PriorUse(policy.noise_prior, False, why)
     share = 0.5 if whole is not None else 1.0
     # the runs with a level of their own, each side (None: every run counts as having one)
     lv_runs: tuple[set[int] | None, set[int] | None] = (None, None)

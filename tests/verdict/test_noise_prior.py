@@ -268,3 +268,13 @@ def test_the_compare_page_says_the_noise_it_was_given() -> None:
     shown = "".join(page.compare_page([compare(a, b, Policy(noise_prior=prior()))]))
     assert "Noise measured before this compare (test history): 60 runs of 20 build(s)" in shown
     assert "Noise measured before" not in "".join(page.compare_page([compare(a, b, Policy())]))
+
+
+def test_a_prior_given_to_a_compare_of_too_few_cells_is_said_not_used() -> None:
+    rng = random.Random(16)
+    a, b = run("A", rng), run("B", rng)
+    fa, fb = (dataclasses.replace(r, cells={k: r.cells[k] for k in KEYS[:2]}) for r in (a, b))
+    c = compare(fa, fb, Policy(noise_prior=prior()))
+    assert c.prior is not None and not c.prior.used
+    assert c.prior.why_not is not None and "fewer than 3 cells" in c.prior.why_not
+    assert c.raw_only
