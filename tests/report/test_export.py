@@ -129,9 +129,9 @@ def test_the_csv_reproduces_every_number_of_tables_md(
             half = T95_TWO_TRIALS * values.std(ddof=1) / math.sqrt(2)
             return f"{values.mean():{fmt}} ± {half:{fmt}}"
 
-        assert total == pm("total_tok_s", 1, ",.1f")
-        assert ttft == pm("ttft_s", 1000, ",.0f") + " ms"
-        assert tbt == pm("tbt_s", 1000, ",.1f") + " ms"
+        assert _within_a_digit(total, pm("total_tok_s", 1, ",.1f"), 0.1)
+        assert _within_a_digit(ttft, pm("ttft_s", 1000, ",.0f") + " ms", 1.0)
+        assert _within_a_digit(tbt, pm("tbt_s", 1000, ",.1f") + " ms", 0.1)
         checked += 3
     assert checked >= 40, checked  # the run printed what it should have
 
@@ -227,3 +227,17 @@ def test_a_garbled_samples_line_is_one_line_of_error(
     err = capsys.readouterr().err
     assert f"samples.jsonl:{n}: not a request record of `bench run`" in err
     assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def _within_a_digit(shown: str, expected: str, digit: float) -> bool:
+    """ "mean ± half" as tables.md shows it against the same from the CSV's values: equal to
+    the last digit shown, give or take one: computed another way here (pandas' std), a
+    half-width on a rounding boundary printed 519.4 in tables.md and 519.3 from the CSV's
+    values once (a fresh clone's make test under stress-ng, 7 December)."""
+
+    def numbers(text: str) -> tuple[float, float]:
+        mean, half = text.removesuffix(" ms").replace(",", "").split(" ± ")
+        return float(mean), float(half)
+
+    got, want = numbers(shown), numbers(expected)
+    return all(abs(g - w) <= digit * 1.000001 for g, w in zip(got, want, strict=True))
