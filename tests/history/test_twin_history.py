@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
-import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -16,6 +15,7 @@ from bench.history import database
 from bench.history.database import Target
 from bench.results import Results
 from tests.bundle.conftest import Keys
+from tests.support import procs
 from tests.support.twinproc import start_twin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -23,10 +23,7 @@ SPEED = 5.0
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *args], check=False, capture_output=True, text=True,
-        timeout=500,
-    )  # fmt: skip
+    return procs.run_bench(*args, timeout_s=500)
 
 
 def test_a_twin_run_is_recorded_with_its_profile_and_its_figures_at_server_speed(

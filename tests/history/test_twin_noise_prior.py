@@ -18,6 +18,7 @@ from bench.bundle.pack import pack
 from bench.twin import noise
 from bench.twin import profile as profiles
 from tests.bundle.conftest import Keys
+from tests.support import procs
 from tests.support.priority import prioritize
 from tests.support.twinproc import start_twin
 
@@ -30,10 +31,7 @@ SLOWER = 1.3
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *args], check=False, capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
+    return procs.run_bench(*args, timeout_s=120)
 
 
 def _run(

@@ -71,6 +71,14 @@ def bench(*args: str, mark: str, env: dict[str, str] | None = None) -> subproces
 _started: list[subprocess.Popen[str]] | None = None
 
 
+def run_bench(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`python -m bench ARGS` to its end (at most TIMEOUT_S), output captured, any exit."""
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args], check=False, capture_output=True, text=True,
+        timeout=timeout_s,
+    )  # fmt: skip
+
+
 def track(proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
     """PROC, to be killed with its group and its pipes closed when the test's body ends."""
     if _started is not None:
