@@ -33,7 +33,8 @@ def _pass(n: int, live: bool, cpu_us: float) -> dict[str, Any]:
         "errors": 0,
     }
     if live:
-        got.update(otlp_exports=5, otlp_bytes=20_000, scrapes_ok=4, scrapes_failed=0)
+        got.update(otlp_exports=5, otlp_bytes=20_000, scrapes_ok=4, scrapes_failed=0,
+                   scrapes_not_listening=1)  # fmt: skip
     return got
 
 
@@ -60,6 +61,17 @@ def test_each_passs_on_client_is_divided_by_its_off_client() -> None:
     assert live_cost.summarize(live_cost.FULL, passes)["met"] is False
 
 
+def test_a_refusal_before_the_first_answer_or_after_the_last_is_not_a_failed_scrape() -> None:
+    counts = live_cost.scrape_counts
+    got = counts(["refused", "refused", "ok", "ok", "refused"])
+    assert got == {"scrapes_ok": 2, "scrapes_failed": 0, "scrapes_not_listening": 3}
+    # Between two answers a refusal is a failure; a timeout or a bad body is one anywhere.
+    got = counts(["failed", "ok", "refused", "failed", "ok", "failed", "refused"])
+    assert got == {"scrapes_ok": 2, "scrapes_failed": 4, "scrapes_not_listening": 1}
+    assert counts(["refused", "refused"])["scrapes_failed"] == 2  # never answered
+    assert counts([]) == {"scrapes_ok": 0, "scrapes_failed": 0, "scrapes_not_listening": 0}
+
+
 def test_the_plan_is_client_capacitys_128_paced_regime_with_requests_ending_in_the_window() -> None:
     p = live_cost.FULL
     assert (p.streams, p.interval_ms, p.max_tokens, p.passes) == (128, 10.0, 512, 3)
@@ -83,6 +95,6 @@ def test_one_tiny_pass_each_way_measures_and_exports(tmp_path: Path) -> None:
     assert off["tokens_counted"] == off["tokens_sent"] and on["tokens_counted"] == on["tokens_sent"]
     assert "otlp_exports" not in off
     assert on["otlp_exports"] >= 1 and on["otlp_bytes"] > 0  # the last export at the end, at least
-    assert on["scrapes_failed"] == 0
+    assert on["scrapes_ok"] >= 1 and on["scrapes_failed"] == 0  # the first as soon as it answers
     assert got["ratio_median"] is not None and got["ratio_median"] > 0
     assert "Live export's cost" in proc.stdout

@@ -17,7 +17,8 @@ from pass to pass (off first, on first, off first, ...). "On" is `--otel-url` po
 DiscardingOtlpReceiver, a real OTLP/HTTP endpoint in this process on 127.0.0.1 that reads
 each POST and answers 200 with nothing in it (an empty ExportMetricsServiceResponse), at
 the default `--otel-interval` (5 s), and `--metrics-port` on a free port of 127.0.0.1, which
-this process scrapes every SCRAPE_S as a Prometheus server would. The receiver and the
+this process scrapes as soon as it first answers, then every SCRAPE_S, as a Prometheus
+server would. The receiver and the
 scraper run here, not in the client's process: only what the client does for them counts.
 
 Figure: client CPU-seconds per token (utime + stime of each load generator and its
@@ -38,6 +39,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -49,6 +51,7 @@ from tools.perf import procs
 
 TARGET_RATIO = 1.02
 SCRAPE_S = 5.0
+FIRST_SCRAPE_S = 0.25  # until the endpoint first answers
 OTEL_INTERVAL_S = 5.0  # bench run's default --otel-interval (bench.live.flags)
 RUN_BOUND_FACTOR = 3.0  # a pass that takes this x its paced length (+ START_BOUND_S) is stopped
 START_BOUND_S = 60.0
@@ -62,7 +65,9 @@ DEFINITIONS = {
     "(the OTLP reader's, prometheus-client's HTTP server) are the client's own, so counted",
     "on": "the load generator with --otel-url http://127.0.0.1:PORT (a receiver in the "
     "harness: reads each POST, answers 200 with an empty body) at --otel-interval 5 and "
-    "--metrics-port on 127.0.0.1, scraped by the harness every 5 s; off: neither flag",
+    "--metrics-port on 127.0.0.1, scraped by the harness as soon as it answers (tried every "
+    "0.25 s), then every 5 s; a refused connection before its first answer or after its "
+    "last is 'not listening', any other miss a failed scrape; off: neither flag",
     "ratio": "per pass, the on client's CPU-seconds per token ÷ the off client's, the two "
     "run at the same time on the client core, each against its own streamer (which starts "
     "first, and on which streamer, alternates by pass); median, lowest and highest over "
@@ -134,32 +139,60 @@ class DiscardingOtlpReceiver:
 
 
 class _MetricsScraper:
-    """GET /metrics every SCRAPE_S until stopped; counts the answers that hold the run's
-    request counter."""
+    """GET /metrics until stopped: tried every FIRST_SCRAPE_S until it first answers, then
+    every SCRAPE_S. An answer that holds the run's request counter is ok. A refused connection
+    before the first answer or after the last one is the endpoint not listening yet or any
+    more (the client opens it as it starts and closes it with its last export), counted
+    apart; every other miss (a timeout, an error status, a reset, a body without the
+    counter, a refusal between two answers) is a failed scrape."""
 
     def __init__(self, url: str) -> None:
-        self.url, self.ok, self.failed = url, 0, 0
+        self.url = url
+        self.results: list[str] = []  # "ok", "refused" or "failed", in order
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(SCRAPE_S):
+        while not self._stop.wait(SCRAPE_S if "ok" in self.results else FIRST_SCRAPE_S):
             self.scrape()
 
     def scrape(self) -> None:
         try:
             with urllib.request.urlopen(self.url, timeout=HTTP_TIMEOUT_S) as r:  # noqa: S310 - loopback
                 text = r.read().decode()
-            good = "bench_run_requests_total" in text
+            self.results.append("ok" if "bench_run_requests_total" in text else "failed")
+        except ConnectionRefusedError:
+            self.results.append("refused")
+        except urllib.error.URLError as e:
+            refused = isinstance(e.reason, ConnectionRefusedError)
+            self.results.append("refused" if refused else "failed")
         except OSError:
-            good = False
-        self.ok += good
-        self.failed += not good
+            self.results.append("failed")
 
     def stop(self) -> None:
         self._stop.set()
         self.thread.join(HTTP_TIMEOUT_S + SCRAPE_S)
+
+    def counts(self) -> dict[str, int]:
+        return scrape_counts(self.results)
+
+
+def scrape_counts(results: list[str]) -> dict[str, int]:
+    """ok, failed, and not listening (refused before the first ok or after the last one)."""
+    oks = [i for i, r in enumerate(results) if r == "ok"]
+    if not oks:
+        return {"scrapes_ok": 0, "scrapes_failed": len(results), "scrapes_not_listening": 0}
+    first, last = oks[0], oks[-1]
+    outside = [r for i, r in enumerate(results) if i < first or i > last]
+    inside = results[first : last + 1]
+    return {
+        "scrapes_ok": len(oks),
+        "scrapes_failed": inside.count("failed")
+        + inside.count("refused")
+        + outside.count("failed"),
+        "scrapes_not_listening": outside.count("refused"),
+    }
 
 
 def free_port() -> int:
@@ -258,7 +291,7 @@ def _pass(
     posts, size = receiver.seen()
     figs[True].update(otlp_exports=posts - posts0, otlp_bytes=size - bytes0)
     if scraper is not None:
-        figs[True].update(scrapes_ok=scraper.ok, scrapes_failed=scraper.failed)
+        figs[True].update(scraper.counts())
     return figs
 
 
@@ -354,7 +387,8 @@ def summarize(
             default=None,
         )
     sides["on"]["otlp_exports"] = sum(r.get("otlp_exports", 0) for r in on)
-    sides["on"]["scrapes_ok"] = sum(r.get("scrapes_ok", 0) for r in on)
+    for key in ("scrapes_ok", "scrapes_failed", "scrapes_not_listening"):
+        sides["on"][key] = sum(r.get(key, 0) for r in on)
     a, b = sides["off"]["cpu_s_per_token"], sides["on"]["cpu_s_per_token"]
     ratio = statistics.median(ratios) if ratios else None
     return {

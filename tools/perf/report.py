@@ -177,7 +177,8 @@ def live_table(o: dict[str, Any]) -> str:
     out = [
         f"Live export's cost at {p['streams']} paced {p['interval_ms']:g} ms streams "
         f"({p['requests']} requests of {p['max_tokens']} tokens back to back per stream; "
-        f"--otel-interval {o['otel_interval_s']:g} s, /metrics scraped every {o['scrape_s']:g} s; "
+        f"--otel-interval {o['otel_interval_s']:g} s, /metrics scraped from its first answer "
+        f"every {o['scrape_s']:g} s; "
         f"{p['passes']} pass(es), off and on at the same time in each, started in the order "
         f"{' '.join(o['order'])})",
         "",
@@ -189,7 +190,10 @@ def live_table(o: dict[str, Any]) -> str:
         f = o[side]
         counted = f["min_counted_over_sent"]
         exports = str(f["otlp_exports"]) if side == "on" else "—"
-        scrapes = str(f["scrapes_ok"]) if side == "on" else "—"
+        scrapes = "—"
+        if side == "on":
+            failed = f.get("scrapes_failed", 0)
+            scrapes = str(f["scrapes_ok"]) + (f" ({failed} failed)" if failed else "")
         out.append(
             f"| {name} | {_us(f['cpu_s_per_token'])} | {_k(f['tokens_per_cpu_s'])} "
             f"| {_k(f['tokens_per_s'])} | {_share(f['client_core_share'])} "
