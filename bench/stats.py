@@ -298,9 +298,13 @@ class PooledNoise:
         is the pooled sd with the pooled df."""
         if math.isinf(self.prior_df) or d <= 0:
             return self.sd_log, float(self.df)
-        d0 = self.prior_df
-        var = (d0 * self.sd_log**2 + ss) / (d0 + d)
-        return math.sqrt(var), d0 + d
+        return pool_sd(self.sd_log, self.prior_df, ss, d)
+
+
+def pool_sd(sd: float, df: float, ss: float, d: float) -> tuple[float, float]:
+    """(sd, df) of a variance sd² known on df degrees of freedom and a sum of squared
+    deviations ss on d more, weighed by their degrees of freedom: (df sd² + ss) / (df + d)."""
+    return math.sqrt((df * sd**2 + ss) / (df + d)), df + d
 
 
 def prior_df(groups: Sequence[Sequence[float]]) -> float:

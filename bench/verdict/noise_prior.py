@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bench import distributions
+from bench import distributions, stats
 from bench.verdict.cells import BY_NAME, Key, RunFigures, metrics_of
 from bench.verdict.runlevel import MIN_CELLS
 
@@ -145,8 +145,7 @@ def pooled(
     """(sd, df) of the prior's variance and the compare's own, weighed by their df."""
     if own_sd is None or own_df <= 0:
         return prior_sd, prior_df
-    var = (prior_df * prior_sd**2 + own_df * own_sd**2) / (prior_df + own_df)
-    return math.sqrt(var), prior_df + own_df
+    return stats.pool_sd(prior_sd, prior_df, own_df * own_sd**2, own_df)
 
 
 def noisier(own_sd: float, own_df: float, prior_sd: float, prior_df: float) -> float | None:
