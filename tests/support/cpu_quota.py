@@ -61,9 +61,25 @@ def _controller_root() -> tuple[Path, str]:
     )
 
 
+# The scheduler's weight of a task at niceness -20 .. 19 (the kernel's sched_prio_to_weight):
+# a cgroup v1 group's cpu.shares at the weight of one task of that niceness.
+NICE_WEIGHT = (
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
+    9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
+    1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+    110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+)  # fmt: skip
+
+
 @contextlib.contextmanager
-def cpu_quota(cpus: float, name: str) -> Iterator[CpuQuota]:
-    """A group whose processes together get at most CPUS of CPU time per period."""
+def cpu_quota(cpus: float, name: str, nice: int | None = None) -> Iterator[CpuQuota]:
+    """A group whose processes together get at most CPUS of CPU time per period.
+
+    Against the machine's other work the group competes as one task, of the default weight
+    (niceness 0) whatever its processes' own niceness: niceness orders the tasks inside a
+    group, not the group against the rest. NICE gives the group the weight of one task of
+    that niceness (cpu.shares, v1; cpu.weight.nice, v2), so that the quota, not the load
+    beside it, is what holds it back."""
     root, version = _controller_root()
     folder = root / f"bench-quota-{name}-{os.getpid()}"
     folder.mkdir()
@@ -72,8 +88,12 @@ def cpu_quota(cpus: float, name: str) -> Iterator[CpuQuota]:
         if version == "v1":
             (folder / "cpu.cfs_period_us").write_text(str(PERIOD_US))
             (folder / "cpu.cfs_quota_us").write_text(str(quota))
+            if nice is not None:
+                (folder / "cpu.shares").write_text(str(NICE_WEIGHT[nice + 20]))
         else:
             (folder / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+            if nice is not None:
+                (folder / "cpu.weight.nice").write_text(str(nice))
         yield CpuQuota(folder, cpus)
     finally:
         deadline = time.monotonic() + 10
