@@ -114,7 +114,7 @@ def test_server_container_dying_mid_sweep_brings_back_the_finished_cells(
     _, err = proc.communicate(timeout=600)
     err = seen + err
     assert proc.returncode == Exit.RUN_FAILED, err[-3000:]
-    assert "Traceback" not in err, err[max(err.find("Traceback") - 400, 0) :][:4000]
+    assert "Traceback" not in err, _around_traceback(err)
     assert "`bench run` on bench-test-host exited with" in err
     bundle = tmp_path / "results" / ssh_host.alias / run_id
     results = Results.model_validate_json((bundle / "results.json").read_text())
@@ -134,7 +134,7 @@ def test_ssh_dropped_mid_sweep_brings_back_the_cells_and_leaves_nothing(
     try:
         _, err = proc.communicate(timeout=600)
         err = seen + err
-        assert "Traceback" not in err, err[max(err.find("Traceback") - 400, 0) :][:4000]
+        assert "Traceback" not in err, _around_traceback(err)
         # the sweep went on inside the container without us: every cell, a complete run
         assert proc.returncode == Exit.OK, err[-3000:]
         bundle = tmp_path / "results" / ssh_host.alias / run_id
@@ -166,7 +166,7 @@ def test_ctrl_c_during_pull_back_stops_the_copy_marks_it_partial_and_leaves_noth
         out, err = proc.communicate(timeout=600)
         err = seen + err
         assert proc.returncode == Exit.INTERRUPTED, err[-3000:]
-        assert "Traceback" not in err, err[max(err.find("Traceback") - 400, 0) :][:4000]
+        assert "Traceback" not in err, _around_traceback(err)
         assert "interrupted on bench-test-host while pulling back the bundle" in err, err[-3000:]
         assert "(an incomplete copy); the signed bundle stays on the host" in err
         assert " interrupted " in out  # the summary row
@@ -216,7 +216,7 @@ def test_ssh_dropped_while_signing_and_again_after_reconnecting_is_signed_again(
         _, err = proc.communicate(timeout=600)
         err = seen + err
         assert proc.returncode == Exit.OK, err[-3000:]
-        assert "Traceback" not in err, err[max(err.find("Traceback") - 400, 0) :][:4000]
+        assert "Traceback" not in err, _around_traceback(err)
         assert err.count("reconnected; signing again") == 2, err[-3000:]
         bundle = tmp_path / "results" / ssh_host.alias / run_id
         results = Results.model_validate_json((bundle / "results.json").read_text())
@@ -229,3 +229,8 @@ def test_ssh_dropped_while_signing_and_again_after_reconnecting_is_signed_again(
         if proc.poll() is None:
             proc.kill()
         _remove_left(run_id)
+
+
+def _around_traceback(err: str) -> str:
+    """ERR from a little before its first traceback: what the assertion shows."""
+    return err[max(err.find("Traceback") - 400, 0) :][:4000]
