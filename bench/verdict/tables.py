@@ -402,6 +402,8 @@ def compare_markdown(c: Comparison) -> str:
             "One trial a side: run-to-run noise is unknown, so noise cannot be told from change."
             " Only the raw Δ is shown; run 3 trials a side (separate bundles) for a verdict."
         )
+        # --noise-from's history, and why it could not stand in for the missing noise
+        lines += [] if c.prior is None else c.prior.lines()
     else:
         lines += _method_lines(c)
         lines += one_start_lines(c)

@@ -28,6 +28,7 @@ SPEED = 5.0
 MATRIX = ("--contexts", "8K", "16K", "--prefill-only-contexts",
           "--concurrencies", "1", "2", "4", "--duration", "3")  # fmt: skip
 SLOWER = 1.3
+SLOW_TRIES = 3
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +67,6 @@ def test_a_history_of_one_build_judges_one_run_a_side(tmp_path: pathlib.Path, si
 
     history = [_run(tmp_path, f"h{seed}", seed, signer) for seed in (1, 2, 3)]
     a, b = _run(tmp_path, "a", 11, signer), _run(tmp_path, "b", 12, signer)
-    b_slow = _run(tmp_path, "b-slow", 13, signer, str(slower))
     # Every run of the build recorded, A and B too, as `bench run --history` would.
     done = _bench("history", "ingest", *map(str, [*history, a, b]), "--db", str(db), *trusted)
     assert done.returncode == 0, done.stderr
@@ -96,12 +96,9 @@ def test_a_history_of_one_build_judges_one_run_a_side(tmp_path: pathlib.Path, si
         assert "Not used: this compare's runs are noisier than the history's" in out, out
         assert "RAW Δ ONLY" in out and judged.returncode == 9, out + judged.stderr
 
-    slow = _bench(*judge, str(a), str(b_slow), "--noise-from", str(db))
+    slow = _judge_slower(tmp_path, signer, str(slower), [*judge, str(a)], db)
     out = slow.stdout
-    # The verdict's noise lines first: a whole output is cut by pytest before them (a fresh
-    # clone's make test under stress-ng, 7 December, exit not 1, its reason not shown).
-    said_noise = [line for line in out.splitlines() if "oise" in line or "Whole run" in line]
-    assert slow.returncode == 1, "\n".join(said_noise) + "\n" + out[-3000:] + slow.stderr
+    assert slow.returncode == 1, out + slow.stderr
     assert said in out and "Pooled with this compare's own noise" in out
     # B is no longer compared: the history's 3 and B, A left out.
     assert "): 4 runs of 1 build(s); a run's level varies by " in out
@@ -110,3 +107,22 @@ def test_a_history_of_one_build_judges_one_run_a_side(tmp_path: pathlib.Path, si
     assert whole is not None, out
     assert 20 < float(whole.group(1)) < 40
     assert f"EVERY CELL SLOWER BY {whole.group(1)} % (A CHANGE OF THE WHOLE RUN)" in out
+
+
+def _judge_slower(
+    root: pathlib.Path, signer: Keys, profile: str, judge: list[str], db: pathlib.Path
+) -> subprocess.CompletedProcess[str]:
+    """The twin 30 % slower, one run, judged against A with the history. A run whose cells'
+    changes spread more than the history's noise (the machine busier than while the history
+    ran) is refused the prior, as it should be: that answer is checked, and B is measured
+    again, as its user would, up to SLOW_TRIES runs. (A fresh clone's make test under
+    stress-ng, 7 December, ended one such run in raw Δ, exit 9, every cell valid: the
+    refusal is the one way there, and that output did not yet print it.)"""
+    for seed in range(13, 13 + SLOW_TRIES):
+        b_slow = _run(root, f"b-slow-{seed}", seed, signer, profile)
+        slow = _bench(*judge, str(b_slow), "--noise-from", str(db))
+        if "Not used: this compare's runs are noisier than the history's" not in slow.stdout:
+            return slow
+        assert slow.returncode == 9 and "RAW Δ ONLY" in slow.stdout, slow.stdout + slow.stderr
+        assert re.search(r"F-test p = \S+\); this compare's own noise only\.", slow.stdout)
+    return slow

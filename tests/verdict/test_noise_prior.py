@@ -125,6 +125,8 @@ def test_runs_noisier_than_their_history_do_not_use_it() -> None:
     assert c.prior.why_not is not None and "noisier than the history's" in c.prior.why_not
     assert c.raw_only  # 1 run a side, its own noise only: nothing can be judged
     assert "Not used: this compare's runs are noisier" in "\n".join(c.noise_lines())
+    # the raw Δ page says it too: a prior given and set aside is never left unsaid
+    assert "Not used: this compare's runs are noisier" in compare_markdown(c)
 
 
 def test_a_run_level_measured_today_is_never_pooled_with_the_historys() -> None:
