@@ -96,7 +96,15 @@ def test_a_postgresql_stopped_during_the_run_loses_nothing(
             runs = conn.query("SELECT run_id, trust, launch_profile FROM runs")
             cells = conn.query("SELECT status FROM cells WHERE phase = 'decode'")
         assert runs == [(_run_id(tmp_path), "signed", "twin:published")]
-        assert cells == [("valid",)]
+        # the run's one decode cell as the run measured it: valid, or (a fresh clone's make
+        # test under stress-ng beside a vLLM container, 7 December) invalid with no token in
+        # its 5 s window; what is recorded later is what the run has, either way
+        assert len(cells) == 1 and cells == [(status,) for status in _decode_statuses(tmp_path)]
+
+
+def _decode_statuses(tmp_path: pathlib.Path) -> list[str]:
+    results = json.loads((tmp_path / "results" / "run1" / "results.json").read_text())
+    return [str(cell["status"]) for cell in results["cells"]]
 
 
 def test_a_sqlite_history_that_is_no_database_loses_nothing(tmp_path: pathlib.Path) -> None:
