@@ -282,7 +282,11 @@ def as_stopped(comparison: Comparison, stopped: dict[Key, CellDelta]) -> Compari
 def beyond_budget(comparison: Comparison, open_cells: frozenset[Key], budget: int) -> int | None:
     """None while some open cell could still be decided near BUDGET runs a side (it is
     flagged, or it needs at most FUTILE_FACTOR x BUDGET to show its margin); else the runs
-    a side they need (0: more than equivalence.MAX_RUNS)."""
+    a side they need (0: more than equivalence.MAX_RUNS). A look with no noise to judge by
+    (1 run a side whose history was set aside: raw Δ only) says nothing of what more runs
+    need: None, so the next look, with a run's level of its own, is taken."""
+    if comparison.raw_only:
+        return None
     cells = [c for c in comparison.cells if c.key in open_cells]
     if not cells or any(c.flagged for c in cells):
         return None

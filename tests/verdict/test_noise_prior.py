@@ -190,6 +190,21 @@ def test_decide_with_a_prior_looks_first_at_one_run_a_side() -> None:
     assert len(taken) >= 4
 
 
+def test_decide_whose_history_is_set_aside_at_1_plus_1_goes_on_to_its_next_look() -> None:
+    """Runs noisier than their history: the first look is raw Δ, which says nothing of what
+    more runs need (it had said "more than 100,000 runs a side" and stopped there)."""
+    rng = random.Random(5)
+    sides = {side: [run(f"{side}{i}", rng, own_sd=0.02) for i in range(5)] for side in "ab"}
+    first = compare(sides["a"][0], sides["b"][0], Policy(noise_prior=prior()))
+    assert first.raw_only and first.prior is not None and not first.prior.used
+    assert sequential.beyond_budget(first, frozenset(KEYS), 5) is None
+    measure, taken = _measure(sides)
+    out = sequential.run(measure, Policy(noise_prior=prior()), goal="decide")
+    # 2 + 2 and on: each side's second run, with every cell still open
+    assert taken[2:4] == [("a", 2, len(KEYS)), ("b", 2, len(KEYS))]
+    assert not out.comparison.raw_only and out.budget_need != 0
+
+
 def test_a_change_everywhere_seen_on_the_historys_run_level_closes_no_cell() -> None:
     """Every cell 10 % slower with 1 run a side: the whole-run test (on the history's run
     level) flags it, but the look closes nothing as changed; the next runs' own levels do."""
