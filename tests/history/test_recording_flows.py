@@ -12,6 +12,7 @@ import pathlib
 import shlex
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,15 @@ def _history_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("history: ")]
 
 
+def _results(tmp_path: pathlib.Path) -> dict[str, Any]:
+    results: dict[str, Any] = json.loads(
+        (tmp_path / "results" / "run1" / "results.json").read_text()
+    )
+    return results
+
+
 def _run_id(tmp_path: pathlib.Path) -> str:
-    results = json.loads((tmp_path / "results" / "run1" / "results.json").read_text())
-    return str(results["run_id"])
+    return str(_results(tmp_path)["run_id"])
 
 
 def _not_recorded(
@@ -99,12 +106,8 @@ def test_a_postgresql_stopped_during_the_run_loses_nothing(
         # the run's one decode cell as the run measured it: valid, or (a fresh clone's make
         # test under stress-ng beside a vLLM container, 7 December) invalid with no token in
         # its 5 s window; what is recorded later is what the run has, either way
-        assert len(cells) == 1 and cells == [(status,) for status in _decode_statuses(tmp_path)]
-
-
-def _decode_statuses(tmp_path: pathlib.Path) -> list[str]:
-    results = json.loads((tmp_path / "results" / "run1" / "results.json").read_text())
-    return [str(cell["status"]) for cell in results["cells"]]
+        measured = [(str(cell["status"]),) for cell in _results(tmp_path)["cells"]]
+        assert len(cells) == 1 and cells == measured
 
 
 def test_a_sqlite_history_that_is_no_database_loses_nothing(tmp_path: pathlib.Path) -> None:

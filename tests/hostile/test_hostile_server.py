@@ -125,13 +125,18 @@ STREAM_FAULTS = {
 ABOUT_THE_TIMEOUT = {"stall", "stall-head", "trickle"}  # their reasons name TIMED_OUT's 1 s
 
 
+def timeout_for(how: str) -> list[str]:
+    """TIMED_OUT for a stream fault about the request time-out, else nothing (SMALL's 5 s)."""
+    return TIMED_OUT if how in ABOUT_THE_TIMEOUT else []
+
+
 @pytest.mark.parametrize("how", list(STREAM_FAULTS))
 def test_every_stream_misbehaviour_ends_fast_with_its_reason_on_the_cell(
     hostile: Hostile, tmp_path: Path, how: str
 ) -> None:
     why = STREAM_FAULTS[how]
-    timeout = TIMED_OUT if how in ABOUT_THE_TIMEOUT else []
-    ran = bench_run("--url", hostile.url(f"stream={how}"), *SMALL, *timeout, out=tmp_path / "r")
+    ran = bench_run("--url", hostile.url(f"stream={how}"), *SMALL, *timeout_for(how),
+                    out=tmp_path / "r")  # fmt: skip
     assert ran.rc == Exit.OK, ran.err[-2000:]
     assert "Traceback" not in ran.err
     assert ran.took_s < 30

@@ -194,10 +194,9 @@ CLI_FAULTS = ("trickle", "huge-error", "redirect", "http-500", "gzip", "html")
 
 
 def _bench_run(h: TlsHostile, spec: str, out: Path) -> Ran:
-    from tests.hostile.test_hostile_server import ABOUT_THE_TIMEOUT, SMALL, TIMED_OUT, bench_run
+    from tests.hostile.test_hostile_server import SMALL, bench_run, timeout_for
 
-    # a case about the request time-out asks for the 1 s its reason names, as over HTTP
-    timeout = TIMED_OUT if spec.removeprefix("stream=") in ABOUT_THE_TIMEOUT else []
+    timeout = timeout_for(spec.removeprefix("stream="))
     return bench_run("--url", h.base(spec), *SMALL, *timeout, out=out,
                      env={"BENCH_CA_FILE": str(h.cert)})  # fmt: skip
 
