@@ -191,10 +191,14 @@ def test_ground_truth_log_matches_client_arrivals(tmp_path: object) -> None:
     assert len(content) == len(rec["chunks"])
     delays = [out.arrivals[i] - sent for (sent, _), i in zip(rec["chunks"], content, strict=True)]
     assert min(delays) >= 0  # logged before the client saw it
-    # ... and close to when it was really sent: well inside the time between two tokens of
-    # the same run (a ratio, not a fixed number of ms, so that a loaded machine holds it).
-    gaps = [b - a for (a, _), (b, _) in zip(rec["chunks"], rec["chunks"][1:], strict=False)]
-    assert statistics.median(delays) < 0.5 * statistics.median(gaps)
+    # ... and close to when it was really sent: well inside the mean time between two tokens
+    # of the same run (a ratio, not a fixed number of ms, so that a loaded machine holds it).
+    # The mean, not the median gap: a twin whose event loop was held up sends the tokens that
+    # fell due meanwhile back to back, and on a loaded machine (CI at 0b4ed4f) more than half
+    # the gaps were such 0.1 ms bursts, so the median gap measured the burst, not the run.
+    sent = [t for t, _ in rec["chunks"]]
+    mean_gap = (sent[-1] - sent[0]) / (len(sent) - 1)
+    assert statistics.median(delays) < 0.5 * mean_gap
 
 
 def test_step_lag_is_reported(client: httpx.Client) -> None:
