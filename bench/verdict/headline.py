@@ -74,10 +74,15 @@ def missable_pct(c: Comparison) -> float | None:
     return max(found, default=None)
 
 
+# What runs_needed answers when some figure needs more than equivalence.MAX_RUNS a side.
+BEYOND_MAX_RUNS = equivalence.MAX_RUNS + 1
+
+
 def runs_needed(c: Comparison, keys: Collection[Key] | None = None) -> int | None:
     """About how many runs a side would show every unresolved figure (of the cells KEYS,
-    default all) within its margin (None: more than equivalence.MAX_RUNS, or no noise
-    measured)."""
+    default all) within its margin: BEYOND_MAX_RUNS when one needs more than
+    equivalence.MAX_RUNS; None when no unresolved figure has a noise measured to tell (not
+    "too many": nothing is known of how many)."""
     sd_run = c.whole.sd_log if c.whole is not None else 0.0
     needs = []
     for f in _unresolved(c, keys):
@@ -87,9 +92,7 @@ def runs_needed(c: Comparison, keys: Collection[Key] | None = None) -> int | Non
             f.sd_log, sd_run, c.policy.margin(f.metric.name), c.policy.tost_alpha,
             run_level=c.whole is not None,
         )  # fmt: skip
-        if n is None:
-            return None
-        needs.append(n)
+        needs.append(BEYOND_MAX_RUNS if n is None else n)
     return max(needs, default=None)
 
 
@@ -105,8 +108,8 @@ def _not_resolved(c: Comparison) -> str:
         else:
             parts.append(f"changes under {missed:.0f} % can go unseen with {_sides(c)}")
     n = runs_needed(c)
-    if missed is not None:
-        need = f"about {n:,}" if n is not None else f"more than {equivalence.MAX_RUNS:,}"
+    if missed is not None and n is not None:
+        need = f"about {n:,}" if n < BEYOND_MAX_RUNS else f"more than {equivalence.MAX_RUNS:,}"
         parts.append(f"{margin} needs {need} a side")
     text = ": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:])
     cells = compared(c)

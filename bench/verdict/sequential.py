@@ -283,17 +283,17 @@ def beyond_budget(comparison: Comparison, open_cells: frozenset[Key], budget: in
     """None while some open cell could still be decided near BUDGET runs a side (it is
     flagged, or it needs at most FUTILE_FACTOR x BUDGET to show its margin); else the runs
     a side they need (0: more than equivalence.MAX_RUNS). A look with no noise to judge by
-    (1 run a side whose history was set aside: raw Δ only) says nothing of what more runs
-    need: None, so the next look, with a run's level of its own, is taken."""
+    (1 run a side whose history was set aside: raw Δ only; or no open figure with a noise
+    measured) says nothing of what more runs need: None, so the next look is taken."""
     if comparison.raw_only:
         return None
     cells = [c for c in comparison.cells if c.key in open_cells]
     if not cells or any(c.flagged for c in cells):
         return None
     need = headline.runs_needed(comparison, open_cells)
-    if need is not None and need <= FUTILE_FACTOR * budget:
+    if need is None or need <= FUTILE_FACTOR * budget:  # None: no noise to tell by
         return None
-    return need or 0
+    return 0 if need >= headline.BEYOND_MAX_RUNS else need
 
 
 def comparable(comparison: Comparison) -> set[Key]:

@@ -9,7 +9,7 @@ import pytest
 
 from bench.verdict import budget, headline
 from bench.verdict.cells import Key, RunFigures
-from bench.verdict.compare import ALPHA, Policy, compare, mde_shown
+from bench.verdict.compare import ALPHA, Comparison, Policy, compare, mde_shown
 from bench.verdict.run_figures import server_start_s
 from bench.verdict.run_source import merge_runs
 from bench.verdict.tables import compare_markdown
@@ -163,3 +163,32 @@ def test_a_side_of_one_bundle_is_told_its_trials_share_one_server_start() -> Non
     assert "- B is one server start: the trials of a start share it" in shown
     shown = compare_markdown(compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy()))
     assert "one server start" not in shown
+
+
+def _figures_noise(c: Comparison, sd_log: float | None) -> Comparison:
+    """C with every figure's noise of one trial set to SD_LOG."""
+    cells = tuple(
+        dataclasses.replace(
+            x, figures=tuple(dataclasses.replace(f, sd_log=sd_log) for f in x.figures)
+        )
+        for x in c.cells
+    )
+    return dataclasses.replace(c, cells=cells)
+
+
+def test_the_runs_a_side_needed_are_said_only_from_a_noise_measured() -> None:
+    c = compare(side("A", LEVELS_A), side("B", LEVELS_B), Policy())
+    assert headline.outcome(c) == "not resolved"
+    n = headline.runs_needed(c)
+    assert n is not None and 2 <= n < headline.BEYOND_MAX_RUNS
+    assert f"NEEDS ABOUT {n:,} A SIDE" in headline.verdict(c)
+    # A figure whose runs vary by a factor of e^10: past the most runs counted.
+    loud = _figures_noise(c, 10.0)
+    assert headline.runs_needed(loud) == headline.BEYOND_MAX_RUNS
+    assert "NEEDS MORE THAN 100,000 A SIDE" in headline.verdict(loud)
+    # No unresolved figure with a noise of its own: nothing is known of how many runs (it
+    # had said "more than 100,000", the same answer as too many).
+    blind = _figures_noise(c, None)
+    assert headline.runs_needed(blind) is None
+    line = headline.verdict(blind)
+    assert "NEEDS" not in line and "CAN GO UNSEEN" in line, line
