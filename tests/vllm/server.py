@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.cpu_quota import CpuQuota, cpu_quota
-from tests.support.priority import PRIORITY_NICE, prioritized
+from tests.support.priority import prioritized
 from tests.support.procs import free_port
 from tests.support.served import serving
 
@@ -241,11 +241,13 @@ def start_vllm(
 # time between tokens was unmeasurable; with the server's process group held to 1.0 or 1.5
 # CPUs, 0 of 35 and 0 of 47 did (2.0 CPUs, no real limit: 56 of 83). On a benchmark host the
 # engine's busy-polling processes have cores to spare for its API server; this quota stands
-# in for that. It also leaves the other pytest worker half a core. The group itself competes
-# at PRIORITY_NICE's weight: at the default one it counted as a single task of niceness 0
-# against the machine's other work, whatever its processes' niceness, and under load got
-# about half of its quota (tests/support/cpu_quota.py; a fresh clone's make test under
-# stress-ng, 7 December, the live verdict's B runs).
+# in for that. It also leaves the other pytest worker half a core. The group competes with
+# the machine's other work at the default weight, as one task of niceness 0 (whatever its
+# processes' niceness): given PRIORITY_NICE's weight (c829b4c) it took its whole quota
+# whenever it ran, and with its client (niceness -15 too) the rest, and the other worker's
+# tests starved: on 7 December CI's twin held up its token loop for 72 ms and, in a fresh
+# clone's make test, a test server's /v1/models went unanswered within 2 s for 24 s. Only a
+# group whose quota is the treatment (the live verdict's slower B) gets that weight.
 SERVER_CPUS = 1.5
 _QUOTAS = itertools.count()
 
@@ -262,9 +264,7 @@ def start_test_vllm(
     """`start_vllm` as the tests run it: ahead of the machine's other work, in `quota` (a
     slower server's, say) or a SERVER_CPUS quota of its own."""
     with contextlib.ExitStack() as stack:
-        group = quota or stack.enter_context(
-            cpu_quota(SERVER_CPUS, f"vllm{next(_QUOTAS)}", nice=PRIORITY_NICE)
-        )
+        group = quota or stack.enter_context(cpu_quota(SERVER_CPUS, f"vllm{next(_QUOTAS)}"))
 
         def wrap(argv: list[str]) -> list[str]:
             return group.wrap(prioritized(argv))
