@@ -62,19 +62,21 @@ def cell_result(
             "launch_prefix_cache_hit_rate": launch_prefix_hit_rate(run),
         }
     )
+    over = max((r.tokens for r in run.records), default=0)
+    if max_tokens is not None and over > max_tokens:
+        # The server's usage counts are not to be believed: neither are the figures, nor a
+        # reason read from them (a stall is "no token in the last x s"), so this one comes
+        # first, whatever else the window shows.
+        over_why = (
+            f"the server claimed {over} output tokens for one request, "
+            f"more than its max_tokens {max_tokens}"
+        )
+        return CellResult(**base, status="invalid", reason=over_why, extras=extras)
     if figs is None:
         return CellResult(**base, status="invalid", reason=why, extras=extras)
     implausible = first_implausible(figs) or first_implausible(extras)
     if implausible is not None:  # a /metrics value of 1.5e308, say (issue 29, S7)
         return CellResult(**base, status="invalid", reason=implausible)
-    over = max((r.tokens for r in run.records), default=0)
-    if max_tokens is not None and over > max_tokens:
-        # The server's usage counts are not to be believed: neither are the figures.
-        why = (
-            f"the server claimed {over} output tokens for one request, "
-            f"more than its max_tokens {max_tokens}"
-        )
-        return CellResult(**base, status="invalid", reason=why, extras=extras)
     # A cell whose gate never held, or that started on an undrained server, is
     # measured and flagged: its numbers are shown with the reason beside them.
     flag = "; ".join(x for x in (run.drain_note, run.not_ready) if x)

@@ -139,3 +139,25 @@ def test_a_samples_line_gives_the_error_text_and_its_kind_beside_it() -> None:
         "decode", "256", 4, 0, _record(0), origin_s=1.0, anchor_s=0.0, anchor_unix_s=1000.0
     )
     assert ok["error"] is None and ok["error_kind"] is None
+
+
+def test_a_server_claiming_more_than_max_tokens_is_named_before_a_stall_read_from_its_counts() -> (
+    None
+):
+    """A window with a stall at its end (no token in its last 27 s) from a server whose usage
+    claims 48 tokens for a request of max_tokens 16: its counts are not to be believed, so
+    the cell's reason is the claim, not the stall read from them (fresh35: the hostile
+    over-max stream, starved 0.6 s at its 5 s window's end, was called stalled)."""
+    record = RequestRecord(worker=0, start_s=4.0, first_token_s=5.0)
+    for i in range(48):
+        record.add_usage(5.0 + 0.1 * i, i + 1)  # 5.0 .. 9.7 s, then nothing
+    record.finished, record.end_s = True, 9.7
+    run = CellRun(concurrency=1, t0_s=0.0, records=[record], w0_s=5.5, w1_s=40.0)
+    cell = outcome.cell_result(run, "256", 256, 0, started_at_s=0.5, max_tokens=16)
+    assert cell.status == "invalid"
+    assert cell.reason == (
+        "the server claimed 48 output tokens for one request, more than its max_tokens 16"
+    )
+    # Within max_tokens, the same window is the stall it is.
+    cell = outcome.cell_result(run, "256", 256, 0, started_at_s=0.5, max_tokens=64)
+    assert cell.status == "invalid" and (cell.reason or "").startswith("server stalled")
