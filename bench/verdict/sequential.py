@@ -284,9 +284,8 @@ def beyond_budget(comparison: Comparison, open_cells: frozenset[Key], budget: in
     flagged, or it needs at most FUTILE_FACTOR x BUDGET to show its margin); else the runs
     a side they need (0: more than equivalence.MAX_RUNS). A look with no noise to judge by
     (1 run a side whose history was set aside: raw Δ only; or no open figure with a noise
-    measured) says nothing of what more runs need: None, so the next look is taken."""
-    if comparison.raw_only:
-        return None
+    measured) says nothing of what more runs need (`runs_needed` None): the next look is
+    taken."""
     cells = [c for c in comparison.cells if c.key in open_cells]
     if not cells or any(c.flagged for c in cells):
         return None

@@ -245,8 +245,8 @@ def start_vllm(
 # the machine's other work at the default weight, as one task of niceness 0 (whatever its
 # processes' niceness): given PRIORITY_NICE's weight (c829b4c) it took its whole quota
 # whenever it ran, and with its client (niceness -15 too) the rest, and the other worker's
-# tests starved: on 7 December CI's twin held up its token loop for 72 ms and, in a fresh
-# clone's make test, a test server's /v1/models went unanswered within 2 s for 24 s. Only a
+# tests starved (7 December, a fresh clone's make test: a test server's /v1/models went
+# unanswered within 2 s for 24 s; CI's twin holding up its token loop 72 ms fits too). Only a
 # group whose quota is the treatment (the live verdict's slower B) gets that weight.
 SERVER_CPUS = 1.5
 _QUOTAS = itertools.count()
