@@ -32,6 +32,12 @@ SMALL = [
     "--duration", "1", "--max-tokens", "16", "--request-timeout", "5", "--kv-budget", "100000",
 ]  # fmt: skip
 TIMED_OUT = ["--request-timeout", "1"]
+# For a test whose cell must be valid (or whose reason must not be the window's): a window of
+# 5 s. In SMALL's 1 s window a 0.1 s hold-up of this test server or of `bench run` at its
+# end is a stall by the product's rule (STALL_WINDOW_FRACTION), and a loaded machine makes
+# them: under CI's make test (7 December) the early-hints cell was invalid, under stress-ng
+# in a fresh clone (6 December) the over-max stream's first token came after 1 s.
+VALID = [*SMALL, "--duration", "5", "--request-timeout", "10"]
 
 
 @dataclass
@@ -152,7 +158,7 @@ def test_every_stream_misbehaviour_ends_fast_with_its_reason_on_the_cell(
 def test_usage_only_in_the_last_chunk_is_an_invalid_cell_with_the_right_reason(
     hostile: Hostile, tmp_path: Path
 ) -> None:
-    ran = bench_run("--url", hostile.url("stream=usage-last"), *SMALL, out=tmp_path / "r")
+    ran = bench_run("--url", hostile.url("stream=usage-last"), *VALID, out=tmp_path / "r")
     assert ran.rc == Exit.OK, ran.err[-2000:]
     assert ran.results is not None
     (scout,) = ran.results["prefill"]
@@ -165,10 +171,7 @@ def test_usage_only_in_the_last_chunk_is_an_invalid_cell_with_the_right_reason(
 def test_more_output_tokens_than_max_tokens_is_an_invalid_cell(
     hostile: Hostile, tmp_path: Path
 ) -> None:
-    # A window of 5 s, not SMALL's 1: under stress-ng in a fresh clone's make test the one
-    # request's first token once came after 1 s, and the cell's reason was the window's.
-    longer = [*SMALL, "--duration", "5", "--request-timeout", "10"]
-    ran = bench_run("--url", hostile.url("stream=over-max"), *longer, out=tmp_path / "r")
+    ran = bench_run("--url", hostile.url("stream=over-max"), *VALID, out=tmp_path / "r")
     assert ran.rc == Exit.OK, ran.err[-2000:]
     assert ran.results is not None
     (cell,) = ran.results["cells"]
@@ -180,11 +183,11 @@ def test_more_output_tokens_than_max_tokens_is_an_invalid_cell(
 
 def test_a_well_behaved_hostile_server_gives_a_valid_cell(hostile: Hostile, tmp_path: Path) -> None:
     # The control: the fixture's own good stream is measured, so the faults above are theirs.
-    ran = bench_run("--url", hostile.url("stream=ok"), *SMALL, out=tmp_path / "r")
+    ran = bench_run("--url", hostile.url("stream=ok"), *VALID, out=tmp_path / "r")
     assert ran.rc == Exit.OK, ran.err[-2000:]
     assert ran.results is not None
     (cell,) = ran.results["cells"]
-    assert cell["status"] == "valid", cell
+    assert cell["status"] == "valid", cell.get("reason")
 
 
 # setup-call misbehaviour -> the run's one line (exit 3)
@@ -234,12 +237,13 @@ def test_an_interim_103_and_cr_only_line_ends_are_read_as_the_specs_allow(
 ) -> None:
     """Issue 29 L1: a 103 Early Hints before the 200 made the cell `invalid: HTTP 103: …`;
     L2: CR-only SSE line ends (allowed by the spec) gave `stream ended without [DONE]`."""
-    ran = bench_run("--url", hostile.url(f"stream={how}"), *SMALL, out=tmp_path / "r")
+    ran = bench_run("--url", hostile.url(f"stream={how}"), *VALID, out=tmp_path / "r")
     assert ran.rc == Exit.OK, ran.err[-2000:]
     assert ran.results is not None
     (scout,) = ran.results["prefill"]
     (cell,) = ran.results["cells"]
-    assert scout["status"] == "valid" and cell["status"] == "valid", (scout, cell)
+    assert scout["status"] == "valid", scout.get("reason")
+    assert cell["status"] == "valid", cell.get("reason")
 
 
 def test_a_server_echoing_the_key_into_an_error_leaves_no_key_in_the_run(
