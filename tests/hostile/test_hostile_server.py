@@ -36,7 +36,7 @@ TIMED_OUT = ["--request-timeout", "1"]
 # 5 s. In SMALL's 1 s window a 0.1 s hold-up of this test server or of `bench run` at its
 # end is a stall by the product's rule (STALL_WINDOW_FRACTION), and a loaded machine makes
 # them: under CI's make test (7 December) the early-hints cell was invalid, under stress-ng
-# in a fresh clone (6 December) the over-max stream's first token came after 1 s.
+# in a fresh clone (7 December, f44f38b) the over-max stream's first token came after 1 s.
 VALID = [*SMALL, "--duration", "5", "--request-timeout", "10"]
 
 

@@ -261,8 +261,9 @@ def start_test_vllm(
     quota: CpuQuota | None = None,
     traces_port: int | None = None,
 ) -> Iterator[VllmServer]:
-    """`start_vllm` as the tests run it: ahead of the machine's other work, in `quota` (a
-    slower server's, say) or a SERVER_CPUS quota of its own."""
+    """`start_vllm` as the tests run it: at niceness PRIORITY_NICE inside `quota` (a slower
+    server's, say) or a SERVER_CPUS quota of its own, whose group competes with the machine's
+    other work at the default weight (above)."""
     with contextlib.ExitStack() as stack:
         group = quota or stack.enter_context(cpu_quota(SERVER_CPUS, f"vllm{next(_QUOTAS)}"))
 
